@@ -1,0 +1,30 @@
+# Two entry points: `make demo` (train -> export -> index -> eval -> serve on generated data)
+# and `make test`. Both create the virtualenv they need.
+PYTHON ?= python3
+VENV ?= .venv
+# faiss-gpu/onnxruntime-gpu and faiss-cpu/onnxruntime cannot live side by side: pick one set.
+ACCEL ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo gpu || echo cpu)
+STAMP := $(VENV)/.installed-$(ACCEL)
+
+.PHONY: setup demo test bench clean-venv
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check -e ".[train,$(ACCEL),dev]"
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+demo: setup
+	bash scripts/demo.sh
+
+test: setup
+	bash scripts/ensure-chromium.sh || echo "chromium unavailable: browser tests will be skipped"
+	$(VENV)/bin/python -m pytest -q $(PYTEST_ARGS)
+
+bench: setup
+	for b in bench/bench_*.py; do echo "== $$b"; $(VENV)/bin/python $$b || exit 1; done
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,47 @@
+"""The ``retrieval`` command: one typer app; each stage registers its own commands."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from retrieval.cli import data_commands, eval_commands, index_commands, serve_commands, train_commands
+from retrieval.indexing.errors import RetrievalError
+
+app = typer.Typer(
+    name="retrieval",
+    help="Train an image embedder with deep-metric-learning losses, export it to ONNX, "
+    "index a gallery (float + binary faiss), evaluate retrieval quality and serve searches over HTTP.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+for module in (data_commands, train_commands, index_commands, eval_commands, serve_commands):
+    module.register(app)
+
+
+def main() -> None:
+    """Console-script entry point: user errors print one sentence and exit 2, never a traceback."""
+    try:
+        app(standalone_mode=False)
+    except RetrievalError as error:
+        typer.secho(f"error: {error}", fg=typer.colors.RED, err=True)
+        sys.exit(2)
+    except (typer.Abort, KeyboardInterrupt):
+        typer.secho("aborted", err=True)
+        sys.exit(130)
+    except SystemExit:
+        raise
+    except Exception as error:  # click usage errors arrive here with standalone_mode=False
+        import click
+
+        if isinstance(error, click.ClickException):
+            error.show()
+            sys.exit(error.exit_code)
+        raise
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,17 @@
+"""User-facing errors: raised with one clear sentence, printed by the CLI without a traceback."""
+
+
+class RetrievalError(Exception):
+    """A problem the user can fix (bad input, missing file, mismatched model). Message = the fix."""
+
+
+class DataError(RetrievalError):
+    """A dataset, image or split problem."""
+
+
+class ConfigError(RetrievalError):
+    """A bad configuration key or value."""
+
+
+class IndexFormatError(RetrievalError):
+    """An index directory is missing, corrupt or built by another model."""

@@ -1,0 +1,153 @@
+"""The training configuration: one pydantic model, loaded from YAML, overridden from the CLI.
+
+Unknown keys are rejected (``extra="forbid"``) so a typo never silently falls back to a
+default. ``load_config`` turns pydantic's errors into one sentence naming the key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from retrieval.indexing.errors import ConfigError
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+
+class DataConfig(_Strict):
+    path: Path | None = Field(None, description="ImageFolder dir, CSV manifest or a CUB/Cars/SOP/In-Shop root")
+    val_fraction: float = Field(0.2, ge=0.0, lt=1.0, description="share of training classes held out for validation")
+    val_fold: int | None = Field(None, ge=0, description="use fold i of num_folds (Reality Check) instead of val_fraction")
+    num_folds: int = Field(4, ge=2)
+    image_size: int = Field(224, gt=0, description="crop size; eval resizes the shorter side to image_size * 8/7")
+    train_crop_scale: tuple[float, float] = (0.16, 1.0)
+    horizontal_flip: bool = True
+    sampler: Literal["auto", "balanced", "shuffle"] = Field(
+        "auto", description="auto: class-balanced C x M for pair losses, plain shuffling for classification losses"
+    )
+    images_per_class: int = Field(4, ge=1, description="M of the class-balanced sampler")
+    batches_per_epoch: int | None = Field(None, ge=1, description="balanced sampler: default = images // batch size")
+    num_workers: int = Field(2, ge=0)
+    on_bad_image: Literal["skip", "fail"] = "skip"
+
+
+class ModelConfig(_Strict):
+    backbone: str = "resnet18"
+    pretrained: str | None = Field(None, description="'torchvision' (local cache) or a state-dict file path")
+    pooling: Literal["avg", "max", "avgmax"] = "avg"
+    layer_norm: bool = Field(False, description="LayerNorm without affine after pooling (Zhai & Wu)")
+    embedding_dim: int | None = Field(512, gt=0, description="None: no linear layer, the pooled features are the embedding")
+    freeze_batchnorm: bool = False
+    channels_last: bool = True
+
+
+class LossConfig(_Strict):
+    name: str = "normalized_softmax"
+    params: dict[str, Any] = Field(default_factory=dict, description="passed to the loss builder")
+    miner: str | None = None
+    miner_params: dict[str, Any] = Field(default_factory=dict)
+    lr: float | None = Field(None, gt=0, description="learning rate of loss parameters (proxies); default optimizer.lr * 10")
+
+
+class OptimizerConfig(_Strict):
+    name: Literal["sgd", "adam", "adamw", "rmsprop"] = "adamw"
+    lr: float = Field(1e-4, gt=0)
+    head_lr: float | None = Field(None, gt=0, description="learning rate of the new layers; default = lr")
+    weight_decay: float = Field(1e-4, ge=0)
+    momentum: float = Field(0.9, ge=0)
+    grad_clip_norm: float | None = Field(10.0, gt=0)
+
+
+class ScheduleConfig(_Strict):
+    name: Literal["constant", "step", "cosine"] = "cosine"
+    warmup_epochs: float = Field(0.0, ge=0)
+    step_epochs: int = Field(10, ge=1)
+    step_gamma: float = Field(0.1, gt=0)
+    min_lr_ratio: float = Field(0.01, ge=0)
+
+
+class TrainerConfig(_Strict):
+    epochs: int = Field(10, ge=1)
+    batch_size: int = Field(32, ge=2)
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    amp: Literal["auto", "off", "bf16", "fp16"] = "auto"
+    warm_start_epochs: int = Field(0, ge=0, description="epochs that train only the new layers and the loss")
+    patience: int | None = Field(None, ge=1, description="stop after this many epochs without a better val MAP@R")
+    seed: int = 0
+    eval_batch_size: int = Field(64, ge=1)
+    recall_ks: tuple[int, ...] = (1, 2, 4, 8)
+    max_steps_per_epoch: int | None = Field(None, ge=1, description="cap for quick runs")
+
+
+class TrainConfig(_Strict):
+    data: DataConfig = DataConfig()
+    model: ModelConfig = ModelConfig()
+    loss: LossConfig = LossConfig()
+    optimizer: OptimizerConfig = OptimizerConfig()
+    schedule: ScheduleConfig = ScheduleConfig()
+    trainer: TrainerConfig = TrainerConfig()
+
+    def config_hash(self) -> str:
+        """Hash of everything that shapes the model (not the data path), for manifests."""
+        payload = self.model_dump(mode="json")
+        payload["data"].pop("path", None)
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def describe_validation_error(error: ValidationError, source: str) -> str:
+    """One sentence per problem, naming the dotted key, e.g. ``trainer.epoch: unknown key``."""
+    parts = []
+    for item in error.errors():
+        key = ".".join(str(p) for p in item["loc"]) or "(root)"
+        message = "unknown key" if item["type"] == "extra_forbidden" else item["msg"]
+        parts.append(f"{key}: {message}")
+    return f"invalid configuration in {source}: " + "; ".join(parts)
+
+
+def merge_dicts(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge_dicts(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def build_config(layers: list[tuple[str, dict[str, Any]]]) -> TrainConfig:
+    """Merge (source name, partial dict) layers in order (recipe, file, CLI) and validate."""
+    merged: dict[str, Any] = {}
+    for _, layer in layers:
+        merged = merge_dicts(merged, layer)
+    try:
+        return TrainConfig.model_validate(merged)
+    except ValidationError as error:
+        # validate each layer alone to name the one that holds the bad key
+        for source, layer in layers:
+            try:
+                TrainConfig.model_validate(layer)
+            except ValidationError as layer_error:
+                raise ConfigError(describe_validation_error(layer_error, source)) from None
+        raise ConfigError(describe_validation_error(error, "the merged configuration")) from None
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist")
+    try:
+        loaded = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        raise ConfigError(f"config file {path} is not valid YAML: {error}") from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"config file {path} must hold a mapping of sections (data, model, loss, ...)")
+    return loaded
