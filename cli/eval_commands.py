@@ -1,7 +1,104 @@
-"""CLI commands of this stage (being written)."""
+"""``retrieval eval``: Recall@K, MAP@R, R-precision, P@1 and NMI of a model or of an index."""
 
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
 import typer
+
+from retrieval.indexing.atomic_write import atomic_write_text
+from retrieval.indexing.data.sources import load_records
+from retrieval.indexing.data.splits import select_split
+from retrieval.indexing.errors import ConfigError
+from retrieval.indexing.evaluation import (
+    KINDS, EvaluationReport, evaluate_index, evaluate_model, exact_neighbors, grid_queries, grid_rows, index_neighbors,
+)
+from retrieval.indexing.index_store import IndexStore
+from retrieval.indexing.retrieval_grid import save_grid
+
+METRICS_NAME = "metrics.json"
+GRID_NAME = "retrieval_grid.png"
+GRID_NEIGHBORS = 8
+
+
+def parse_ks(text: str | None) -> tuple[int, ...] | None:
+    """'1,2,4,8' -> (1, 2, 4, 8); None keeps the dataset-dependent default."""
+    if not text:
+        return None
+    try:
+        ks = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise ConfigError(f"--ks must be comma-separated positive integers like 1,2,4,8, got {text!r}") from None
+    if not ks or min(ks) < 1:
+        raise ConfigError(f"--ks must be comma-separated positive integers like 1,2,4,8, got {text!r}")
+    return ks
+
+
+def format_table(report: EvaluationReport) -> str:
+    """Metrics as rows, kinds (and exact twins of approximate kinds) as columns."""
+    columns = [(kind, report.metrics[kind]) for kind in KINDS]
+    columns += [(f"{kind} (exact)", report.exact[kind]) for kind in KINDS if report.exact]
+    rows = [("MAP@R", lambda m: m.map_at_r), ("R-precision", lambda m: m.r_precision),
+            ("P@1", lambda m: m.precision_at_1), ("NMI", lambda m: m.nmi)]
+    rows += [(f"Recall@{k}", lambda m, k=k: m.recall_at_k.get(k)) for k in report.ks]
+    width = max(len(name) for name, _ in columns) + 2
+    lines = [f"{'metric':<12}" + "".join(f"{name:>{width}}" for name, _ in columns)]
+    for label, value in rows:
+        cells = "".join(f"{'-' if value(m) is None else f'{value(m):.4f}':>{width}}" for _, m in columns)
+        lines.append(f"{label:<12}{cells}")
+    lines.append(f"{report.protocol} protocol, {report.num_queries} queries, {report.num_gallery} gallery items, "
+                 f"model {report.model_sha256[:12]}")
+    return "\n".join(lines)
+
+
+def default_out_dir() -> Path:
+    return Path(f"eval-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}")
+
+
+def evaluate(
+    model: Annotated[Path | None, typer.Option("--model", help="export dir or training run dir (with --data)")] = None,
+    data: Annotated[Path | None, typer.Option("--data", help="dataset to embed and evaluate (with --model)")] = None,
+    index: Annotated[Path | None, typer.Option("--index", help="evaluate an index directory as built")] = None,
+    split: Annotated[str, typer.Option("--split", help="all, train, val or test (with --data)")] = "test",
+    out: Annotated[Path | None, typer.Option("--out", help="output directory (default ./eval-<timestamp>)")] = None,
+    ks: Annotated[str | None, typer.Option("--ks", help="Recall@K list, e.g. 1,2,4,8 (default by dataset)")] = None,
+    grid: Annotated[int, typer.Option("--grid", min=0, help="queries in retrieval_grid.png (0: none)")] = 6,
+    batch_size: Annotated[int, typer.Option("--batch-size", min=1)] = 32,
+    threads: Annotated[int | None, typer.Option("--threads", help="onnxruntime threads")] = None,
+) -> None:
+    """Evaluate retrieval (float and 2048-bit-style binary) and write metrics.json + retrieval_grid.png."""
+    chosen_ks = parse_ks(ks)
+    if (index is None) == (model is None) or (model is not None and data is None) or (index and data):
+        raise ConfigError("pass either --model MODEL --data PATH, or --index INDEX_DIR")
+    out_dir = out or default_out_dir()
+    if index is not None:
+        with IndexStore.open(index) as store:
+            report, eval_data = evaluate_index(store, ks=chosen_ks)
+            queries = grid_queries(eval_data, grid)
+            neighbors = index_neighbors(store, eval_data, queries, GRID_NEIGHBORS) if len(queries) else None
+    else:
+        records = select_split(load_records(data), split)
+        report, eval_data = evaluate_model(model, records, ks=chosen_ks, batch_size=batch_size, threads=threads)
+        report.details["split"] = split
+        queries = grid_queries(eval_data, grid)
+        neighbors = exact_neighbors(eval_data, queries, GRID_NEIGHBORS) if len(queries) else None
+    typer.echo(format_table(report))
+    atomic_write_text(out_dir / METRICS_NAME, json.dumps(report.to_json(), indent=2, default=_json_default) + "\n")
+    if neighbors is not None:
+        save_grid(grid_rows(eval_data, queries, neighbors), out_dir / GRID_NAME)
+    typer.echo(f"wrote {out_dir / METRICS_NAME}" + (f" and {out_dir / GRID_NAME}" if neighbors is not None else ""))
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"cannot serialise {type(value).__name__}")
 
 
 def register(app: typer.Typer) -> None:
-    """Add this stage's commands to the top-level app."""
+    """Add ``eval`` to the top-level app."""
+    app.command("eval")(evaluate)

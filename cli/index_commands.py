@@ -1,7 +1,140 @@
-"""CLI commands of this stage (being written)."""
+"""``retrieval index build|info|add|remove`` and ``retrieval search``: the index directory from the shell."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated
 
 import typer
 
+from retrieval.indexing.data.sources import load_records
+from retrieval.indexing.data.splits import select_split
+from retrieval.indexing.errors import DataError
+from retrieval.indexing.faiss_kinds import BINARY_KINDS, FLOAT_KINDS
+from retrieval.indexing.index_builder import build_index, embed_records
+from retrieval.indexing.index_manifest import load_index_manifest
+from retrieval.indexing.index_store import IndexStore
+from retrieval.indexing.model_resolution import resolve_query_model
+from retrieval.indexing.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.data.image_io import open_rgb
+
+MAX_LISTED_FAILURES = 10
+
+index_app = typer.Typer(help="Build, inspect and update an index directory (float + binary faiss).",
+                        no_args_is_help=True)
+
+ModelOpt = Annotated[Path, typer.Option("--model", help="export dir (model.onnx + model.json) or training run dir")]
+DataOpt = Annotated[Path, typer.Option("--data", help="dataset folder / CSV (any layout `retrieval data` reads)")]
+ThreadsOpt = Annotated[int | None, typer.Option("--threads", help="onnxruntime intra-op threads (default: all cores)")]
+BatchOpt = Annotated[int, typer.Option("--batch-size", min=1, help="images per inference batch")]
+
+
+def echo_failures(failures: Sequence[tuple[Path, str]]) -> None:
+    """Report skipped images on stderr: the first few with their reasons, then a count."""
+    if not failures:
+        return
+    typer.secho(f"skipped {len(failures)} unreadable image(s):", fg=typer.colors.YELLOW, err=True)
+    for _, reason in failures[:MAX_LISTED_FAILURES]:
+        typer.echo(f"  {reason}", err=True)
+    if len(failures) > MAX_LISTED_FAILURES:
+        typer.echo(f"  ... and {len(failures) - MAX_LISTED_FAILURES} more", err=True)
+
+
+@index_app.command("build")
+def build(
+    model: ModelOpt,
+    data: DataOpt,
+    out: Annotated[Path, typer.Option("--out", help="index directory to create (or replace)")],
+    float_kind: Annotated[str, typer.Option("--float-kind", help=f"one of {', '.join(FLOAT_KINDS)}")] = "flat",
+    binary_kind: Annotated[str, typer.Option("--binary-kind", help=f"one of {', '.join(BINARY_KINDS)}")] = "flat",
+    batch_size: BatchOpt = 32,
+    split: Annotated[str, typer.Option("--split", help="all, train, val or test")] = "all",
+    threads: ThreadsOpt = None,
+) -> None:
+    """Embed a dataset with an exported model and write a float + binary index directory."""
+    records = select_split(load_records(data), split)
+    report = build_index(model, records, out, float_kind=float_kind, binary_kind=binary_kind,
+                         batch_size=batch_size, threads=threads)
+    echo_failures(report.failures)
+    typer.echo(f"indexed {report.count} images of {report.num_labels} classes into {report.index_dir} "
+               f"(float {report.float_kind}, binary {report.binary_kind}, model {report.model_sha256[:12]}) "
+               f"in {report.total_seconds:.1f} s")
+
+
+@index_app.command("info")
+def info(index_dir: Annotated[Path, typer.Argument(help="index directory")]) -> None:
+    """Show what an index holds and how it was built."""
+    manifest = load_index_manifest(index_dir)
+    sizes = {p.name: p.stat().st_size for p in Path(index_dir).iterdir() if p.is_file()}
+    rows = [
+        ("items", f"{manifest.count} ({manifest.num_labels} classes)"),
+        ("embedding", f"{manifest.dim}-d float, {manifest.bits}-bit binary (threshold {manifest.binarization_threshold})"),
+        ("kinds", f"float {manifest.float_kind}, binary {manifest.binary_kind}"),
+        ("model", f"{manifest.model_sha256[:12]} {manifest.model.backbone} / {manifest.model.loss} ({manifest.model_dir})"),
+        ("created", manifest.created_at), ("updated", f"{manifest.updated_at} (generation {manifest.generation})"),
+        ("faiss", manifest.faiss_version),
+        ("files", ", ".join(f"{name} {size / 1e6:.2f} MB" for name, size in sorted(sizes.items()))),
+    ]
+    for key, value in rows:
+        typer.echo(f"{key:<10} {value}")
+
+
+@index_app.command("add")
+def add(index_dir: Annotated[Path, typer.Argument(help="index directory")], data: DataOpt,
+        batch_size: BatchOpt = 32, threads: ThreadsOpt = None) -> None:
+    """Embed more images with the index's own model and add them (new ids, old ids unchanged)."""
+    manifest = load_index_manifest(index_dir)
+    embedder = OnnxEmbedder(resolve_query_model(index_dir, manifest.model_dir), threads=threads)
+    records = load_records(data)
+    with IndexStore.open(index_dir, expected_model_sha256=embedder.model_sha256) as store:
+        kept, embeddings, failures = embed_records(embedder, records, batch_size=batch_size)
+        ids = store.add(kept, embeddings)
+        echo_failures(failures)
+        typer.echo(f"added {len(ids)} images (ids {min(ids, default=0)}..{max(ids, default=0)}); "
+                   f"the index now holds {store.count}")
+
+
+@index_app.command("remove")
+def remove(index_dir: Annotated[Path, typer.Argument(help="index directory")],
+           ids: Annotated[list[int], typer.Argument(help="item ids to remove")]) -> None:
+    """Remove items by id (ids are never reused)."""
+    with IndexStore.open(index_dir) as store:
+        removed = store.remove(ids)
+        unknown = len(set(ids)) - removed
+        note = f" ({unknown} id(s) were not in the index)" if unknown else ""
+        typer.echo(f"removed {removed} item(s){note}; the index now holds {store.count}")
+
+
+def search(
+    index_dir: Annotated[Path, typer.Argument(help="index directory")],
+    image: Annotated[Path, typer.Argument(help="query image")],
+    k: Annotated[int, typer.Option("-k", "--k", min=1, help="number of results")] = 10,
+    binary: Annotated[bool, typer.Option("--binary", help="search the binary (Hamming) index")] = False,
+    rerank: Annotated[int | None, typer.Option("--rerank", min=1, help="binary shortlist re-ranked by float")] = None,
+    model: Annotated[Path | None, typer.Option("--model", help="query model (default: the index's own copy)")] = None,
+    force: Annotated[bool, typer.Option("--force", help="search even if the model differs from the index's")] = False,
+) -> None:
+    """Find the images of an index most similar to IMAGE and print them as a table."""
+    manifest = load_index_manifest(index_dir)
+    embedder = OnnxEmbedder(resolve_query_model(index_dir, manifest.model_dir, model))
+    with IndexStore.open(index_dir, expected_model_sha256=embedder.model_sha256, force=force) as store:
+        if rerank and not binary:
+            raise DataError("--rerank re-orders a binary shortlist; add --binary")
+        query = embedder.embed_images([open_rgb(image)])
+        results = store.search(query, k, kind="binary" if binary else "float", rerank=rerank)
+        print_results(store, results.ids[0], results.scores[0])
+
+
+def print_results(store: IndexStore, ids: Sequence[int], scores: Sequence[float]) -> None:
+    items = store.items([int(i) for i in ids])
+    typer.echo(f"{'rank':>4}  {'id':>8}  {'score':>7}  {'label':<20}  path")
+    for rank, (item, score) in enumerate(zip(items, scores), start=1):
+        if item is not None:
+            typer.echo(f"{rank:>4}  {item.id:>8}  {score:>7.4f}  {item.label:<20}  {item.path}")
+
 
 def register(app: typer.Typer) -> None:
-    """Add this stage's commands to the top-level app."""
+    """Add ``index ...`` and ``search`` to the top-level app."""
+    app.add_typer(index_app, name="index")
+    app.command("search")(search)

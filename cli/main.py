@@ -6,7 +6,14 @@ import sys
 
 import typer
 
-from retrieval.cli import data_commands, eval_commands, index_commands, serve_commands, train_commands
+from retrieval.cli import (
+    data_commands,
+    eval_commands,
+    export_commands,
+    index_commands,
+    serve_commands,
+    train_commands,
+)
 from retrieval.indexing.errors import RetrievalError
 
 app = typer.Typer(
@@ -18,7 +25,7 @@ app = typer.Typer(
     add_completion=False,
 )
 
-for module in (data_commands, train_commands, index_commands, eval_commands, serve_commands):
+for module in (data_commands, train_commands, export_commands, index_commands, eval_commands, serve_commands):
     module.register(app)
 
 

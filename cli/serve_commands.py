@@ -1,7 +1,50 @@
-"""CLI commands of this stage (being written)."""
+"""``retrieval serve``: the FastAPI search service under uvicorn."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
 
 import typer
 
 
 def register(app: typer.Typer) -> None:
     """Add this stage's commands to the top-level app."""
+    app.command("serve")(serve)
+
+
+def serve(
+    index: Path = typer.Option(..., "--index", help="index directory written by `retrieval index build`"),
+    host: str = typer.Option("127.0.0.1", help="address to listen on (0.0.0.0 to accept other machines)"),
+    port: int = typer.Option(8000, min=1, max=65535),
+    workers: int = typer.Option(1, min=1, help="worker processes; each loads its own model and index"),
+    api_key: str | None = typer.Option(
+        None, envvar="RETRIEVAL_API_KEY", help="key for POST/DELETE /items and /admin/reload (X-API-Key header)"
+    ),
+    threads: int | None = typer.Option(None, min=1, help="onnxruntime threads per worker (default: cores / workers)"),
+) -> None:
+    """Serve searches over HTTP, with a web page at / and the API documented at /docs."""
+    import uvicorn
+
+    from retrieval.indexing.index_manifest import load_index_manifest
+    from retrieval.serving.app import create_app
+    from retrieval.serving.settings import settings_from_env
+
+    load_index_manifest(index)  # fail now with one sentence, not later as a 503 from /readyz
+    threads = threads or max(1, (os.cpu_count() or 1) // workers)
+    settings = settings_from_env(index_dir=index.resolve(), api_key=api_key or None, threads=threads)
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    typer.echo(f"web page: http://{shown}:{port}/   API docs: http://{shown}:{port}/docs")
+    if workers == 1:
+        uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+        return
+    _export_settings(settings)
+    uvicorn.run("retrieval.serving.app:app_from_env", factory=True, host=host, port=port, workers=workers)
+
+
+def _export_settings(settings) -> None:
+    """Worker processes import the app by name, so they get the settings through the environment."""
+    os.environ["RETRIEVAL_INDEX_DIR"] = str(settings.index_dir)
+    os.environ["RETRIEVAL_THREADS"] = str(settings.threads)
+    if settings.api_key:
+        os.environ["RETRIEVAL_API_KEY"] = settings.api_key

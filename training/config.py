@@ -42,8 +42,10 @@ class ModelConfig(_Strict):
     backbone: str = "resnet18"
     pretrained: str | None = Field(None, description="'torchvision' (local cache) or a state-dict file path")
     pooling: Literal["avg", "max", "avgmax"] = "avg"
-    layer_norm: bool = Field(False, description="LayerNorm without affine after pooling (Zhai & Wu)")
-    embedding_dim: int | None = Field(512, gt=0, description="None: no linear layer, the pooled features are the embedding")
+    layer_norm: bool = Field(True, description="LayerNorm without affine after pooling (Zhai & Wu)")
+    embedding_dim: int | None = Field(
+        2048, gt=0, description="None: no linear layer, the pooled features are the embedding"
+    )
     freeze_batchnorm: bool = False
     channels_last: bool = True
 
@@ -84,6 +86,9 @@ class TrainerConfig(_Strict):
     eval_batch_size: int = Field(64, ge=1)
     recall_ks: tuple[int, ...] = (1, 2, 4, 8)
     max_steps_per_epoch: int | None = Field(None, ge=1, description="cap for quick runs")
+    evaluate_untrained_test: bool = Field(
+        True, description="also report the untrained model's test metrics (reported only, never used to choose)"
+    )
 
 
 class TrainConfig(_Strict):

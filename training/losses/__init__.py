@@ -1,0 +1,33 @@
+"""Deep-metric-learning losses behind one interface, chosen by name from a registry.
+
+``build_loss(name, num_classes=, embedding_dim=, params=, miner=, miner_params=)`` returns
+an ``EmbeddingLoss``; ``available_losses()`` lists the registered ``LossSpec``s and
+``available_miners()`` the miner names. See docs/losses.md for the table of losses.
+"""
+
+from retrieval.training.losses.base import EmbeddingLoss, Sampler
+from retrieval.training.losses.miners import MinerSpec, available_miners, build_miner, get_miner_spec, register_miner
+from retrieval.training.losses.normalized_softmax import NormalizedSoftmaxLoss
+from retrieval.training.losses.pml_adapter import PmlPairLoss, PmlProxyLoss
+from retrieval.training.losses.registry import LossSpec, available_losses, build_loss, get_loss_spec, register_loss
+
+# importing these registers the built-in losses
+from retrieval.training.losses import pair_losses, proxy_losses  # noqa: E402,F401  isort: skip
+
+__all__ = [
+    "EmbeddingLoss",
+    "LossSpec",
+    "MinerSpec",
+    "NormalizedSoftmaxLoss",
+    "PmlPairLoss",
+    "PmlProxyLoss",
+    "Sampler",
+    "available_losses",
+    "available_miners",
+    "build_loss",
+    "build_miner",
+    "get_loss_spec",
+    "get_miner_spec",
+    "register_loss",
+    "register_miner",
+]

@@ -1,0 +1,108 @@
+"""OnnxEmbedder images/s against torch eager on the same model (this benchmark may import torch).
+
+A randomly initialised torchvision resnet18 (no weights are downloaded) with an L2-normalised
+512-d output is exported the way ``retrieval export`` does (opset 17, dynamic batch), then
+both run on identical preprocessed batches (batch 32, 224 px) with the same thread count.
+With ``--images DIR`` the full ``embed_paths`` pipeline (decode + preprocess + inference,
+decoding overlapped in threads) is timed too, on real JPEGs.
+
+    python bench/bench_embedder.py            # about a minute on 2 cores
+    python bench/bench_embedder.py --images /work/shared/data/caltech101 --paths 256
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import tempfile
+import time
+from pathlib import Path
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--batches", type=int, default=4, help="timed batches per engine")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--images", type=Path, default=Path("/work/shared/data/caltech101"))
+    parser.add_argument("--paths", type=int, default=128, help="images of the full-pipeline measurement")
+    return parser.parse_args()
+
+
+def export_resnet18(out_dir: Path):
+    import torch
+    import torchvision
+
+    from retrieval.indexing.model_manifest import ModelManifest, file_sha256, manifest_json
+
+    class Embedder(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.backbone = torchvision.models.resnet18(weights=None)
+            self.backbone.fc = torch.nn.Identity()
+
+        def forward(self, images: torch.Tensor) -> torch.Tensor:
+            return torch.nn.functional.normalize(self.backbone(images), dim=1)
+
+    torch.manual_seed(0)
+    model = Embedder().eval()
+    torch.onnx.export(model, (torch.zeros(2, 3, 224, 224),), str(out_dir / "model.onnx"), dynamo=False,
+                      opset_version=17, input_names=["images"], output_names=["embeddings"],
+                      dynamic_axes={"images": {0: "batch"}, "embeddings": {0: "batch"}})
+    manifest = ModelManifest(onnx_sha256=file_sha256(out_dir / "model.onnx"), embedding_dim=512, backbone="resnet18",
+                             loss="none", config_hash="bench", created_at=dt.datetime.now(dt.timezone.utc).isoformat())
+    (out_dir / "model.json").write_text(manifest_json(manifest))
+    return model
+
+
+def images_per_second(run, batch, batches: int) -> float:
+    run(batch)  # warm-up
+    started = time.perf_counter()
+    for _ in range(batches):
+        run(batch)
+    return batches * len(batch) / (time.perf_counter() - started)
+
+
+def main() -> None:
+    args = parse_args()
+    import numpy as np
+    import torch
+
+    from retrieval.indexing.onnx_embedder import OnnxEmbedder
+
+    torch.set_num_threads(args.threads)
+    with tempfile.TemporaryDirectory() as tmp:
+        model = export_resnet18(Path(tmp))
+        embedder = OnnxEmbedder(Path(tmp), threads=args.threads, providers="cpu")
+        batch = np.random.default_rng(0).standard_normal((args.batch, 3, 224, 224), dtype=np.float32)
+        with torch.inference_mode():
+            reference = model(torch.from_numpy(batch)).numpy()
+            torch_ips = images_per_second(lambda b: model(torch.from_numpy(b)), batch, args.batches)
+        onnx_ips = images_per_second(embedder.embed_arrays, batch, args.batches)
+        max_diff = float(np.abs(embedder.embed_arrays(batch) - reference).max())
+        pipeline = full_pipeline(embedder, args)
+    print(f"torch {torch.__version__}, onnxruntime providers {embedder.providers}, {args.threads} threads, "
+          f"batch {args.batch}, 224 px, load average {os.getloadavg()[0]:.1f}\n")
+    print("| engine (resnet18, fp32) | images/s | vs torch eager |")
+    print("|---|---|---|")
+    print(f"| torch eager | {torch_ips:.1f} | 1.00x |")
+    print(f"| OnnxEmbedder.embed_arrays | {onnx_ips:.1f} | {onnx_ips / torch_ips:.2f}x |")
+    if pipeline:
+        print(f"| OnnxEmbedder.embed_paths ({pipeline[1]} JPEGs: decode + preprocess + inference) | "
+              f"{pipeline[0]:.1f} | {pipeline[0] / torch_ips:.2f}x |")
+    print(f"\nmax abs difference ONNX vs torch: {max_diff:.2e}")
+
+
+def full_pipeline(embedder, args: argparse.Namespace) -> tuple[float, int] | None:
+    if not args.images.is_dir():
+        return None
+    paths = sorted(args.images.glob("*/*.jpg"))[:: 7][: args.paths]
+    embedder.embed_paths(paths[: args.batch], batch_size=args.batch, progress=False)  # warm-up
+    started = time.perf_counter()
+    result = embedder.embed_paths(paths, batch_size=args.batch, progress=False)
+    return len(result.ok) / (time.perf_counter() - started), len(paths)
+
+
+if __name__ == "__main__":
+    main()

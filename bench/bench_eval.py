@@ -1,0 +1,141 @@
+"""Evaluation time and peak memory: retrieval's evaluate_embeddings vs pytorch-metric-learning.
+
+Cases (clustered synthetic embeddings: class centre + noise, L2-normalised):
+  a) N=60,000, d=512, 12,000 classes of 5   b) N=8,000, d=2048, 100 classes of 80
+Each evaluator runs in its own child process, so ru_maxrss (peak resident memory) of one does
+not contaminate the other; both children get the same environment (OPENBLAS_CORETYPE included).
+k-NN metrics (P@1, R-precision, MAP@R, same-set protocol, pml k="max_bin_count") are timed
+WITHOUT NMI in both; NMI (faiss k-means, one cluster per class) is timed separately.
+
+    python bench/bench_eval.py            # full run (several minutes, ~8 GiB for pml on case a)
+    python bench/bench_eval.py --quick    # small N, smoke test
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+CASES = {"a": (60_000, 512, 5), "b": (8_000, 2048, 80)}
+QUICK_CASES = {"a": (6_000, 512, 5), "b": (2_000, 2048, 80)}
+NOISE = {"a": 2.2, "b": 4.5}
+"""Noise scale per case, chosen so P@1 and MAP@R are far from 0 and 1 (high-d centres separate easily)."""
+METRIC_NAMES = ("precision_at_1", "r_precision", "map_at_r")
+
+
+def clustered_embeddings(n: int, dim: int, per_class: int, noise: float, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Class centre + ``noise`` x Gaussian noise (centres are standard normal), normalised; float32."""
+    rng = np.random.default_rng(seed)
+    labels = np.repeat(np.arange(n // per_class), per_class)
+    centres = rng.standard_normal((n // per_class, dim), dtype=np.float32)
+    vectors = centres[labels]
+    vectors += noise * rng.standard_normal((n, dim), dtype=np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors, labels
+
+
+def run_ours(vectors: np.ndarray, labels: np.ndarray, task: str) -> dict:
+    from retrieval.indexing.metrics import evaluate_embeddings
+    from retrieval.indexing.nmi import nmi_kmeans
+
+    if task == "nmi":
+        return {"nmi": nmi_kmeans(vectors, labels, seed=0)}
+    metrics = evaluate_embeddings(vectors, labels, ks=(1,), compute_nmi=False)
+    return {name: getattr(metrics, name) for name in METRIC_NAMES}
+
+
+def run_pml(vectors: np.ndarray, labels: np.ndarray, task: str) -> dict:
+    import torch
+    from pytorch_metric_learning.utils.accuracy_calculator import AccuracyCalculator
+
+    include = ("NMI",) if task == "nmi" else ("precision_at_1", "r_precision", "mean_average_precision_at_r")
+    calculator = AccuracyCalculator(include=include, k="max_bin_count", device=torch.device("cpu"))
+    result = calculator.get_accuracy(vectors, labels)
+    if task == "nmi":
+        return {"nmi": result["NMI"]}
+    return {"precision_at_1": result["precision_at_1"], "r_precision": result["r_precision"],
+            "map_at_r": result["mean_average_precision_at_r"]}
+
+
+def child(evaluator: str, case: str, quick: bool, task: str) -> None:
+    """Run one evaluator once and print one JSON line: seconds, peak RSS, values."""
+    import retrieval.indexing.knn  # noqa: F401  (import faiss before timing, as pml does at import)
+
+    n, dim, per_class = (QUICK_CASES if quick else CASES)[case]
+    vectors, labels = clustered_embeddings(n, dim, per_class, NOISE[case])
+    run = run_ours if evaluator == "ours" else run_pml
+    if evaluator == "pml":
+        import pytorch_metric_learning.utils.accuracy_calculator  # noqa: F401  (imports outside the timing)
+    before = _current_rss_bytes()
+    start = time.perf_counter()
+    values = run(vectors, labels, task)
+    seconds = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(json.dumps({"seconds": seconds, "peak": peak, "before": before, "values": values}))
+
+
+def _current_rss_bytes() -> int:
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def measure(evaluator: str, case: str, quick: bool, task: str, env: dict) -> dict:
+    command = [sys.executable, __file__, "--child", evaluator, "--case", case, "--task", task]
+    command += ["--quick"] if quick else []
+    output = subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout
+    return json.loads(output.strip().splitlines()[-1])
+
+
+def gib(value: int) -> str:
+    return f"{value / 2**30:.2f}"
+
+
+def table_row(case: str, task: str, ours: dict, pml: dict, sizes: dict) -> str:
+    n, dim, per_class = sizes[case]
+    label = f"{case}) N={n:,} d={dim} {n // per_class:,} classes of {per_class}"
+    fmt = lambda v: " / ".join(f"{x:.4f}" for x in v["values"].values())  # noqa: E731
+    return (
+        f"| {label} | {task} | {ours['seconds']:.1f} | {pml['seconds']:.1f} | {pml['seconds'] / ours['seconds']:.1f}x "
+        f"| {gib(ours['peak'])} ({gib(ours['peak'] - ours['before'])}) | {gib(pml['peak'])} ({gib(pml['peak'] - pml['before'])}) "
+        f"| {pml['peak'] / ours['peak']:.1f}x | {fmt(ours)} | {fmt(pml)} |"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small N (smoke test)")
+    parser.add_argument("--cases", default="ab", help="which cases to run, e.g. 'b'")
+    parser.add_argument("--no-nmi", action="store_true", help="skip the separate NMI timing")
+    parser.add_argument("--coretype", default="SkylakeX", help="OPENBLAS_CORETYPE for both children ('' = unset)")
+    parser.add_argument("--child", choices=("ours", "pml"), help=argparse.SUPPRESS)
+    parser.add_argument("--case", choices=tuple(CASES), help=argparse.SUPPRESS)
+    parser.add_argument("--task", choices=("knn", "nmi"), default="knn", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.case, args.quick, args.task)
+        return
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+    if args.coretype:
+        env["OPENBLAS_CORETYPE"] = args.coretype
+    sizes = QUICK_CASES if args.quick else CASES
+    print(f"OPENBLAS_CORETYPE={args.coretype or '(unset)'}; {os.cpu_count()} CPUs; one run per cell; "
+          "memory = peak RSS of the child process in GiB (growth during the evaluation in brackets)\n")
+    print("| case | metrics | ours s | pml s | speed-up | ours peak GiB | pml peak GiB | memory ratio | ours P@1 / RP / MAP@R | pml P@1 / RP / MAP@R |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    tasks = ("knn",) if args.no_nmi else ("knn", "nmi")
+    for case in args.cases:
+        for task in tasks:
+            ours = measure("ours", case, args.quick, task, env)
+            pml = measure("pml", case, args.quick, task, env)
+            print(table_row(case, task, ours, pml, sizes), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+"""Read any image a user may hand us as an 8-bit RGB ``PIL.Image``, or fail with one sentence.
+
+Everything that decodes pixels (training datasets, gallery indexing, the upload endpoint)
+goes through here so that EXIF rotation, odd colour modes and hostile files are handled
+once. Pixels are fully loaded before returning, so a truncated file fails here and not
+later inside a data-loader worker. No global PIL state is changed: truncated images stay
+errors, and the pixel limit is checked against the header size before decoding.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO
+
+import numpy as np
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+from retrieval.indexing.errors import DataError
+
+#: Pillow's own default ``Image.MAX_IMAGE_PIXELS`` (about 89 megapixels, 0.25 GB as RGB).
+DEFAULT_MAX_PIXELS = 89_478_485
+
+_WHITE = (255, 255, 255)
+_ALPHA_MODES = {"RGBA", "LA", "PA", "RGBa", "La"}
+_HIGH_DEPTH_MODES = {"I", "I;16", "I;16L", "I;16B", "I;16N", "F"}
+
+
+def open_rgb(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image.Image:
+    """Open ``path`` as an upright, fully loaded 8-bit RGB image.
+
+    Raises ``DataError("cannot read image <path>: <reason>")`` for missing, corrupt,
+    truncated or non-image files and for images with more than ``max_pixels`` pixels.
+    """
+    return _read(lambda: open(path, "rb"), str(path), max_pixels)
+
+
+def open_rgb_bytes(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS, name: str = "<upload>") -> Image.Image:
+    """Like :func:`open_rgb` for an in-memory file (an HTTP upload); ``name`` labels errors."""
+    return _read(lambda: io.BytesIO(data), name, max_pixels)
+
+
+def _read(opener: Callable[[], IO[bytes]], name: str, max_pixels: int) -> Image.Image:
+    try:
+        with opener() as handle, Image.open(handle) as image:
+            check_pixel_limit(image.size, max_pixels)
+            image.load()
+            return to_rgb(ImageOps.exif_transpose(image))
+    except DataError as error:
+        raise DataError(f"cannot read image {name}: {error}") from None
+    except FileNotFoundError:
+        raise DataError(f"cannot read image {name}: file not found") from None
+    except IsADirectoryError:
+        raise DataError(f"cannot read image {name}: it is a directory, not a file") from None
+    except UnidentifiedImageError:
+        raise DataError(f"cannot read image {name}: not a recognised image format") from None
+    except Image.DecompressionBombError as error:
+        raise DataError(f"cannot read image {name}: {error}") from None
+    except (OSError, ValueError, SyntaxError, EOFError) as error:
+        raise DataError(f"cannot read image {name}: {describe_decode_error(error)}") from None
+
+
+def check_pixel_limit(size: tuple[int, int], max_pixels: int) -> None:
+    """Refuse a decompression bomb from its header size, before any pixel is decoded."""
+    width, height = size
+    if width <= 0 or height <= 0:
+        raise DataError(f"the header gives an empty size {width}x{height}")
+    if width * height > max_pixels:
+        raise DataError(
+            f"{width}x{height} = {width * height:,} pixels exceeds the limit of {max_pixels:,} "
+            "(a possible decompression bomb; downscale the image or raise max_pixels)"
+        )
+
+
+def describe_decode_error(error: BaseException) -> str:
+    """A short reason for a Pillow decoding exception (its message, or its type if empty)."""
+    text = str(error).strip()
+    return text if text else type(error).__name__
+
+
+def to_rgb(image: Image.Image) -> Image.Image:
+    """Convert any Pillow mode to 8-bit RGB; transparency is composited on white."""
+    if image.mode == "RGB":
+        return image.copy()
+    if image.mode == "P" and "transparency" in image.info:
+        image = image.convert("RGBA")
+    if image.mode in _ALPHA_MODES:
+        rgba = image.convert("RGBA")
+        background = Image.new("RGBA", rgba.size, _WHITE + (255,))
+        return Image.alpha_composite(background, rgba).convert("RGB")
+    if image.mode in _HIGH_DEPTH_MODES:
+        return _high_depth_to_rgb(image)
+    return image.convert("RGB")
+
+
+def _high_depth_to_rgb(image: Image.Image) -> Image.Image:
+    """16-bit (or float) greyscale -> 8-bit: Pillow's own convert would clip instead of scale."""
+    values = np.asarray(image, dtype=np.float64)
+    if image.mode == "F" and values.size and np.nanmax(values) <= 1.0:
+        values = values * 255.0
+    elif image.mode != "F":
+        values = values / 257.0  # 0..65535 -> 0..255
+    grey = np.clip(np.nan_to_num(values), 0, 255).round().astype(np.uint8)
+    return Image.fromarray(grey).convert("RGB")

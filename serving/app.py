@@ -1,0 +1,103 @@
+"""The FastAPI app factory: routes, middleware, problem handlers, and the model/index lifecycle.
+
+The model and index load in the background after start-up, so ``/healthz`` answers at
+once and ``/readyz`` says 503 until the service can search. ``app_from_env`` is the
+factory uvicorn imports in each worker process when ``--workers`` is above one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import FileResponse
+from fastapi.staticfiles import StaticFiles
+
+from retrieval.serving import routes_admin, routes_health, routes_items, routes_search
+from retrieval.serving.batcher import MicroBatcher
+from retrieval.serving.dependencies import API_KEY_HEADER, Services
+from retrieval.serving.problems import install_problem_handlers
+from retrieval.serving.prometheus import MetricsMiddleware, ServiceMetrics
+from retrieval.serving.request_timeout import RequestTimeout
+from retrieval.serving.settings import ServeSettings, settings_from_env
+from retrieval.serving.state import ServiceState, Snapshot
+from retrieval.serving.uploads import MULTIPART_SLACK_BYTES, BodySizeLimit
+
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+
+
+def create_app(settings: ServeSettings) -> FastAPI:
+    """A ready-to-run app for ``settings``; nothing is loaded until the app starts."""
+    services = _make_services(settings)
+    app = FastAPI(
+        title="retrieval search service",
+        summary="Find similar images with a deep-metric-learning embedder and faiss (float or binary codes).",
+        version="0.1.0",
+        lifespan=_lifespan(services),
+    )
+    app.state.services = services
+    install_problem_handlers(app)
+    for router in (routes_search.router, routes_items.router, routes_admin.router, routes_health.router):
+        app.include_router(router)
+    _add_page(app)
+    _add_middleware(app, services)
+    return app
+
+
+def app_from_env() -> FastAPI:
+    """Factory for ``uvicorn --factory retrieval.serving.app:app_from_env`` (settings from RETRIEVAL_*)."""
+    return create_app(settings_from_env())
+
+
+def _make_services(settings: ServeSettings) -> Services:
+    metrics = ServiceMetrics()
+
+    def on_change(snapshot: Snapshot, count: int) -> None:
+        metrics.index_items.set(count)
+        metrics.index_generation.set(snapshot.generation)
+
+    batcher = MicroBatcher(settings.batch_max_size, settings.batch_max_wait_ms, on_batch=metrics.batch_size.observe)
+    return Services(settings=settings, state=ServiceState(settings, on_change), batcher=batcher, metrics=metrics)
+
+
+def _lifespan(services: Services):
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        services.batcher.start()
+        loading = asyncio.create_task(routes_admin.reload_quietly(services.state))
+        routes_admin.install_sighup_reload(services.state)
+        try:
+            yield
+        finally:
+            routes_admin.remove_sighup_reload()
+            loading.cancel()
+            await services.batcher.stop()
+            services.state.close()
+
+    return lifespan
+
+
+def _add_page(app: FastAPI) -> None:
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+
+    @app.get("/", include_in_schema=False)
+    async def page() -> FileResponse:
+        return FileResponse(STATIC_DIR / "index.html", headers={"Cache-Control": "no-cache"})
+
+
+def _add_middleware(app: FastAPI, services: Services) -> None:
+    """Outermost last: metrics see every response, including 413s and 504s made by the others."""
+    settings = services.settings
+    app.add_middleware(RequestTimeout, timeout_s=settings.request_timeout_s)
+    body_limit = settings.max_upload_bytes + MULTIPART_SLACK_BYTES
+    app.add_middleware(BodySizeLimit, max_bytes=body_limit)
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST", "DELETE"],
+            allow_headers=[API_KEY_HEADER, "Content-Type"],
+        )
+    app.add_middleware(MetricsMiddleware, metrics=services.metrics)

@@ -1,0 +1,48 @@
+"""FastAPI dependencies: the shared service objects of the app, and the API-key check for writes."""
+
+from __future__ import annotations
+
+import hmac
+from dataclasses import dataclass
+
+from fastapi import Depends, Request, Security
+from fastapi.security import APIKeyHeader
+
+from retrieval.serving.batcher import MicroBatcher
+from retrieval.serving.problems import ProblemError
+from retrieval.serving.prometheus import ServiceMetrics
+from retrieval.serving.settings import ServeSettings
+from retrieval.serving.state import ServiceState
+
+API_KEY_HEADER = "X-API-Key"
+_api_key_header = APIKeyHeader(name=API_KEY_HEADER, auto_error=False, description="required for writes and reloads")
+
+
+@dataclass(frozen=True)
+class Services:
+    """Everything a route needs, created once per app by ``create_app``."""
+
+    settings: ServeSettings
+    state: ServiceState
+    batcher: MicroBatcher
+    metrics: ServiceMetrics
+
+
+def get_services(request: Request) -> Services:
+    return request.app.state.services
+
+
+def require_api_key(
+    services: Services = Depends(get_services), given: str | None = Security(_api_key_header)
+) -> None:
+    """401 without a key, 403 with a wrong one; writes are refused when the server has no key."""
+    expected = services.settings.api_key
+    if expected is None:
+        raise ProblemError(403, "writes are disabled: start the server with --api-key (or RETRIEVAL_API_KEY) to enable them.")
+    if not given:
+        raise ProblemError(
+            401, f"this endpoint needs an API key; send it in the {API_KEY_HEADER} header.",
+            headers={"WWW-Authenticate": API_KEY_HEADER},
+        )
+    if not hmac.compare_digest(given.encode(), expected.encode()):
+        raise ProblemError(403, f"the API key in the {API_KEY_HEADER} header is wrong.")

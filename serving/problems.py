@@ -1,0 +1,84 @@
+"""JSON problem bodies (RFC 9457: ``{type, title, status, detail}``) for every error the service returns.
+
+Every exception path ends here, so a client always gets ``application/problem+json``
+with a sentence it can act on, and bad client input never surfaces as a 500.
+"""
+
+from __future__ import annotations
+
+import logging
+from http import HTTPStatus
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from retrieval.indexing.errors import DataError, RetrievalError
+from retrieval.serving.schemas import Problem
+
+PROBLEM_MEDIA_TYPE = "application/problem+json"
+_log = logging.getLogger("retrieval.serving")
+
+
+class ProblemError(Exception):
+    """Raise anywhere in a route to answer with a problem body."""
+
+    def __init__(self, status: int, detail: str, *, title: str | None = None, headers: dict[str, str] | None = None):
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.title = title or HTTPStatus(status).phrase
+        self.headers = headers
+
+
+def problem_response(status: int, detail: str, *, title: str | None = None, headers: dict[str, str] | None = None) -> JSONResponse:
+    body = Problem(
+        type=f"https://httpstatuses.io/{status}",
+        title=title or HTTPStatus(status).phrase,
+        status=status,
+        detail=detail,
+    )
+    return JSONResponse(body.model_dump(), status_code=status, media_type=PROBLEM_MEDIA_TYPE, headers=headers)
+
+
+def validation_detail(error: RequestValidationError) -> str:
+    """One sentence naming the first invalid field, e.g. ``query parameter 'k': ...``."""
+    first = error.errors()[0]
+    loc = [str(part) for part in first.get("loc", ())]
+    where = {"query": "query parameter", "body": "form field", "path": "path parameter", "header": "header"}
+    kind = where.get(loc[0], "field") if loc else "field"
+    name = ".".join(loc[1:]) or "request"
+    return f"{kind} '{name}': {first.get('msg', 'is invalid')}."
+
+
+async def _on_problem(_: Request, error: ProblemError) -> JSONResponse:
+    return problem_response(error.status, error.detail, title=error.title, headers=error.headers)
+
+
+async def _on_validation(_: Request, error: RequestValidationError) -> JSONResponse:
+    return problem_response(422, validation_detail(error))
+
+
+async def _on_http(_: Request, error: StarletteHTTPException) -> JSONResponse:
+    detail = error.detail if isinstance(error.detail, str) else HTTPStatus(error.status_code).phrase
+    return problem_response(error.status_code, detail, headers=getattr(error, "headers", None))
+
+
+async def _on_retrieval(_: Request, error: RetrievalError) -> JSONResponse:
+    # DataError comes from the client's bytes; other RetrievalErrors mean the index on disk is unusable.
+    status = 400 if isinstance(error, DataError) else 503
+    return problem_response(status, str(error))
+
+
+async def _on_unexpected(_: Request, error: Exception) -> JSONResponse:
+    _log.exception("unhandled error", exc_info=error)
+    return problem_response(500, "The server hit an unexpected error; it has been logged.")
+
+
+def install_problem_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(ProblemError, _on_problem)
+    app.add_exception_handler(RequestValidationError, _on_validation)
+    app.add_exception_handler(StarletteHTTPException, _on_http)
+    app.add_exception_handler(RetrievalError, _on_retrieval)
+    app.add_exception_handler(Exception, _on_unexpected)

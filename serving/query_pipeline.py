@@ -1,0 +1,98 @@
+"""From an uploaded image to ranked hits: decode -> preprocess -> (batched) embed -> search -> hits.
+
+The blocking parts (decoding, faiss, the item table) run in worker threads; the store is
+only touched inside ``ServiceState.read`` so an add or remove never interleaves with it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import anyio
+import numpy as np
+from fastapi import UploadFile
+
+from retrieval.indexing.preprocess import preprocess_image
+from retrieval.serving.dependencies import Services
+from retrieval.serving.problems import ProblemError
+from retrieval.serving.schemas import IndexKind, ScoreKind, SearchHit, Timings
+from retrieval.serving.state import Snapshot
+from retrieval.serving.uploads import check_content_type, decode_image, read_upload
+
+
+@dataclass(frozen=True)
+class SearchParams:
+    k: int
+    index: IndexKind = "float"
+    rerank: int | None = None
+
+
+def resolve_search_params(services: Services, k: int | None, index: IndexKind | None, rerank: int | None) -> SearchParams:
+    """Apply defaults and the configured limits; out-of-range values are a 422 problem."""
+    k_max = services.settings.k_max
+    k = 10 if k is None else k
+    if not 1 <= k <= k_max:
+        raise ProblemError(422, f"k must be between 1 and {k_max}, got {k}.")
+    if rerank is not None and not k <= rerank <= 10 * k_max:
+        raise ProblemError(422, f"rerank must be between k ({k}) and {10 * k_max}, got {rerank}.")
+    return SearchParams(k=min(k, k_max), index=index or "float", rerank=rerank)
+
+
+def _ms(start: float) -> float:
+    return round((time.perf_counter() - start) * 1000.0, 3)
+
+
+def _decode_and_preprocess(data: bytes, max_pixels: int, snapshot: Snapshot) -> np.ndarray:
+    return preprocess_image(decode_image(data, max_pixels), snapshot.embedder.manifest.preprocessing)
+
+
+async def embed_upload(services: Services, upload: UploadFile, timings: Timings) -> tuple[Snapshot, np.ndarray]:
+    """Check, decode and embed one uploaded image with the serving model; fills decode/embed timings."""
+    settings = services.settings
+    check_content_type(upload)
+    snapshot = services.state.current()
+    start = time.perf_counter()
+    data = await read_upload(upload, settings.max_upload_bytes)
+    pixels = await anyio.to_thread.run_sync(_decode_and_preprocess, data, settings.max_pixels, snapshot)
+    timings.decode_ms = _ms(start)
+    start = time.perf_counter()
+    vector = await services.batcher.embed(snapshot.embedder, pixels)
+    timings.embed_ms = _ms(start)
+    return snapshot, vector
+
+
+def hits_for(snapshot: Snapshot, vector: np.ndarray, params: SearchParams, exclude: int | None = None) -> list[SearchHit]:
+    """Search the store (caller holds the read lock) and attach labels/metadata; ``exclude`` drops one id."""
+    if snapshot.store.count == 0:
+        return []
+    wanted = params.k + (1 if exclude is not None else 0)
+    rerank = max(params.rerank, wanted) if params.rerank is not None else None
+    found = snapshot.store.search(vector.reshape(1, -1).astype(np.float32), wanted, kind=params.index, rerank=rerank)
+    pairs = [(int(i), float(s)) for i, s in zip(found.ids[0], found.scores[0]) if i >= 0 and i != exclude]
+    pairs = pairs[: params.k]
+    records = snapshot.store.items([item_id for item_id, _ in pairs])
+    return [
+        SearchHit(id=item_id, score=score, label=record.label, metadata=dict(record.metadata),
+                  thumbnail_url=thumbnail_url(item_id))
+        for (item_id, score), record in zip(pairs, records)
+    ]
+
+
+def score_kind(params: SearchParams) -> ScoreKind:
+    """Float and re-ranked binary searches score by cosine; plain binary ones by 1 - 2 * Hamming / bits."""
+    return "hamming" if params.index == "binary" and not params.rerank else "cosine"
+
+
+def thumbnail_url(item_id: int) -> str:
+    return f"/items/{item_id}/thumbnail"
+
+
+async def search_hits(
+    services: Services, snapshot: Snapshot, vector: np.ndarray, params: SearchParams, timings: Timings,
+    exclude: int | None = None,
+) -> list[SearchHit]:
+    start = time.perf_counter()
+    hits = await services.state.read(lambda snap: hits_for(snap, vector, params, exclude), snapshot)
+    timings.search_ms = _ms(start)
+    return hits

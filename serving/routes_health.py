@@ -1,0 +1,32 @@
+"""``GET /healthz`` (the process answers), ``GET /readyz`` (model and index loaded), ``GET /metrics``."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import Response
+
+from retrieval.serving.dependencies import Services, get_services
+from retrieval.serving.routes_search import PROBLEMS
+from retrieval.serving.schemas import HealthResponse, ReadyResponse
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz", response_model=HealthResponse, summary="Liveness: the process answers")
+async def healthz() -> HealthResponse:
+    return HealthResponse()
+
+
+@router.get("/readyz", response_model=ReadyResponse, responses={503: PROBLEMS[503]},
+            summary="Readiness: 503 until the model and the index are loaded")
+async def readyz(services: Services = Depends(get_services)) -> ReadyResponse:
+    snapshot = services.state.current()
+    return ReadyResponse(count=services.state.item_count, model_sha256=snapshot.embedder.model_sha256,
+                         embedding_dim=snapshot.embedder.dim)
+
+
+@router.get("/metrics", response_class=Response, summary="Prometheus metrics (text format)",
+            responses={200: {"content": {"text/plain": {}}}})
+async def metrics(services: Services = Depends(get_services)) -> Response:
+    body, content_type = services.metrics.render()
+    return Response(body, media_type=content_type)

@@ -1,0 +1,132 @@
+"""``GET /items/{id}``, ``GET /items/{id}/thumbnail``, ``POST /items`` and ``DELETE /items/{id}``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path as PathType
+
+import anyio
+import numpy as np
+from fastapi import APIRouter, Depends, File, Form, Path, Request, UploadFile
+from fastapi.responses import Response
+from PIL import Image
+
+from retrieval.indexing.data.records import ImageRecord
+from retrieval.indexing.errors import DataError
+from retrieval.indexing.items_db import Item
+from retrieval.indexing.preprocess import preprocess_image
+from retrieval.serving.dependencies import Services, get_services, require_api_key
+from retrieval.serving.problems import ProblemError
+from retrieval.serving.query_pipeline import thumbnail_url
+from retrieval.serving.routes_search import PROBLEMS
+from retrieval.serving.schemas import AddItemsResponse, DeleteItemResponse, ItemResponse
+from retrieval.serving.state import Snapshot
+from retrieval.serving.thumbnails import thumbnail_for
+from retrieval.serving.upload_storage import store_upload
+from retrieval.serving.uploads import load_uploaded_image
+
+router = APIRouter(tags=["items"])
+ITEM_PROBLEMS = {**PROBLEMS, 404: PROBLEMS[400]}
+WRITE_PROBLEMS = {**ITEM_PROBLEMS, 401: PROBLEMS[400], 403: PROBLEMS[400], 409: PROBLEMS[400]}
+THUMBNAIL_CACHE = "public, max-age=3600"
+
+
+def lookup_item(snapshot: Snapshot, item_id: int) -> Item:
+    """The record of ``item_id``; 404 when the index has no such item."""
+    try:
+        return snapshot.store.item(item_id)
+    except DataError:
+        raise ProblemError(404, f"there is no item {item_id} in the index.") from None
+
+
+@router.get("/items/{item_id}", response_model=ItemResponse, responses=ITEM_PROBLEMS, summary="One stored item")
+async def get_item(item_id: int = Path(description="item id"), services: Services = Depends(get_services)) -> ItemResponse:
+    record = await services.state.read(lambda snap: lookup_item(snap, item_id))
+    return ItemResponse(id=item_id, label=record.label, metadata=dict(record.metadata), thumbnail_url=thumbnail_url(item_id))
+
+
+@router.get("/items/{item_id}/thumbnail", responses={200: {"content": {"image/jpeg": {}}}, **ITEM_PROBLEMS},
+            response_class=Response, summary="A small JPEG of a stored item")
+async def get_thumbnail(request: Request, item_id: int = Path(description="item id"),
+                        services: Services = Depends(get_services)) -> Response:
+    record = await services.state.read(lambda snap: lookup_item(snap, item_id))
+    try:
+        thumb = await anyio.to_thread.run_sync(thumbnail_for, record.path, services.settings.thumbnail_px)
+    except (OSError, DataError):
+        raise ProblemError(404, f"the image file of item {item_id} is missing or unreadable on the server.") from None
+    headers = {"Cache-Control": THUMBNAIL_CACHE, "ETag": thumb.etag}
+    if request.headers.get("if-none-match") == thumb.etag:
+        return Response(status_code=304, headers=headers)
+    return Response(thumb.jpeg, media_type="image/jpeg", headers=headers)
+
+
+@router.post("/items", response_model=AddItemsResponse, status_code=201, responses=WRITE_PROBLEMS,
+             dependencies=[Depends(require_api_key)], summary="Add images to the index (API key)")
+async def add_items(
+    images: list[UploadFile] = File(description="one or more images"),
+    labels: list[str] = Form(description="one label per image, or a single label for all"),
+    services: Services = Depends(get_services),
+) -> AddItemsResponse:
+    settings = services.settings
+    labels = _match_labels(labels, len(images), settings.max_files_per_upload)
+    snapshot = services.state.current()
+    records, vectors = [], []
+    for upload, label in zip(images, labels):
+        data, image = await load_uploaded_image(upload, settings.max_upload_bytes, settings.max_pixels)
+        path = await anyio.to_thread.run_sync(store_upload, settings.index_dir, data)
+        records.append(ImageRecord(path=path, label=label, metadata={"filename": upload.filename or ""}))
+        vectors.append(await _embed_image(services, snapshot, image))
+    embeddings = np.stack(vectors).astype(np.float32)
+
+    def add(current: Snapshot) -> AddItemsResponse:
+        if current is not snapshot:
+            raise ProblemError(409, "the index was reloaded while the images were being embedded; send them again.")
+        with index_dir_writable(settings.index_dir):
+            ids = current.store.add(records, embeddings)
+        return AddItemsResponse(ids=[int(i) for i in ids], count=current.store.count)
+
+    return await services.state.write(add)
+
+
+@router.delete("/items/{item_id}", response_model=DeleteItemResponse, responses=WRITE_PROBLEMS,
+               dependencies=[Depends(require_api_key)], summary="Remove an item from the index (API key)")
+async def delete_item(item_id: int = Path(description="item id"), services: Services = Depends(get_services)) -> DeleteItemResponse:
+    def remove(current: Snapshot) -> DeleteItemResponse:
+        lookup_item(current, item_id)
+        with index_dir_writable(services.settings.index_dir):
+            current.store.remove([item_id])
+        return DeleteItemResponse(id=item_id, count=current.store.count)
+
+    return await services.state.write(remove)
+
+
+async def _embed_image(services: Services, snapshot: Snapshot, image: Image.Image) -> np.ndarray:
+    prep = snapshot.embedder.manifest.preprocessing
+    pixels = await anyio.to_thread.run_sync(preprocess_image, image, prep)
+    return await services.batcher.embed(snapshot.embedder, pixels)
+
+
+@contextmanager
+def index_dir_writable(index_dir: PathType) -> Iterator[None]:
+    """Turn a failed write into the index directory (read-only mount, full disk) into a 503 problem."""
+    try:
+        yield
+    except OSError as error:
+        raise ProblemError(
+            503, f"cannot write to the index directory {index_dir} ({error.strerror or error}); "
+            "mount it writable to add or remove items."
+        ) from None
+
+
+def _match_labels(labels: list[str], count: int, max_files: int) -> list[str]:
+    if count > max_files:
+        raise ProblemError(413, f"{count} images in one request exceed the limit of {max_files}; send them in parts.")
+    labels = [label.strip() for label in labels]
+    if any(not label for label in labels):
+        raise ProblemError(422, "form field 'labels': every label must be a non-empty string.")
+    if len(labels) == 1:
+        return labels * count
+    if len(labels) != count:
+        raise ProblemError(422, f"form field 'labels': got {len(labels)} labels for {count} images; send one per image or one for all.")
+    return labels

@@ -1,0 +1,88 @@
+"""``POST /search``, ``POST /embed`` and ``GET /items/{id}/similar``."""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import APIRouter, Depends, File, Form, Path, Query, UploadFile
+
+from retrieval.indexing.errors import DataError
+from retrieval.serving.dependencies import Services, get_services
+from retrieval.serving.problems import ProblemError
+from retrieval.serving.query_pipeline import embed_upload, hits_for, resolve_search_params, score_kind, search_hits
+from retrieval.serving.schemas import EmbedResponse, IndexKind, Problem, SearchResponse, Timings
+from retrieval.serving.state import Snapshot
+
+router = APIRouter(tags=["search"])
+PROBLEMS = {status: {"model": Problem, "content": {"application/problem+json": {}}} for status in (400, 413, 415, 422, 503, 504)}
+
+_K = "number of results (1..k_max of the server, default 10)"
+_INDEX = "'float' (exact cosine) or 'binary' (2048-bit Hamming, 32x smaller)"
+_RERANK = "binary only: fetch this many candidates by Hamming distance, re-rank them by float cosine"
+
+
+@router.post("/search", response_model=SearchResponse, responses=PROBLEMS, summary="Find the items most similar to an image")
+async def search(
+    image: UploadFile = File(description="the query image (JPEG, PNG, WebP, GIF, BMP, TIFF)"),
+    k: int | None = Query(None, description=_K),
+    index: IndexKind | None = Query(None, description=_INDEX),
+    rerank: int | None = Query(None, description=_RERANK),
+    k_form: int | None = Form(None, alias="k", description="same as the query parameter k"),
+    index_form: IndexKind | None = Form(None, alias="index", description="same as the query parameter index"),
+    rerank_form: int | None = Form(None, alias="rerank", description="same as the query parameter rerank"),
+    services: Services = Depends(get_services),
+) -> SearchResponse:
+    start = time.perf_counter()
+    params = resolve_search_params(services, _first(k_form, k), _first(index_form, index), _first(rerank_form, rerank))
+    timings = Timings()
+    snapshot, vector = await embed_upload(services, image, timings)
+    results = await search_hits(services, snapshot, vector, params, timings)
+    timings.total_ms = round((time.perf_counter() - start) * 1000.0, 3)
+    return SearchResponse(index=params.index, k=params.k, rerank=params.rerank, score_kind=score_kind(params),
+                          results=results, timings=timings)
+
+
+@router.post("/embed", response_model=EmbedResponse, responses=PROBLEMS, summary="Embed an image with the served model")
+async def embed(
+    image: UploadFile = File(description="the image to embed"),
+    services: Services = Depends(get_services),
+) -> EmbedResponse:
+    snapshot, vector = await embed_upload(services, image, Timings())
+    return EmbedResponse(embedding=vector.astype(float).tolist(), dim=int(vector.shape[0]),
+                         model_sha256=snapshot.embedder.model_sha256)
+
+
+@router.get("/items/{item_id}/similar", response_model=SearchResponse, responses={**PROBLEMS, 404: PROBLEMS[400]},
+            summary="Find the items most similar to a stored item (the item itself excluded)")
+async def similar(
+    item_id: int = Path(description="item id"),
+    k: int | None = Query(None, description=_K),
+    index: IndexKind | None = Query(None, description=_INDEX),
+    rerank: int | None = Query(None, description=_RERANK),
+    services: Services = Depends(get_services),
+) -> SearchResponse:
+    start = time.perf_counter()
+    params = resolve_search_params(services, k, index, rerank)
+    timings = Timings()
+
+    def find(snapshot: Snapshot):
+        vector = stored_embedding(snapshot, item_id)
+        return hits_for(snapshot, vector, params, exclude=item_id)
+
+    results = await services.state.read(find)
+    timings.search_ms = timings.total_ms = round((time.perf_counter() - start) * 1000.0, 3)
+    return SearchResponse(index=params.index, k=params.k, rerank=params.rerank, score_kind=score_kind(params),
+                          results=results, timings=timings)
+
+
+def stored_embedding(snapshot: Snapshot, item_id: int):
+    """The stored vector of ``item_id``; 404 when there is no such item."""
+    try:
+        return snapshot.store.embedding(item_id)
+    except DataError:
+        raise ProblemError(404, f"there is no item {item_id} in the index.") from None
+
+
+def _first(*values):
+    return next((value for value in values if value is not None), None)
+

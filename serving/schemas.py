@@ -1,0 +1,90 @@
+"""Request and response models of every endpoint, so ``/docs`` documents the whole API."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+IndexKind = Literal["float", "binary"]
+ScoreKind = Literal["cosine", "hamming"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+
+class Problem(_Strict):
+    """RFC 9457 problem body returned with every 4xx/5xx."""
+
+    type: str = Field(description="URI naming the problem type")
+    title: str = Field(description="short summary of the status")
+    status: int
+    detail: str = Field(description="what went wrong and how to fix it")
+
+
+class SearchHit(_Strict):
+    id: int = Field(description="item id in the index")
+    score: float = Field(description="higher is closer; see score_kind")
+    label: str
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    thumbnail_url: str
+
+
+class Timings(_Strict):
+    decode_ms: float = 0.0
+    embed_ms: float = 0.0
+    search_ms: float = 0.0
+    total_ms: float = 0.0
+
+
+class SearchResponse(_Strict):
+    index: IndexKind
+    k: int
+    rerank: int | None = None
+    score_kind: ScoreKind = Field(
+        description="'cosine': cosine similarity (float and re-ranked binary searches); "
+        "'hamming': 1 - 2 * Hamming distance / bits, the cosine of the sign codes (plain binary searches)"
+    )
+    results: list[SearchHit]
+    timings: Timings
+
+
+class EmbedResponse(_Strict):
+    embedding: list[float]
+    dim: int
+    model_sha256: str
+
+
+class ItemResponse(_Strict):
+    id: int
+    label: str
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    thumbnail_url: str
+
+
+class AddItemsResponse(_Strict):
+    ids: list[int]
+    count: int = Field(description="items in the index after the add")
+
+
+class DeleteItemResponse(_Strict):
+    id: int
+    count: int = Field(description="items in the index after the delete")
+
+
+class ReloadResponse(_Strict):
+    count: int
+    model_sha256: str
+    generation: int = Field(description="increments on every successful reload")
+
+
+class HealthResponse(_Strict):
+    status: Literal["ok"] = "ok"
+
+
+class ReadyResponse(_Strict):
+    status: Literal["ready"] = "ready"
+    count: int
+    model_sha256: str
+    embedding_dim: int

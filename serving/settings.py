@@ -1,0 +1,63 @@
+"""The service's settings: one pydantic model, filled from the CLI or from ``RETRIEVAL_*`` env vars.
+
+Environment variables exist so that ``uvicorn --workers N`` (which imports the app by
+name in each worker process) and containers can configure the service without flags.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from retrieval.indexing.errors import ConfigError
+
+ENV_PREFIX = "RETRIEVAL_"
+
+
+class ServeSettings(BaseModel):
+    """Everything the service needs to know; unknown keys are rejected."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    index_dir: Path = Field(description="index directory built by `retrieval index build` (holds model/ too)")
+    api_key: str | None = Field(None, min_length=8, description="required for writes; writes are refused without it")
+    max_upload_bytes: int = Field(10 * 1024 * 1024, gt=0, description="larger uploads get 413")
+    max_pixels: int = Field(40_000_000, gt=0, description="decompression-bomb limit: width x height")
+    k_max: int = Field(100, ge=1, description="largest k a client may ask for")
+    batch_max_size: int = Field(16, ge=1, description="images embedded per onnxruntime call at most")
+    batch_max_wait_ms: float = Field(4.0, ge=0, description="how long the first image waits for company")
+    cors_origins: list[str] = Field(default_factory=list, description="allowed CORS origins; empty = CORS off")
+    request_timeout_s: float = Field(30.0, gt=0, description="requests running longer get 504")
+    threads: int | None = Field(None, ge=1, description="onnxruntime intra-op threads; default = all cores")
+    thumbnail_px: int = Field(160, ge=16, le=1024, description="longest side of /items/{id}/thumbnail")
+    max_files_per_upload: int = Field(64, ge=1, description="POST /items accepts at most this many images")
+
+
+_LIST_FIELDS = {"cors_origins"}
+
+
+def settings_from_env(environ: Mapping[str, str] | None = None, **overrides: object) -> ServeSettings:
+    """Build settings from ``RETRIEVAL_<FIELD>`` variables, then ``overrides`` (None values ignored)."""
+    environ = os.environ if environ is None else environ
+    values: dict[str, object] = {}
+    for name in ServeSettings.model_fields:
+        raw = environ.get(ENV_PREFIX + name.upper())
+        if raw is not None and raw != "":
+            values[name] = [part.strip() for part in raw.split(",") if part.strip()] if name in _LIST_FIELDS else raw
+    values.update({key: value for key, value in overrides.items() if value is not None})
+    return make_settings(**values)
+
+
+def make_settings(**values: object) -> ServeSettings:
+    """``ServeSettings(**values)`` with pydantic's errors turned into one ConfigError sentence."""
+    try:
+        return ServeSettings(**values)
+    except ValidationError as error:
+        first = error.errors()[0]
+        key = ".".join(str(part) for part in first["loc"]) or "settings"
+        raise ConfigError(
+            f"serving setting '{key}' is invalid: {first['msg']} (env var {ENV_PREFIX}{key.upper()} or the CLI flag)."
+        ) from None

@@ -1,0 +1,141 @@
+"""The loaded model and index, owned by one thread, swapped atomically on reload.
+
+``IndexStore`` is not thread-safe (its SQLite connection even refuses other threads),
+so each snapshot owns a single "store thread": the store is opened there and every
+read or write of it runs there, in arrival order. That makes every operation atomic
+with respect to the others, and a search submitted after a delete returned never sees
+the deleted item. faiss and onnxruntime use all cores *inside* one call, so running
+searches one at a time costs little on a small machine.
+
+A reload opens a fresh embedder + store from disk on a new store thread *beside* the
+serving one, then replaces one reference: requests already queued finish on the old
+snapshot, new ones see the new snapshot, nobody sees a half-loaded index. Writes and
+reloads are serialised, so an add is never lost between "reload read the disk" and "swap".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from retrieval.indexing.index_manifest import MODEL_SUBDIR, load_index_manifest
+from retrieval.indexing.index_store import IndexStore
+from retrieval.indexing.onnx_embedder import OnnxEmbedder
+from retrieval.serving.problems import ProblemError
+from retrieval.serving.settings import ServeSettings
+
+T = TypeVar("T")
+_log = logging.getLogger("retrieval.serving")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One consistent (model, index) pair; ``store`` may only be used on ``store_thread``."""
+
+    embedder: OnnxEmbedder
+    store: IndexStore
+    generation: int
+    store_thread: ThreadPoolExecutor = field(compare=False, repr=False)
+
+
+def open_snapshot(settings: ServeSettings, generation: int) -> Snapshot:
+    """Load ``INDEX_DIR/model`` and the index built with it on a new store thread (blocking)."""
+    thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"store-{generation}")
+    try:
+        embedder, store = thread.submit(_open_pair, settings).result()
+    except BaseException:
+        thread.shutdown(wait=False)
+        raise
+    return Snapshot(embedder=embedder, store=store, generation=generation, store_thread=thread)
+
+
+def _open_pair(settings: ServeSettings) -> tuple[OnnxEmbedder, IndexStore]:
+    load_index_manifest(settings.index_dir)  # "not an index directory" before any model error
+    embedder = OnnxEmbedder(settings.index_dir / MODEL_SUBDIR, threads=settings.threads)
+    store = IndexStore.open(settings.index_dir, expected_model_sha256=embedder.model_sha256)
+    return embedder, store
+
+
+class ServiceState:
+    """Holds the current snapshot; none until the first load succeeds."""
+
+    def __init__(self, settings: ServeSettings, on_change: Callable[[Snapshot, int], None] | None = None):
+        self.settings = settings
+        self.load_error: str | None = None
+        self.item_count = 0
+        self._snapshot: Snapshot | None = None
+        self._mutation = asyncio.Lock()
+        self._on_change = on_change or (lambda snapshot, count: None)
+
+    @property
+    def ready(self) -> bool:
+        return self._snapshot is not None
+
+    def current(self) -> Snapshot:
+        """The serving snapshot, or a 503 problem while the index is loading or failed to load."""
+        snapshot = self._snapshot
+        if snapshot is None:
+            reason = self.load_error or "the model and index are still loading; retry in a moment"
+            raise ProblemError(503, f"The service is not ready: {reason}", headers={"Retry-After": "2"})
+        return snapshot
+
+    async def load(self) -> Snapshot:
+        """(Re)load from disk and swap atomically; on failure the old snapshot keeps serving."""
+        async with self._mutation:
+            old = self._snapshot
+            generation = old.generation + 1 if old else 1
+            try:
+                snapshot = await asyncio.to_thread(open_snapshot, self.settings, generation)
+            except Exception as error:
+                self.load_error = str(error)
+                raise
+            self._snapshot, self.load_error = snapshot, None
+            if old is not None:  # requests still holding the old snapshot get until their timeout
+                asyncio.get_running_loop().call_later(self.settings.request_timeout_s, _retire, old)
+            count = await self.read(lambda snap: snap.store.count, snapshot)
+        self._changed(snapshot, count)
+        _log.info("serving %s (generation %d, %d items)", self.settings.index_dir, generation, count)
+        return snapshot
+
+    async def read(self, use: Callable[[Snapshot], T], snapshot: Snapshot | None = None) -> T:
+        """Run ``use(snapshot)`` on the store thread.
+
+        Pass the snapshot whose model embedded the query, so a reload in between never
+        searches one model's vector in another model's index.
+        """
+        snapshot = snapshot or self.current()
+        return await asyncio.wrap_future(_submit(snapshot, use))
+
+    async def write(self, change: Callable[[Snapshot], T]) -> T:
+        """Run ``change(snapshot)`` on the store thread, never concurrently with a reload."""
+        async with self._mutation:
+            snapshot = self.current()
+            result = await asyncio.wrap_future(_submit(snapshot, change))
+            count = await self.read(lambda snap: snap.store.count, snapshot)
+        self._changed(snapshot, count)
+        return result
+
+    def _changed(self, snapshot: Snapshot, count: int) -> None:
+        if snapshot is self._snapshot:
+            self.item_count = count
+            self._on_change(snapshot, count)
+
+    def close(self) -> None:
+        if self._snapshot is not None:
+            _retire(self._snapshot)
+
+
+def _submit(snapshot: Snapshot, use: Callable[[Snapshot], T]) -> Future[T]:
+    try:
+        return snapshot.store_thread.submit(use, snapshot)
+    except RuntimeError:  # the snapshot was retired: this request outlived a reload
+        raise ProblemError(503, "the index was reloaded during this request; send it again.",
+                           headers={"Retry-After": "1"}) from None
+
+
+def _retire(snapshot: Snapshot) -> None:
+    snapshot.store_thread.shutdown(wait=False)  # queued work still runs, then the thread ends

@@ -1,0 +1,39 @@
+"""Where images added through ``POST /items`` live: ``INDEX_DIR/uploads/<sha256>.<format>``.
+
+Files are named by content, so the same image uploaded twice is stored once, and each
+file is written atomically, so a crash never leaves a half-written image behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from pathlib import Path
+
+from PIL import Image
+
+from retrieval.indexing.atomic_write import atomic_write_bytes
+from retrieval.serving.problems import ProblemError
+
+UPLOADS_SUBDIR = "uploads"
+
+
+def image_suffix(data: bytes) -> str:
+    """``.jpeg``, ``.png``, ... from the file header (the bytes already decoded, so this cannot fail)."""
+    with Image.open(io.BytesIO(data)) as image:
+        return "." + (image.format or "img").lower()
+
+
+def store_upload(index_dir: Path, data: bytes) -> Path:
+    """Write ``data`` under ``index_dir/uploads`` and return its path; 503 if the directory is read-only."""
+    target = Path(index_dir) / UPLOADS_SUBDIR / (hashlib.sha256(data).hexdigest() + image_suffix(data))
+    if target.is_file():
+        return target
+    try:
+        atomic_write_bytes(target, data)
+    except OSError as error:
+        raise ProblemError(
+            503, f"cannot store the uploaded image under {target.parent} ({error.strerror}); "
+            "mount the index directory writable to add items."
+        ) from None
+    return target

@@ -1,0 +1,27 @@
+"""Shared fixtures: a small generated dataset (the project's built-in default data)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+CALTECH = SHARED / "data" / "caltech101"
+
+
+@pytest.fixture(scope="session")
+def synth_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """24 classes x 12 images of 32 px: 12 train classes (3 of them validate), 12 test classes."""
+    from retrieval.indexing.data.synth import generate_synthetic_dataset
+
+    out = tmp_path_factory.mktemp("synth") / "data"
+    generate_synthetic_dataset(out, classes=24, per_class=12, size=32, seed=0, progress=False)
+    return out
+
+
+@pytest.fixture(scope="session")
+def caltech_dir() -> Path:
+    if not CALTECH.is_dir():
+        pytest.skip("../shared/data/caltech101 is not present")
+    return CALTECH

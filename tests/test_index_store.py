@@ -1,0 +1,209 @@
+"""Index directory: build/search round trips, updates, crash safety and every bad-input case."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import faiss
+import numpy as np
+import pytest
+
+from index_fixtures import gallery_dir, gallery_records, make_image, tiny_model_dir  # noqa: F401 (fixtures)
+from retrieval.indexing import index_builder, index_store
+from retrieval.indexing.binary import binarize, hamming_distances
+from retrieval.indexing.data.records import ImageRecord
+from retrieval.indexing.errors import ConfigError, DataError, IndexFormatError
+from retrieval.indexing.faiss_kinds import binary_kind, float_kind
+from retrieval.indexing.index_builder import build_index, write_index
+from retrieval.indexing.index_store import IndexStore
+from retrieval.indexing.onnx_embedder import OnnxEmbedder
+
+
+@pytest.fixture(scope="module")
+def embedder(tiny_model_dir: Path) -> OnnxEmbedder:
+    return OnnxEmbedder(tiny_model_dir, threads=1)
+
+
+@pytest.fixture(scope="module")
+def built(tiny_model_dir: Path, gallery_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    records = [ImageRecord(path=p, label=p.parent.name) for p in sorted(gallery_dir.glob("*/*.png"))]
+    out = tmp_path_factory.mktemp("built") / "index"
+    report = build_index(tiny_model_dir, records, out, progress=False)
+    assert report.count == 30 and report.num_labels == 6 and report.failures == []
+    return out
+
+
+@pytest.fixture()
+def index_copy(built: Path, tmp_path: Path) -> Path:
+    shutil.copytree(built, tmp_path / "index")
+    return tmp_path / "index"
+
+
+def test_float_search_matches_brute_force_and_finds_itself(built: Path) -> None:
+    with IndexStore.open(built) as store:
+        ids = store.ids()
+        vectors = store.embeddings_of(ids)
+        results = store.search(vectors, 5)
+        assert (results.ids[:, 0] == ids).all()
+        expected = np.sort(vectors @ vectors.T, axis=1)[:, ::-1][:, :5]
+        np.testing.assert_allclose(results.scores, expected, atol=2e-3)  # faiss holds float32, the file float16
+        assert [item.label for item in store.items(results.ids[:, 1])] == [item.label for item in store.items(ids)]
+        assert store.manifest.count == 30 and (built / "model" / "model.onnx").is_file()
+
+
+def test_binary_search_scores_are_hamming_similarities(built: Path) -> None:
+    with IndexStore.open(built) as store:
+        ids = store.ids()
+        vectors = store.embeddings_of(ids)
+        results = store.search(vectors, 4, kind="binary")
+        codes = binarize(vectors)
+        distances = hamming_distances(codes, codes)
+        expected = 1 - 2 * np.sort(distances, axis=1)[:, :4] / store.manifest.bits
+        np.testing.assert_allclose(results.scores, expected, atol=1e-6)
+        for q, row in enumerate(results.ids):  # itself is among the distance-0 ties at rank 1
+            position = {int(i): n for n, i in enumerate(ids)}
+            assert distances[q, position[int(row[0])]] == 0 and distances[q, q] == 0
+
+
+def test_rerank_orders_the_binary_shortlist_by_exact_float_score(built: Path) -> None:
+    with IndexStore.open(built) as store:
+        queries = store.embeddings_of(store.ids()[:7])
+        shortlist = store.search(queries, 12, kind="binary").ids
+        reranked = store.search(queries, 5, kind="binary", rerank=12)
+        for q in range(len(queries)):
+            exact = store.embeddings_of(shortlist[q]) @ queries[q]
+            order = np.argsort(-exact, kind="stable")[:5]
+            np.testing.assert_array_equal(reranked.ids[q], shortlist[q][order])
+            np.testing.assert_allclose(reranked.scores[q], exact[order], atol=1e-6)
+        assert (reranked.ids[:, 0] == store.ids()[:7]).all()
+
+
+@pytest.mark.parametrize("kinds", [("flat", "flat"), ("hnsw", "hnsw"), ("ivf", "ivf"), ("ivfpq", "flat")])
+def test_add_and_remove_keep_ids_stable_and_files_consistent(
+    kinds: tuple[str, str], embedder: OnnxEmbedder, gallery_records: list[ImageRecord], tmp_path: Path
+) -> None:
+    result = embedder.embed_paths([r.path for r in gallery_records], progress=False)
+    out = tmp_path / "index"
+    write_index(out, embedder, gallery_records, result.embeddings, (float_kind(kinds[0]), binary_kind(kinds[1])))
+    with IndexStore.open(out) as store:
+        before = {item.id: item.path for item in store.all_items()}
+        removed = [max(before), min(before), 7]
+        assert store.remove(removed + [999]) == 3
+        new_images = [make_image(c, 9) for c in (0, 3)]
+        paths = [tmp_path / f"new_{c}.png" for c in (0, 3)]
+        for image, path in zip(new_images, paths):
+            image.save(path)
+        new_ids = store.add([ImageRecord(path=p, label=f"class_{c}") for p, c in zip(paths, (0, 3))],
+                           embedder.embed_images(new_images))
+        assert min(new_ids) > max(before)  # ids are never reused, even the removed maximum
+    with IndexStore.open(out) as store:
+        assert store.count == 29 == store.manifest.count
+        assert store._float.ntotal == store._binary.ntotal == 29
+        after = {item.id: item.path for item in store.all_items()}
+        assert {i: before[i] for i in before if i not in removed} == {i: after[i] for i in before if i not in removed}
+        everything = store.embeddings_of(store.ids())
+        for kind in ("float", "binary"):
+            found = store.search(everything, 29, kind=kind).ids
+            assert not np.isin(found, removed).any() and np.isin(new_ids, found).all()
+        if kinds[0] != "ivfpq":  # 30 items only afford a 1-bit product quantizer: not self-retrieving
+            assert store.search(store.embeddings_of(new_ids), 1).ids[:, 0].tolist() == new_ids
+        with pytest.raises(DataError, match="no item 7"):
+            store.item(7)
+
+
+def test_interrupted_update_is_repaired_on_open(index_copy: Path, embedder: OnnxEmbedder,
+                                               monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    def crash(*args: object) -> None:
+        raise OSError("disk full")
+
+    image_path = tmp_path / "late.png"
+    make_image(4, 8).save(image_path)
+    with IndexStore.open(index_copy) as store:
+        monkeypatch.setattr(index_store, "write_faiss_files", crash)
+        with pytest.raises(OSError, match="disk full"):
+            store.add([ImageRecord(path=image_path, label="class_4")], embedder.embed_images([make_image(4, 8)]))
+    monkeypatch.undo()
+    assert json.loads((index_copy / "manifest.json").read_text())["generation"] == 0  # faiss + manifest stale
+    with IndexStore.open(index_copy) as store:  # SQLite committed generation 1: rebuild faiss from it
+        assert store.count == 31 == store._float.ntotal == store._binary.ntotal
+        assert store.manifest.generation == 1
+        (new_id,) = [item.id for item in store.all_items() if item.path == str(image_path)]
+        assert store.search(store.embedding(new_id)[None], 1).ids[0, 0] == new_id
+    assert faiss.read_index(str(index_copy / "float.faiss")).ntotal == 31  # the repair was saved
+
+
+def test_crash_mid_build_leaves_previous_index_loadable(built: Path, index_copy: Path, tiny_model_dir: Path,
+                                                        gallery_records: list[ImageRecord],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    def half_written(index_dir: Path, float_index: object, binary_index: object) -> None:
+        faiss.write_index(float_index, str(index_dir / "float.faiss"))
+        raise OSError("killed")
+
+    before = sorted(p.name for p in index_copy.iterdir())
+    monkeypatch.setattr(index_builder, "write_faiss_files", half_written)
+    with pytest.raises(OSError, match="killed"):
+        build_index(tiny_model_dir, gallery_records[:10], index_copy, progress=False)
+    assert sorted(p.name for p in index_copy.iterdir()) == before
+    assert [p.name for p in index_copy.parent.iterdir()] == ["index"]  # no staging directory left
+    with IndexStore.open(index_copy) as store:
+        assert store.count == 30
+
+
+def test_bad_inputs_give_one_sentence_and_damage_nothing(built: Path, index_copy: Path, tiny_model_dir: Path,
+                                                         gallery_records: list[ImageRecord], tmp_path: Path) -> None:
+    with pytest.raises(DataError, match="gallery is empty"):
+        build_index(tiny_model_dir, [], tmp_path / "empty", progress=False)
+    with pytest.raises(ConfigError, match="unknown float index kind 'annoy'; known kinds: flat, hnsw, ivf, ivfpq"):
+        build_index(tiny_model_dir, gallery_records, tmp_path / "x", float_kind="annoy", progress=False)
+    with pytest.raises(ConfigError, match="unknown binary index kind 'pq'; known kinds: flat, ivf, hnsw"):
+        build_index(tiny_model_dir, gallery_records, tmp_path / "x", binary_kind="pq", progress=False)
+    blank = [ImageRecord(path=gallery_records[0].path, label=" ")]
+    with pytest.raises(DataError, match="has an empty label"):
+        build_index(tiny_model_dir, blank, tmp_path / "x", progress=False)
+    unreadable = [ImageRecord(path=tmp_path / "gone.png", label="a")]
+    with pytest.raises(DataError, match="none of the 1 images could be read"):
+        build_index(tiny_model_dir, unreadable, tmp_path / "x", progress=False)
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    (photos / "holiday.jpg").write_bytes(b"precious")
+    with pytest.raises(ConfigError, match="is not an index directory"):
+        build_index(tiny_model_dir, gallery_records, photos, progress=False)
+    assert (photos / "holiday.jpg").read_bytes() == b"precious"
+    assert not (tmp_path / "x").exists() and not (tmp_path / "empty").exists()
+    with IndexStore.open(built) as store:
+        with pytest.raises(DataError, match=r"shape \(2, 8\) but the index holds 64-d"):
+            store.search(np.ones((2, 8), np.float32), 3)
+        with pytest.raises(DataError, match="k must be at least 1"):
+            store.search(store.embeddings_of(store.ids()[:1]), 0)
+        with pytest.raises(DataError, match="needs one 64-d embedding per record"):
+            store.add(gallery_records[:2], np.ones((1, 64), np.float32))
+    with pytest.raises(IndexFormatError, match="index was built with model .* but the query model is 0123456789ab; "
+                                               "rebuild the index or pass --force"):
+        IndexStore.open(built, expected_model_sha256="0123456789abcdef")
+    IndexStore.open(built, expected_model_sha256="0123456789abcdef", force=True).close()
+
+
+@pytest.mark.parametrize("damaged", ["float.faiss", "binary.faiss", "manifest.json", "items.sqlite",
+                                     "embeddings.f16.npy"])
+def test_corrupt_or_truncated_files_are_named(damaged: str, index_copy: Path) -> None:
+    path = index_copy / damaged
+    path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 3])
+    with pytest.raises(IndexFormatError, match=f"{damaged} is (corrupt|missing|not).*rebuild"):
+        IndexStore.open(index_copy)
+    path.unlink()
+    with pytest.raises(IndexFormatError, match=f"{damaged}.*(missing|rebuild)"):
+        IndexStore.open(index_copy)
+
+
+def test_emptied_index_refuses_search_and_accepts_adds(index_copy: Path, embedder: OnnxEmbedder) -> None:
+    with IndexStore.open(index_copy) as store:
+        query = store.embeddings_of(store.ids()[:1])
+        assert store.remove(store.ids().tolist()) == 30 and store.count == 0
+        with pytest.raises(DataError, match="is empty; add images"):
+            store.search(query, 3)
+    with IndexStore.open(index_copy) as store:
+        assert store.count == 0
+        (new_id,) = store.add([ImageRecord(path=Path("a.png"), label="class_0")], query)
+        assert new_id == 31 and store.search(query, 3).ids.tolist() == [[31]]

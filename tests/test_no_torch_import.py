@@ -1,0 +1,51 @@
+"""``retrieval.indexing`` must work without torch: import everything, embed, build and search."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from index_fixtures import gallery_dir, tiny_model_dir  # noqa: F401 (fixtures)
+
+SCRIPT = textwrap.dedent(
+    """
+    import importlib, pkgutil, sys
+    from pathlib import Path
+
+    import retrieval.indexing
+    import retrieval.indexing.data
+    names = []
+    for package in (retrieval.indexing, retrieval.indexing.data):
+        for info in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
+            importlib.import_module(info.name)
+            names.append(info.name)
+    assert "retrieval.indexing.index_store" in names and "retrieval.indexing.evaluation" in names, names
+
+    from retrieval.indexing.data.records import ImageRecord
+    from retrieval.indexing.index_builder import build_index
+    from retrieval.indexing.index_store import IndexStore
+    from retrieval.indexing.onnx_embedder import OnnxEmbedder
+
+    model, gallery, out = (Path(arg) for arg in sys.argv[1:4])
+    records = [ImageRecord(path=p, label=p.parent.name) for p in sorted(gallery.glob("*/*.png"))]
+    build_index(model, records, out, progress=False)
+    query = OnnxEmbedder(model).embed_paths([records[3].path], progress=False).embeddings
+    with IndexStore.open(out) as store:
+        assert store.items(store.search(query, 1).ids[0])[0].path == str(records[3].path)
+        assert store.items(store.search(query, 1, kind="binary", rerank=5).ids[0])[0].path == str(records[3].path)
+    heavy = sorted(name for name in sys.modules if name.split(".")[0] in ("torch", "torchvision", "pytorch_metric_learning"))
+    assert not heavy, heavy
+    print("ok", len(names))
+    """
+)
+
+
+def test_indexing_never_imports_torch(tiny_model_dir: Path, gallery_dir: Path, tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(tiny_model_dir), str(gallery_dir), str(tmp_path / "index")],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("ok ")

@@ -1,0 +1,95 @@
+"""The torch-free eval transform must match torchvision's on real photos and edge cases."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from retrieval.indexing.data.image_io import open_rgb
+from retrieval.indexing.model_manifest import Preprocessing
+from retrieval.indexing.preprocess import center_crop_box, preprocess_batch, preprocess_image, resized_size
+
+CALTECH = Path("/work/shared/data/caltech101")
+
+
+def torchvision_eval(prep: Preprocessing):
+    from torchvision import transforms
+
+    return transforms.Compose([
+        transforms.Resize(prep.resize),
+        transforms.CenterCrop(prep.crop),
+        transforms.ToTensor(),
+        transforms.Normalize(prep.mean, prep.std),
+    ])
+
+
+def caltech_sample(colour: int = 16, grey: int = 4) -> list[Path]:
+    """The first image of ``colour`` classes plus the first ``grey`` greyscale JPEGs found."""
+    classes = sorted(p for p in CALTECH.iterdir() if p.is_dir())
+    colour_paths = [sorted(c.glob("*.jpg"))[0] for c in classes[:colour]]
+    grey_paths = []
+    for path in sorted(CALTECH.glob("*/*.jpg")):
+        with Image.open(path) as img:
+            if img.mode == "L":
+                grey_paths.append(path)
+        if len(grey_paths) == grey:
+            break
+    return colour_paths + grey_paths
+
+
+def test_resized_size_follows_torchvision_rule() -> None:
+    assert resized_size(500, 375, 256) == (341, 256)  # int(256 * 500 / 375) = 341
+    assert resized_size(375, 500, 256) == (256, 341)
+    assert resized_size(300, 300, 256) == (256, 256)
+    assert center_crop_box(341, 256, 224) == (58, 16, 282, 240)  # round(58.5) = 58 (banker's), round(16) = 16
+
+
+@pytest.mark.skipif(not CALTECH.is_dir(), reason="needs /work/shared/data/caltech101")
+def test_matches_torchvision_on_real_photos() -> None:
+    prep = Preprocessing()
+    reference = torchvision_eval(prep)
+    paths = caltech_sample()
+    assert len(paths) == 20
+    diffs = []
+    for path in paths:
+        img = open_rgb(path)
+        ours = preprocess_image(img, prep)
+        theirs = reference(img).numpy()
+        assert ours.shape == theirs.shape == (3, 224, 224) and ours.dtype == np.float32
+        diffs.append(np.abs(ours - theirs))
+    # same Pillow resize, same crop offsets, same float32 arithmetic: bit-identical (measured 0.0)
+    assert max(d.max() for d in diffs) == 0.0
+
+
+@pytest.mark.parametrize("size", [(20, 12), (31, 40), (64, 33)])
+def test_small_images_are_padded_like_torchvision(size: tuple[int, int]) -> None:
+    prep = Preprocessing(resize=24, crop=32)  # resize < crop forces zero padding
+    rng = np.random.default_rng(sum(size))
+    img = Image.fromarray(rng.integers(0, 256, (size[1], size[0], 3), dtype=np.uint8))
+    np.testing.assert_allclose(preprocess_image(img, prep), torchvision_eval(prep)(img).numpy(), atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["L", "P", "RGBA", "CMYK"])
+def test_any_mode_becomes_three_channels(mode: str) -> None:
+    prep = Preprocessing(resize=36, crop=32)
+    rng = np.random.default_rng(0)
+    rgb = Image.fromarray(rng.integers(0, 256, (40, 50, 3), dtype=np.uint8))
+    out = preprocess_image(rgb.convert(mode), prep)
+    assert out.shape == (3, 32, 32)
+    expected = preprocess_image(rgb.convert(mode).convert("RGB"), prep)
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_batch_stacks_single_images_and_handles_empty() -> None:
+    prep = Preprocessing(resize=36, crop=32)
+    images = [Image.new("RGB", (40 + i, 50), (i * 40, 10, 200)) for i in range(3)]
+    batch = preprocess_batch(images, prep)
+    assert batch.shape == (3, 3, 32, 32)
+    np.testing.assert_array_equal(batch[1], preprocess_image(images[1], prep))
+    assert preprocess_batch([], prep).shape == (0, 3, 32, 32)
+    # a solid colour becomes (value / 255 - mean) / std in every pixel of its channel
+    expected_red = (0 / 255 - prep.mean[0]) / prep.std[0]
+    np.testing.assert_allclose(batch[0, 0], expected_red, rtol=1e-6)

@@ -1,0 +1,125 @@
+"""The embedder: backbone trunk -> global pooling -> optional LayerNorm -> optional Linear -> L2 norm.
+
+Pooling modes:
+- ``avg``: global average pooling (torchvision's classifiers use it).
+- ``max``: global max pooling.
+- ``avgmax``: the SUM of average and max pooling, as in the Proxy-Anchor code (Kim et al.,
+  CVPR 2020) and later DML baselines; the "Best Practice DML" slides (seeds/001) show max
+  pooling beating average pooling for most losses. The sum keeps the feature dimension
+  (unlike concatenation), so the head and pretrained shapes do not change.
+
+The optional LayerNorm has no affine parameters (Zhai & Wu, "Making Classification Competitive
+for Deep Metric Learning", BMVC 2019): it standardises the pooled features per sample, which
+the paper found to stabilise normalised-softmax training. The output is always L2-normalised,
+so the exported ONNX graph returns unit vectors and binarisation at 0 works on them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.modules.batchnorm import _BatchNorm
+
+from retrieval.training.backbones import build_backbone
+from retrieval.training.config import ModelConfig
+
+PoolingMode = Literal["avg", "max", "avgmax"]
+
+
+class GlobalPooling(nn.Module):
+    """(B, C, h, w) -> (B, C) by average, max or (average + max) pooling."""
+
+    def __init__(self, mode: PoolingMode) -> None:
+        super().__init__()
+        if mode not in ("avg", "max", "avgmax"):
+            raise ValueError(f"unknown pooling mode {mode!r}; use avg, max or avgmax")
+        self.mode = mode
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        if self.mode == "avg":
+            return F.adaptive_avg_pool2d(features, 1).flatten(1)
+        if self.mode == "max":
+            return F.adaptive_max_pool2d(features, 1).flatten(1)
+        avg = F.adaptive_avg_pool2d(features, 1)
+        return (avg + F.adaptive_max_pool2d(features, 1)).flatten(1)
+
+    def extra_repr(self) -> str:
+        return f"mode={self.mode}"
+
+
+class EmbeddingModel(nn.Module):
+    """images (B, 3, H, W) -> unit-norm embeddings (B, embedding_dim)."""
+
+    def __init__(
+        self,
+        backbone: nn.Module,
+        feature_dim: int,
+        *,
+        backbone_name: str,
+        pooling: PoolingMode = "avg",
+        layer_norm: bool = False,
+        embedding_dim: int | None = 512,
+        freeze_batchnorm: bool = False,
+    ) -> None:
+        super().__init__()
+        self.backbone = backbone
+        self.pool = GlobalPooling(pooling)
+        self.norm = nn.LayerNorm(feature_dim, elementwise_affine=False) if layer_norm else nn.Identity()
+        self.head = nn.Linear(feature_dim, embedding_dim) if embedding_dim is not None else nn.Identity()
+        self.backbone_name = backbone_name
+        self.feature_dim = feature_dim
+        self.embedding_dim = embedding_dim if embedding_dim is not None else feature_dim
+        self.freeze_batchnorm = freeze_batchnorm
+        if freeze_batchnorm:
+            for module in self._backbone_batchnorms():
+                module.requires_grad_(False)
+                module.eval()
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        pooled = self.norm(self.pool(self.backbone(images)))
+        return F.normalize(self.head(pooled), p=2.0, dim=1)
+
+    def train(self, mode: bool = True) -> "EmbeddingModel":
+        """Like nn.Module.train, but frozen BatchNorm layers stay in eval mode (running stats fixed)."""
+        super().train(mode)
+        if self.freeze_batchnorm:
+            for module in self._backbone_batchnorms():
+                module.eval()
+        return self
+
+    def new_parameters(self) -> Iterator[nn.Parameter]:
+        """Parameters of the layers added on top of the backbone (the head; LayerNorm has none)."""
+        yield from self.norm.parameters()
+        yield from self.head.parameters()
+
+    def backbone_parameters(self) -> Iterator[nn.Parameter]:
+        """All backbone parameters, including frozen BatchNorm ones (check ``requires_grad``)."""
+        yield from self.backbone.parameters()
+
+    def set_backbone_trainable(self, flag: bool) -> None:
+        """Enable or disable gradients of the backbone; frozen BatchNorm params stay frozen."""
+        self.backbone.requires_grad_(flag)
+        if self.freeze_batchnorm:
+            for module in self._backbone_batchnorms():
+                module.requires_grad_(False)
+
+    def _backbone_batchnorms(self) -> Iterator[_BatchNorm]:
+        return (module for module in self.backbone.modules() if isinstance(module, _BatchNorm))
+
+
+def build_embedding_model(cfg: ModelConfig) -> EmbeddingModel:
+    """Build the model with random weights; pretrained weights are loaded by ``load_pretrained``."""
+    backbone, feature_dim = build_backbone(cfg.backbone)
+    return EmbeddingModel(
+        backbone,
+        feature_dim,
+        backbone_name=cfg.backbone,
+        pooling=cfg.pooling,
+        layer_norm=cfg.layer_norm,
+        embedding_dim=cfg.embedding_dim,
+        freeze_batchnorm=cfg.freeze_batchnorm,
+    )

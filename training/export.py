@@ -1,0 +1,188 @@
+"""Export a trained run to ``model.onnx`` + ``model.json``, checked against torch before writing.
+
+The ONNX graph is the whole ``EmbeddingModel`` in eval mode (L2 normalisation included):
+input ``images`` (N, 3, crop, crop) float32, output ``embeddings`` (N, D) float32, N dynamic.
+It is exported with the TorchScript exporter (``dynamo=False``, opset 17; the dynamo exporter
+needs onnxscript) into memory, optionally converted to fp16 weights (onnxruntime's float16
+tool, inputs/outputs kept float32), run with onnxruntime on random inputs and compared with
+torch. Only a graph within tolerance is written, atomically, so a bad export never replaces
+a good one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import warnings
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+from retrieval.indexing.atomic_write import atomic_write_bytes, atomic_write_text
+from retrieval.indexing.errors import RetrievalError
+from retrieval.indexing.model_manifest import (
+    MODEL_MANIFEST_NAME,
+    MODEL_ONNX_NAME,
+    ModelManifest,
+    Preprocessing,
+    manifest_json,
+)
+from retrieval.training.config import TrainConfig
+from retrieval.training.embedding_model import EmbeddingModel, build_embedding_model
+from retrieval.training.run_dir import RunPaths, load_checkpoint, load_run_config
+
+INPUT_NAME = "images"
+OUTPUT_NAME = "embeddings"
+OPSET = 17
+# max |onnxruntime - torch| over unit-norm embeddings; fp16 weights and activations round to ~1e-3
+TOLERANCE = {"fp32": 1e-4, "fp16": 2e-2}
+PARITY_BATCH = 4
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    manifest: ModelManifest
+    onnx_path: Path
+    manifest_path: Path
+    max_abs_diff: float  # onnxruntime vs torch on random inputs
+
+
+def export_run(
+    run_dir: Path,
+    out_dir: Path | None = None,
+    *,
+    fp16: bool = False,
+    checkpoint: Literal["best", "last"] = "best",
+) -> ModelManifest:
+    """Export ``run_dir``'s checkpoint to ``out_dir`` (default run_dir/export); returns the manifest."""
+    return export_run_with_parity(run_dir, out_dir, fp16=fp16, checkpoint=checkpoint).manifest
+
+
+def export_run_with_parity(
+    run_dir: Path,
+    out_dir: Path | None = None,
+    *,
+    fp16: bool = False,
+    checkpoint: Literal["best", "last"] = "best",
+) -> ExportResult:
+    """Like ``export_run`` but also returns the file paths and the measured parity difference."""
+    paths = RunPaths(run_dir)
+    if not paths.run_dir.is_dir():
+        raise RetrievalError(
+            f"run directory {paths.run_dir} does not exist; pass the directory `retrieval train` wrote"
+        )
+    config = load_run_config(paths.run_dir)
+    state = load_checkpoint(paths.best_checkpoint if checkpoint == "best" else paths.last_checkpoint)
+    model = _restore_model(config, state, paths.run_dir)
+    precision = "fp16" if fp16 else "fp32"
+    onnx_bytes = onnx_export_bytes(model, config.data.image_size, fp16=fp16)
+    max_diff = parity_max_abs_diff(model, onnx_bytes, config.data.image_size)
+    if not max_diff <= TOLERANCE[precision]:
+        raise RetrievalError(
+            f"the exported {precision} ONNX model differs from torch by {max_diff:.3g} "
+            f"(tolerance {TOLERANCE[precision]:g}); nothing was written, report this with the run's config.yaml"
+        )
+    out_dir = Path(out_dir) if out_dir is not None else paths.export_dir
+    manifest = build_manifest(config, state, onnx_bytes, model.embedding_dim, precision)
+    atomic_write_bytes(out_dir / MODEL_ONNX_NAME, onnx_bytes)
+    atomic_write_text(out_dir / MODEL_MANIFEST_NAME, manifest_json(manifest))
+    return ExportResult(manifest, out_dir / MODEL_ONNX_NAME, out_dir / MODEL_MANIFEST_NAME, max_diff)
+
+
+def _restore_model(config: TrainConfig, state: dict[str, Any], run_dir: Path) -> EmbeddingModel:
+    if not isinstance(state.get("model"), dict):
+        raise RetrievalError(
+            f"the checkpoint in {run_dir} has no 'model' state dict; it was not written by `retrieval train`"
+        )
+    model = build_embedding_model(config.model)
+    try:
+        model.load_state_dict(state["model"])
+    except RuntimeError as error:
+        first_line = str(error).splitlines()[0]
+        raise RetrievalError(
+            f"the checkpoint in {run_dir} does not fit its config.yaml model section ({first_line})"
+        ) from None
+    return model.eval()
+
+
+def onnx_export_bytes(model: EmbeddingModel, image_size: int, *, fp16: bool = False) -> bytes:
+    """Serialise the eval-mode model to ONNX (dynamic batch); fp16 converts weights, keeps fp32 I/O."""
+    model = model.eval()
+    dummy = torch.zeros(2, 3, image_size, image_size)
+    buffer = io.BytesIO()
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notice
+        torch.onnx.export(
+            model,
+            (dummy,),
+            buffer,
+            dynamo=False,
+            opset_version=OPSET,
+            input_names=[INPUT_NAME],
+            output_names=[OUTPUT_NAME],
+            dynamic_axes={INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}},
+        )
+    return _to_fp16(buffer.getvalue()) if fp16 else buffer.getvalue()
+
+
+def _to_fp16(onnx_bytes: bytes) -> bytes:
+    import onnx
+    from onnxruntime.transformers.float16 import convert_float_to_float16
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "the model contains values out of fp16 range" notices
+        converted = convert_float_to_float16(onnx.load_from_string(onnx_bytes), keep_io_types=True)
+    return converted.SerializeToString()
+
+
+def parity_max_abs_diff(model: EmbeddingModel, onnx_bytes: bytes, image_size: int, seed: int = 0) -> float:
+    """Max |onnxruntime - torch| on a batch of random normalised-image-like inputs."""
+    import onnxruntime as ort
+
+    generator = torch.Generator().manual_seed(seed)
+    images = torch.randn(PARITY_BATCH, 3, image_size, image_size, generator=generator)
+    with torch.no_grad():
+        expected = model.eval()(images).numpy()
+    session = ort.InferenceSession(onnx_bytes, providers=["CPUExecutionProvider"])
+    actual = session.run([OUTPUT_NAME], {INPUT_NAME: images.numpy()})[0]
+    if actual.shape != expected.shape:
+        return float("inf")
+    return float(np.max(np.abs(actual.astype(np.float32) - expected)))
+
+
+def build_manifest(
+    config: TrainConfig, state: dict[str, Any], onnx_bytes: bytes, embedding_dim: int, precision: str
+) -> ModelManifest:
+    size = config.data.image_size
+    return ModelManifest(
+        onnx_sha256=hashlib.sha256(onnx_bytes).hexdigest(),
+        input_name=INPUT_NAME,
+        output_name=OUTPUT_NAME,
+        embedding_dim=embedding_dim,
+        l2_normalized=True,
+        binarization_threshold=0.0,
+        precision=precision,
+        preprocessing=Preprocessing(resize=round(size * 256 / 224), crop=size),
+        backbone=config.model.backbone,
+        loss=str(state.get("loss_name") or config.loss.name),
+        config_hash=config.config_hash(),
+        validation_metrics=_numeric_metrics(state.get("val_metrics")),
+        created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )
+
+
+def _numeric_metrics(metrics: Any) -> dict[str, float]:
+    """Keep the scalar entries of the checkpoint's validation metrics (the manifest holds floats only)."""
+    if not isinstance(metrics, dict):
+        return {}
+    scalars = {}
+    for key, value in metrics.items():
+        if isinstance(value, torch.Tensor) and value.numel() == 1:
+            value = value.item()
+        if isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool):
+            scalars[str(key)] = float(value)
+    return scalars

@@ -1,0 +1,107 @@
+"""The loss registry: names (as written in configs and on the CLI) -> loss builders.
+
+``build_loss("triplet", num_classes=100, embedding_dim=512)`` merges the caller's params
+over the spec's defaults (the defaults list every accepted parameter), resolves the
+miner ("default" = the spec's, None or "none" = none, else a miner-registry name) and calls the
+builder. The built-in losses are registered by ``pair_losses`` and ``proxy_losses``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal
+
+from pytorch_metric_learning.miners import BaseMiner
+
+from retrieval.indexing.errors import ConfigError
+from retrieval.training.losses.base import EmbeddingLoss
+from retrieval.training.losses.miners import build_miner, get_miner_spec
+from retrieval.training.losses.params import merge_params
+
+MinerChoice = Callable[[dict[str, Any]], tuple[str | None, dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class LossSpec:
+    """One registered loss. ``builder(num_classes=, embedding_dim=, miner=, **params)``."""
+
+    name: str
+    description: str  # one line, shown by `retrieval losses`
+    sampler: Literal["balanced", "shuffle"]
+    default_params: dict[str, Any]
+    default_miner: str | None
+    paper: str
+    builder: Callable[..., EmbeddingLoss]
+    family: str = "pair"  # "pair" (relations inside the batch) or "proxy" (learned class vectors)
+    accepts_miner: bool = True
+    # Optional: the default miner chosen from the loss params, e.g. triplet's `mining`
+    # param picks semi-hard or hard and passes its margin on. Returns (name, miner params).
+    choose_default_miner: MinerChoice | None = field(default=None, repr=False)
+
+
+_LOSSES: dict[str, LossSpec] = {}
+
+
+def register_loss(spec: LossSpec) -> None:
+    if spec.name in _LOSSES:
+        raise ValueError(f"loss {spec.name!r} is already registered")
+    if spec.default_miner is not None:
+        get_miner_spec(spec.default_miner)
+    _LOSSES[spec.name] = spec
+
+
+def available_losses() -> list[LossSpec]:
+    """All registered losses, sorted by name."""
+    return [_LOSSES[name] for name in sorted(_LOSSES)]
+
+
+def get_loss_spec(name: str) -> LossSpec:
+    if name not in _LOSSES:
+        raise ConfigError(f"unknown loss {name!r}; known losses: {', '.join(sorted(_LOSSES))}")
+    return _LOSSES[name]
+
+
+def build_loss(
+    name: str,
+    *,
+    num_classes: int,
+    embedding_dim: int,
+    params: dict | None = None,
+    miner: str | None = "default",
+    miner_params: dict | None = None,
+) -> EmbeddingLoss:
+    """A fresh loss (with fresh, randomly initialised parameters) ready for training."""
+    spec = get_loss_spec(name)
+    if num_classes < 1 or embedding_dim < 1:
+        raise ConfigError(
+            f"loss {name!r} needs num_classes >= 1 and embedding_dim >= 1, got {num_classes} and {embedding_dim}"
+        )
+    merged = merge_params(spec.default_params, params, f"loss {name!r}")
+    resolved = resolve_miner(spec, merged, miner, miner_params)
+    return spec.builder(num_classes=num_classes, embedding_dim=embedding_dim, miner=resolved, **merged)
+
+
+def resolve_miner(
+    spec: LossSpec, params: dict[str, Any], miner: str | None, miner_params: dict | None
+) -> BaseMiner | None:
+    """The miner object for ``build_loss``'s ``miner`` argument.
+
+    ``"none"`` is accepted like ``None`` so a YAML config (where null means "default")
+    can switch a default miner off.
+    """
+    derived: dict[str, Any] = {}
+    if miner == "none":
+        miner = None
+    if miner == "default":
+        miner = spec.default_miner
+        if spec.choose_default_miner is not None:
+            miner, derived = spec.choose_default_miner(params)
+    if miner is None:
+        if miner_params:
+            raise ConfigError(f"miner_params were given but loss {spec.name!r} uses no miner; name one with `miner`")
+        return None
+    if not spec.accepts_miner:
+        raise ConfigError(f"loss {spec.name!r} does not use a miner; remove miner {miner!r} from the loss config")
+    accepted = get_miner_spec(miner).default_params
+    derived = {key: value for key, value in derived.items() if key in accepted}
+    return build_miner(miner, {**derived, **(miner_params or {})})

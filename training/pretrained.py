@@ -1,0 +1,117 @@
+"""Load pretrained backbone weights: torchvision's ImageNet weights from the LOCAL hub cache, or a file.
+
+Nothing here downloads. ``source="torchvision"`` looks for the file torchvision would have
+downloaded (same name as in the weights URL) in ``torch.hub.get_dir()/checkpoints``. A file
+source may be a torchvision classification state dict (``resnet18-f37072fd.pth``), a full
+checkpoint with a ``"model"`` or ``"state_dict"`` entry, or one of our own checkpoints: keys
+are matched to the backbone after removing the common prefix (``backbone.``, ``module.`` ...);
+the classifier and head keys are ignored and counted as unexpected.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import torch
+
+from retrieval.indexing.errors import ConfigError
+from retrieval.training.backbones import torchvision_weights_url
+from retrieval.training.embedding_model import EmbeddingModel
+
+TORCHVISION_SOURCE = "torchvision"
+_PREFIXES = ("", "backbone.", "module.", "module.backbone.", "model.", "model.backbone.", "encoder.")
+# torchvision's DenseNet files use old names like "denselayer1.norm.1.weight" (see torchvision.models.densenet)
+_DENSENET_LEGACY = re.compile(
+    r"^(.*denselayer\d+\.(?:norm|relu|conv))\.((?:[12])\.(?:weight|bias|running_mean|running_var|num_batches_tracked))$"
+)
+
+
+@dataclass(frozen=True)
+class LoadReport:
+    source: str
+    loaded: int  # backbone tensors taken from the file
+    missing: int  # backbone tensors the file did not provide (kept at random init)
+    unexpected: int  # tensors in the file that are not backbone tensors (classifier, head, ...)
+
+    def summary(self) -> str:
+        return f"loaded {self.loaded} tensors from {self.source} ({self.missing} missing, {self.unexpected} unexpected)"
+
+
+def torchvision_cache_path(backbone_name: str) -> Path:
+    """Where torch hub keeps the torchvision ImageNet weights of this backbone."""
+    filename = os.path.basename(urlparse(torchvision_weights_url(backbone_name)).path)
+    return Path(torch.hub.get_dir()) / "checkpoints" / filename
+
+
+def load_pretrained(model: EmbeddingModel, source: str) -> LoadReport:
+    """Copy pretrained weights into ``model.backbone``; ConfigError on a missing or mismatched file."""
+    path = _resolve_source(model.backbone_name, source)
+    state = _read_state_dict(path)
+    target = model.backbone.state_dict()
+    prefix = max(_PREFIXES, key=lambda p: _count_matches(state, target, p))
+    matched = {key[len(prefix):]: value for key, value in state.items() if _strip(key, prefix) in target}
+    if not matched:
+        raise ConfigError(
+            f"no tensor in {path} matches the {model.backbone_name} backbone; "
+            f"is it a state dict of a {model.backbone_name}?"
+        )
+    _check_shapes(matched, target, path, model.backbone_name)
+    model.backbone.load_state_dict(matched, strict=False)
+    return LoadReport(str(path), len(matched), len(target) - len(matched), len(state) - len(matched))
+
+
+def _resolve_source(backbone_name: str, source: str) -> Path:
+    if source == TORCHVISION_SOURCE:
+        path = torchvision_cache_path(backbone_name)
+        if not path.is_file():
+            raise ConfigError(
+                f"torchvision weights for {backbone_name} are not in the local cache: copy {path.name} "
+                f"to {path.parent} (downloads are never attempted) or pass --pretrained PATH to a state dict"
+            )
+        return path
+    path = Path(source).expanduser()
+    if not path.is_file():
+        raise ConfigError(f"pretrained weights file {path} does not exist; pass 'torchvision' or a state-dict path")
+    return path
+
+
+def _read_state_dict(path: Path) -> dict[str, torch.Tensor]:
+    try:
+        loaded: Any = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # corrupt file, pickle of arbitrary objects, not a torch file
+        raise ConfigError(
+            f"cannot read pretrained weights {path} ({type(error).__name__}); expected a torch state dict"
+        ) from None
+    if isinstance(loaded, dict):
+        for key in ("model", "state_dict"):
+            if isinstance(loaded.get(key), dict):
+                loaded = loaded[key]
+                break
+    if not isinstance(loaded, dict) or not all(isinstance(v, torch.Tensor) for v in loaded.values()):
+        raise ConfigError(
+            f"{path} is not a state dict (a mapping of names to tensors, or a checkpoint with a 'model' key)"
+        )
+    return {_DENSENET_LEGACY.sub(r"\1\2", key): value for key, value in loaded.items()}
+
+
+def _strip(key: str, prefix: str) -> str | None:
+    return key[len(prefix):] if key.startswith(prefix) else None
+
+
+def _count_matches(state: dict[str, torch.Tensor], target: dict[str, torch.Tensor], prefix: str) -> int:
+    return sum(_strip(key, prefix) in target for key in state)
+
+
+def _check_shapes(matched: dict[str, torch.Tensor], target: dict[str, torch.Tensor], path: Path, name: str) -> None:
+    wrong = [key for key, value in matched.items() if value.shape != target[key].shape]
+    if wrong:
+        key = wrong[0]
+        raise ConfigError(
+            f"{path} does not fit the {name} backbone: {len(wrong)} tensors have other shapes, e.g. {key} is "
+            f"{tuple(matched[key].shape)} in the file but {tuple(target[key].shape)} in the model"
+        )

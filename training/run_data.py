@@ -1,0 +1,47 @@
+"""Everything the trainer needs from the dataset, prepared and checked before the first step."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from retrieval.indexing.data.bad_images import scan_images
+from retrieval.indexing.data.records import ImageRecord
+from retrieval.indexing.data.sources import load_records
+from retrieval.indexing.data.splits import DatasetSplits, split_records
+from retrieval.indexing.errors import ConfigError, DataError
+from retrieval.training.config import DataConfig
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunData:
+    splits: DatasetSplits
+    train_label_index: dict[str, int]  # training classes -> 0..C-1 (proxy/softmax heads need this)
+    eval_label_index: dict[str, int]  # every class -> an int, for metrics on val/test
+    skipped_images: list[tuple[str, str]]
+
+
+def prepare_run_data(cfg: DataConfig, *, progress: bool) -> RunData:
+    if cfg.path is None:
+        raise ConfigError("no dataset given: pass --data PATH (an ImageFolder directory, a CSV or a dataset root)")
+    records = load_records(cfg.path)
+    records, skipped = _drop_bad_images(records, cfg.on_bad_image, progress)
+    splits = split_records(records, val_fraction=cfg.val_fraction, val_fold=cfg.val_fold, num_folds=cfg.num_folds)
+    train_index = {label: i for i, label in enumerate(sorted({r.label for r in splits.train}))}
+    eval_index = {label: i for i, label in enumerate(sorted({r.label for r in records}))}
+    return RunData(splits, train_index, eval_index, skipped)
+
+
+def _drop_bad_images(
+    records: list[ImageRecord], policy: str, progress: bool
+) -> tuple[list[ImageRecord], list[tuple[str, str]]]:
+    report = scan_images(records, progress=progress)
+    if report.ok:
+        return records, []
+    if policy == "fail":
+        raise DataError(f"{report.summary(limit=50)}\n(use --on-bad-image skip to leave them out)")
+    log.warning("skipping unreadable images: %s", report.summary(limit=50))
+    bad_paths = report.bad_paths
+    return [r for r in records if r.path not in bad_paths], [(str(p), reason) for p, reason in report.bad]

@@ -1,0 +1,123 @@
+"""The layout of a training run directory (written by the trainer, read by export and eval).
+
+    run_dir/
+      config.yaml            resolved TrainConfig, ``model_dump(mode="json")`` as YAML
+      metrics.jsonl          one JSON object per epoch
+      checkpoints/best.pt    checkpoint with the best validation MAP@R
+      checkpoints/last.pt    checkpoint after the last completed epoch
+      curves.png             training curves
+      test_metrics.json      metrics on the test split
+      export/                model.onnx + model.json (``retrieval export``)
+
+A checkpoint is a plain dict (``Checkpoint``) of tensors and Python primitives, so it loads
+with ``torch.load(weights_only=True)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypedDict
+
+import torch
+import yaml
+from pydantic import ValidationError
+
+from retrieval.indexing.atomic_write import atomic_write_text, atomic_write_with
+from retrieval.indexing.errors import ConfigError, RetrievalError
+from retrieval.training.config import TrainConfig, describe_validation_error, read_yaml
+
+
+class Checkpoint(TypedDict):
+    model: dict[str, torch.Tensor]
+    loss: dict[str, Any]
+    optimizer: dict[str, Any]
+    scheduler: dict[str, Any]
+    scaler: dict[str, Any] | None
+    epoch: int  # completed epochs
+    global_step: int
+    best_map_at_r: float
+    val_metrics: dict[str, float]
+    num_classes: int
+    config: dict[str, Any]  # resolved TrainConfig, model_dump(mode="json")
+    loss_name: str
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    run_dir: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "run_dir", Path(self.run_dir))
+
+    @property
+    def config(self) -> Path:
+        return self.run_dir / "config.yaml"
+
+    @property
+    def metrics(self) -> Path:
+        return self.run_dir / "metrics.jsonl"
+
+    @property
+    def checkpoints_dir(self) -> Path:
+        return self.run_dir / "checkpoints"
+
+    @property
+    def best_checkpoint(self) -> Path:
+        return self.checkpoints_dir / "best.pt"
+
+    @property
+    def last_checkpoint(self) -> Path:
+        return self.checkpoints_dir / "last.pt"
+
+    @property
+    def curves(self) -> Path:
+        return self.run_dir / "curves.png"
+
+    @property
+    def test_metrics(self) -> Path:
+        return self.run_dir / "test_metrics.json"
+
+    @property
+    def export_dir(self) -> Path:
+        return self.run_dir / "export"
+
+
+def write_run_config(run_dir: Path, config: TrainConfig) -> Path:
+    """Write ``config.yaml`` atomically; returns its path."""
+    path = RunPaths(run_dir).config
+    atomic_write_text(path, yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False))
+    return path
+
+
+def load_run_config(run_dir: Path) -> TrainConfig:
+    """Read the resolved config of a run; ConfigError if it is missing or invalid."""
+    path = RunPaths(run_dir).config
+    if not path.is_file():
+        raise ConfigError(f"{path} does not exist; pass a run directory written by `retrieval train`")
+    try:
+        return TrainConfig.model_validate(read_yaml(path))
+    except ValidationError as error:
+        raise ConfigError(describe_validation_error(error, str(path))) from None
+
+
+def save_checkpoint(path: Path, checkpoint: Checkpoint) -> None:
+    """torch.save to a temporary file, then rename: a crash never leaves a half-written .pt."""
+    atomic_write_with(Path(path), lambda tmp: torch.save(checkpoint, tmp))
+
+
+def load_checkpoint(path: Path) -> dict[str, Any]:
+    """Load a checkpoint onto the CPU; RetrievalError if it is missing, corrupt or not a dict."""
+    path = Path(path)
+    if not path.is_file():
+        raise RetrievalError(f"checkpoint {path} does not exist; train the run first or pick another checkpoint")
+    try:
+        loaded = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # torch raises RuntimeError, UnpicklingError, EOFError, ... on bad files
+        raise RetrievalError(
+            f"checkpoint {path} cannot be read ({type(error).__name__}); it is corrupt, not a torch checkpoint, "
+            "or holds objects other than tensors and plain Python values"
+        ) from None
+    if not isinstance(loaded, dict):
+        raise RetrievalError(f"checkpoint {path} holds a {type(loaded).__name__}, expected a dict with a 'model' key")
+    return loaded

@@ -1,0 +1,306 @@
+"""The training loop: fit, validate on class-disjoint validation classes, keep the best, test once.
+
+Model selection uses validation MAP@R only; the test split is embedded after training
+ends (and, for reference, once before it starts) and never influences any choice.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch.nn.parallel import DistributedDataParallel
+from tqdm import tqdm
+
+from retrieval.indexing.atomic_write import atomic_write_text
+from retrieval.indexing.binary import binarize
+from retrieval.indexing.errors import RetrievalError
+from retrieval.indexing.metrics import evaluate_embeddings
+from retrieval.training.config import TrainConfig
+from retrieval.training.curves import plot_curves
+from retrieval.training.data_loaders import build_eval_loader, build_train_loader, set_loader_epoch
+from retrieval.training.device import resolve_device, resolve_precision
+from retrieval.training.distributed import DistContext, average_across_ranks, barrier, gather_with_grad
+from retrieval.training.embed import embed_loader
+from retrieval.training.embedding_model import build_embedding_model
+from retrieval.training.losses import build_loss, get_loss_spec
+from retrieval.training.optim import build_optimizer, build_scheduler, parameter_groups
+from retrieval.training.pretrained import load_pretrained
+from retrieval.training.run_data import RunData, prepare_run_data
+from retrieval.training.run_dir import RunPaths, load_checkpoint, save_checkpoint, write_run_config
+
+log = logging.getLogger(__name__)
+
+
+class TrainingDiverged(RetrievalError):
+    """The loss became NaN or infinite."""
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    run_dir: Path
+    epochs_completed: int
+    best_epoch: int
+    best_val: dict[str, Any] | None
+    test: dict[str, Any]
+
+
+class Trainer:
+    def __init__(
+        self, cfg: TrainConfig, run_dir: Path, *, resume: bool = False, progress: bool = True,
+        ctx: DistContext | None = None,
+    ) -> None:
+        self.cfg, self.paths, self.resume = cfg, RunPaths(Path(run_dir)), resume
+        self.ctx = ctx or DistContext.single()
+        self.progress = progress and self.ctx.is_main
+        torch.manual_seed(cfg.trainer.seed + self.ctx.rank)
+        self.device = resolve_device(cfg.trainer.device, self.ctx.local_rank)
+        self.precision = resolve_precision(self.device, cfg.trainer.amp)
+        self.data: RunData = prepare_run_data(cfg.data, progress=self.progress)
+        self._build_model_and_loss()
+        self._build_loaders()
+        self._build_optimization()
+        self.best_map, self.best_epoch, self.stale_epochs, self.global_step = -1.0, 0, 0, 0
+
+    # ---- construction -------------------------------------------------------------------
+    def _build_model_and_loss(self) -> None:
+        cfg = self.cfg
+        self.spec = get_loss_spec(cfg.loss.name)
+        self.model = build_embedding_model(cfg.model)
+        if cfg.model.pretrained and not self.resume:
+            report = load_pretrained(self.model, cfg.model.pretrained)
+            log.info("pretrained weights: %s", report)
+        self.model.to(self.device)
+        if cfg.model.channels_last:
+            self.model.to(memory_format=torch.channels_last)
+        self.loss = build_loss(
+            cfg.loss.name, num_classes=len(self.data.train_label_index), embedding_dim=self.model.embedding_dim,
+            params=cfg.loss.params, miner=cfg.loss.miner or "default", miner_params=cfg.loss.miner_params,
+        ).to(self.device)
+        self.train_model = self.model
+        if self.ctx.enabled:
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            self.train_model = DistributedDataParallel(self.model, device_ids=ids)
+
+    def _build_loaders(self) -> None:
+        cfg, splits = self.cfg, self.data.splits
+        kind = self.spec.sampler if cfg.data.sampler == "auto" else cfg.data.sampler
+        self.sampler_kind = kind
+        self.train_loader = build_train_loader(
+            splits.train, self.data.train_label_index, cfg, sampler_kind=kind,
+            rank=self.ctx.rank, world_size=self.ctx.world_size, device=self.device,
+        )
+        index = self.data.eval_label_index
+        self.val_loader = build_eval_loader(splits.val, index, cfg, self.device) if splits.val else None
+        self.test_loader = build_eval_loader(splits.test, index, cfg, self.device)
+        cap = cfg.trainer.max_steps_per_epoch
+        self.steps_per_epoch = min(len(self.train_loader), cap) if cap else len(self.train_loader)
+
+    def _build_optimization(self) -> None:
+        cfg = self.cfg
+        self.optimizer = build_optimizer(parameter_groups(self.model, self.loss, cfg), cfg.optimizer)
+        self.scheduler = build_scheduler(
+            self.optimizer, cfg.schedule, steps_per_epoch=self.steps_per_epoch, epochs=cfg.trainer.epochs
+        )
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision.use_grad_scaler)
+        self.clip_params = [p for g in self.optimizer.param_groups for p in g["params"]]
+
+    # ---- the loop -------------------------------------------------------------------------
+    def fit(self) -> TrainResult:
+        start_epoch = self._start()
+        untrained_test = self._untrained_test() if start_epoch == 0 else None
+        epoch = start_epoch
+        for epoch in range(start_epoch + 1, self.cfg.trainer.epochs + 1):
+            self.model.set_backbone_trainable(epoch > self.cfg.trainer.warm_start_epochs)
+            train_stats = self._train_epoch(epoch)
+            val = self._validate()
+            improved = self._record_selection(epoch, val)
+            self._save(epoch, val, improved)
+            self._log_epoch(epoch, train_stats, val)
+            if self._should_stop():
+                log.info("early stopping: no better validation MAP@R for %d epochs", self.stale_epochs)
+                break
+        test = self._final_test(untrained_test)
+        best_val = self._best_val()
+        return TrainResult(self.paths.run_dir, epoch, self.best_epoch, best_val, test)
+
+    def _start(self) -> int:
+        self.paths.run_dir.mkdir(parents=True, exist_ok=True)
+        if self.resume and self.paths.last_checkpoint.is_file():
+            return self._restore(load_checkpoint(self.paths.last_checkpoint))
+        if self.resume:
+            log.warning("--resume: no checkpoint in %s, starting from scratch", self.paths.checkpoints_dir)
+        if self.ctx.is_main:
+            write_run_config(self.paths.run_dir, self.cfg)
+            atomic_write_text(self.paths.metrics, "")
+            self._log_epoch(0, None, self._validate())
+        return 0
+
+    def _train_epoch(self, epoch: int) -> dict[str, float]:
+        set_loader_epoch(self.train_loader, epoch)
+        self.train_model.train()
+        losses, images_seen, wait_s, started = [], 0, 0.0, time.perf_counter()
+        bar = tqdm(total=self.steps_per_epoch, desc=f"epoch {epoch}/{self.cfg.trainer.epochs}",
+                   disable=not self.progress, unit="step", leave=False)
+        batches = iter(self.train_loader)
+        for step in range(self.steps_per_epoch):
+            t0 = time.perf_counter()
+            images, labels, _ = next(batches)
+            wait_s += time.perf_counter() - t0
+            losses.append(self._step(images, labels, epoch, step))
+            images_seen += len(images)
+            rate = images_seen / (time.perf_counter() - started)
+            bar.set_postfix(loss=f"{losses[-1]:.4f}", img_s=f"{rate:.1f}")
+            bar.update()
+        bar.close()
+        elapsed = time.perf_counter() - started
+        return {
+            "train_loss": average_across_ranks(float(np.mean(losses)), self.ctx),
+            "images_per_second": images_seen * self.ctx.world_size / elapsed,
+            "data_wait_fraction": wait_s / elapsed,
+            "lr": self.optimizer.param_groups[0]["lr"],
+        }
+
+    def _step(self, images: torch.Tensor, labels: torch.Tensor, epoch: int, step: int) -> float:
+        images = images.to(self.device, non_blocking=True)
+        labels = labels.to(self.device, non_blocking=True)
+        if self.cfg.model.channels_last:
+            images = images.contiguous(memory_format=torch.channels_last)
+        with torch.autocast(self.device.type, dtype=self.precision.dtype, enabled=self.precision.enabled):
+            embeddings = self.train_model(images)
+        if self.loss.gather_across_ranks:
+            embeddings = gather_with_grad(embeddings, self.ctx)
+            labels = gather_with_grad(labels, self.ctx)
+        loss = self.loss(embeddings.float(), labels)
+        if not torch.isfinite(loss):
+            raise TrainingDiverged(
+                f"the loss became {loss.item()} at epoch {epoch}, step {step + 1}; training stopped and the last "
+                f"good checkpoint is kept in {self.paths.checkpoints_dir} (lower the learning rate and --resume)"
+            )
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scaler.scale(loss).backward()
+        if self.cfg.optimizer.grad_clip_norm:
+            self.scaler.unscale_(self.optimizer)
+            torch.nn.utils.clip_grad_norm_(self.clip_params, self.cfg.optimizer.grad_clip_norm)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.scheduler.step()
+        self.global_step += 1
+        return float(loss.item())
+
+    # ---- evaluation and selection ---------------------------------------------------------
+    def _embed(self, loader) -> tuple[np.ndarray, np.ndarray]:
+        return embed_loader(self.model, loader, self.device, self.precision, self.cfg.model.channels_last)
+
+    def _validate(self) -> dict[str, Any] | None:
+        if self.val_loader is None or not self.ctx.is_main:
+            return None
+        embeddings, labels = self._embed(self.val_loader)
+        ks = self.cfg.trainer.recall_ks
+        return evaluate_embeddings(embeddings, labels, ks=ks, compute_nmi=False).to_dict()
+
+    def _record_selection(self, epoch: int, val: dict[str, Any] | None) -> bool:
+        """Best = highest validation MAP@R; without a validation split, the latest epoch."""
+        score = val["map_at_r"] if val else float(epoch)
+        if score > self.best_map:
+            self.best_map, self.best_epoch, self.stale_epochs = score, epoch, 0
+            return True
+        self.stale_epochs += 1
+        return False
+
+    def _should_stop(self) -> bool:
+        patience = self.cfg.trainer.patience
+        return patience is not None and self.val_loader is not None and self.stale_epochs >= patience
+
+    def _test_metrics(self) -> dict[str, Any]:
+        embeddings, labels = self._embed(self.test_loader)
+        ks = self.cfg.trainer.recall_ks
+        return {
+            "float": evaluate_embeddings(embeddings, labels, ks=ks).to_dict(),
+            "binary": evaluate_embeddings(binarize(embeddings), labels, ks=ks, metric="hamming").to_dict(),
+        }
+
+    def _untrained_test(self) -> dict[str, Any] | None:
+        """Test metrics of the initial weights, kept on disk so a resumed run still reports them."""
+        if not (self.cfg.trainer.evaluate_untrained_test and self.ctx.is_main):
+            return None
+        metrics = self._test_metrics()
+        atomic_write_text(self._untrained_path, json.dumps(metrics, indent=2) + "\n")
+        return metrics
+
+    @property
+    def _untrained_path(self) -> Path:
+        return self.paths.run_dir / "untrained_test_metrics.json"
+
+    def _final_test(self, untrained: dict[str, Any] | None) -> dict[str, Any]:
+        barrier(self.ctx)
+        if not self.ctx.is_main:
+            return {}
+        best = load_checkpoint(self.paths.best_checkpoint)
+        self.model.load_state_dict(best["model"])
+        result = {"best_epoch": best["epoch"], "split": "test", **self._test_metrics()}
+        if untrained is None and self._untrained_path.is_file():
+            untrained = json.loads(self._untrained_path.read_text())
+        if untrained is not None:
+            result["untrained"] = untrained
+        result["num_test_classes"] = len(self.data.splits.test_classes)
+        result["num_test_images"] = len(self.data.splits.test)
+        atomic_write_text(self.paths.test_metrics, json.dumps(result, indent=2) + "\n")
+        return result
+
+    def _best_val(self) -> dict[str, Any] | None:
+        if not self.paths.best_checkpoint.is_file():
+            return None
+        return load_checkpoint(self.paths.best_checkpoint).get("val_metrics")
+
+    # ---- persistence --------------------------------------------------------------------
+    def _state(self, epoch: int, val: dict[str, Any] | None) -> dict[str, Any]:
+        return {
+            "model": self.model.state_dict(), "loss": self.loss.state_dict(),
+            "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+            "scaler": self.scaler.state_dict(), "epoch": epoch, "global_step": self.global_step,
+            "best_map_at_r": self.best_map, "best_epoch": self.best_epoch, "stale_epochs": self.stale_epochs,
+            "val_metrics": val or {}, "num_classes": len(self.data.train_label_index),
+            "config": self.cfg.model_dump(mode="json"), "loss_name": self.cfg.loss.name,
+        }
+
+    def _save(self, epoch: int, val: dict[str, Any] | None, improved: bool) -> None:
+        if self.ctx.is_main:
+            state = self._state(epoch, val)
+            save_checkpoint(self.paths.last_checkpoint, state)
+            if improved:
+                save_checkpoint(self.paths.best_checkpoint, state)
+        barrier(self.ctx)
+
+    def _restore(self, state: dict[str, Any]) -> int:
+        self.model.load_state_dict(state["model"])
+        self.loss.load_state_dict(state["loss"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        if state.get("scaler"):
+            self.scaler.load_state_dict(state["scaler"])
+        self.global_step = state["global_step"]
+        self.best_map, self.best_epoch = state["best_map_at_r"], state["best_epoch"]
+        self.stale_epochs = state.get("stale_epochs", 0)
+        log.info("resumed from %s after epoch %d", self.paths.last_checkpoint, state["epoch"])
+        return int(state["epoch"])
+
+    def _log_epoch(self, epoch: int, stats: dict[str, float] | None, val: dict[str, Any] | None) -> None:
+        if not self.ctx.is_main:
+            return
+        row = {"epoch": epoch, "global_step": self.global_step, **(stats or {"train_loss": None}), "val": val}
+        with open(self.paths.metrics, "a") as handle:
+            handle.write(json.dumps(row) + "\n")
+        plot_curves(self.paths.metrics, self.paths.curves, title=f"{self.cfg.loss.name} / {self.cfg.model.backbone}")
+        if epoch and self.progress:
+            shown = f"val MAP@R {val['map_at_r']:.4f} P@1 {val['precision_at_1']:.4f}" if val else "no validation"
+            loss = stats["train_loss"] if stats else math.nan
+            tqdm.write(f"epoch {epoch}: loss {loss:.4f}  {shown}  ({stats['images_per_second']:.1f} img/s)")
+
