@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from retrieval.indexing.data.image_io import open_rgb
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import select_split
 from retrieval.indexing.errors import DataError
@@ -17,7 +18,6 @@ from retrieval.indexing.index_manifest import load_index_manifest
 from retrieval.indexing.index_store import IndexStore
 from retrieval.indexing.model_resolution import resolve_query_model
 from retrieval.indexing.onnx_embedder import OnnxEmbedder
-from retrieval.indexing.data.image_io import open_rgb
 
 MAX_LISTED_FAILURES = 10
 

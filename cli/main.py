@@ -39,15 +39,9 @@ def main() -> None:
     except (typer.Abort, KeyboardInterrupt):
         typer.secho("aborted", err=True)
         sys.exit(130)
-    except SystemExit:
-        raise
-    except Exception as error:  # click usage errors arrive here with standalone_mode=False
-        import click
-
-        if isinstance(error, click.ClickException):
-            error.show()
-            sys.exit(error.exit_code)
-        raise
+    except typer.TyperException as error:  # usage errors (bad option values) with standalone_mode=False
+        error.show()
+        sys.exit(error.exit_code)
 
 
 if __name__ == "__main__":

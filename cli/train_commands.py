@@ -116,15 +116,23 @@ def _print_summary(result) -> None:
 
 def losses(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
     """List the registered losses with a one-line description each."""
-    from retrieval.training.losses import available_losses
+    from retrieval.training.losses import available_losses, available_miners
 
     specs = available_losses()
     if as_json:
-        typer.echo(json.dumps([{"name": s.name, "sampler": s.sampler, "description": s.description} for s in specs]))
+        rows = [
+            {"name": s.name, "family": s.family, "sampler": s.sampler, "default_miner": s.default_miner,
+             "description": s.description}
+            for s in specs
+        ]
+        typer.echo(json.dumps({"losses": rows, "miners": available_miners()}, indent=2))
         return
     width = max(len(s.name) for s in specs)
+    typer.echo(f"{'loss':<{width}}  {'family':6s}  {'sampler':8s}  {'default miner':18s}  description")
     for spec in specs:
-        typer.echo(f"{spec.name:<{width}}  [{spec.sampler:8s}]  {spec.description}")
+        miner = spec.default_miner or "-"
+        typer.echo(f"{spec.name:<{width}}  {spec.family:6s}  {spec.sampler:8s}  {miner:18s}  {spec.description}")
+    typer.echo(f"\nminers: {', '.join(available_miners())}   (docs/losses.md has parameters and papers)")
 
 
 def register(app: typer.Typer) -> None:

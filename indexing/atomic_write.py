@@ -21,6 +21,7 @@ def atomic_path(target: Path) -> Iterator[Path]:
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.close(fd)
     tmp = Path(tmp_name)
+    os.chmod(tmp, 0o666 & ~_current_umask())  # mkstemp makes 0600; artifacts are shared with servers
     try:
         yield tmp
         with open(tmp, "rb+") as handle:
@@ -45,6 +46,12 @@ def atomic_write_with(target: Path, writer: Callable[[Path], None]) -> None:
     """Call ``writer(tmp_path)`` and rename the result over ``target``."""
     with atomic_path(target) as tmp:
         writer(tmp)
+
+
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -150,12 +150,14 @@ class OnnxEmbedder:
         self, paths: list[Path], batch_size: int
     ) -> Iterator[tuple[list[int], list[np.ndarray], list[tuple[Path, str]]]]:
         """Yield (ok indices, arrays, failures) per batch while the next batch is being decoded."""
-        starts = range(0, len(paths), batch_size)
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="decode") as pool:
-            submit = lambda start: [pool.submit(self._decode, p) for p in paths[start : start + batch_size]]  # noqa: E731
-            pending: list[Future] = submit(0) if paths else []
-            for start in starts:
-                current, pending = pending, (submit(start + batch_size) if start + batch_size < len(paths) else [])
+
+            def submit(start: int) -> list[Future]:
+                return [pool.submit(self._decode, path) for path in paths[start : start + batch_size]]
+
+            pending = submit(0)
+            for start in range(0, len(paths), batch_size):
+                current, pending = pending, submit(start + batch_size)
                 yield _split_outcomes(paths, start, [future.result() for future in current])
 
 

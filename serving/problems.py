@@ -42,6 +42,11 @@ def problem_response(status: int, detail: str, *, title: str | None = None, head
     return JSONResponse(body.model_dump(), status_code=status, media_type=PROBLEM_MEDIA_TYPE, headers=headers)
 
 
+def problem_responses(*statuses: int) -> dict[int | str, dict]:
+    """OpenAPI ``responses=`` entries documenting problem bodies for ``statuses``."""
+    return {status: {"model": Problem, "content": {PROBLEM_MEDIA_TYPE: {}}} for status in statuses}
+
+
 def validation_detail(error: RequestValidationError) -> str:
     """One sentence naming the first invalid field, e.g. ``query parameter 'k': ...``."""
     first = error.errors()[0]

@@ -10,8 +10,7 @@ from fastapi import APIRouter, Depends
 
 from retrieval.indexing.errors import RetrievalError
 from retrieval.serving.dependencies import Services, get_services, require_api_key
-from retrieval.serving.problems import ProblemError
-from retrieval.serving.routes_search import PROBLEMS
+from retrieval.serving.problems import ProblemError, problem_responses
 from retrieval.serving.schemas import ReloadResponse
 from retrieval.serving.state import ServiceState
 
@@ -20,7 +19,7 @@ _log = logging.getLogger("retrieval.serving")
 
 
 @router.post("/admin/reload", response_model=ReloadResponse, dependencies=[Depends(require_api_key)],
-             responses={status: PROBLEMS[400] for status in (401, 403, 503)},
+             responses=problem_responses(401, 403, 503),
              summary="Reload the index from disk (API key); the old one serves until the new one is ready")
 async def reload_index(services: Services = Depends(get_services)) -> ReloadResponse:
     state = services.state

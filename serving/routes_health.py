@@ -6,7 +6,7 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 
 from retrieval.serving.dependencies import Services, get_services
-from retrieval.serving.routes_search import PROBLEMS
+from retrieval.serving.problems import problem_responses
 from retrieval.serving.schemas import HealthResponse, ReadyResponse
 
 router = APIRouter(tags=["health"])
@@ -17,7 +17,7 @@ async def healthz() -> HealthResponse:
     return HealthResponse()
 
 
-@router.get("/readyz", response_model=ReadyResponse, responses={503: PROBLEMS[503]},
+@router.get("/readyz", response_model=ReadyResponse, responses=problem_responses(503),
             summary="Readiness: 503 until the model and the index are loaded")
 async def readyz(services: Services = Depends(get_services)) -> ReadyResponse:
     snapshot = services.state.current()

@@ -17,9 +17,8 @@ from retrieval.indexing.errors import DataError
 from retrieval.indexing.items_db import Item
 from retrieval.indexing.preprocess import preprocess_image
 from retrieval.serving.dependencies import Services, get_services, require_api_key
-from retrieval.serving.problems import ProblemError
+from retrieval.serving.problems import ProblemError, problem_responses
 from retrieval.serving.query_pipeline import thumbnail_url
-from retrieval.serving.routes_search import PROBLEMS
 from retrieval.serving.schemas import AddItemsResponse, DeleteItemResponse, ItemResponse
 from retrieval.serving.state import Snapshot
 from retrieval.serving.thumbnails import thumbnail_for
@@ -27,8 +26,8 @@ from retrieval.serving.upload_storage import store_upload
 from retrieval.serving.uploads import load_uploaded_image
 
 router = APIRouter(tags=["items"])
-ITEM_PROBLEMS = {**PROBLEMS, 404: PROBLEMS[400]}
-WRITE_PROBLEMS = {**ITEM_PROBLEMS, 401: PROBLEMS[400], 403: PROBLEMS[400], 409: PROBLEMS[400]}
+ITEM_PROBLEMS = problem_responses(404, 422, 503)
+WRITE_PROBLEMS = problem_responses(400, 401, 403, 404, 409, 413, 415, 422, 503)
 THUMBNAIL_CACHE = "public, max-age=3600"
 
 

@@ -8,20 +8,20 @@ from fastapi import APIRouter, Depends, File, Form, Path, Query, UploadFile
 
 from retrieval.indexing.errors import DataError
 from retrieval.serving.dependencies import Services, get_services
-from retrieval.serving.problems import ProblemError
+from retrieval.serving.problems import ProblemError, problem_responses
 from retrieval.serving.query_pipeline import embed_upload, hits_for, resolve_search_params, score_kind, search_hits
-from retrieval.serving.schemas import EmbedResponse, IndexKind, Problem, SearchResponse, Timings
+from retrieval.serving.schemas import EmbedResponse, IndexKind, SearchResponse, Timings
 from retrieval.serving.state import Snapshot
 
 router = APIRouter(tags=["search"])
-PROBLEMS = {status: {"model": Problem, "content": {"application/problem+json": {}}} for status in (400, 413, 415, 422, 503, 504)}
+UPLOAD_PROBLEMS = problem_responses(400, 413, 415, 422, 503, 504)
 
 _K = "number of results (1..k_max of the server, default 10)"
 _INDEX = "'float' (exact cosine) or 'binary' (2048-bit Hamming, 32x smaller)"
 _RERANK = "binary only: fetch this many candidates by Hamming distance, re-rank them by float cosine"
 
 
-@router.post("/search", response_model=SearchResponse, responses=PROBLEMS, summary="Find the items most similar to an image")
+@router.post("/search", response_model=SearchResponse, responses=UPLOAD_PROBLEMS, summary="Find the items most similar to an image")
 async def search(
     image: UploadFile = File(description="the query image (JPEG, PNG, WebP, GIF, BMP, TIFF)"),
     k: int | None = Query(None, description=_K),
@@ -42,7 +42,7 @@ async def search(
                           results=results, timings=timings)
 
 
-@router.post("/embed", response_model=EmbedResponse, responses=PROBLEMS, summary="Embed an image with the served model")
+@router.post("/embed", response_model=EmbedResponse, responses=UPLOAD_PROBLEMS, summary="Embed an image with the served model")
 async def embed(
     image: UploadFile = File(description="the image to embed"),
     services: Services = Depends(get_services),
@@ -52,7 +52,7 @@ async def embed(
                          model_sha256=snapshot.embedder.model_sha256)
 
 
-@router.get("/items/{item_id}/similar", response_model=SearchResponse, responses={**PROBLEMS, 404: PROBLEMS[400]},
+@router.get("/items/{item_id}/similar", response_model=SearchResponse, responses=problem_responses(404, 422, 503, 504),
             summary="Find the items most similar to a stored item (the item itself excluded)")
 async def similar(
     item_id: int = Path(description="item id"),

@@ -207,3 +207,14 @@ def test_emptied_index_refuses_search_and_accepts_adds(index_copy: Path, embedde
         assert store.count == 0
         (new_id,) = store.add([ImageRecord(path=Path("a.png"), label="class_0")], query)
         assert new_id == 31 and store.search(query, 3).ids.tolist() == [[31]]
+
+
+def test_unreadable_gallery_images_are_reported_and_skipped(tiny_model_dir: Path, gallery_records: list[ImageRecord],
+                                                            tmp_path: Path) -> None:
+    corrupt = tmp_path / "corrupt.png"
+    corrupt.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 40)
+    records = gallery_records[:3] + [ImageRecord(path=corrupt, label="class_0")] + gallery_records[3:5]
+    report = build_index(tiny_model_dir, records, tmp_path / "index", progress=False)
+    assert report.count == 5 and [path for path, _ in report.failures] == [corrupt]
+    with IndexStore.open(tmp_path / "index") as store:
+        assert [item.path for item in store.all_items()] == [str(r.path) for r in records if r.path != corrupt]

@@ -53,7 +53,7 @@ class ModelConfig(_Strict):
 class LossConfig(_Strict):
     name: str = "normalized_softmax"
     params: dict[str, Any] = Field(default_factory=dict, description="passed to the loss builder")
-    miner: str | None = None
+    miner: str | None = Field(None, description="null: the loss's default miner; 'none': no miner; else a miner name")
     miner_params: dict[str, Any] = Field(default_factory=dict)
     lr: float | None = Field(None, gt=0, description="learning rate of loss parameters (proxies); default optimizer.lr * 10")
 

@@ -28,12 +28,12 @@ from retrieval.indexing.model_manifest import (
     MODEL_MANIFEST_NAME,
     MODEL_ONNX_NAME,
     ModelManifest,
-    Preprocessing,
     manifest_json,
 )
 from retrieval.training.config import TrainConfig
 from retrieval.training.embedding_model import EmbeddingModel, build_embedding_model
 from retrieval.training.run_dir import RunPaths, load_checkpoint, load_run_config
+from retrieval.training.transforms import eval_preprocessing
 
 INPUT_NAME = "images"
 OUTPUT_NAME = "embeddings"
@@ -157,7 +157,6 @@ def parity_max_abs_diff(model: EmbeddingModel, onnx_bytes: bytes, image_size: in
 def build_manifest(
     config: TrainConfig, state: dict[str, Any], onnx_bytes: bytes, embedding_dim: int, precision: str
 ) -> ModelManifest:
-    size = config.data.image_size
     return ModelManifest(
         onnx_sha256=hashlib.sha256(onnx_bytes).hexdigest(),
         input_name=INPUT_NAME,
@@ -166,7 +165,7 @@ def build_manifest(
         l2_normalized=True,
         binarization_threshold=0.0,
         precision=precision,
-        preprocessing=Preprocessing(resize=round(size * 256 / 224), crop=size),
+        preprocessing=eval_preprocessing(config.data),
         backbone=config.model.backbone,
         loss=str(state.get("loss_name") or config.loss.name),
         config_hash=config.config_hash(),
