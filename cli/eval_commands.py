@@ -70,7 +70,7 @@ def evaluate(
     batch_size: Annotated[int, typer.Option("--batch-size", min=1)] = 32,
     threads: Annotated[int | None, typer.Option("--threads", help="onnxruntime threads")] = None,
 ) -> None:
-    """Evaluate retrieval (float and 2048-bit-style binary) and write metrics.json + retrieval_grid.png."""
+    """Measure float and binary (sign-bit) retrieval; write metrics.json and retrieval_grid.png."""
     chosen_ks = parse_ks(ks)
     if (index is None) == (model is None) or (model is not None and data is None) or (index and data):
         raise ConfigError("pass either --model MODEL --data PATH, or --index INDEX_DIR")

@@ -47,8 +47,8 @@ def ivf_list_count(count: int) -> int:
 
 
 def ivf_probe_count(nlist: int) -> int:
-    """Visit about 1/8 of the lists, at least 16 (or all of them for tiny galleries)."""
-    return min(nlist, max(16, nlist // 8))
+    """Visit about sqrt(nlist) lists, at least 16 (all of them for tiny galleries)."""
+    return min(nlist, max(16, round(math.sqrt(nlist))))
 
 
 def pq_layout(dim: int, count: int) -> tuple[int, int]:

@@ -195,11 +195,20 @@ def _encode_labels(query_labels, gallery_labels) -> tuple[np.ndarray, np.ndarray
     if gallery_labels is None:
         raise DataError("a gallery was given without gallery_labels; pass both or neither.")
     query, gallery = np.asarray(query_labels).ravel(), np.asarray(gallery_labels).ravel()
+    if _label_kind(query) != _label_kind(gallery):
+        raise DataError(
+            f"query labels are {_label_kind(query)} but gallery labels are {_label_kind(gallery)}; "
+            "use one label type for both (1 and '1' would otherwise silently match)."
+        )
     try:
         codes = np.unique(np.concatenate([query, gallery]), return_inverse=True)[1].ravel()
     except TypeError as error:
         raise DataError(f"labels must be all ints or all strings, not a mix ({error}).") from None
     return codes[: len(query)].astype(np.int64), codes[len(query) :].astype(np.int64)
+
+
+def _label_kind(labels: np.ndarray) -> str:
+    return {"i": "ints", "u": "ints", "b": "ints", "U": "strings", "S": "strings"}.get(labels.dtype.kind, "objects")
 
 
 def _check_lengths(queries, query_codes, gallery, gallery_codes) -> None:

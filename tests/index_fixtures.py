@@ -7,6 +7,7 @@ Tests may import torch; ``retrieval.indexing`` may not, so the model is exported
 from __future__ import annotations
 
 import datetime as dt
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -43,11 +44,13 @@ def export_tiny_model(export_dir: Path, dim: int = TINY_DIM, seed: int = 0) -> P
     export_dir.mkdir(parents=True, exist_ok=True)
     onnx_path = export_dir / "model.onnx"
     dummy = torch.zeros(2, 3, TINY_PREP.crop, TINY_PREP.crop)
-    torch.onnx.export(
-        Tiny().eval(), (dummy,), str(onnx_path), dynamo=False, opset_version=17,
-        input_names=["images"], output_names=["embeddings"],
-        dynamic_axes={"images": {0: "batch"}, "embeddings": {0: "batch"}},
-    )
+    with warnings.catch_warnings():  # the TorchScript exporter is deprecated but needs no onnxscript
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.onnx.export(
+            Tiny().eval(), (dummy,), str(onnx_path), dynamo=False, opset_version=17,
+            input_names=["images"], output_names=["embeddings"],
+            dynamic_axes={"images": {0: "batch"}, "embeddings": {0: "batch"}},
+        )
     manifest = ModelManifest(
         onnx_sha256=file_sha256(onnx_path), embedding_dim=dim, preprocessing=TINY_PREP,
         backbone="tiny-conv", loss="none", config_hash="test",

@@ -235,6 +235,7 @@ def test_default_recall_ks():
         (lambda v, y: evaluate_embeddings(v, y, v), "without gallery_labels"),
         (lambda v, y: evaluate_embeddings(v, y, ks=(0, 1)), "positive integers"),
         (lambda v, y: evaluate_embeddings(np.full_like(v, np.nan), y), "NaN"),
+        (lambda v, y: evaluate_embeddings(v, y, v, y.astype(str), compute_nmi=False), "use one label type"),
     ],
 )
 def test_bad_input_raises_one_clear_error(call, message):

@@ -90,6 +90,7 @@ def test_sha_mismatch_is_refused(tiny_model_dir: Path, tmp_path: Path) -> None:
         OnnxEmbedder(broken)
 
 
+@pytest.mark.filterwarnings("ignore:Specified provider 'CUDAExecutionProvider'")
 def test_bad_model_dirs_and_options_give_one_sentence(tiny_model_dir: Path, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="does not exist"):
         OnnxEmbedder(tmp_path)
