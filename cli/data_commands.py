@@ -1,7 +1,69 @@
-"""CLI commands of this stage (being written)."""
+"""``retrieval data ...``: make a synthetic dataset, describe a dataset and its split, find bad images."""
+
+from __future__ import annotations
+
+from pathlib import Path
 
 import typer
 
+from retrieval.indexing.data.bad_images import scan_images
+from retrieval.indexing.data.sources import describe_layout, load_records
+from retrieval.indexing.data.splits import split_records
+from retrieval.indexing.data.synth import generate_synthetic_dataset
+from retrieval.indexing.errors import DataError
+
+data_app = typer.Typer(
+    name="data",
+    help="Datasets: generate a synthetic one, show a dataset's layout and class-disjoint split, check its images.",
+    no_args_is_help=True,
+)
+
+
+@data_app.command("synth")
+def synth(
+    out: Path = typer.Argument(..., help="Folder to create (ImageFolder layout: OUT/<class>/<nnnn>.png + SOURCE.md)."),
+    classes: int = typer.Option(40, "--classes", min=1, help="Number of classes (visual concepts), at most 600."),
+    per_class: int = typer.Option(30, "--per-class", min=1, help="Images per class."),
+    size: int = typer.Option(64, "--size", min=16, help="Image side in pixels."),
+    seed: int = typer.Option(0, "--seed", help="Random seed; the same seed gives byte-identical files."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace OUT if it holds an earlier synthetic dataset."),
+) -> None:
+    """Generate a synthetic retrieval dataset: each class is a shape x colour x texture concept.
+
+    Within a class, rotation, scale, position, background, clutter and noise vary. Class folders are numbered in a seeded random concept order, so the default split (first half of the sorted classes trains, second half tests) mixes attributes in both halves.
+    """
+    summary = generate_synthetic_dataset(
+        out, classes=classes, per_class=per_class, size=size, seed=seed, overwrite=overwrite
+    )
+    typer.echo(summary.line())
+
+
+@data_app.command("info")
+def info(
+    path: Path = typer.Argument(..., help="Dataset folder or CSV manifest."),
+    val_fraction: float = typer.Option(0.2, "--val-fraction", help="Share of training classes held out to validate."),
+    val_fold: int | None = typer.Option(None, "--val-fold", help="Validate on this fold of the training classes."),
+    num_folds: int = typer.Option(4, "--num-folds", help="Number of class folds when --val-fold is given."),
+) -> None:
+    """Show the detected layout and the class-disjoint train / val / test split of a dataset."""
+    records = load_records(path)
+    splits = split_records(records, val_fraction=val_fraction, val_fold=val_fold, num_folds=num_folds)
+    typer.echo(f"{path}: {describe_layout(path)}, {len(records)} images")
+    for name in ("train", "val", "test"):
+        classes = getattr(splits, f"{name}_classes")
+        shown = ", ".join(classes[:3]) + (", ..." if len(classes) > 3 else "")
+        typer.echo(f"  {name:5s} {len(getattr(splits, name)):7d} images {len(classes):6d} classes  {shown}")
+
+
+@data_app.command("check")
+def check(path: Path = typer.Argument(..., help="Dataset folder or CSV manifest.")) -> None:
+    """Try to read every image of a dataset and list the ones that cannot be read."""
+    report = scan_images(load_records(path))
+    typer.echo(report.summary(limit=20))
+    if not report.ok:
+        raise DataError(f"{len(report.bad)} unreadable images in {path}; fix or remove them")
+
 
 def register(app: typer.Typer) -> None:
-    """Add this stage's commands to the top-level app."""
+    """Add the ``data`` sub-app to the top-level app."""
+    app.add_typer(data_app, name="data")

@@ -2,7 +2,7 @@
 # The main job end to end on the built-in generated dataset:
 #   data synth -> train (normalized softmax) -> export ONNX -> index (float + binary) -> eval -> serve.
 # Environment: DEMO_DIR (default ./demo), DEMO_EPOCHS, DEMO_SERVE=0 to stop before serving,
-# PORT (default 8000), RETRIEVAL (the command; default .venv/bin/retrieval).
+# DEMO_CLASSES, DEMO_PER_CLASS, DEMO_BATCH, PORT (default 8000), RETRIEVAL (the command; default .venv/bin/retrieval).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RETRIEVAL=${RETRIEVAL:-.venv/bin/retrieval}
@@ -10,6 +10,7 @@ DEMO_DIR=${DEMO_DIR:-demo}
 EPOCHS=${DEMO_EPOCHS:-8}
 CLASSES=${DEMO_CLASSES:-40}
 PER_CLASS=${DEMO_PER_CLASS:-30}
+BATCH=${DEMO_BATCH:-64}
 PORT=${PORT:-8000}
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
@@ -20,7 +21,7 @@ step "1/6 generate $CLASSES classes x $PER_CLASS images (first half of classes t
 step "2/6 train resnet18 with normalized softmax + LayerNorm ($EPOCHS epochs, CPU unless a GPU is present)"
 rm -rf "$DEMO_DIR/run"
 "$RETRIEVAL" train --data "$DEMO_DIR/data" --out "$DEMO_DIR/run" --recipe normsoftmax --backbone resnet18 \
-  --image-size 64 --embedding-dim 2048 --epochs "$EPOCHS" --batch-size 64 --lr 1e-3 --device auto
+  --image-size 64 --embedding-dim 2048 --epochs "$EPOCHS" --batch-size "$BATCH" --lr 1e-3 --device auto
 
 step "3/6 export to ONNX (parity with torch checked)"
 "$RETRIEVAL" export "$DEMO_DIR/run"

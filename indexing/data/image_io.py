@@ -75,8 +75,10 @@ def check_pixel_limit(size: tuple[int, int], max_pixels: int) -> None:
 
 def describe_decode_error(error: BaseException) -> str:
     """A short reason for a Pillow decoding exception (its message, or its type if empty)."""
-    text = str(error).strip()
-    return text if text else type(error).__name__
+    text = str(error).strip() or type(error).__name__
+    if "truncat" in text.lower() or isinstance(error, EOFError):
+        return f"the file is truncated or incomplete ({text})"
+    return text
 
 
 def to_rgb(image: Image.Image) -> Image.Image:

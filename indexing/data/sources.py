@@ -77,7 +77,7 @@ def layout_by_name(name: str) -> Layout:
     for layout in LAYOUTS:
         if layout.name.lower() == name.strip().lower():
             return layout
-    raise DataError(f"unknown dataset layout {name!r}; known layouts: {', '.join(l.name for l in LAYOUTS)}")
+    raise DataError(f"unknown dataset layout {name!r}; known layouts: {', '.join(known.name for known in LAYOUTS)}")
 
 
 def load_records(path: Path, layout: str | None = None) -> list[ImageRecord]:

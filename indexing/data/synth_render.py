@@ -31,7 +31,7 @@ def render_image(concept: Concept, size: int, rng: np.random.Generator) -> np.nd
     colour = _surface(concept, size, centre, radius, angle, rng)
     image = np.asarray(canvas, dtype=np.float32)
     image = image * (1 - alpha[..., None]) + colour * alpha[..., None]
-    image += rng.normal(0.0, rng.uniform(2.0, 8.0), size=image.shape)
+    image += rng.standard_normal(image.shape, dtype=np.float32) * np.float32(rng.uniform(2.0, 8.0))
     return np.clip(image, 0, 255).round().astype(np.uint8)
 
 

@@ -1,0 +1,64 @@
+"""The README's main command, end to end at a small size: synth -> train -> export -> index -> eval -> serve."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_ready(url: str, process: subprocess.Popen, timeout_s: float = 120) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"demo exited early with code {process.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                return json.loads(response.read())
+        except OSError:
+            time.sleep(0.5)
+    raise AssertionError(f"{url} not ready after {timeout_s} s")
+
+
+@pytest.mark.slow
+def test_demo_runs_the_whole_chain_and_serves(tmp_path: Path) -> None:
+    port = _free_port()
+    env = {
+        **os.environ, "DEMO_DIR": str(tmp_path / "demo"), "DEMO_CLASSES": "12", "DEMO_PER_CLASS": "10", "DEMO_BATCH": "16",
+        "DEMO_EPOCHS": "1", "PORT": str(port), "RETRIEVAL": str(Path(sys.executable).parent / "retrieval"),
+    }
+    log = open(tmp_path / "demo.log", "w")
+    process = subprocess.Popen(["bash", str(ROOT / "scripts" / "demo.sh")], env=env, stdout=log, stderr=subprocess.STDOUT,
+                               start_new_session=True)
+    try:
+        ready = _wait_ready(f"http://127.0.0.1:{port}/readyz", process, timeout_s=600)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as page:
+            assert b"<input" in page.read()
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(timeout=30)
+        log.close()
+    assert ready
+    metrics = json.loads((tmp_path / "demo" / "eval" / "metrics.json").read_text())
+    for kind in ("float", "binary"):
+        assert set(metrics[kind]) >= {"map_at_r", "r_precision", "precision_at_1", "nmi", "recall_at_k"}
+    assert (tmp_path / "demo" / "run" / "export" / "model.onnx").is_file()
+    output = (tmp_path / "demo.log").read_text()
+    assert f"http://127.0.0.1:{port}/" in output
