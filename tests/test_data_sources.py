@@ -12,7 +12,7 @@ from scipy.io import savemat
 from retrieval.indexing.data.sources import LAYOUTS, describe_layout, load_records
 from retrieval.indexing.errors import DataError
 
-CALTECH = Path("/work/shared/data/caltech101")
+from conftest import CALTECH  # ../shared/data/caltech101 beside the repository
 
 
 def _image(path: Path, value: int = 0) -> Path:

@@ -12,7 +12,7 @@ from retrieval.indexing.data.image_io import open_rgb
 from retrieval.indexing.model_manifest import Preprocessing
 from retrieval.indexing.preprocess import center_crop_box, preprocess_batch, preprocess_image, resized_size
 
-CALTECH = Path("/work/shared/data/caltech101")
+from conftest import CALTECH  # ../shared/data/caltech101 beside the repository
 
 
 def torchvision_eval(prep: Preprocessing):
@@ -47,7 +47,7 @@ def test_resized_size_follows_torchvision_rule() -> None:
     assert center_crop_box(341, 256, 224) == (58, 16, 282, 240)  # round(58.5) = 58 (banker's), round(16) = 16
 
 
-@pytest.mark.skipif(not CALTECH.is_dir(), reason="needs /work/shared/data/caltech101")
+@pytest.mark.skipif(not CALTECH.is_dir(), reason="needs ../shared/data/caltech101")
 def test_matches_torchvision_on_real_photos() -> None:
     prep = Preprocessing()
     reference = torchvision_eval(prep)
