@@ -76,6 +76,7 @@ def train(
 ) -> None:
     """Fit an embedder: class-disjoint split, validation MAP@R picks the best epoch, test metrics at the end."""
     from retrieval.training.config import build_config, read_yaml
+    from retrieval.training.distributed import DistContext
     from retrieval.training.recipes import recipe as recipe_layer
     from retrieval.training.run_dir import RunPaths
     from retrieval.training.trainer import Trainer
@@ -98,8 +99,10 @@ def train(
     layers.append(("command-line options", _cli_layer(**options)))
     layers.append(("--set", _parse_set(set_)))
     cfg = build_config(layers)
-    result = Trainer(cfg, out, resume=resume, progress=not quiet).fit()
-    _print_summary(result)
+    ctx = DistContext.from_environment()  # torchrun sets RANK / WORLD_SIZE; a plain run is rank 0 of 1
+    result = Trainer(cfg, out, resume=resume, progress=not quiet, ctx=ctx).fit()
+    if ctx.is_main:
+        _print_summary(result)
 
 
 def _print_summary(result) -> None:

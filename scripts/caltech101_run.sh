@@ -9,8 +9,9 @@ RETRIEVAL=${RETRIEVAL:-.venv/bin/retrieval}
 DATA=${CALTECH:-../shared/data/caltech101}
 OUT=${1:-runs/caltech101}
 EPOCHS=${EPOCHS:-8}
+LR=${LR:-1e-3}
 COMMON=(--data "$DATA" --backbone resnet18 --image-size 112 --embedding-dim 512 --epochs "$EPOCHS"
-        --batch-size 64 --lr 1e-3 --workers 2 --device auto --quiet)
+        --batch-size 64 --lr "$LR" --workers 2 --device auto --quiet)
 for loss in normsoftmax triplet; do
   "$RETRIEVAL" train --out "$OUT/$loss" --recipe "$loss" "${COMMON[@]}" --set optimizer.head_lr=1e-3
 done

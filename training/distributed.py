@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -61,6 +62,16 @@ def average_across_ranks(value: float, ctx: DistContext) -> float:
     tensor = torch.tensor([value], dtype=torch.float64)
     dist.all_reduce(tensor)
     return float(tensor.item()) / ctx.world_size
+
+
+def broadcast_from_main(value: Any, ctx: DistContext) -> Any:
+    """Rank 0's ``value`` on every rank (validation runs on rank 0 only; every rank must agree on
+    whether this epoch is the best one and whether to stop)."""
+    if not ctx.enabled:
+        return value
+    holder = [value]
+    dist.broadcast_object_list(holder, src=0)
+    return holder[0]
 
 
 def barrier(ctx: DistContext) -> None:

@@ -27,7 +27,13 @@ from retrieval.training.config import TrainConfig
 from retrieval.training.curves import plot_curves
 from retrieval.training.data_loaders import build_eval_loader, build_train_loader, set_loader_epoch
 from retrieval.training.device import resolve_device, resolve_precision
-from retrieval.training.distributed import DistContext, average_across_ranks, barrier, gather_with_grad
+from retrieval.training.distributed import (
+    DistContext,
+    average_across_ranks,
+    barrier,
+    broadcast_from_main,
+    gather_with_grad,
+)
 from retrieval.training.embed import embed_loader
 from retrieval.training.embedding_model import build_embedding_model
 from retrieval.training.losses import build_loss, get_loss_spec
@@ -87,7 +93,9 @@ class Trainer:
         self.train_model = self.model
         if self.ctx.enabled:
             ids = [self.device.index] if self.device.type == "cuda" else None
-            self.train_model = DistributedDataParallel(self.model, device_ids=ids)
+            # warm-start epochs freeze the backbone: its parameters then get no gradient
+            unused = cfg.trainer.warm_start_epochs > 0
+            self.train_model = DistributedDataParallel(self.model, device_ids=ids, find_unused_parameters=unused)
 
     def _build_loaders(self) -> None:
         cfg, splits = self.cfg, self.data.splits
@@ -120,7 +128,7 @@ class Trainer:
         for epoch in range(start_epoch + 1, self.cfg.trainer.epochs + 1):
             self.model.set_backbone_trainable(epoch > self.cfg.trainer.warm_start_epochs)
             train_stats = self._train_epoch(epoch)
-            val = self._validate()
+            val = broadcast_from_main(self._validate(), self.ctx)
             improved = self._record_selection(epoch, val)
             self._save(epoch, val, improved)
             self._log_epoch(epoch, train_stats, val)
