@@ -13,7 +13,6 @@ decoding overlapped in threads) is timed too, on real JPEGs.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import os
 import tempfile
 import time
@@ -28,32 +27,6 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--images", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data" / "caltech101")
     parser.add_argument("--paths", type=int, default=128, help="images of the full-pipeline measurement")
     return parser.parse_args()
-
-
-def export_resnet18(out_dir: Path):
-    import torch
-    import torchvision
-
-    from retrieval.indexing.model_manifest import ModelManifest, file_sha256, manifest_json
-
-    class Embedder(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.backbone = torchvision.models.resnet18(weights=None)
-            self.backbone.fc = torch.nn.Identity()
-
-        def forward(self, images: torch.Tensor) -> torch.Tensor:
-            return torch.nn.functional.normalize(self.backbone(images), dim=1)
-
-    torch.manual_seed(0)
-    model = Embedder().eval()
-    torch.onnx.export(model, (torch.zeros(2, 3, 224, 224),), str(out_dir / "model.onnx"), dynamo=False,
-                      opset_version=17, input_names=["images"], output_names=["embeddings"],
-                      dynamic_axes={"images": {0: "batch"}, "embeddings": {0: "batch"}})
-    manifest = ModelManifest(onnx_sha256=file_sha256(out_dir / "model.onnx"), embedding_dim=512, backbone="resnet18",
-                             loss="none", config_hash="bench", created_at=dt.datetime.now(dt.timezone.utc).isoformat())
-    (out_dir / "model.json").write_text(manifest_json(manifest))
-    return model
 
 
 def images_per_second(run, batch, batches: int) -> float:
@@ -73,6 +46,8 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
+        from bench_models import export_resnet18
+
         model = export_resnet18(Path(tmp))
         embedder = OnnxEmbedder(Path(tmp), threads=args.threads, providers="cpu")
         batch = np.random.default_rng(0).standard_normal((args.batch, 3, 224, 224), dtype=np.float32)

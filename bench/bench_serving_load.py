@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
 import io
 import os
 import socket
@@ -30,31 +29,15 @@ import httpx
 import numpy as np
 from PIL import Image
 
+from bench_models import export_resnet18
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.synth import generate_synthetic_dataset
 from retrieval.indexing.index_builder import build_index
-from retrieval.indexing.model_manifest import ModelManifest, file_sha256, manifest_json
 from retrieval.indexing.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.preprocess import preprocess_batch
 
 THREADS = 2
 BATCH = 16
-
-
-def export_resnet18(out: Path) -> Path:
-    import torch
-    import torchvision
-
-    model = torchvision.models.resnet18(weights=None)
-    model.fc = torch.nn.Identity()
-    out.mkdir(parents=True, exist_ok=True)
-    torch.onnx.export(model.eval(), (torch.zeros(2, 3, 224, 224),), str(out / "model.onnx"), dynamo=False,
-                      opset_version=17, input_names=["images"], output_names=["embeddings"],
-                      dynamic_axes={"images": {0: "batch"}, "embeddings": {0: "batch"}})
-    manifest = ModelManifest(onnx_sha256=file_sha256(out / "model.onnx"), embedding_dim=512, backbone="resnet18",
-                             loss="none", config_hash="bench", created_at=dt.datetime.now(dt.timezone.utc).isoformat())
-    (out / "model.json").write_text(manifest_json(manifest))
-    return out
 
 
 def query_jpegs(records, count: int) -> list[bytes]:
@@ -155,7 +138,8 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        model_dir = export_resnet18(tmp / "export")
+        model_dir = tmp / "export"
+        export_resnet18(model_dir)
         generate_synthetic_dataset(tmp / "data", classes=max(1, args.gallery // 10), per_class=10, size=128, progress=False)
         records = load_records(tmp / "data")
         build_index(model_dir, records, tmp / "index", threads=THREADS, progress=False)

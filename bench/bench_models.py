@@ -1,0 +1,41 @@
+"""A random-weights resnet18 embedder exported like ``retrieval export`` does, for benchmarks.
+
+Benchmarks import it as ``from bench_models import export_resnet18`` (``python bench/x.py``
+puts ``bench/`` on the path). Random weights: speed does not depend on the values.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import torch
+import torchvision
+
+from retrieval.indexing.model_manifest import ModelManifest, file_sha256, manifest_json
+
+
+class Resnet18Embedder(torch.nn.Module):
+    """resnet18 trunk (512-d pooled features), L2-normalised inside the graph."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.backbone = torchvision.models.resnet18(weights=None)
+        self.backbone.fc = torch.nn.Identity()
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.normalize(self.backbone(images), dim=1)
+
+
+def export_resnet18(out_dir: Path, image_size: int = 224) -> Resnet18Embedder:
+    """Write ``out_dir/model.onnx`` + ``model.json``; return the torch model that was exported."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(0)
+    model = Resnet18Embedder().eval()
+    torch.onnx.export(model, (torch.zeros(2, 3, image_size, image_size),), str(out_dir / "model.onnx"), dynamo=False,
+                      opset_version=17, input_names=["images"], output_names=["embeddings"],
+                      dynamic_axes={"images": {0: "batch"}, "embeddings": {0: "batch"}})
+    manifest = ModelManifest(onnx_sha256=file_sha256(out_dir / "model.onnx"), embedding_dim=512, backbone="resnet18",
+                             loss="none", config_hash="bench", created_at=dt.datetime.now(dt.timezone.utc).isoformat())
+    (out_dir / "model.json").write_text(manifest_json(manifest))
+    return model
