@@ -72,3 +72,17 @@ def test_nan_loss_stops_with_the_step_named_and_keeps_last_checkpoint(
     with pytest.raises(TrainingDiverged, match=r"epoch 2, step 1"):
         trainer.fit()
     assert (run / "checkpoints" / "last.pt").read_bytes() == saved
+
+
+def test_curves_survive_a_line_cut_short_by_a_crash(tmp_path: Path) -> None:
+    from retrieval.training.curves import plot_curves, read_metrics_log
+
+    log = tmp_path / "metrics.jsonl"
+    log.write_text(
+        '{"epoch": 0, "train_loss": null, "val": {"map_at_r": 0.1, "r_precision": 0.2, "precision_at_1": 0.3}}\n'
+        '{"epoch": 1, "train_loss": 2.0, "val": {"map_at_r": 0.2, "r_precision": 0.3, "precision_at_1": 0.4}}\n'
+        '{"epoch": 2, "train_lo'
+    )
+    assert [row["epoch"] for row in read_metrics_log(log)] == [0, 1]
+    plot_curves(log, tmp_path / "curves.png")
+    assert (tmp_path / "curves.png").read_bytes()[:4] == b"\x89PNG"

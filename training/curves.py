@@ -16,9 +16,16 @@ _VAL_KEYS = (("map_at_r", "MAP@R"), ("r_precision", "R-precision"), ("precision_
 
 
 def read_metrics_log(path: Path) -> list[dict]:
+    """Rows of ``metrics.jsonl``; a line cut short by a crash mid-append is skipped, not fatal."""
     if not Path(path).is_file():
         return []
-    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    rows = []
+    for line in Path(path).read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows
 
 
 def plot_curves(metrics_log: Path, out_png: Path, title: str = "") -> None:
