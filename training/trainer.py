@@ -135,8 +135,7 @@ class Trainer:
             if self._should_stop():
                 log.info("early stopping: no better validation MAP@R for %d epochs", self.stale_epochs)
                 break
-        test = self._final_test(untrained_test)
-        best_val = self._best_val()
+        test, best_val = self._final_test(untrained_test)
         return TrainResult(self.paths.run_dir, epoch, self.best_epoch, best_val, test)
 
     def _start(self) -> int:
@@ -247,10 +246,11 @@ class Trainer:
     def _untrained_path(self) -> Path:
         return self.paths.run_dir / "untrained_test_metrics.json"
 
-    def _final_test(self, untrained: dict[str, Any] | None) -> dict[str, Any]:
+    def _final_test(self, untrained: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """Test metrics of the best checkpoint, and that checkpoint's validation metrics."""
         barrier(self.ctx)
         if not self.ctx.is_main:
-            return {}
+            return {}, None
         best = load_checkpoint(self.paths.best_checkpoint)
         self.model.load_state_dict(best["model"])
         result = {"best_epoch": best["epoch"], "split": "test", **self._test_metrics()}
@@ -261,12 +261,7 @@ class Trainer:
         result["num_test_classes"] = len(self.data.splits.test_classes)
         result["num_test_images"] = len(self.data.splits.test)
         atomic_write_text(self.paths.test_metrics, json.dumps(result, indent=2) + "\n")
-        return result
-
-    def _best_val(self) -> dict[str, Any] | None:
-        if not self.paths.best_checkpoint.is_file():
-            return None
-        return load_checkpoint(self.paths.best_checkpoint).get("val_metrics")
+        return result, best.get("val_metrics")
 
     # ---- persistence --------------------------------------------------------------------
     def _state(self, epoch: int, val: dict[str, Any] | None) -> dict[str, Any]:
