@@ -42,8 +42,8 @@ def clustered_embeddings(n: int, dim: int, per_class: int, noise: float, seed: i
 
 
 def run_ours(vectors: np.ndarray, labels: np.ndarray, task: str) -> dict:
-    from retrieval.indexing.metrics import evaluate_embeddings
-    from retrieval.indexing.nmi import nmi_kmeans
+    from retrieval.indexing.eval.metrics import evaluate_embeddings
+    from retrieval.indexing.eval.nmi import nmi_kmeans
 
     if task == "nmi":
         return {"nmi": nmi_kmeans(vectors, labels, seed=0)}
@@ -66,7 +66,7 @@ def run_pml(vectors: np.ndarray, labels: np.ndarray, task: str) -> dict:
 
 def child(evaluator: str, case: str, quick: bool, task: str) -> None:
     """Run one evaluator once and print one JSON line: seconds, peak RSS, values."""
-    import retrieval.indexing.knn  # noqa: F401  (import faiss before timing, as pml does at import)
+    import retrieval.indexing.search.knn  # noqa: F401  (import faiss before timing, as pml does at import)
 
     n, dim, per_class = (QUICK_CASES if quick else CASES)[case]
     vectors, labels = clustered_embeddings(n, dim, per_class, NOISE[case])

@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 import torchvision
 
-from retrieval.indexing.model_manifest import ModelManifest, file_sha256, manifest_json
+from retrieval.indexing.model.manifest import ModelManifest, file_sha256, manifest_json
 
 
 class Resnet18Embedder(torch.nn.Module):

@@ -47,8 +47,8 @@ def build(size: int, dim: int, chunk: int, seed: int = 0):
     """Float and binary ID-mapped flat indexes over ``size`` random vectors, added chunk by chunk."""
     import numpy as np
 
-    from retrieval.indexing.binary import binarize
-    from retrieval.indexing.faiss_kinds import BINARY_KINDS, FLOAT_KINDS, build_binary_index, build_float_index
+    from retrieval.indexing.search.binary import binarize
+    from retrieval.indexing.store.faiss_kinds import BINARY_KINDS, FLOAT_KINDS, build_binary_index, build_float_index
 
     rng = np.random.default_rng(seed)
     empty_f, empty_b = np.empty((0, dim), np.float32), np.empty((0, dim // 8), np.uint8)
@@ -83,7 +83,7 @@ def main() -> None:
     import faiss
     import numpy as np
 
-    from retrieval.indexing.binary import binarize
+    from retrieval.indexing.search.binary import binarize
 
     queries = random_unit(np.random.default_rng(1), args.queries, args.dim)
     codes = binarize(queries)

@@ -31,10 +31,10 @@ from PIL import Image
 
 from bench_models import export_resnet18
 from retrieval.indexing.data.sources import load_records
-from retrieval.indexing.data.synth import generate_synthetic_dataset
-from retrieval.indexing.index_builder import build_index
-from retrieval.indexing.onnx_embedder import OnnxEmbedder
-from retrieval.indexing.preprocess import preprocess_batch
+from retrieval.indexing.data.synth.generator import generate_synthetic_dataset
+from retrieval.indexing.store.builder import build_index
+from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.model.preprocess import preprocess_batch
 
 THREADS = 2
 BATCH = 16

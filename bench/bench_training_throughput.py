@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from retrieval.indexing.data.synth import generate_synthetic_dataset
+from retrieval.indexing.data.synth.generator import generate_synthetic_dataset
 from retrieval.training.config import build_config
 from retrieval.training.embedding_model import build_embedding_model
 from retrieval.training.losses import build_loss

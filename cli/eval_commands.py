@@ -10,15 +10,15 @@ from typing import Annotated
 import numpy as np
 import typer
 
-from retrieval.indexing.atomic_write import atomic_write_text
+from retrieval.indexing.common.atomic_write import atomic_write_text
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import select_split
-from retrieval.indexing.errors import ConfigError
-from retrieval.indexing.evaluation import (
+from retrieval.indexing.common.errors import ConfigError
+from retrieval.indexing.eval.evaluation import (
     KINDS, EvaluationReport, evaluate_index, evaluate_model, exact_neighbors, grid_queries, grid_rows, index_neighbors,
 )
-from retrieval.indexing.index_store import IndexStore
-from retrieval.indexing.retrieval_grid import save_grid
+from retrieval.indexing.store.index_store import IndexStore
+from retrieval.indexing.eval.retrieval_grid import save_grid
 
 METRICS_NAME = "metrics.json"
 GRID_NAME = "retrieval_grid.png"

@@ -11,13 +11,13 @@ import typer
 from retrieval.indexing.data.image_io import open_rgb
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import select_split
-from retrieval.indexing.errors import DataError
-from retrieval.indexing.faiss_kinds import BINARY_KINDS, FLOAT_KINDS
-from retrieval.indexing.index_builder import build_index, embed_records
-from retrieval.indexing.index_manifest import load_index_manifest
-from retrieval.indexing.index_store import IndexStore
-from retrieval.indexing.model_resolution import resolve_query_model
-from retrieval.indexing.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.common.errors import DataError
+from retrieval.indexing.store.faiss_kinds import BINARY_KINDS, FLOAT_KINDS
+from retrieval.indexing.store.builder import build_index, embed_records
+from retrieval.indexing.store.manifest import load_index_manifest
+from retrieval.indexing.store.index_store import IndexStore
+from retrieval.indexing.model.resolution import resolve_query_model
+from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 
 MAX_LISTED_FAILURES = 10
 

@@ -20,7 +20,7 @@ from retrieval.cli import (  # noqa: E402
     serve_commands,
     train_commands,
 )
-from retrieval.indexing.errors import RetrievalError  # noqa: E402
+from retrieval.indexing.common.errors import RetrievalError  # noqa: E402
 
 app = typer.Typer(
     name="retrieval",

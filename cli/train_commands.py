@@ -9,7 +9,7 @@ from typing import Any, Optional
 
 import typer
 
-from retrieval.indexing.errors import ConfigError
+from retrieval.indexing.common.errors import ConfigError
 
 
 def _cli_layer(**options: Any) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from retrieval.indexing.errors import DataError, RetrievalError
+from retrieval.indexing.common.errors import DataError, RetrievalError
 from retrieval.serving.schemas import Problem
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"

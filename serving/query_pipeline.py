@@ -13,7 +13,7 @@ import anyio
 import numpy as np
 from fastapi import UploadFile
 
-from retrieval.indexing.preprocess import preprocess_image
+from retrieval.indexing.model.preprocess import preprocess_image
 from retrieval.serving.dependencies import Services
 from retrieval.serving.problems import ProblemError
 from retrieval.serving.schemas import IndexKind, ScoreKind, SearchHit, Timings

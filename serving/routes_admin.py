@@ -8,7 +8,7 @@ import signal
 
 from fastapi import APIRouter, Depends
 
-from retrieval.indexing.errors import RetrievalError
+from retrieval.indexing.common.errors import RetrievalError
 from retrieval.serving.dependencies import Services, get_services, require_api_key
 from retrieval.serving.problems import ProblemError, problem_responses
 from retrieval.serving.schemas import ReloadResponse

@@ -13,9 +13,9 @@ from fastapi.responses import Response
 from PIL import Image
 
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.errors import DataError
-from retrieval.indexing.items_db import Item
-from retrieval.indexing.preprocess import preprocess_image
+from retrieval.indexing.common.errors import DataError
+from retrieval.indexing.store.items_db import Item
+from retrieval.indexing.model.preprocess import preprocess_image
 from retrieval.serving.dependencies import Services, get_services, require_api_key
 from retrieval.serving.problems import ProblemError, problem_responses
 from retrieval.serving.query_pipeline import thumbnail_url

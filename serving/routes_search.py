@@ -6,7 +6,7 @@ import time
 
 from fastapi import APIRouter, Depends, File, Form, Path, Query, UploadFile
 
-from retrieval.indexing.errors import DataError
+from retrieval.indexing.common.errors import DataError
 from retrieval.serving.dependencies import Services, get_services
 from retrieval.serving.problems import ProblemError, problem_responses
 from retrieval.serving.query_pipeline import embed_upload, hits_for, resolve_search_params, score_kind, search_hits

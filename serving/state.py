@@ -22,9 +22,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from retrieval.indexing.index_manifest import MODEL_SUBDIR, load_index_manifest
-from retrieval.indexing.index_store import IndexStore
-from retrieval.indexing.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.common.artifact_names import INDEX_MODEL_SUBDIR
+from retrieval.indexing.store.manifest import load_index_manifest
+from retrieval.indexing.store.index_store import IndexStore
+from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.serving.problems import ProblemError
 from retrieval.serving.settings import ServeSettings
 
@@ -55,7 +56,7 @@ def open_snapshot(settings: ServeSettings, generation: int) -> Snapshot:
 
 def _open_pair(settings: ServeSettings) -> tuple[OnnxEmbedder, IndexStore]:
     load_index_manifest(settings.index_dir)  # "not an index directory" before any model error
-    embedder = OnnxEmbedder(settings.index_dir / MODEL_SUBDIR, threads=settings.threads)
+    embedder = OnnxEmbedder(settings.index_dir / INDEX_MODEL_SUBDIR, threads=settings.threads)
     store = IndexStore.open(settings.index_dir, expected_model_sha256=embedder.model_sha256)
     return embedder, store
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from retrieval.indexing.atomic_write import atomic_write_bytes
+from retrieval.indexing.common.atomic_write import atomic_write_bytes
 from retrieval.serving.problems import ProblemError
 
 UPLOADS_SUBDIR = "uploads"

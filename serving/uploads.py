@@ -14,7 +14,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from retrieval.indexing.data.image_io import open_rgb_bytes
-from retrieval.indexing.errors import DataError
+from retrieval.indexing.common.errors import DataError
 from retrieval.serving.problems import ProblemError, problem_response
 
 ACCEPTED_TYPES = frozenset(

@@ -13,7 +13,7 @@ CALTECH = SHARED / "data" / "caltech101"
 @pytest.fixture(scope="session")
 def synth_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """24 classes x 12 images of 32 px: 12 train classes (3 of them validate), 12 test classes."""
-    from retrieval.indexing.data.synth import generate_synthetic_dataset
+    from retrieval.indexing.data.synth.generator import generate_synthetic_dataset
 
     out = tmp_path_factory.mktemp("synth") / "data"
     generate_synthetic_dataset(out, classes=24, per_class=12, size=32, seed=0, progress=False)

@@ -20,7 +20,7 @@ from fastapi.testclient import TestClient
 from PIL import Image
 
 from index_fixtures import NUM_CLASSES, PER_CLASS, export_tiny_model, make_gallery, make_image
-from retrieval.indexing.index_builder import build_index
+from retrieval.indexing.store.builder import build_index
 from retrieval.serving.app import create_app
 from retrieval.serving.settings import make_settings
 

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from retrieval.indexing.errors import DataError
+from retrieval.indexing.common.errors import DataError
 from retrieval.training.batch_sampler import ClassBalancedBatchSampler, ShuffleBatchSampler, make_batch_sampler
 
 

@@ -6,14 +6,14 @@ import faiss
 import numpy as np
 import pytest
 
-from retrieval.indexing.binary import (
+from retrieval.indexing.search.binary import (
     binarize,
     codes_to_signs,
     hamming_distances,
     hamming_to_similarity,
     unpack_bits,
 )
-from retrieval.indexing.errors import DataError
+from retrieval.indexing.common.errors import DataError
 
 
 @pytest.mark.parametrize("dim", [8, 64, 2048])

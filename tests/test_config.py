@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from retrieval.indexing.errors import ConfigError
+from retrieval.indexing.common.errors import ConfigError
 from retrieval.training.config import TrainConfig, build_config, read_yaml
 from retrieval.training.recipes import recipe, recipe_names
 

@@ -10,7 +10,7 @@ from PIL import Image
 from scipy.io import savemat
 
 from retrieval.indexing.data.sources import LAYOUTS, describe_layout, load_records
-from retrieval.indexing.errors import DataError
+from retrieval.indexing.common.errors import DataError
 
 from conftest import CALTECH  # ../shared/data/caltech101 beside the repository
 

@@ -14,13 +14,13 @@ from typer.testing import CliRunner
 from index_fixtures import gallery_dir, gallery_records, make_image, tiny_model_dir  # noqa: F401 (fixtures)
 from retrieval.cli.main import app
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.errors import ConfigError
-from retrieval.indexing.evaluation import as_built_metrics, exact_metrics, index_data
-from retrieval.indexing.index_builder import build_index
-from retrieval.indexing.index_store import IndexStore
-from retrieval.indexing.metrics import default_recall_ks
-from retrieval.indexing.onnx_embedder import OnnxEmbedder
-from retrieval.indexing.retrieval_grid import HIT, MISS, GridRow, render_grid
+from retrieval.indexing.common.errors import ConfigError
+from retrieval.indexing.eval.evaluation import as_built_metrics, exact_metrics, index_data
+from retrieval.indexing.store.builder import build_index
+from retrieval.indexing.store.index_store import IndexStore
+from retrieval.indexing.eval.metrics import default_recall_ks
+from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.eval.retrieval_grid import HIT, MISS, GridRow, render_grid
 
 runner = CliRunner()
 METRIC_KEYS = {"map_at_r", "r_precision", "precision_at_1", "nmi", "recall_at_k", "num_queries"}

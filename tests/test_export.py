@@ -16,8 +16,8 @@ import typer
 from typer.testing import CliRunner
 
 from retrieval.cli import export_commands
-from retrieval.indexing.errors import ConfigError, RetrievalError
-from retrieval.indexing.model_manifest import ModelManifest, file_sha256
+from retrieval.indexing.common.errors import ConfigError, RetrievalError
+from retrieval.indexing.model.manifest import ModelManifest, file_sha256
 from retrieval.training.config import TrainConfig
 from retrieval.training.embedding_model import EmbeddingModel, build_embedding_model
 from retrieval.training.export import export_run, export_run_with_parity

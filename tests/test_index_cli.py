@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from index_fixtures import gallery_dir, make_image, tiny_model_dir  # noqa: F401 (fixtures)
 from retrieval.cli.main import app
-from retrieval.indexing.errors import ConfigError, DataError, IndexFormatError
-from retrieval.indexing.index_store import IndexStore
+from retrieval.indexing.common.errors import ConfigError, DataError, IndexFormatError
+from retrieval.indexing.store.index_store import IndexStore
 
 runner = CliRunner()
 

@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 
 from index_fixtures import gallery_dir, gallery_records, make_image, tiny_model_dir  # noqa: F401 (fixtures)
-from retrieval.indexing import index_builder, index_store
-from retrieval.indexing.binary import binarize, hamming_distances
+from retrieval.indexing.store import builder as index_builder, index_store
+from retrieval.indexing.search.binary import binarize, hamming_distances
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.errors import ConfigError, DataError, IndexFormatError
-from retrieval.indexing.faiss_kinds import binary_kind, float_kind
-from retrieval.indexing.index_builder import build_index, write_index
-from retrieval.indexing.index_store import IndexStore
-from retrieval.indexing.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.common.errors import ConfigError, DataError, IndexFormatError
+from retrieval.indexing.store.faiss_kinds import binary_kind, float_kind
+from retrieval.indexing.store.builder import build_index, write_index
+from retrieval.indexing.store.index_store import IndexStore
+from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 
 
 @pytest.fixture(scope="module")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from retrieval.indexing.binary import binarize, hamming_distances, hamming_to_similarity
-from retrieval.indexing.errors import DataError
-from retrieval.indexing.knn import iter_knn_chunks, knn_search
+from retrieval.indexing.search.binary import binarize, hamming_distances, hamming_to_similarity
+from retrieval.indexing.common.errors import DataError
+from retrieval.indexing.search.knn import iter_knn_chunks, knn_search
 
 
 def brute_force(similarity: np.ndarray, k: int, exclude_self: bool = False) -> tuple[np.ndarray, np.ndarray]:

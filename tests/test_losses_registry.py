@@ -6,7 +6,7 @@ import pytest
 import torch
 from pytorch_metric_learning import miners as pml_miners
 
-from retrieval.indexing.errors import ConfigError, DataError
+from retrieval.indexing.common.errors import ConfigError, DataError
 from retrieval.training.losses import (
     EmbeddingLoss,
     LossSpec,

@@ -6,15 +6,15 @@ import numpy as np
 import pytest
 from sklearn.metrics import normalized_mutual_info_score
 
-from retrieval.indexing.binary import binarize, codes_to_signs, hamming_distances
-from retrieval.indexing.errors import DataError
-from retrieval.indexing.metrics import (
+from retrieval.indexing.search.binary import binarize, codes_to_signs, hamming_distances
+from retrieval.indexing.common.errors import DataError
+from retrieval.indexing.eval.metrics import (
     RetrievalMetrics,
     default_recall_ks,
     evaluate_embeddings,
     metrics_from_neighbor_labels,
 )
-from retrieval.indexing.nmi import kmeans_assignments, nmi_kmeans, normalized_mutual_info
+from retrieval.indexing.eval.nmi import kmeans_assignments, nmi_kmeans, normalized_mutual_info
 
 
 def brute_force_metrics(similarity: np.ndarray, query_labels, gallery_labels, ks, same_set: bool) -> dict:
@@ -73,7 +73,7 @@ def test_same_set_matches_brute_force_with_ties_and_singletons(seed):
 @pytest.mark.parametrize("seed", [0, 1])
 def test_same_set_streaming_path_equals_brute_force(seed, monkeypatch):
     """Force the chunked path (used when N x k results would not fit in memory)."""
-    import retrieval.indexing.metrics as module
+    import retrieval.indexing.eval.metrics as module
 
     monkeypatch.setattr(module, "_SAME_SET_HEAP_BYTES", 0)
     monkeypatch.setattr(module, "_SCORE_ELEMENTS", 64)

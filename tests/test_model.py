@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from retrieval.indexing.errors import ConfigError
+from retrieval.indexing.common.errors import ConfigError
 from retrieval.training.backbones import build_backbone, known_backbones
 from retrieval.training.config import ModelConfig
 from retrieval.training.embedding_model import EmbeddingModel, GlobalPooling, build_embedding_model

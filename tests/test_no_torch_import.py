@@ -15,18 +15,16 @@ SCRIPT = textwrap.dedent(
     from pathlib import Path
 
     import retrieval.indexing
-    import retrieval.indexing.data
     names = []
-    for package in (retrieval.indexing, retrieval.indexing.data):
-        for info in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
-            importlib.import_module(info.name)
-            names.append(info.name)
-    assert "retrieval.indexing.index_store" in names and "retrieval.indexing.evaluation" in names, names
+    for info in pkgutil.walk_packages(retrieval.indexing.__path__, "retrieval.indexing."):
+        importlib.import_module(info.name)
+        names.append(info.name)
+    assert "retrieval.indexing.store.index_store" in names and "retrieval.indexing.eval.evaluation" in names, names
 
     from retrieval.indexing.data.records import ImageRecord
-    from retrieval.indexing.index_builder import build_index
-    from retrieval.indexing.index_store import IndexStore
-    from retrieval.indexing.onnx_embedder import OnnxEmbedder
+    from retrieval.indexing.store.builder import build_index
+    from retrieval.indexing.store.index_store import IndexStore
+    from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 
     model, gallery, out = (Path(arg) for arg in sys.argv[1:4])
     records = [ImageRecord(path=p, label=p.parent.name) for p in sorted(gallery.glob("*/*.png"))]

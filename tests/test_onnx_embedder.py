@@ -11,10 +11,10 @@ import pytest
 from PIL import Image
 
 from index_fixtures import TINY_DIM, make_image, tiny_model_dir  # noqa: F401 (fixtures)
-from retrieval.indexing.errors import ConfigError, IndexFormatError
-from retrieval.indexing.model_resolution import resolve_export_dir
-from retrieval.indexing.onnx_embedder import OnnxEmbedder
-from retrieval.indexing.preprocess import preprocess_batch
+from retrieval.indexing.common.errors import ConfigError, IndexFormatError
+from retrieval.indexing.model.resolution import resolve_export_dir
+from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.model.preprocess import preprocess_batch
 
 
 @pytest.fixture(scope="module")

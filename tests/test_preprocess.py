@@ -9,8 +9,8 @@ import pytest
 from PIL import Image
 
 from retrieval.indexing.data.image_io import open_rgb
-from retrieval.indexing.model_manifest import Preprocessing
-from retrieval.indexing.preprocess import center_crop_box, preprocess_batch, preprocess_image, resized_size
+from retrieval.indexing.model.manifest import Preprocessing
+from retrieval.indexing.model.preprocess import center_crop_box, preprocess_batch, preprocess_image, resized_size
 
 from conftest import CALTECH  # ../shared/data/caltech101 beside the repository
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torchvision
 
-from retrieval.indexing.errors import ConfigError
+from retrieval.indexing.common.errors import ConfigError
 from retrieval.training.backbones import build_backbone, known_backbones
 from retrieval.training.config import ModelConfig
 from retrieval.training.embedding_model import EmbeddingModel, build_embedding_model

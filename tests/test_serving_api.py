@@ -12,11 +12,11 @@ from fastapi.testclient import TestClient
 from PIL import Image
 
 from index_fixtures import make_image
-from retrieval.indexing.binary import binarize
+from retrieval.indexing.search.binary import binarize
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.errors import ConfigError
-from retrieval.indexing.index_store import IndexStore
-from retrieval.indexing.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.common.errors import ConfigError
+from retrieval.indexing.store.index_store import IndexStore
+from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.serving.app import create_app
 from retrieval.serving.batcher import MicroBatcher
 from retrieval.serving.settings import make_settings, settings_from_env

@@ -10,7 +10,7 @@ import pytest
 
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.data.splits import select_split, split_records
-from retrieval.indexing.errors import DataError
+from retrieval.indexing.common.errors import DataError
 
 
 def _records(labels: list[str], per_class: int = 3, split: dict[str, str] | None = None) -> list[ImageRecord]:

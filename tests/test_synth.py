@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 from retrieval.cli.data_commands import register
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import split_records
-from retrieval.indexing.data.synth import generate_synthetic_dataset, render_png
-from retrieval.indexing.data.synth_concepts import Concept, all_concepts
-from retrieval.indexing.errors import DataError
+from retrieval.indexing.data.synth.generator import generate_synthetic_dataset, render_png
+from retrieval.indexing.data.synth.concepts import Concept, all_concepts
+from retrieval.indexing.common.errors import DataError
 
 
 def _tree(root: Path) -> dict[str, bytes]:

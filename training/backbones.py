@@ -16,7 +16,7 @@ from collections.abc import Callable
 import torchvision
 from torch import nn
 
-from retrieval.indexing.errors import ConfigError
+from retrieval.indexing.common.errors import ConfigError
 
 BackboneBuilder = Callable[[], tuple[nn.Module, int]]
 

@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 
-from retrieval.indexing.errors import DataError
+from retrieval.indexing.common.errors import DataError
 
 
 class _DistinctCycle:

@@ -14,7 +14,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from retrieval.indexing.errors import ConfigError
+from retrieval.indexing.common.errors import ConfigError
 
 
 class _Strict(BaseModel):

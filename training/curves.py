@@ -10,7 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from retrieval.indexing.atomic_write import atomic_write_with  # noqa: E402
+from retrieval.indexing.common.atomic_write import atomic_write_with  # noqa: E402
 
 _VAL_KEYS = (("map_at_r", "MAP@R"), ("r_precision", "R-precision"), ("precision_at_1", "P@1"))
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from retrieval.indexing.errors import ConfigError
+from retrieval.indexing.common.errors import ConfigError
 
 
 @dataclass(frozen=True)

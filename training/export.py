@@ -22,14 +22,10 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from retrieval.indexing.atomic_write import atomic_write_bytes, atomic_write_text
-from retrieval.indexing.errors import RetrievalError
-from retrieval.indexing.model_manifest import (
-    MODEL_MANIFEST_NAME,
-    MODEL_ONNX_NAME,
-    ModelManifest,
-    manifest_json,
-)
+from retrieval.indexing.common.atomic_write import atomic_write_bytes, atomic_write_text
+from retrieval.indexing.common.errors import RetrievalError
+from retrieval.indexing.common.artifact_names import MODEL_MANIFEST_NAME, MODEL_ONNX_NAME
+from retrieval.indexing.model.manifest import ModelManifest, manifest_json
 from retrieval.training.config import TrainConfig
 from retrieval.training.embedding_model import EmbeddingModel, build_embedding_model
 from retrieval.training.run_dir import RunPaths, load_checkpoint, load_run_config

@@ -19,7 +19,7 @@ from urllib.parse import urlparse
 
 import torch
 
-from retrieval.indexing.errors import ConfigError
+from retrieval.indexing.common.errors import ConfigError
 from retrieval.training.backbones import torchvision_weights_url
 from retrieval.training.embedding_model import EmbeddingModel
 

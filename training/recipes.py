@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from retrieval.indexing.errors import ConfigError
+from retrieval.indexing.common.errors import ConfigError
 
 BASE_RECIPE: dict[str, Any] = {
     "model": {"layer_norm": True, "embedding_dim": 2048, "pooling": "avg"},

@@ -9,7 +9,7 @@ from retrieval.indexing.data.bad_images import scan_images
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import DatasetSplits, split_records
-from retrieval.indexing.errors import ConfigError, DataError
+from retrieval.indexing.common.errors import ConfigError, DataError
 from retrieval.training.config import DataConfig
 
 log = logging.getLogger(__name__)

@@ -23,8 +23,9 @@ import torch
 import yaml
 from pydantic import ValidationError
 
-from retrieval.indexing.atomic_write import atomic_write_text, atomic_write_with
-from retrieval.indexing.errors import ConfigError, RetrievalError
+from retrieval.indexing.common.artifact_names import RUN_EXPORT_SUBDIR
+from retrieval.indexing.common.atomic_write import atomic_write_text, atomic_write_with
+from retrieval.indexing.common.errors import ConfigError, RetrievalError
 from retrieval.training.config import TrainConfig, describe_validation_error, read_yaml
 
 
@@ -80,7 +81,7 @@ class RunPaths:
 
     @property
     def export_dir(self) -> Path:
-        return self.run_dir / "export"
+        return self.run_dir / RUN_EXPORT_SUBDIR
 
 
 def write_run_config(run_dir: Path, config: TrainConfig) -> Path:

@@ -19,10 +19,10 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from retrieval.indexing.atomic_write import atomic_write_text
-from retrieval.indexing.binary import binarize
-from retrieval.indexing.errors import RetrievalError
-from retrieval.indexing.metrics import evaluate_embeddings
+from retrieval.indexing.common.atomic_write import atomic_write_text
+from retrieval.indexing.search.binary import binarize
+from retrieval.indexing.common.errors import RetrievalError
+from retrieval.indexing.eval.metrics import evaluate_embeddings
 from retrieval.training.config import TrainConfig
 from retrieval.training.curves import plot_curves
 from retrieval.training.data_loaders import build_eval_loader, build_train_loader, set_loader_epoch

@@ -20,8 +20,8 @@ import torch
 from PIL import Image
 from torchvision import transforms as T
 
-from retrieval.indexing.errors import ConfigError
-from retrieval.indexing.model_manifest import Preprocessing
+from retrieval.indexing.common.errors import ConfigError
+from retrieval.indexing.model.manifest import Preprocessing
 from retrieval.training.config import DataConfig
 
 ImageTransform = Callable[[Image.Image], torch.Tensor]

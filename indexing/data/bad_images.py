@@ -17,7 +17,7 @@ from tqdm import tqdm
 
 from retrieval.indexing.data.image_io import DEFAULT_MAX_PIXELS, check_pixel_limit, describe_decode_error
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.errors import DataError
+from retrieval.indexing.common.errors import DataError
 
 _SCAN_SIZE = (64, 64)
 

@@ -17,7 +17,7 @@ from typing import IO
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from retrieval.indexing.errors import DataError
+from retrieval.indexing.common.errors import DataError
 
 #: Pillow's own default ``Image.MAX_IMAGE_PIXELS`` (about 89 megapixels, 0.25 GB as RGB).
 DEFAULT_MAX_PIXELS = 89_478_485

@@ -10,14 +10,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from retrieval.indexing.data.cars196 import find_cars_annotations, load_cars196
-from retrieval.indexing.data.csv_manifest import find_manifest, load_csv_manifest
-from retrieval.indexing.data.cub import find_cub_root, load_cub
-from retrieval.indexing.data.imagefolder import load_imagefolder, looks_like_imagefolder
-from retrieval.indexing.data.inshop import find_inshop_list, load_inshop
+from retrieval.indexing.data.layouts.cars196 import find_cars_annotations, load_cars196
+from retrieval.indexing.data.layouts.csv_manifest import find_manifest, load_csv_manifest
+from retrieval.indexing.data.layouts.cub import find_cub_root, load_cub
+from retrieval.indexing.data.layouts.imagefolder import load_imagefolder, looks_like_imagefolder
+from retrieval.indexing.data.layouts.inshop import find_inshop_list, load_inshop
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.data.sop import find_sop_root, load_sop
-from retrieval.indexing.errors import DataError
+from retrieval.indexing.data.layouts.sop import find_sop_root, load_sop
+from retrieval.indexing.common.errors import DataError
 
 
 @dataclass(frozen=True)

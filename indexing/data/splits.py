@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.errors import DataError
+from retrieval.indexing.common.errors import DataError
 
 SPLIT_NAMES = ("train", "val", "test", "all")
 MIN_CLASSES = 2

@@ -19,7 +19,7 @@ from typing import ClassVar, Literal
 
 import torch
 
-from retrieval.indexing.errors import DataError
+from retrieval.indexing.common.errors import DataError
 
 Sampler = Literal["balanced", "shuffle"]
 

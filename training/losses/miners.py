@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 from pytorch_metric_learning import miners as pml_miners
 
-from retrieval.indexing.errors import ConfigError
+from retrieval.indexing.common.errors import ConfigError
 from retrieval.training.losses.params import merge_params
 
 TRIPLET_TYPES = ("all", "hard", "semihard", "easy")

@@ -15,7 +15,7 @@ from typing import ClassVar
 import torch
 import torch.nn.functional as F
 
-from retrieval.indexing.errors import ConfigError
+from retrieval.indexing.common.errors import ConfigError
 from retrieval.training.losses.base import EmbeddingLoss, Sampler
 
 

@@ -12,7 +12,7 @@ from typing import Any, Callable
 from pytorch_metric_learning import losses as pml
 from pytorch_metric_learning.miners import BaseMiner
 
-from retrieval.indexing.errors import ConfigError
+from retrieval.indexing.common.errors import ConfigError
 from retrieval.training.losses.pml_adapter import PmlPairLoss
 from retrieval.training.losses.registry import LossSpec, register_loss
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from retrieval.indexing.errors import ConfigError
+from retrieval.indexing.common.errors import ConfigError
 
 
 def merge_params(defaults: dict[str, Any], overrides: dict[str, Any] | None, owner: str) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from typing import Any, Callable, Literal
 
 from pytorch_metric_learning.miners import BaseMiner
 
-from retrieval.indexing.errors import ConfigError
+from retrieval.indexing.common.errors import ConfigError
 from retrieval.training.losses.base import EmbeddingLoss
 from retrieval.training.losses.miners import build_miner, get_miner_spec
 from retrieval.training.losses.params import merge_params

@@ -1,0 +1,25 @@
+"""File and folder names of the on-disk artifacts that stages hand to each other.
+
+One table, so that a training run, an export, an index directory and a CSV dataset never
+disagree about a name (docs/CONTRACTS.md describes each artifact).
+"""
+
+from __future__ import annotations
+
+# An exported model (``retrieval export``): ONNX graph + its manifest.
+MODEL_ONNX_NAME = "model.onnx"
+MODEL_MANIFEST_NAME = "model.json"
+
+# A training run directory keeps its export here.
+RUN_EXPORT_SUBDIR = "export"
+
+# An index directory.
+INDEX_MANIFEST_NAME = "manifest.json"
+INDEX_MODEL_SUBDIR = "model"  # a self-contained copy of the export the index was built with
+FLOAT_INDEX_NAME = "float.faiss"
+BINARY_INDEX_NAME = "binary.faiss"
+EMBEDDINGS_NAME = "embeddings.f16.npy"
+ITEMS_DB_NAME = "items.sqlite"
+
+# The CSV dataset layout.
+CSV_MANIFEST_NAME = "manifest.csv"

@@ -1,0 +1,57 @@
+"""The one registry shape: names written in configs and on the command line -> entries.
+
+Losses, miners, backbones, optimizers, dataset layouts and faiss index kinds each keep one
+``Registry``. Lookup of an unknown name raises a ``ConfigError`` that lists the known names,
+so every registry answers a typo the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Generic, TypeVar
+
+from retrieval.indexing.common.errors import ConfigError
+
+T = TypeVar("T")
+
+
+class Registry(Generic[T]):
+    """An ordered name -> entry table with one error message for unknown names."""
+
+    def __init__(self, kind: str, plural: str | None = None) -> None:
+        self.kind = kind  # e.g. "loss": used in error messages
+        self.plural = plural or f"{kind}s"
+        self._entries: dict[str, T] = {}
+
+    def register(self, name: str, entry: T) -> T:
+        """Add ``entry`` under ``name``; registering a name twice is a programming error."""
+        if name in self._entries:
+            raise ValueError(f"{self.kind} {name!r} is already registered")
+        self._entries[name] = entry
+        return entry
+
+    def get(self, name: str) -> T:
+        """The entry called ``name``, or a ConfigError naming the known ones."""
+        try:
+            return self._entries[name]
+        except (KeyError, TypeError):
+            raise ConfigError(
+                f"unknown {self.kind} {name!r}; known {self.plural}: {', '.join(self.names())}"
+            ) from None
+
+    def names(self) -> list[str]:
+        """Registered names, sorted."""
+        return sorted(self._entries)
+
+    def entries(self) -> list[T]:
+        """Registered entries, sorted by name."""
+        return [self._entries[name] for name in self.names()]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def __len__(self) -> int:
+        return len(self._entries)

@@ -1,0 +1,204 @@
+"""Offline evaluation: embed a dataset (or read an index) and measure float and binary retrieval.
+
+Two protocols, chosen from the records' flags: "same-set" (every item is a query and a
+gallery item; a query never retrieves itself) and "query-gallery" (In-Shop: separate
+``is_query`` / ``is_gallery`` items). For an index whose kinds are approximate, the main
+numbers are measured AS BUILT through ``IndexStore.search`` and the exact numbers are
+reported next to them, so the cost of the approximation is visible.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from retrieval.indexing.search.binary import binarize
+from retrieval.indexing.data.records import ImageRecord
+from retrieval.indexing.store.faiss_kinds import binary_kind, float_kind
+from retrieval.indexing.store.builder import embed_records
+from retrieval.indexing.store.index_store import IndexStore
+from retrieval.indexing.search.knn import iter_knn_chunks
+from retrieval.indexing.eval.metrics import RetrievalMetrics, default_recall_ks, evaluate_embeddings, metrics_from_neighbor_labels
+from retrieval.indexing.model.resolution import resolve_export_dir
+from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.eval.retrieval_grid import GridRow
+
+KINDS = ("float", "binary")
+_SEARCH_CHUNK = 1024
+
+
+@dataclass
+class EvalData:
+    """One evaluation set: embeddings plus each item's label, path and protocol flags."""
+
+    embeddings: np.ndarray
+    labels: np.ndarray
+    paths: list[str]
+    is_query: np.ndarray
+    is_gallery: np.ndarray
+    ids: np.ndarray | None = None  # item ids when read from an index
+
+    @property
+    def protocol(self) -> str:
+        return "same-set" if bool(np.all(self.is_query & self.is_gallery)) else "query-gallery"
+
+    @classmethod
+    def from_records(cls, records: Sequence[ImageRecord], embeddings: np.ndarray) -> "EvalData":
+        return cls(np.asarray(embeddings, np.float32), np.array([r.label for r in records]),
+                   [str(r.path) for r in records], np.array([r.is_query for r in records], bool),
+                   np.array([r.is_gallery for r in records], bool))
+
+
+@dataclass
+class EvaluationReport:
+    """Metrics per kind ("float", "binary") plus how they were measured."""
+
+    metrics: dict[str, RetrievalMetrics]
+    protocol: str
+    num_queries: int
+    num_gallery: int
+    ks: tuple[int, ...]
+    model_sha256: str
+    source: str
+    exact: dict[str, RetrievalMetrics] = field(default_factory=dict)
+    details: dict[str, object] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, object]:
+        """The ``metrics.json`` document: top-level ``float`` and ``binary`` plus metadata."""
+        document: dict[str, object] = {kind: self.metrics[kind].to_dict() for kind in KINDS}
+        if self.exact:
+            document["exact"] = {kind: self.exact[kind].to_dict() for kind in KINDS}
+        document.update(protocol=self.protocol, num_queries=self.num_queries, num_gallery=self.num_gallery,
+                        ks=list(self.ks), model_sha256=self.model_sha256, source=self.source, **self.details)
+        return document
+
+
+def resolve_ks(ks: Sequence[int] | None, data: EvalData) -> tuple[int, ...]:
+    """The given Ks, or the dataset-appropriate defaults for the gallery size."""
+    if ks:
+        return tuple(sorted(set(int(k) for k in ks)))
+    gallery_labels = data.labels[data.is_gallery]
+    return default_recall_ks(len(set(gallery_labels.tolist())), len(gallery_labels))
+
+
+def exact_metrics(data: EvalData, ks: Sequence[int], *, threshold: float = 0.0, seed: int = 0,
+                  progress: bool = False) -> dict[str, RetrievalMetrics]:
+    """Exact float (inner product) and binary (Hamming) metrics of the set."""
+    codes = binarize(data.embeddings, threshold)
+    results = {}
+    for kind, vectors, metric in (("float", data.embeddings, "ip"), ("binary", codes, "hamming")):
+        if data.protocol == "same-set":
+            args = (vectors, data.labels)
+        else:
+            args = (vectors[data.is_query], data.labels[data.is_query],
+                    vectors[data.is_gallery], data.labels[data.is_gallery])
+        results[kind] = evaluate_embeddings(*args, ks=ks, metric=metric, seed=seed, progress=progress)
+    return results
+
+
+def evaluate_model(model_dir: Path, records: Sequence[ImageRecord], *, ks: Sequence[int] | None = None,
+                   batch_size: int = 32, threads: int | None = None, progress: bool = True,
+                   seed: int = 0) -> tuple[EvaluationReport, EvalData]:
+    """Embed ``records`` with the model, then measure exact float and binary retrieval."""
+    embedder = OnnxEmbedder(resolve_export_dir(model_dir), threads=threads)
+    kept, embeddings, failures = embed_records(embedder, list(records), batch_size=batch_size, progress=progress)
+    data = EvalData.from_records(kept, embeddings)
+    chosen = resolve_ks(ks, data)
+    metrics = exact_metrics(data, chosen, threshold=embedder.manifest.binarization_threshold, seed=seed,
+                            progress=progress)
+    report = EvaluationReport(metrics, data.protocol, int(data.is_query.sum()), int(data.is_gallery.sum()), chosen,
+                              embedder.model_sha256, "model", details={"unreadable_images": len(failures)})
+    return report, data
+
+
+def index_data(store: IndexStore) -> EvalData:
+    """The stored embeddings, labels and flags of every item of an index."""
+    items = store.all_items()
+    ids = np.array([item.id for item in items], dtype=np.int64)
+    return EvalData(store.embeddings_of(ids), np.array([item.label for item in items]), [item.path for item in items],
+                    np.array([item.is_query for item in items], bool), np.array([item.is_gallery for item in items], bool),
+                    ids)
+
+
+def evaluate_index(store: IndexStore, *, ks: Sequence[int] | None = None, progress: bool = True,
+                   seed: int = 0) -> tuple[EvaluationReport, EvalData]:
+    """Measure an index: exact metrics of its stored embeddings, and as-built ones for approximate kinds."""
+    data = index_data(store)
+    chosen = resolve_ks(ks, data)
+    manifest = store.manifest
+    exact = exact_metrics(data, chosen, threshold=manifest.binarization_threshold, seed=seed, progress=progress)
+    approximate = {"float": not float_kind(manifest.float_kind).exact, "binary": not binary_kind(manifest.binary_kind).exact}
+    metrics = {kind: dataclasses.replace(as_built_metrics(store, data, chosen, kind), nmi=exact[kind].nmi)
+               if approximate[kind] else exact[kind] for kind in KINDS}
+    report = EvaluationReport(metrics, data.protocol, int(data.is_query.sum()), int(data.is_gallery.sum()), chosen,
+                              manifest.model_sha256, "index", exact=exact if any(approximate.values()) else {},
+                              details={"float_kind": manifest.float_kind, "binary_kind": manifest.binary_kind,
+                                       "index_dir": str(store.index_dir)})
+    return report, data
+
+
+def as_built_metrics(store: IndexStore, data: EvalData, ks: Sequence[int], kind: str) -> RetrievalMetrics:
+    """Metrics of what ``store.search`` returns: over-fetch, drop self and non-gallery items, score."""
+    _, codes = np.unique(data.labels, return_inverse=True)
+    queries = np.flatnonzero(data.is_query)
+    gallery_counts = np.bincount(codes[data.is_gallery], minlength=codes.max() + 1)
+    relevant = gallery_counts[codes[queries]] - data.is_gallery[queries].astype(np.int64)
+    k = int(min(max(relevant.max(initial=0), max(ks)), data.is_gallery.sum()))
+    fetch = min(store.count, math.ceil((k + 1) * store.count / max(int(data.is_gallery.sum()), 1)) + 1)
+    rows = []
+    for start in range(0, len(queries), _SEARCH_CHUNK):
+        chunk = queries[start : start + _SEARCH_CHUNK]
+        found = store.search(data.embeddings[chunk], fetch, kind=kind).ids
+        rows.append(_kept_labels(found, chunk, data, codes, k))
+    return metrics_from_neighbor_labels(np.concatenate(rows), codes[queries], relevant, ks)
+
+
+def _kept_labels(found: np.ndarray, own: np.ndarray, data: EvalData, codes: np.ndarray, k: int) -> np.ndarray:
+    """Label codes of the first k gallery results of each row that are not the query itself (-1 pads)."""
+    positions, valid = first_gallery_hits(found, own, data, k)
+    return np.where(valid, codes[positions], -1)
+
+
+def first_gallery_hits(found: np.ndarray, own: np.ndarray, data: EvalData, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(positions, valid) of the first k results per row that are gallery items other than ``own``."""
+    positions = np.searchsorted(data.ids, found).clip(0, len(data.ids) - 1)
+    keep = (found >= 0) & (data.ids[positions] == found) & data.is_gallery[positions] & (positions != own[:, None])
+    order = np.argsort(~keep, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(positions, order, 1), np.take_along_axis(keep, order, 1)
+
+
+def index_neighbors(store: IndexStore, data: EvalData, query_positions: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the top-k float results of the index AS BUILT (self excluded, -1 pads)."""
+    found = store.search(data.embeddings[query_positions], min(store.count, k + 1)).ids
+    positions, valid = first_gallery_hits(found, query_positions, data, k)
+    return np.where(valid, positions, -1)
+
+
+def exact_neighbors(data: EvalData, query_positions: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the top-k exact float gallery neighbours of some queries (self excluded)."""
+    gallery = np.flatnonzero(data.is_gallery)
+    own = np.searchsorted(gallery, query_positions)
+    own = np.where((own < len(gallery)) & (gallery[own.clip(0, len(gallery) - 1)] == query_positions), own, -1)
+    chunks = iter_knn_chunks(data.embeddings[query_positions], data.embeddings[gallery], k, query_ids=own)
+    ids = np.concatenate([results.ids for _, results in chunks])
+    return np.where(ids >= 0, gallery[ids.clip(0)], -1)
+
+
+def grid_queries(data: EvalData, count: int) -> np.ndarray:
+    """``count`` query positions spread evenly over the queries (deterministic)."""
+    queries = np.flatnonzero(data.is_query)
+    if count <= 0 or len(queries) == 0:
+        return np.empty(0, dtype=np.int64)
+    return queries[np.unique(np.linspace(0, len(queries) - 1, min(count, len(queries))).astype(int))]
+
+
+def grid_rows(data: EvalData, query_positions: np.ndarray, neighbors: np.ndarray) -> list[GridRow]:
+    """Rows for ``retrieval_grid``: each query with its (path, label) neighbours."""
+    return [GridRow(Path(data.paths[q]), str(data.labels[q]),
+                    [(Path(data.paths[n]), str(data.labels[n])) for n in row if n >= 0])
+            for q, row in zip(query_positions, neighbors)]

@@ -1,0 +1,226 @@
+"""Retrieval metrics: MAP@R, R-precision, P@1, Recall@K (+ NMI). The one implementation.
+
+Definitions (docs/metrics.md): for a query with R relevant gallery items (same label, itself
+excluded in the same-set protocol) and neighbours ranked best first,
+MAP@R = (1/R) sum_{i<=R} P(i) rel(i), R-precision = (#relevant in top R) / R, P@1 = rel(1),
+Recall@K = 1 if any of the top K is relevant (the DML definition). Queries with R = 0 are left
+out of every k-NN metric. Memory is bounded: k = max(max R, max K), never the gallery size, and
+queries run in chunks, so no N x N (or classes x N) array is ever built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from retrieval.indexing.search.binary import codes_to_signs
+from retrieval.indexing.common.errors import DataError
+from retrieval.indexing.search.knn import check_pair, iter_knn_chunks, knn_search
+from retrieval.indexing.eval.nmi import nmi_kmeans
+from retrieval.indexing.search.results import SearchResults
+
+_SAME_SET_HEAP_BYTES = 512 << 20
+"""Same-set float search keeps all N x k results (12 bytes each) when they fit in this budget."""
+_SCORE_ELEMENTS = 1 << 22
+"""Neighbour labels scored at once (bounds the temporaries of the per-query metrics)."""
+
+
+@dataclass(frozen=True)
+class RetrievalMetrics:
+    """Averages over the queries that have at least one relevant gallery item."""
+
+    map_at_r: float
+    r_precision: float
+    precision_at_1: float
+    recall_at_k: dict[int, float] = field(default_factory=dict)
+    nmi: float | None = None
+    num_queries: int = 0
+
+    def to_dict(self) -> dict:
+        """JSON-ready dict; recall keys become strings ("1", "2", ...)."""
+        values = asdict(self)
+        values["recall_at_k"] = {str(k): v for k, v in self.recall_at_k.items()}
+        return values
+
+    @classmethod
+    def from_dict(cls, values: dict) -> RetrievalMetrics:
+        recall = {int(k): float(v) for k, v in values.get("recall_at_k", {}).items()}
+        return cls(**{**values, "recall_at_k": recall})
+
+
+def evaluate_embeddings(
+    queries: np.ndarray,
+    query_labels: np.ndarray,
+    gallery: np.ndarray | None = None,
+    gallery_labels: np.ndarray | None = None,
+    *,
+    ks: Sequence[int] = (1, 2, 4, 8),
+    metric: Literal["ip", "hamming"] = "ip",
+    compute_nmi: bool = True,
+    seed: int = 0,
+    progress: bool = False,
+) -> RetrievalMetrics:
+    """Exact k-NN metrics of ``queries`` against ``gallery`` (None: same-set protocol, self excluded).
+
+    ``metric="hamming"`` takes packed codes from ``binarize``. Labels may be ints or strings.
+    NMI clusters the queries (as pytorch-metric-learning does); binary codes are clustered as
+    +-1 floats.
+    """
+    same_set = gallery is None
+    if same_set and gallery_labels is not None:
+        raise DataError("gallery_labels were given without a gallery; pass both or neither.")
+    queries, gallery_vectors = check_pair(queries, queries if same_set else gallery, metric)
+    gallery_vectors = queries if same_set else gallery_vectors
+    query_codes, gallery_codes = _encode_labels(query_labels, query_labels if same_set else gallery_labels)
+    _check_lengths(queries, query_codes, gallery_vectors, gallery_codes)
+    ks = _check_ks(ks)
+    relevant = np.bincount(gallery_codes, minlength=query_codes.max() + 1)[query_codes] - int(same_set)
+    if not (relevant > 0).any():
+        raise DataError("no query has a gallery item of its own class, so no retrieval metric is defined; check the labels.")
+    k = min(max(int(relevant.max()), max(ks)), len(gallery_vectors) - int(same_set))
+    search = _Search(queries, gallery_vectors, same_set, metric, progress)
+    sums = _search_and_score(search, query_codes, gallery_codes, relevant, k, ks)
+    nmi = _nmi(queries, query_codes, metric, seed) if compute_nmi else None
+    return sums.metrics(nmi)
+
+
+def metrics_from_neighbor_labels(
+    neighbor_labels: np.ndarray, query_labels: np.ndarray, relevant_counts: np.ndarray, ks: Sequence[int]
+) -> RetrievalMetrics:
+    """Pure scoring of ranked neighbour labels (e.g. an approximate index's ``SearchResults``).
+
+    Rows are best first; pad missing slots with a label that never matches a query (-1).
+    Relevant items beyond the last column count as misses. Rows with ``relevant_counts == 0``
+    are left out.
+    """
+    labels = np.asarray(neighbor_labels)
+    query_labels, counts = np.asarray(query_labels), np.asarray(relevant_counts, dtype=np.int64)
+    if labels.ndim != 2 or not len(labels) == len(query_labels) == len(counts):
+        raise DataError(
+            f"neighbour labels {labels.shape}, {len(query_labels)} query labels and {len(counts)} relevant counts must agree."
+        )
+    sums = _Sums(_check_ks(ks))
+    for start in range(0, len(labels), _score_chunk(labels.shape[1])):
+        rows = slice(start, start + _score_chunk(labels.shape[1]))
+        sums.add(labels[rows], query_labels[rows], counts[rows])
+    if sums.count == 0:
+        raise DataError("no query has a relevant gallery item (all relevant_counts are 0); check the labels.")
+    return sums.metrics(None)
+
+
+def default_recall_ks(num_classes: int, num_items: int) -> tuple[int, ...]:
+    """(1, 2, 4, 8) for few large classes (CUB, Cars); (1, 10, 100, 1000) when the mean class has
+    fewer than 20 items (SOP, In-Shop); trimmed to K <= num_items (the gallery size)."""
+    mean_class_size = num_items / max(num_classes, 1)
+    ks = (1, 10, 100, 1000) if mean_class_size < 20 else (1, 2, 4, 8)
+    return tuple(k for k in ks if k <= max(num_items, 1))
+
+
+class _Sums:
+    """Running per-query sums of every metric, so chunks can be scored and dropped."""
+
+    def __init__(self, ks: tuple[int, ...]) -> None:
+        self.ks = ks
+        self.count = 0
+        self.map_at_r = self.r_precision = self.precision_at_1 = 0.0
+        self.recall = dict.fromkeys(ks, 0)
+
+    def add(self, neighbor_labels: np.ndarray, query_labels: np.ndarray, relevant: np.ndarray) -> None:
+        keep = relevant > 0
+        hits = neighbor_labels[keep] == query_labels[keep][:, None]
+        relevant = relevant[keep]
+        ranks = np.arange(1, hits.shape[1] + 1)
+        hits_in_r = hits & (ranks <= relevant[:, None])
+        precision_sum = (np.cumsum(hits_in_r, axis=1) / ranks * hits_in_r).sum(axis=1)
+        self.count += len(relevant)
+        self.map_at_r += float((precision_sum / relevant).sum())
+        self.r_precision += float((hits_in_r.sum(axis=1) / relevant).sum())
+        self.precision_at_1 += int(hits[:, 0].sum()) if hits.shape[1] else 0
+        first_hit = np.where(hits.any(axis=1), hits.argmax(axis=1), hits.shape[1])
+        for k in self.ks:
+            self.recall[k] += int((first_hit < k).sum())
+
+    def metrics(self, nmi: float | None) -> RetrievalMetrics:
+        n = max(self.count, 1)
+        recall = {k: hits / n for k, hits in self.recall.items()}
+        return RetrievalMetrics(self.map_at_r / n, self.r_precision / n, self.precision_at_1 / n, recall, nmi, self.count)
+
+
+@dataclass(frozen=True)
+class _Search:
+    queries: np.ndarray
+    gallery: np.ndarray
+    same_set: bool
+    metric: Literal["ip", "hamming"]
+    progress: bool
+
+
+def _search_and_score(search: _Search, query_codes, gallery_codes, relevant, k: int, ks) -> _Sums:
+    """Search only the queries with R > 0; same-set float search takes the symmetric path when
+    all N x k results fit in memory, else queries stream through in chunks."""
+    sums = _Sums(ks)
+    valid = np.flatnonzero(relevant > 0)
+    n = len(search.queries)
+    if search.same_set and search.metric == "ip" and n * (k + 1) * 12 <= _SAME_SET_HEAP_BYTES:
+        results = knn_search(search.queries, search.gallery, k, exclude_self=True, progress=search.progress)
+        for start in range(0, len(valid), _score_chunk(k)):
+            rows = valid[start : start + _score_chunk(k)]
+            labels = SearchResults(results.ids[rows], results.scores[rows]).labels_of(gallery_codes)
+            sums.add(labels, query_codes[rows], relevant[rows])
+        return sums
+    chunks = iter_knn_chunks(
+        search.queries[valid], search.gallery, k, metric=search.metric,
+        query_ids=valid if search.same_set else None, chunk_size=_score_chunk(k), progress=search.progress,
+    )
+    for start, results in chunks:
+        rows = valid[start : start + len(results)]
+        sums.add(results.labels_of(gallery_codes), query_codes[rows], relevant[rows])
+    return sums
+
+
+def _nmi(queries: np.ndarray, query_codes: np.ndarray, metric: str, seed: int) -> float:
+    vectors = codes_to_signs(queries, queries.shape[1] * 8) if metric == "hamming" else queries
+    return nmi_kmeans(vectors, query_codes, seed=seed)
+
+
+def _score_chunk(k: int) -> int:
+    return int(np.clip(_SCORE_ELEMENTS // max(k, 1), 1, 4096))
+
+
+def _encode_labels(query_labels, gallery_labels) -> tuple[np.ndarray, np.ndarray]:
+    """Map labels of any type (ints, strings) to 0..C-1, consistently across both sets."""
+    if gallery_labels is None:
+        raise DataError("a gallery was given without gallery_labels; pass both or neither.")
+    query, gallery = np.asarray(query_labels).ravel(), np.asarray(gallery_labels).ravel()
+    if _label_kind(query) != _label_kind(gallery):
+        raise DataError(
+            f"query labels are {_label_kind(query)} but gallery labels are {_label_kind(gallery)}; "
+            "use one label type for both (1 and '1' would otherwise silently match)."
+        )
+    try:
+        codes = np.unique(np.concatenate([query, gallery]), return_inverse=True)[1].ravel()
+    except TypeError as error:
+        raise DataError(f"labels must be all ints or all strings, not a mix ({error}).") from None
+    return codes[: len(query)].astype(np.int64), codes[len(query) :].astype(np.int64)
+
+
+def _label_kind(labels: np.ndarray) -> str:
+    return {"i": "ints", "u": "ints", "b": "ints", "U": "strings", "S": "strings"}.get(labels.dtype.kind, "objects")
+
+
+def _check_lengths(queries, query_codes, gallery, gallery_codes) -> None:
+    if len(queries) != len(query_codes) or len(gallery) != len(gallery_codes):
+        raise DataError(
+            f"got {len(queries)} queries with {len(query_codes)} labels and {len(gallery)} gallery items with "
+            f"{len(gallery_codes)} labels; each embedding needs exactly one label."
+        )
+
+
+def _check_ks(ks: Sequence[int]) -> tuple[int, ...]:
+    values = tuple(sorted({int(k) for k in ks}))
+    if not values or values[0] < 1:
+        raise DataError(f"recall ks must be positive integers, got {tuple(ks)}.")
+    return values

@@ -1,0 +1,75 @@
+"""The eval transform of ``model.json`` as pure NumPy/Pillow functions (no torch).
+
+It reproduces torchvision's ``Resize(resize) -> CenterCrop(crop) -> ToTensor ->
+Normalize(mean, std)`` on PIL images step by step: torchvision itself calls
+``PIL.Image.resize(..., BILINEAR)`` (Pillow's bilinear filter is antialiased when
+reducing) with the same output size rule, and crops at the same rounded offsets, so on
+real photos the two agree to float32 rounding (see ``tests/test_preprocess.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from PIL import Image
+
+from retrieval.indexing.model.manifest import Preprocessing
+
+
+def resized_size(width: int, height: int, shorter_side: int) -> tuple[int, int]:
+    """(width, height) after resizing the shorter side to ``shorter_side`` (torchvision's rule).
+
+    The longer side is truncated, not rounded: ``int(shorter_side * long / short)``.
+    """
+    short, long = (width, height) if width <= height else (height, width)
+    new_short, new_long = shorter_side, int(shorter_side * long / short)
+    return (new_short, new_long) if width <= height else (new_long, new_short)
+
+
+def center_crop_box(width: int, height: int, crop: int) -> tuple[int, int, int, int]:
+    """(left, top, right, bottom) of torchvision's centre crop; may extend past the image."""
+    top = int(round((height - crop) / 2.0))
+    left = int(round((width - crop) / 2.0))
+    return left, top, left + crop, top + crop
+
+
+def _pad_to_crop(img: Image.Image, crop: int) -> Image.Image:
+    """Zero-pad an image smaller than the crop the way torchvision's CenterCrop does."""
+    width, height = img.size
+    if width >= crop and height >= crop:
+        return img
+    left = (crop - width) // 2 if crop > width else 0
+    top = (crop - height) // 2 if crop > height else 0
+    padded = Image.new("RGB", (max(width, crop), max(height, crop)), (0, 0, 0))
+    padded.paste(img, (left, top))
+    return padded
+
+
+def resize_and_crop(img: Image.Image, prep: Preprocessing) -> Image.Image:
+    """The geometric part of the transform: RGB image of ``crop`` x ``crop`` pixels."""
+    if img.mode != "RGB":
+        img = img.convert("RGB")
+    img = img.resize(resized_size(*img.size, prep.resize), Image.Resampling.BILINEAR)
+    img = _pad_to_crop(img, prep.crop)
+    return img.crop(center_crop_box(*img.size, prep.crop))
+
+
+def normalize_pixels(pixels: np.ndarray, prep: Preprocessing) -> np.ndarray:
+    """uint8 HWC RGB pixels -> float32 CHW, scaled to [0, 1] then standardised per channel."""
+    scaled = pixels.astype(np.float32) / np.float32(255.0)
+    mean = np.asarray(prep.mean, dtype=np.float32)
+    std = np.asarray(prep.std, dtype=np.float32)
+    return np.ascontiguousarray(((scaled - mean) / std).transpose(2, 0, 1))
+
+
+def preprocess_image(img: Image.Image, prep: Preprocessing) -> np.ndarray:
+    """One PIL image -> float32 array of shape (3, crop, crop), ready for the ONNX model."""
+    return normalize_pixels(np.asarray(resize_and_crop(img, prep)), prep)
+
+
+def preprocess_batch(images: Sequence[Image.Image], prep: Preprocessing) -> np.ndarray:
+    """Several PIL images -> float32 array of shape (n, 3, crop, crop)."""
+    if not images:
+        return np.empty((0, 3, prep.crop, prep.crop), dtype=np.float32)
+    return np.stack([preprocess_image(img, prep) for img in images])

@@ -1,0 +1,49 @@
+"""Turn the ``--model`` argument into an export directory holding ``model.onnx`` + ``model.json``.
+
+Accepted: an export directory itself, a training run directory (its ``export/``), or an
+index directory (its self-contained ``model/`` copy).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from retrieval.indexing.common.errors import ConfigError
+from retrieval.indexing.common.artifact_names import (
+    INDEX_MODEL_SUBDIR, MODEL_MANIFEST_NAME, MODEL_ONNX_NAME, RUN_EXPORT_SUBDIR,
+)
+
+
+
+def is_export_dir(path: Path) -> bool:
+    return (Path(path) / MODEL_MANIFEST_NAME).is_file() and (Path(path) / MODEL_ONNX_NAME).is_file()
+
+
+def resolve_export_dir(model: Path) -> Path:
+    """The export directory ``model`` names, as an absolute path, or a ConfigError saying what to do."""
+    model = Path(model).expanduser()
+    if not model.exists():
+        raise ConfigError(f"model path {model} does not exist; pass an export directory or a training run directory")
+    if not model.is_dir():
+        raise ConfigError(f"model path {model} is a file; pass the directory that holds model.onnx and model.json")
+    for candidate in (model, model / RUN_EXPORT_SUBDIR, model / INDEX_MODEL_SUBDIR):
+        if is_export_dir(candidate):
+            return candidate.resolve()
+    raise ConfigError(
+        f"{model} holds no model.onnx + model.json (nor does {model / RUN_EXPORT_SUBDIR}); "
+        f"if it is a training run, run `retrieval export {model}` first"
+    )
+
+
+def resolve_query_model(index_dir: Path, recorded_model_dir: str, model: Path | None = None) -> Path:
+    """The export directory to embed queries for an index: ``model`` if given, else the index's
+    own ``model/`` copy, else the export directory recorded when the index was built."""
+    if model is not None:
+        return resolve_export_dir(model)
+    for candidate in (Path(index_dir) / INDEX_MODEL_SUBDIR, Path(recorded_model_dir)):
+        if is_export_dir(candidate):
+            return candidate.resolve()
+    raise ConfigError(
+        f"{index_dir} has no model/ copy and the model it was built with ({recorded_model_dir}) is gone; "
+        "pass --model with the export directory"
+    )

@@ -1,0 +1,147 @@
+"""Build an index directory from a model and a list of image records.
+
+The new directory is written completely in a hidden staging directory beside ``out_dir``
+and only then swapped in, so a crash or error mid-build leaves a previous index at
+``out_dir`` intact and loadable (the swap is two renames; the window between them is
+microseconds, and a crash there leaves the old index as ``.NAME.old-PID``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from retrieval.indexing.common.atomic_write import atomic_write_bytes
+from retrieval.indexing.search.binary import binarize
+from retrieval.indexing.data.records import ImageRecord
+from retrieval.indexing.common.errors import ConfigError, DataError
+from retrieval.indexing.store.faiss_kinds import IndexKind, binary_kind, build_binary_index, build_float_index, float_kind
+from retrieval.indexing.common.artifact_names import (
+    INDEX_MANIFEST_NAME, INDEX_MODEL_SUBDIR, ITEMS_DB_NAME, MODEL_MANIFEST_NAME,
+)
+from retrieval.indexing.store.manifest import IndexManifest, save_index_manifest, utc_now
+from retrieval.indexing.store.index_store import validate_labels, write_embeddings, write_faiss_files
+from retrieval.indexing.store.items_db import ItemsDb
+from retrieval.indexing.model.resolution import resolve_export_dir
+from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+
+
+@dataclass
+class BuildReport:
+    """What ``build_index`` did; ``failures`` are the images that could not be read and were skipped."""
+
+    index_dir: Path
+    count: int
+    num_labels: int
+    float_kind: str
+    binary_kind: str
+    model_sha256: str
+    embed_seconds: float
+    total_seconds: float
+    failures: list[tuple[Path, str]] = field(default_factory=list)
+
+
+def build_index(model_dir: Path, records: Sequence[ImageRecord], out_dir: Path, *, float_kind: str = "flat",
+                binary_kind: str = "flat", batch_size: int = 32, threads: int | None = None,
+                progress: bool = True) -> BuildReport:
+    """Embed ``records`` with the model and write a float + binary index directory at ``out_dir``."""
+    started = time.perf_counter()
+    kinds = _kinds(float_kind, binary_kind)
+    if not records:
+        raise DataError("the gallery is empty; point --data at a folder or list with at least one image")
+    validate_labels(records)
+    check_out_dir(Path(out_dir))
+    embedder = OnnxEmbedder(resolve_export_dir(model_dir), threads=threads)
+    kept, embeddings, failures = embed_records(embedder, records, batch_size=batch_size, progress=progress)
+    embed_seconds = time.perf_counter() - started
+    manifest = write_index(Path(out_dir), embedder, kept, embeddings, kinds, progress=progress)
+    return BuildReport(Path(out_dir), manifest.count, manifest.num_labels, float_kind, binary_kind,
+                       embedder.model_sha256, embed_seconds, time.perf_counter() - started, failures)
+
+
+def embed_records(embedder: OnnxEmbedder, records: Sequence[ImageRecord], *, batch_size: int = 32,
+                  progress: bool = True) -> tuple[list[ImageRecord], np.ndarray, list[tuple[Path, str]]]:
+    """(records that could be read, their embeddings, failures); a DataError if none could be read."""
+    result = embedder.embed_paths([r.path for r in records], batch_size=batch_size, progress=progress)
+    if records and not result.ok:
+        raise DataError(f"none of the {len(records)} images could be read (first: {result.failures[0][1]})")
+    return [records[i] for i in result.ok], result.embeddings, result.failures
+
+
+def _kinds(float_name: str, binary_name: str) -> tuple[IndexKind, IndexKind]:
+    return float_kind(float_name), binary_kind(binary_name)
+
+
+def check_out_dir(out_dir: Path) -> None:
+    """Refuse to replace a non-empty directory that is not an index (it could be the user's photos)."""
+    if out_dir.exists() and (not out_dir.is_dir() or (any(out_dir.iterdir()) and not (out_dir / INDEX_MANIFEST_NAME).exists())):
+        raise ConfigError(f"{out_dir} exists and is not an index directory; choose a new or empty --out")
+
+
+def write_index(out_dir: Path, embedder: OnnxEmbedder, records: Sequence[ImageRecord], embeddings: np.ndarray,
+                kinds: tuple[IndexKind, IndexKind], *, progress: bool = False) -> IndexManifest:
+    """Write all files in a staging directory, then swap it in place of ``out_dir``."""
+    check_out_dir(out_dir)
+    staging = out_dir.parent / f".{out_dir.name}.building-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        manifest = write_index_files(staging, embedder, records, embeddings, kinds, progress=progress)
+        replace_directory(staging, out_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return manifest
+
+
+def write_index_files(index_dir: Path, embedder: OnnxEmbedder, records: Sequence[ImageRecord],
+                      embeddings: np.ndarray, kinds: tuple[IndexKind, IndexKind], *,
+                      progress: bool = False) -> IndexManifest:
+    """Every file of a fresh index (generation 0) in ``index_dir``; the manifest is written last."""
+    index_dir.mkdir(parents=True, exist_ok=False)
+    vectors = np.asarray(embeddings, dtype=np.float32)
+    write_embeddings(index_dir, vectors)
+    db = ItemsDb.create(index_dir / ITEMS_DB_NAME)
+    try:
+        with db.transaction():
+            ids = np.asarray(db.insert(records, range(len(records))), dtype=np.int64)
+        num_labels = len(db.labels())
+    finally:
+        db.close()
+    threshold = embedder.manifest.binarization_threshold
+    float_index = build_float_index(kinds[0], vectors, ids, progress=progress)
+    binary_index = build_binary_index(kinds[1], binarize(vectors, threshold), ids, vectors.shape[1], progress=progress)
+    write_faiss_files(index_dir, float_index, binary_index)
+    copy_model(embedder, index_dir / INDEX_MODEL_SUBDIR)
+    now = utc_now()
+    manifest = IndexManifest(
+        model_sha256=embedder.model_sha256, model=embedder.manifest, model_dir=str(embedder.export_dir.resolve()),
+        dim=vectors.shape[1], bits=vectors.shape[1], binarization_threshold=threshold,
+        float_kind=kinds[0].name, binary_kind=kinds[1].name, count=len(ids), num_labels=num_labels,
+        generation=0, created_at=now, updated_at=now,
+    )
+    save_index_manifest(index_dir, manifest)
+    return manifest
+
+
+def copy_model(embedder: OnnxEmbedder, target: Path) -> None:
+    """Copy model.onnx + model.json so the index directory alone can embed queries."""
+    source = embedder.export_dir
+    for name in (embedder.manifest.onnx_file, MODEL_MANIFEST_NAME):
+        atomic_write_bytes(target / name, (source / name).read_bytes())
+
+
+def replace_directory(staging: Path, target: Path) -> None:
+    """Move ``staging`` to ``target``, replacing an existing ``target`` directory."""
+    if not target.exists():
+        os.replace(staging, target)
+        return
+    old = target.parent / f".{target.name}.old-{os.getpid()}"
+    shutil.rmtree(old, ignore_errors=True)
+    os.replace(target, old)
+    os.replace(staging, target)
+    shutil.rmtree(old, ignore_errors=True)

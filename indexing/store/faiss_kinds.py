@@ -1,0 +1,162 @@
+"""Registry of faiss index kinds: a name on the command line -> a builder sized for the gallery.
+
+Float kinds search L2-normalised embeddings by inner product; binary kinds search packed
+sign codes by Hamming distance. Every index is wrapped in an ID map (``IndexIDMap2`` /
+``IndexBinaryIDMap2``) so faiss returns item ids, not positions. Parameters that matter
+at search time (``nprobe``, ``efSearch``) are set at build time and saved with the index.
+
+Only flat indexes remove ids in place: ``IndexIDMap2.remove_ids`` assumes the inner index
+renumbers its positions after a removal, which IVF does not, and HNSW cannot remove at
+all. Other kinds are reset and refilled from the stored embeddings (IVF keeps its trained
+centroids, so no k-means is re-run).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import faiss
+import numpy as np
+from tqdm import tqdm
+
+from retrieval.indexing.common.errors import ConfigError
+
+HNSW_M = 32
+HNSW_EF_CONSTRUCTION = 80
+HNSW_EF_SEARCH = 128
+ADD_CHUNK = 20_000
+MIN_POINTS_PER_CENTROID = 39  # below this faiss k-means warns that training is unreliable
+
+
+@dataclass(frozen=True)
+class IndexKind:
+    """How to make one kind of index for ``dim`` (float dims or bits) and ``count`` items."""
+
+    name: str
+    build: Callable[[int, int], object]
+    exact: bool
+    removes_in_place: bool
+    description: str
+
+
+def ivf_list_count(count: int) -> int:
+    """About 4 * sqrt(n) inverted lists, but never fewer than 39 training points per list."""
+    return max(1, min(int(4 * math.sqrt(max(count, 1))), count // MIN_POINTS_PER_CENTROID))
+
+
+def ivf_probe_count(nlist: int) -> int:
+    """Visit about sqrt(nlist) lists, at least 16 (all of them for tiny galleries)."""
+    return min(nlist, max(16, round(math.sqrt(nlist))))
+
+
+def pq_layout(dim: int, count: int) -> tuple[int, int]:
+    """(sub-quantizers, bits each): about d/16 sub-vectors of 8 bits, fewer bits for tiny galleries."""
+    target = max(1, min(64, dim // 16))
+    subquantizers = max(m for m in range(1, target + 1) if dim % m == 0)
+    bits = max(1, min(8, int(math.log2(max(count / MIN_POINTS_PER_CENTROID, 2)))))
+    return subquantizers, bits
+
+
+def _float_ivf(dim: int, count: int) -> faiss.Index:
+    nlist = ivf_list_count(count)
+    index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, nlist, faiss.METRIC_INNER_PRODUCT)
+    index.nprobe = ivf_probe_count(nlist)
+    return index
+
+
+def _float_ivfpq(dim: int, count: int) -> faiss.Index:
+    nlist = ivf_list_count(count)
+    subquantizers, bits = pq_layout(dim, count)
+    index = faiss.IndexIVFPQ(faiss.IndexFlatIP(dim), dim, nlist, subquantizers, bits, faiss.METRIC_INNER_PRODUCT)
+    index.nprobe = ivf_probe_count(nlist)
+    return index
+
+
+def _float_hnsw(dim: int, count: int) -> faiss.Index:
+    index = faiss.IndexHNSWFlat(dim, HNSW_M, faiss.METRIC_INNER_PRODUCT)
+    index.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
+    index.hnsw.efSearch = HNSW_EF_SEARCH
+    return index
+
+
+def _binary_ivf(bits: int, count: int) -> faiss.IndexBinary:
+    nlist = ivf_list_count(count)
+    index = faiss.IndexBinaryIVF(faiss.IndexBinaryFlat(bits), bits, nlist)
+    index.nprobe = ivf_probe_count(nlist)
+    return index
+
+
+def _binary_hnsw(bits: int, count: int) -> faiss.IndexBinary:
+    index = faiss.IndexBinaryHNSW(bits, HNSW_M)
+    index.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
+    index.hnsw.efSearch = HNSW_EF_SEARCH
+    return index
+
+
+FLOAT_KINDS: dict[str, IndexKind] = {
+    "flat": IndexKind("flat", lambda d, n: faiss.IndexFlatIP(d), True, True, "exact inner product"),
+    "hnsw": IndexKind("hnsw", _float_hnsw, False, False, f"HNSW graph, M={HNSW_M}, efSearch={HNSW_EF_SEARCH}"),
+    "ivf": IndexKind("ivf", _float_ivf, False, True, "inverted lists (~4 sqrt(n)), k-means trained on the gallery"),
+    "ivfpq": IndexKind("ivfpq", _float_ivfpq, False, True, "inverted lists + product quantisation (~d/16 bytes)"),
+}
+
+BINARY_KINDS: dict[str, IndexKind] = {
+    "flat": IndexKind("flat", lambda b, n: faiss.IndexBinaryFlat(b), True, True, "exact Hamming"),
+    "ivf": IndexKind("ivf", _binary_ivf, False, True, "binary inverted lists, trained on the gallery codes"),
+    "hnsw": IndexKind("hnsw", _binary_hnsw, False, False, f"binary HNSW graph, M={HNSW_M}"),
+}
+
+
+def float_kind(name: str) -> IndexKind:
+    return _lookup(FLOAT_KINDS, name, "float")
+
+
+def binary_kind(name: str) -> IndexKind:
+    return _lookup(BINARY_KINDS, name, "binary")
+
+
+def _lookup(registry: dict[str, IndexKind], name: str, family: str) -> IndexKind:
+    if name not in registry:
+        raise ConfigError(f"unknown {family} index kind {name!r}; known kinds: {', '.join(registry)}")
+    return registry[name]
+
+
+def build_float_index(
+    kind: IndexKind, embeddings: np.ndarray, ids: np.ndarray, *, progress: bool = False
+) -> faiss.IndexIDMap2:
+    """Train (if the kind needs it) on ``embeddings`` and add them under ``ids``."""
+    index = kind.build(embeddings.shape[1], len(embeddings))
+    if not index.is_trained and len(embeddings):
+        index.train(np.ascontiguousarray(embeddings, dtype=np.float32))
+    wrapped = faiss.IndexIDMap2(index)
+    _add_in_chunks(wrapped, np.asarray(embeddings, dtype=np.float32), ids, progress, f"float {kind.name}")
+    return wrapped
+
+
+def build_binary_index(
+    kind: IndexKind, codes: np.ndarray, ids: np.ndarray, bits: int, *, progress: bool = False
+) -> faiss.IndexBinaryIDMap2:
+    """Train (if needed) on packed uint8 ``codes`` and add them under ``ids``."""
+    index = kind.build(bits, len(codes))
+    if not index.is_trained and len(codes):
+        index.train(np.ascontiguousarray(codes, dtype=np.uint8))
+    wrapped = faiss.IndexBinaryIDMap2(index)
+    _add_in_chunks(wrapped, np.asarray(codes, dtype=np.uint8), ids, progress, f"binary {kind.name}")
+    return wrapped
+
+
+def _add_in_chunks(index: object, data: np.ndarray, ids: np.ndarray, progress: bool, name: str) -> None:
+    """``add_with_ids`` in slices so that a long HNSW build shows a progress bar."""
+    ids = np.asarray(ids, dtype=np.int64)
+    with tqdm(total=len(data), desc=f"adding to {name}", unit="vec", disable=not progress) as bar:
+        for start in range(0, len(data), ADD_CHUNK):
+            stop = start + ADD_CHUNK
+            index.add_with_ids(np.ascontiguousarray(data[start:stop]), np.ascontiguousarray(ids[start:stop]))
+            bar.update(len(data[start:stop]))
+
+
+def id_map_ids(index: faiss.IndexIDMap2 | faiss.IndexBinaryIDMap2) -> np.ndarray:
+    """The item ids stored in an ID-mapped index, in insertion order."""
+    return faiss.vector_to_array(index.id_map).astype(np.int64)

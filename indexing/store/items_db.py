@@ -1,0 +1,154 @@
+"""``items.sqlite``: the item table of an index (ids, paths, labels, flags, metadata, embedding rows).
+
+Item ids come from ``INTEGER PRIMARY KEY AUTOINCREMENT``, so an id is never reused even
+after the newest item is removed; faiss stores the same ids. The ``meta`` table holds the
+committed ``generation``: an update commits the new rows and generation in ONE SQLite
+transaction, which makes this file the source of truth after a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from retrieval.indexing.data.records import ImageRecord
+from retrieval.indexing.common.errors import IndexFormatError
+
+_SCHEMA = """
+CREATE TABLE items (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    path TEXT NOT NULL,
+    label TEXT NOT NULL,
+    split TEXT,
+    is_query INTEGER NOT NULL,
+    is_gallery INTEGER NOT NULL,
+    metadata TEXT NOT NULL,
+    row INTEGER NOT NULL UNIQUE
+);
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO meta (key, value) VALUES ('generation', '0');
+"""
+_COLUMNS = "id, path, label, split, is_query, is_gallery, metadata, row"
+_CHUNK = 500  # SQLite's default limit on bound parameters is 999
+
+
+@dataclass(frozen=True)
+class Item:
+    """One indexed image; ``row`` is its row in ``embeddings.f16.npy``."""
+
+    id: int
+    path: str
+    label: str
+    split: str | None
+    is_query: bool
+    is_gallery: bool
+    metadata: dict[str, Any] = field(default_factory=dict)
+    row: int = -1
+
+
+def _item(row: tuple) -> Item:
+    id_, path, label, split, is_query, is_gallery, metadata, emb_row = row
+    return Item(id_, path, label, split, bool(is_query), bool(is_gallery), json.loads(metadata), emb_row)
+
+
+class ItemsDb:
+    """A thin typed wrapper over the SQLite file; not thread-safe (the store is used under a lock)."""
+
+    def __init__(self, connection: sqlite3.Connection, path: Path) -> None:
+        self._db = connection
+        self.path = path
+
+    @classmethod
+    def create(cls, path: Path) -> "ItemsDb":
+        db = sqlite3.connect(path, isolation_level=None)
+        db.executescript(_SCHEMA)
+        return cls(db, Path(path))
+
+    @classmethod
+    def open(cls, path: Path) -> "ItemsDb":
+        if not Path(path).is_file():
+            raise IndexFormatError(f"{path} is missing; rebuild the index with `retrieval index build`")
+        db = sqlite3.connect(f"file:{path}?mode=rw", uri=True, isolation_level=None)
+        try:
+            db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+            db.execute(f"SELECT {_COLUMNS} FROM items LIMIT 1").fetchall()
+        except sqlite3.DatabaseError as error:
+            db.close()
+            raise IndexFormatError(f"{path} is corrupt ({error}); rebuild the index with `retrieval index build`") from None
+        return cls(db, Path(path))
+
+    def close(self) -> None:
+        self._db.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """All statements inside commit together or not at all."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    @property
+    def generation(self) -> int:
+        return int(self._db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0])
+
+    def set_generation(self, generation: int) -> None:
+        self._db.execute("UPDATE meta SET value = ? WHERE key = 'generation'", (str(generation),))
+
+    def insert(self, records: Sequence[ImageRecord], rows: Sequence[int]) -> list[int]:
+        """Insert records whose embeddings sit at ``rows``; returns their new ids in order."""
+        ids = []
+        for record, row in zip(records, rows, strict=True):
+            cursor = self._db.execute(
+                "INSERT INTO items (path, label, split, is_query, is_gallery, metadata, row) VALUES (?,?,?,?,?,?,?)",
+                (str(record.path), record.label, record.split, int(record.is_query), int(record.is_gallery),
+                 json.dumps(record.metadata, default=str, sort_keys=True), int(row)),
+            )
+            ids.append(int(cursor.lastrowid))
+        return ids
+
+    def delete(self, ids: Sequence[int]) -> int:
+        """Delete the given ids (unknown ones are ignored); returns how many were deleted."""
+        deleted = 0
+        for start in range(0, len(ids), _CHUNK):
+            chunk = [int(i) for i in ids[start : start + _CHUNK]]
+            marks = ",".join("?" * len(chunk))
+            deleted += self._db.execute(f"DELETE FROM items WHERE id IN ({marks})", chunk).rowcount
+        return deleted
+
+    @property
+    def count(self) -> int:
+        return int(self._db.execute("SELECT COUNT(*) FROM items").fetchone()[0])
+
+    def id_rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, embedding rows) of all items, sorted by id."""
+        pairs = self._db.execute("SELECT id, row FROM items ORDER BY id").fetchall()
+        array = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+        return array[:, 0].copy(), array[:, 1].copy()
+
+    def items(self, ids: Sequence[int]) -> list[Item | None]:
+        """Items in the order of ``ids``; ``None`` where an id does not exist."""
+        found: dict[int, Item] = {}
+        wanted = [int(i) for i in ids]
+        for start in range(0, len(wanted), _CHUNK):
+            chunk = wanted[start : start + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            for row in self._db.execute(f"SELECT {_COLUMNS} FROM items WHERE id IN ({marks})", chunk):
+                found[row[0]] = _item(row)
+        return [found.get(i) for i in wanted]
+
+    def all_items(self) -> list[Item]:
+        return [_item(row) for row in self._db.execute(f"SELECT {_COLUMNS} FROM items ORDER BY id")]
+
+    def labels(self) -> list[str]:
+        return [row[0] for row in self._db.execute("SELECT DISTINCT label FROM items ORDER BY label")]

@@ -1,0 +1,77 @@
+"""``manifest.json`` of an index directory: what was indexed, with which model, in which generation.
+
+The manifest is written last by every build or update. Its ``generation`` must equal the
+one committed in ``items.sqlite``; when it does not, an update was interrupted after the
+item table committed and the faiss files are rebuilt on open (see ``index_store``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import faiss
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from retrieval.indexing.common.atomic_write import atomic_write_text
+from retrieval.indexing.common.artifact_names import INDEX_MANIFEST_NAME
+from retrieval.indexing.common.errors import IndexFormatError
+from retrieval.indexing.model.manifest import ModelManifest
+
+INDEX_FORMAT_VERSION = 1
+
+
+def utc_now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+class IndexManifest(BaseModel):
+    """Everything needed to trust and reopen an index directory."""
+
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+    format_version: int = INDEX_FORMAT_VERSION
+    model_sha256: str
+    model: ModelManifest
+    model_dir: str = Field(description="absolute export directory the index was built from")
+    dim: int = Field(gt=0)
+    bits: int = Field(gt=0, description="binary code length; equals dim (one sign bit per dimension)")
+    binarization_threshold: float = 0.0
+    float_kind: str
+    binary_kind: str
+    count: int = Field(ge=0, description="items currently searchable")
+    num_labels: int = Field(ge=0)
+    generation: int = Field(ge=0, description="must equal the generation committed in items.sqlite")
+    created_at: str
+    updated_at: str
+    faiss_version: str = faiss.__version__
+
+
+def manifest_path(index_dir: Path) -> Path:
+    return Path(index_dir) / INDEX_MANIFEST_NAME
+
+
+def load_index_manifest(index_dir: Path) -> IndexManifest:
+    """Read ``manifest.json``; a missing or corrupt one is an IndexFormatError saying to rebuild."""
+    path = manifest_path(index_dir)
+    if not Path(index_dir).is_dir():
+        raise IndexFormatError(f"{index_dir} is not an index directory; create one with `retrieval index build`")
+    if not path.is_file():
+        raise IndexFormatError(f"{path} is missing; {index_dir} is not a complete index, rebuild it with `retrieval index build`")
+    try:
+        manifest = IndexManifest.model_validate_json(path.read_bytes())
+    except (ValidationError, ValueError, UnicodeDecodeError) as error:
+        reason = str(error).splitlines()[0]
+        raise IndexFormatError(f"{path} is corrupt ({reason}); rebuild the index with `retrieval index build`") from None
+    if manifest.format_version != INDEX_FORMAT_VERSION:
+        raise IndexFormatError(
+            f"{path} has format version {manifest.format_version} but this version reads "
+            f"{INDEX_FORMAT_VERSION}; rebuild the index with `retrieval index build`"
+        )
+    return manifest
+
+
+def save_index_manifest(index_dir: Path, manifest: IndexManifest) -> None:
+    text = json.dumps(manifest.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+    atomic_write_text(manifest_path(index_dir), text)
