@@ -6,18 +6,23 @@ VENV ?= .venv
 ACCEL ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo gpu || echo cpu)
 STAMP := $(VENV)/.installed-$(ACCEL)
 
-.PHONY: setup demo test bench clean-venv
+.PHONY: setup demo test lint bench clean-venv
 
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q --disable-pip-version-check -e ".[train,$(ACCEL),dev]"
+	$(VENV)/bin/pip install -q --disable-pip-version-check -e ".[train,pretrained,$(ACCEL),dev]"
 	rm -f $(VENV)/.installed-*
 	touch $@
 
 demo: setup
 	bash scripts/demo.sh
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	bash scripts/typecheck.sh
 
 test: setup
 	bash scripts/ensure-chromium.sh || echo "chromium unavailable: browser tests will be skipped"

@@ -52,8 +52,8 @@ def build(size: int, dim: int, chunk: int, seed: int = 0):
 
     rng = np.random.default_rng(seed)
     empty_f, empty_b = np.empty((0, dim), np.float32), np.empty((0, dim // 8), np.uint8)
-    float_index = build_float_index(FLOAT_KINDS["flat"], empty_f, np.empty(0, np.int64))
-    binary_index = build_binary_index(BINARY_KINDS["flat"], empty_b, np.empty(0, np.int64), dim)
+    float_index = build_float_index(FLOAT_KINDS.get("flat"), empty_f, np.empty(0, np.int64))
+    binary_index = build_binary_index(BINARY_KINDS.get("flat"), empty_b, np.empty(0, np.int64), dim)
     for start in range(0, size, chunk):
         vectors = random_unit(rng, min(chunk, size - start), dim)
         ids = np.arange(start, start + len(vectors), dtype=np.int64)

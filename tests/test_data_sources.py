@@ -212,7 +212,7 @@ def test_unknown_layout_names_every_layout_it_looked_for(tmp_path: Path) -> None
     (tmp_path / "notes.txt").write_text("nothing here")
     with pytest.raises(DataError, match="matches no known dataset layout") as caught:
         load_records(tmp_path)
-    for layout in LAYOUTS:
+    for layout in LAYOUTS.entries():
         assert layout.name in str(caught.value)
     with pytest.raises(DataError, match="does not exist"):
         load_records(tmp_path / "missing")

@@ -160,7 +160,7 @@ def test_registering_a_loss_that_owns_a_classifier_head(monkeypatch):
             logits = self.head(embeddings)
             return torch.nn.functional.cross_entropy(logits, labels) + self.weight * similarity.mean()
 
-    monkeypatch.setattr(registry, "_LOSSES", dict(registry._LOSSES))
+    monkeypatch.setattr(registry.LOSSES, "_entries", dict(registry.LOSSES._entries))
     register_loss(LossSpec("head_and_batch", "test loss", "balanced", {"weight": 0.5}, None, "none",
                            lambda num_classes, embedding_dim, miner, weight: HeadAndBatchLoss(num_classes, embedding_dim, weight),
                            accepts_miner=False))

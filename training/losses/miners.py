@@ -12,6 +12,7 @@ from typing import Any, Callable
 from pytorch_metric_learning import miners as pml_miners
 
 from retrieval.indexing.common.errors import ConfigError
+from retrieval.indexing.common.registry import Registry
 from retrieval.training.losses.params import merge_params
 
 TRIPLET_TYPES = ("all", "hard", "semihard", "easy")
@@ -25,23 +26,19 @@ class MinerSpec:
     builder: Callable[..., pml_miners.BaseMiner]
 
 
-_MINERS: dict[str, MinerSpec] = {}
+MINERS: Registry[MinerSpec] = Registry("miner")
 
 
 def register_miner(spec: MinerSpec) -> None:
-    if spec.name in _MINERS:
-        raise ValueError(f"miner {spec.name!r} is already registered")
-    _MINERS[spec.name] = spec
+    MINERS.register(spec.name, spec)
 
 
 def available_miners() -> list[str]:
-    return sorted(_MINERS)
+    return MINERS.names()
 
 
 def get_miner_spec(name: str) -> MinerSpec:
-    if name not in _MINERS:
-        raise ConfigError(f"unknown miner {name!r}; known miners: {', '.join(available_miners())}")
-    return _MINERS[name]
+    return MINERS.get(name)
 
 
 def build_miner(name: str, params: dict[str, Any] | None = None) -> pml_miners.BaseMiner:

@@ -14,6 +14,7 @@ from typing import Any, Callable, Literal
 from pytorch_metric_learning.miners import BaseMiner
 
 from retrieval.indexing.common.errors import ConfigError
+from retrieval.indexing.common.registry import Registry
 from retrieval.training.losses.base import EmbeddingLoss
 from retrieval.training.losses.miners import build_miner, get_miner_spec
 from retrieval.training.losses.params import merge_params
@@ -39,26 +40,22 @@ class LossSpec:
     choose_default_miner: MinerChoice | None = field(default=None, repr=False)
 
 
-_LOSSES: dict[str, LossSpec] = {}
+LOSSES: Registry[LossSpec] = Registry("loss", "losses")
 
 
 def register_loss(spec: LossSpec) -> None:
-    if spec.name in _LOSSES:
-        raise ValueError(f"loss {spec.name!r} is already registered")
     if spec.default_miner is not None:
         get_miner_spec(spec.default_miner)
-    _LOSSES[spec.name] = spec
+    LOSSES.register(spec.name, spec)
 
 
 def available_losses() -> list[LossSpec]:
     """All registered losses, sorted by name."""
-    return [_LOSSES[name] for name in sorted(_LOSSES)]
+    return LOSSES.entries()
 
 
 def get_loss_spec(name: str) -> LossSpec:
-    if name not in _LOSSES:
-        raise ConfigError(f"unknown loss {name!r}; known losses: {', '.join(sorted(_LOSSES))}")
-    return _LOSSES[name]
+    return LOSSES.get(name)
 
 
 def build_loss(
