@@ -123,14 +123,8 @@ def search(
             raise DataError("--rerank re-orders a binary shortlist; add --binary")
         query = embedder.embed_images([open_rgb(image)])
         results = store.search(query, k, kind="binary" if binary else "float", rerank=rerank)
-        print_results(store, results.ids[0], results.scores[0])
-
-
-def print_results(store: IndexStore, ids: Sequence[int], scores: Sequence[float]) -> None:
-    items = store.items([int(i) for i in ids])
-    typer.echo(f"{'rank':>4}  {'id':>8}  {'score':>7}  {'label':<20}  path")
-    for rank, (item, score) in enumerate(zip(items, scores), start=1):
-        if item is not None:
+        typer.echo(f"{'rank':>4}  {'id':>8}  {'score':>7}  {'label':<20}  path")
+        for rank, (item, score) in enumerate(store.hits(results), start=1):
             typer.echo(f"{rank:>4}  {item.id:>8}  {score:>7.4f}  {item.label:<20}  {item.path}")
 
 

@@ -1,4 +1,4 @@
-"""The FastAPI app factory: routes, middleware, problem handlers, and the model/index lifecycle.
+"""The FastAPI app factory: routes, middleware, problem handlers; the lifecycle is in ``lifecycle``.
 
 The model and index load in the background after start-up, so ``/healthz`` answers at
 once and ``/readyz`` says 503 until the service can search. ``app_from_env`` is the
@@ -7,9 +7,6 @@ factory uvicorn imports in each worker process when ``--workers`` is above one.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import FastAPI
@@ -18,14 +15,15 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
 from retrieval.serving import routes_admin, routes_health, routes_items, routes_search
+from retrieval.serving.lifecycle import lifespan
 from retrieval.serving.batcher import MicroBatcher
 from retrieval.serving.dependencies import API_KEY_HEADER, Services
 from retrieval.serving.problems import install_problem_handlers
-from retrieval.serving.prometheus import MetricsMiddleware, ServiceMetrics
-from retrieval.serving.request_timeout import RequestTimeout
+from retrieval.serving.middleware import BodySizeLimit, MetricsMiddleware, RequestTimeout
+from retrieval.serving.prometheus import ServiceMetrics
 from retrieval.serving.settings import ServeSettings, settings_from_env
 from retrieval.serving.state import ServiceState, Snapshot
-from retrieval.serving.uploads import MULTIPART_SLACK_BYTES, BodySizeLimit
+from retrieval.serving.uploads import MULTIPART_SLACK_BYTES
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 
@@ -37,7 +35,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
         title="retrieval search service",
         summary="Find similar images with a deep-metric-learning embedder and faiss (float or binary codes).",
         version="0.1.0",
-        lifespan=_lifespan(services),
+        lifespan=lifespan(services),
     )
     app.state.services = services
     install_problem_handlers(app)
@@ -62,23 +60,6 @@ def _make_services(settings: ServeSettings) -> Services:
 
     batcher = MicroBatcher(settings.batch_max_size, settings.batch_max_wait_ms, on_batch=metrics.batch_size.observe)
     return Services(settings=settings, state=ServiceState(settings, on_change), batcher=batcher, metrics=metrics)
-
-
-def _lifespan(services: Services):
-    @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        services.batcher.start()
-        loading = asyncio.create_task(routes_admin.reload_quietly(services.state))
-        routes_admin.install_sighup_reload(services.state)
-        try:
-            yield
-        finally:
-            routes_admin.remove_sighup_reload()
-            loading.cancel()
-            await services.batcher.stop()
-            services.state.close()
-
-    return lifespan
 
 
 def _add_page(app: FastAPI) -> None:

@@ -14,7 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from retrieval.indexing.common.errors import DataError, RetrievalError
+from retrieval.indexing.common.errors import DataError, IndexNotWritableError, ItemNotFoundError, RetrievalError
 from retrieval.serving.schemas import Problem
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
@@ -70,10 +70,22 @@ async def _on_http(_: Request, error: StarletteHTTPException) -> JSONResponse:
     return problem_response(error.status_code, detail, headers=getattr(error, "headers", None))
 
 
+# The one mapping from the product's errors to HTTP statuses, most specific first. DataError comes
+# from the client's bytes or ids; other RetrievalErrors mean the index on disk is unusable.
+ERROR_STATUSES: tuple[tuple[type[RetrievalError], int], ...] = (
+    (ItemNotFoundError, 404),
+    (IndexNotWritableError, 503),
+    (DataError, 400),
+    (RetrievalError, 503),
+)
+
+
+def status_of(error: RetrievalError) -> int:
+    return next(status for kind, status in ERROR_STATUSES if isinstance(error, kind))
+
+
 async def _on_retrieval(_: Request, error: RetrievalError) -> JSONResponse:
-    # DataError comes from the client's bytes; other RetrievalErrors mean the index on disk is unusable.
-    status = 400 if isinstance(error, DataError) else 503
-    return problem_response(status, str(error))
+    return problem_response(status_of(error), f"{error}.".replace("..", "."))
 
 
 async def _on_unexpected(_: Request, error: Exception) -> JSONResponse:

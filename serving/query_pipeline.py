@@ -47,11 +47,22 @@ def _decode_and_preprocess(data: bytes, max_pixels: int, snapshot: Snapshot) -> 
     return preprocess_image(decode_image(data, max_pixels), snapshot.embedder.manifest.preprocessing)
 
 
-async def embed_upload(services: Services, upload: UploadFile, timings: Timings) -> tuple[Snapshot, np.ndarray]:
-    """Check, decode and embed one uploaded image with the serving model; fills decode/embed timings."""
+@dataclass(frozen=True)
+class EmbeddedUpload:
+    snapshot: Snapshot  # the model (and index) generation that embedded it
+    data: bytes  # the file as uploaded
+    vector: np.ndarray
+
+
+async def embed_upload(
+    services: Services, upload: UploadFile, timings: Timings | None = None, snapshot: Snapshot | None = None
+) -> EmbeddedUpload:
+    """Check, decode and embed one uploaded image with the serving model: the one upload -> vector path
+    of searches and of ``POST /items``. Fills the decode/embed timings when given."""
     settings = services.settings
+    timings = timings if timings is not None else Timings()
     check_content_type(upload)
-    snapshot = services.state.current()
+    snapshot = snapshot or services.state.current()
     start = time.perf_counter()
     data = await read_upload(upload, settings.max_upload_bytes)
     pixels = await anyio.to_thread.run_sync(_decode_and_preprocess, data, settings.max_pixels, snapshot)
@@ -59,7 +70,7 @@ async def embed_upload(services: Services, upload: UploadFile, timings: Timings)
     start = time.perf_counter()
     vector = await services.batcher.embed(snapshot.embedder, pixels)
     timings.embed_ms = _ms(start)
-    return snapshot, vector
+    return EmbeddedUpload(snapshot, data, vector)
 
 
 def hits_for(snapshot: Snapshot, vector: np.ndarray, params: SearchParams, exclude: int | None = None) -> list[SearchHit]:
@@ -69,13 +80,10 @@ def hits_for(snapshot: Snapshot, vector: np.ndarray, params: SearchParams, exclu
     wanted = params.k + (1 if exclude is not None else 0)
     rerank = max(params.rerank, wanted) if params.rerank is not None else None
     found = snapshot.store.search(vector.reshape(1, -1).astype(np.float32), wanted, kind=params.index, rerank=rerank)
-    pairs = [(int(i), float(s)) for i, s in zip(found.ids[0], found.scores[0]) if i >= 0 and i != exclude]
-    pairs = pairs[: params.k]
-    records = snapshot.store.items([item_id for item_id, _ in pairs])
     return [
-        SearchHit(id=item_id, score=score, label=record.label, metadata=dict(record.metadata),
-                  thumbnail_url=thumbnail_url(item_id))
-        for (item_id, score), record in zip(pairs, records)
+        SearchHit(id=item.id, score=score, label=item.label, metadata=dict(item.metadata),
+                  thumbnail_url=thumbnail_url(item.id))
+        for item, score in snapshot.store.hits(found, exclude=exclude, limit=params.k)
     ]
 
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import signal
 
 from fastapi import APIRouter, Depends
 
@@ -12,7 +10,6 @@ from retrieval.indexing.common.errors import RetrievalError
 from retrieval.serving.dependencies import Services, get_services, require_api_key
 from retrieval.serving.problems import ProblemError, problem_responses
 from retrieval.serving.schemas import ReloadResponse
-from retrieval.serving.state import ServiceState
 
 router = APIRouter(tags=["admin"])
 _log = logging.getLogger("retrieval.serving")
@@ -30,28 +27,3 @@ async def reload_index(services: Services = Depends(get_services)) -> ReloadResp
         raise ProblemError(503, f"reload failed, {serving}: {error}") from None
     return ReloadResponse(count=state.item_count, model_sha256=snapshot.embedder.model_sha256,
                           generation=snapshot.generation)
-
-
-async def reload_quietly(state: ServiceState) -> None:
-    """Reload for SIGHUP and the first load: log failures instead of raising them."""
-    try:
-        await state.load()
-    except Exception as error:  # noqa: BLE001 - a failed (re)load is reported by /readyz and the log
-        _log.error("index load failed: %s", error)
-
-
-def install_sighup_reload(state: ServiceState) -> bool:
-    """Make SIGHUP reload the index; False where signals cannot be handled (not the main thread, Windows)."""
-    loop = asyncio.get_running_loop()
-    try:
-        loop.add_signal_handler(signal.SIGHUP, lambda: loop.create_task(reload_quietly(state)))
-    except (AttributeError, NotImplementedError, RuntimeError, ValueError):
-        return False
-    return True
-
-
-def remove_sighup_reload() -> None:
-    try:
-        asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
-    except (AttributeError, NotImplementedError, RuntimeError, ValueError):
-        pass

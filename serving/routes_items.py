@@ -2,28 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path as PathType
 
 import anyio
 import numpy as np
 from fastapi import APIRouter, Depends, File, Form, Path, Request, UploadFile
 from fastapi.responses import Response
-from PIL import Image
 
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.common.errors import DataError
-from retrieval.indexing.store.items_db import Item
-from retrieval.indexing.model.preprocess import preprocess_image
 from retrieval.serving.dependencies import Services, get_services, require_api_key
 from retrieval.serving.problems import ProblemError, problem_responses
-from retrieval.serving.query_pipeline import thumbnail_url
+from retrieval.serving.query_pipeline import embed_upload, thumbnail_url
 from retrieval.serving.schemas import AddItemsResponse, DeleteItemResponse, ItemResponse
 from retrieval.serving.state import Snapshot
 from retrieval.serving.thumbnails import thumbnail_for
 from retrieval.serving.upload_storage import store_upload
-from retrieval.serving.uploads import load_uploaded_image
 
 router = APIRouter(tags=["items"])
 ITEM_PROBLEMS = problem_responses(404, 422, 503)
@@ -31,17 +24,9 @@ WRITE_PROBLEMS = problem_responses(400, 401, 403, 404, 409, 413, 415, 422, 503)
 THUMBNAIL_CACHE = "public, max-age=3600"
 
 
-def lookup_item(snapshot: Snapshot, item_id: int) -> Item:
-    """The record of ``item_id``; 404 when the index has no such item."""
-    try:
-        return snapshot.store.item(item_id)
-    except DataError:
-        raise ProblemError(404, f"there is no item {item_id} in the index.") from None
-
-
 @router.get("/items/{item_id}", response_model=ItemResponse, responses=ITEM_PROBLEMS, summary="One stored item")
 async def get_item(item_id: int = Path(description="item id"), services: Services = Depends(get_services)) -> ItemResponse:
-    record = await services.state.read(lambda snap: lookup_item(snap, item_id))
+    record = await services.state.read(lambda snap: snap.store.item(item_id))
     return ItemResponse(id=item_id, label=record.label, metadata=dict(record.metadata), thumbnail_url=thumbnail_url(item_id))
 
 
@@ -49,7 +34,7 @@ async def get_item(item_id: int = Path(description="item id"), services: Service
             response_class=Response, summary="A small JPEG of a stored item")
 async def get_thumbnail(request: Request, item_id: int = Path(description="item id"),
                         services: Services = Depends(get_services)) -> Response:
-    record = await services.state.read(lambda snap: lookup_item(snap, item_id))
+    record = await services.state.read(lambda snap: snap.store.item(item_id))
     try:
         thumb = await anyio.to_thread.run_sync(thumbnail_for, record.path, services.settings.thumbnail_px)
     except (OSError, DataError):
@@ -71,18 +56,17 @@ async def add_items(
     labels = _match_labels(labels, len(images), settings.max_files_per_upload)
     snapshot = services.state.current()
     records, vectors = [], []
-    for upload, label in zip(images, labels):
-        data, image = await load_uploaded_image(upload, settings.max_upload_bytes, settings.max_pixels)
-        path = await anyio.to_thread.run_sync(store_upload, settings.index_dir, data)
+    for upload, label in zip(images, labels, strict=True):
+        embedded = await embed_upload(services, upload, snapshot=snapshot)
+        path = await anyio.to_thread.run_sync(store_upload, settings.index_dir, embedded.data)
         records.append(ImageRecord(path=path, label=label, metadata={"filename": upload.filename or ""}))
-        vectors.append(await _embed_image(services, snapshot, image))
+        vectors.append(embedded.vector)
     embeddings = np.stack(vectors).astype(np.float32)
 
     def add(current: Snapshot) -> AddItemsResponse:
         if current is not snapshot:
             raise ProblemError(409, "the index was reloaded while the images were being embedded; send them again.")
-        with index_dir_writable(settings.index_dir):
-            ids = current.store.add(records, embeddings)
+        ids = current.store.add(records, embeddings)
         return AddItemsResponse(ids=[int(i) for i in ids], count=current.store.count)
 
     return await services.state.write(add)
@@ -92,30 +76,11 @@ async def add_items(
                dependencies=[Depends(require_api_key)], summary="Remove an item from the index (API key)")
 async def delete_item(item_id: int = Path(description="item id"), services: Services = Depends(get_services)) -> DeleteItemResponse:
     def remove(current: Snapshot) -> DeleteItemResponse:
-        lookup_item(current, item_id)
-        with index_dir_writable(services.settings.index_dir):
-            current.store.remove([item_id])
+        current.store.item(item_id)  # 404 for an unknown id
+        current.store.remove([item_id])
         return DeleteItemResponse(id=item_id, count=current.store.count)
 
     return await services.state.write(remove)
-
-
-async def _embed_image(services: Services, snapshot: Snapshot, image: Image.Image) -> np.ndarray:
-    prep = snapshot.embedder.manifest.preprocessing
-    pixels = await anyio.to_thread.run_sync(preprocess_image, image, prep)
-    return await services.batcher.embed(snapshot.embedder, pixels)
-
-
-@contextmanager
-def index_dir_writable(index_dir: PathType) -> Iterator[None]:
-    """Turn a failed write into the index directory (read-only mount, full disk) into a 503 problem."""
-    try:
-        yield
-    except OSError as error:
-        raise ProblemError(
-            503, f"cannot write to the index directory {index_dir} ({error.strerror or error}); "
-            "mount it writable to add or remove items."
-        ) from None
 
 
 def _match_labels(labels: list[str], count: int, max_files: int) -> list[str]:

@@ -6,9 +6,8 @@ import time
 
 from fastapi import APIRouter, Depends, File, Form, Path, Query, UploadFile
 
-from retrieval.indexing.common.errors import DataError
 from retrieval.serving.dependencies import Services, get_services
-from retrieval.serving.problems import ProblemError, problem_responses
+from retrieval.serving.problems import problem_responses
 from retrieval.serving.query_pipeline import embed_upload, hits_for, resolve_search_params, score_kind, search_hits
 from retrieval.serving.schemas import EmbedResponse, IndexKind, SearchResponse, Timings
 from retrieval.serving.state import Snapshot
@@ -35,8 +34,8 @@ async def search(
     start = time.perf_counter()
     params = resolve_search_params(services, _first(k_form, k), _first(index_form, index), _first(rerank_form, rerank))
     timings = Timings()
-    snapshot, vector = await embed_upload(services, image, timings)
-    results = await search_hits(services, snapshot, vector, params, timings)
+    upload = await embed_upload(services, image, timings)
+    results = await search_hits(services, upload.snapshot, upload.vector, params, timings)
     timings.total_ms = round((time.perf_counter() - start) * 1000.0, 3)
     return SearchResponse(index=params.index, k=params.k, rerank=params.rerank, score_kind=score_kind(params),
                           results=results, timings=timings)
@@ -47,9 +46,9 @@ async def embed(
     image: UploadFile = File(description="the image to embed"),
     services: Services = Depends(get_services),
 ) -> EmbedResponse:
-    snapshot, vector = await embed_upload(services, image, Timings())
-    return EmbedResponse(embedding=vector.astype(float).tolist(), dim=int(vector.shape[0]),
-                         model_sha256=snapshot.embedder.model_sha256)
+    upload = await embed_upload(services, image)
+    return EmbedResponse(embedding=upload.vector.astype(float).tolist(), dim=int(upload.vector.shape[0]),
+                         model_sha256=upload.snapshot.embedder.model_sha256)
 
 
 @router.get("/items/{item_id}/similar", response_model=SearchResponse, responses=problem_responses(404, 422, 503, 504),
@@ -66,21 +65,12 @@ async def similar(
     timings = Timings()
 
     def find(snapshot: Snapshot):
-        vector = stored_embedding(snapshot, item_id)
-        return hits_for(snapshot, vector, params, exclude=item_id)
+        return hits_for(snapshot, snapshot.store.embedding(item_id), params, exclude=item_id)
 
     results = await services.state.read(find)
     timings.search_ms = timings.total_ms = round((time.perf_counter() - start) * 1000.0, 3)
     return SearchResponse(index=params.index, k=params.k, rerank=params.rerank, score_kind=score_kind(params),
                           results=results, timings=timings)
-
-
-def stored_embedding(snapshot: Snapshot, item_id: int):
-    """The stored vector of ``item_id``; 404 when there is no such item."""
-    try:
-        return snapshot.store.embedding(item_id)
-    except DataError:
-        raise ProblemError(404, f"there is no item {item_id} in the index.") from None
 
 
 def _first(*values):

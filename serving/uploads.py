@@ -7,15 +7,12 @@ then decoding in a worker thread with the decompression-bomb pixel limit.
 
 from __future__ import annotations
 
-import anyio
 from fastapi import UploadFile
 from PIL import Image
-from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from retrieval.indexing.data.image_io import open_rgb_bytes
 from retrieval.indexing.common.errors import DataError
-from retrieval.serving.problems import ProblemError, problem_response
+from retrieval.serving.problems import ProblemError
 
 ACCEPTED_TYPES = frozenset(
     {"image/jpeg", "image/jpg", "image/pjpeg", "image/png", "image/webp", "image/gif", "image/bmp", "image/tiff"}
@@ -54,45 +51,3 @@ def decode_image(data: bytes, max_pixels: int) -> Image.Image:
         return open_rgb_bytes(data, max_pixels=max_pixels)
     except DataError as error:
         raise ProblemError(400, str(error)) from None
-
-
-async def load_uploaded_image(upload: UploadFile, max_bytes: int, max_pixels: int) -> tuple[bytes, Image.Image]:
-    """All checks for one uploaded image; returns its raw bytes and the decoded RGB image."""
-    check_content_type(upload)
-    data = await read_upload(upload, max_bytes)
-    image = await anyio.to_thread.run_sync(decode_image, data, max_pixels)
-    return data, image
-
-
-class BodySizeLimit:
-    """ASGI middleware: refuse bodies over ``max_bytes`` before anything parses them (413)."""
-
-    def __init__(self, app: ASGIApp, max_bytes: int):
-        self.app = app
-        self.max_bytes = max_bytes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await problem_response(413, self._sentence())(scope, receive, send)
-            return
-        await self.app(scope, self._counting(receive), send)
-
-    def _counting(self, receive: Receive) -> Receive:
-        seen = 0
-
-        async def counted() -> Message:
-            nonlocal seen
-            message = await receive()
-            seen += len(message.get("body", b""))
-            if seen > self.max_bytes:  # chunked bodies have no Content-Length to check up front
-                raise StarletteHTTPException(413, self._sentence())
-            return message
-
-        return counted
-
-    def _sentence(self) -> str:
-        return f"the request body is larger than the limit of {self.max_bytes} bytes; send a smaller image."

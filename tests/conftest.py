@@ -6,6 +6,9 @@ from pathlib import Path
 
 import pytest
 
+# Fixture modules shared by many test files (tmp models, galleries, index templates).
+pytest_plugins = ["index_fixtures", "serving_fixtures"]
+
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 CALTECH = SHARED / "data" / "caltech101"
 

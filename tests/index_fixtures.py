@@ -1,6 +1,6 @@
 """Shared fixtures of the indexing tests: a tiny random-weights ONNX model and a generated gallery.
 
-Import the fixtures into a test module (``from index_fixtures import tiny_model_dir``).
+tests/conftest.py registers this module as a pytest plugin, so tests request the fixtures by name.
 Tests may import torch; ``retrieval.indexing`` may not, so the model is exported here.
 """
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import shutil
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ import pytest
 from fastapi.testclient import TestClient
 from PIL import Image
 
+from free_port import free_port
 from index_fixtures import NUM_CLASSES, PER_CLASS, export_tiny_model, make_gallery, make_image
 from retrieval.indexing.store.builder import build_index
 from retrieval.serving.app import create_app
@@ -76,12 +76,6 @@ def serving_client(index_dir: Path, **settings: object) -> Iterator[TestClient]:
     with TestClient(app) as client:
         wait_ready(client)
         yield client
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @contextmanager

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from index_fixtures import make_image
-from serving_fixtures import running_server, tiny_index_template
+from serving_fixtures import running_server
 
 __all__ = ["tiny_index_template"]  # pytest fixture used by name
 CHROMIUM = Path("/usr/bin/chromium")

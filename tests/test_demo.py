@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,14 +12,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from free_port import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _wait_ready(url: str, process: subprocess.Popen, timeout_s: float = 120) -> dict:
@@ -38,7 +32,7 @@ def _wait_ready(url: str, process: subprocess.Popen, timeout_s: float = 120) -> 
 
 @pytest.mark.slow
 def test_demo_runs_the_whole_chain_and_serves(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ, "DEMO_DIR": str(tmp_path / "demo"), "DEMO_CLASSES": "12", "DEMO_PER_CLASS": "10", "DEMO_BATCH": "16",
         "DEMO_EPOCHS": "1", "PORT": str(port), "RETRIEVAL": str(Path(sys.executable).parent / "retrieval"),

@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
-from index_fixtures import gallery_dir, gallery_records, make_image, tiny_model_dir  # noqa: F401 (fixtures)
+from index_fixtures import make_image
 from retrieval.cli.main import app
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.common.errors import ConfigError

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from index_fixtures import gallery_dir, make_image, tiny_model_dir  # noqa: F401 (fixtures)
+from index_fixtures import make_image
 from retrieval.cli.main import app
 from retrieval.indexing.common.errors import ConfigError, DataError, IndexFormatError
 from retrieval.indexing.store.index_store import IndexStore

@@ -10,11 +10,11 @@ import faiss
 import numpy as np
 import pytest
 
-from index_fixtures import gallery_dir, gallery_records, make_image, tiny_model_dir  # noqa: F401 (fixtures)
+from index_fixtures import make_image
 from retrieval.indexing.store import builder as index_builder, index_store
 from retrieval.indexing.search.binary import binarize, hamming_distances
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.common.errors import ConfigError, DataError, IndexFormatError
+from retrieval.indexing.common.errors import IndexNotWritableError, ConfigError, DataError, IndexFormatError
 from retrieval.indexing.store.faiss_kinds import binary_kind, float_kind
 from retrieval.indexing.store.builder import build_index, write_index
 from retrieval.indexing.store.index_store import IndexStore
@@ -122,7 +122,7 @@ def test_interrupted_update_is_repaired_on_open(index_copy: Path, embedder: Onnx
     make_image(4, 8).save(image_path)
     with IndexStore.open(index_copy) as store:
         monkeypatch.setattr(index_store, "write_faiss_files", crash)
-        with pytest.raises(OSError, match="disk full"):
+        with pytest.raises(IndexNotWritableError, match="disk full"):
             store.add([ImageRecord(path=image_path, label="class_4")], embedder.embed_images([make_image(4, 8)]))
     monkeypatch.undo()
     assert json.loads((index_copy / "manifest.json").read_text())["generation"] == 0  # faiss + manifest stale

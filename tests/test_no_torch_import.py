@@ -7,7 +7,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-from index_fixtures import gallery_dir, tiny_model_dir  # noqa: F401 (fixtures)
 
 SCRIPT = textwrap.dedent(
     """

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from index_fixtures import TINY_DIM, make_image, tiny_model_dir  # noqa: F401 (fixtures)
+from index_fixtures import TINY_DIM, make_image
 from retrieval.indexing.common.errors import ConfigError, IndexFormatError
 from retrieval.indexing.model.resolution import resolve_export_dir
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder

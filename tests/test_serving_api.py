@@ -20,11 +20,8 @@ from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.serving.app import create_app
 from retrieval.serving.batcher import MicroBatcher
 from retrieval.serving.settings import make_settings, settings_from_env
-from serving_fixtures import (
-    API_KEY, GALLERY_SIZE, fresh_index, image_bytes, query_png, serving_client, tiny_index_template,
-)
+from serving_fixtures import API_KEY, GALLERY_SIZE, image_bytes, query_png, serving_client
 
-__all__ = ["fresh_index", "tiny_index_template"]  # pytest fixtures used by name
 KEY = {"X-API-Key": API_KEY}
 
 
@@ -239,3 +236,12 @@ def test_micro_batcher_groups_concurrent_requests() -> None:
     results, calls, sizes = asyncio.run(run())
     assert [float(r[0]) for r in results] == [24.0 * i for i in range(10)]  # each request got its own row
     assert calls == sizes == [4, 4, 2]
+
+
+def test_invented_http_methods_do_not_add_metric_series(tiny_index_template: Path) -> None:
+    with serving_client(tiny_index_template) as client:
+        for index in range(5):
+            client.request(f"BREW{index}", "/healthz")
+        text = client.get("/metrics").text
+    assert "BREW" not in text
+    assert 'method="other"' in text

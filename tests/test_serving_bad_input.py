@@ -9,7 +9,7 @@ import zlib
 import pytest
 from PIL import Image
 
-from serving_fixtures import API_KEY, GALLERY_SIZE, image_bytes, query_png, serving_client, tiny_index_template
+from serving_fixtures import API_KEY, GALLERY_SIZE, image_bytes, query_png, serving_client
 
 __all__ = ["tiny_index_template"]  # pytest fixture used by name
 MAX_UPLOAD = 40_000

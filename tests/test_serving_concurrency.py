@@ -8,9 +8,8 @@ import time
 import httpx
 
 from index_fixtures import make_image
-from serving_fixtures import API_KEY, GALLERY_SIZE, fresh_index, image_bytes, running_server, tiny_index_template
+from serving_fixtures import API_KEY, GALLERY_SIZE, image_bytes, running_server
 
-__all__ = ["fresh_index", "tiny_index_template"]  # pytest fixtures used by name
 ROUNDS = 12
 SEARCHERS = 4
 

@@ -15,3 +15,11 @@ class ConfigError(RetrievalError):
 
 class IndexFormatError(RetrievalError):
     """An index directory is missing, corrupt or built by another model."""
+
+
+class ItemNotFoundError(DataError):
+    """An item id that the index does not hold (the service answers 404)."""
+
+
+class IndexNotWritableError(RetrievalError):
+    """The index directory cannot be written (read-only mount, full disk); the service answers 503."""

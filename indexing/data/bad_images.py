@@ -12,12 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 from tqdm import tqdm
 
-from retrieval.indexing.data.image_io import DEFAULT_MAX_PIXELS, check_pixel_limit, describe_decode_error
+from retrieval.indexing.data.image_io import DEFAULT_MAX_PIXELS, check_pixel_limit, decode_failure_reason
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.common.errors import DataError
 
 _SCAN_SIZE = (64, 64)
 
@@ -69,14 +68,6 @@ def image_problem(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> str | Non
         with Image.open(path) as image:
             image.draft("RGB", _SCAN_SIZE)
             image.load()
-    except FileNotFoundError:
-        return "file not found"
-    except IsADirectoryError:
-        return "it is a directory, not a file"
-    except UnidentifiedImageError:
-        return "not a recognised image format"
-    except DataError as error:
-        return str(error)
     except Exception as error:  # noqa: BLE001 - any decoder failure means "bad image"
-        return describe_decode_error(error)
+        return decode_failure_reason(error)
     return None

@@ -47,18 +47,25 @@ def _read(opener: Callable[[], IO[bytes]], name: str, max_pixels: int) -> Image.
             check_pixel_limit(image.size, max_pixels)
             image.load()
             return to_rgb(ImageOps.exif_transpose(image))
-    except DataError as error:
-        raise DataError(f"cannot read image {name}: {error}") from None
-    except FileNotFoundError:
-        raise DataError(f"cannot read image {name}: file not found") from None
-    except IsADirectoryError:
-        raise DataError(f"cannot read image {name}: it is a directory, not a file") from None
-    except UnidentifiedImageError:
-        raise DataError(f"cannot read image {name}: not a recognised image format") from None
-    except Image.DecompressionBombError as error:
-        raise DataError(f"cannot read image {name}: {error}") from None
-    except (OSError, ValueError, SyntaxError, EOFError) as error:
-        raise DataError(f"cannot read image {name}: {describe_decode_error(error)}") from None
+    except DECODE_ERRORS as error:
+        raise DataError(f"cannot read image {name}: {decode_failure_reason(error)}") from None
+
+
+#: What opening or decoding a hostile or broken file can raise (Pillow's decoders use all of these).
+DECODE_ERRORS = (DataError, OSError, ValueError, SyntaxError, EOFError, Image.DecompressionBombError)
+
+
+def decode_failure_reason(error: BaseException) -> str:
+    """Why an image could not be read, in a few words: the one mapping from decoder errors to reasons."""
+    if isinstance(error, FileNotFoundError):
+        return "file not found"
+    if isinstance(error, IsADirectoryError):
+        return "it is a directory, not a file"
+    if isinstance(error, UnidentifiedImageError):
+        return "not a recognised image format"
+    if isinstance(error, (DataError, Image.DecompressionBombError)):
+        return str(error)
+    return describe_decode_error(error)
 
 
 def check_pixel_limit(size: tuple[int, int], max_pixels: int) -> None:

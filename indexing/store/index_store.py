@@ -17,7 +17,8 @@ Not thread-safe: callers that share a store between threads (the service) hold a
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
 
@@ -27,7 +28,7 @@ import numpy as np
 from retrieval.indexing.common.atomic_write import atomic_write_with
 from retrieval.indexing.search.binary import binarize, hamming_to_similarity
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.common.errors import DataError, IndexFormatError
+from retrieval.indexing.common.errors import DataError, IndexFormatError, IndexNotWritableError, ItemNotFoundError
 from retrieval.indexing.store.faiss_gpu import binary_searcher, float_searcher
 from retrieval.indexing.store.faiss_kinds import binary_kind, build_binary_index, build_float_index, float_kind
 from retrieval.indexing.common.artifact_names import (
@@ -166,8 +167,18 @@ class IndexStore:
     def item(self, item_id: int) -> Item:
         (found,) = self._db.items([item_id])
         if found is None:
-            raise DataError(f"there is no item {item_id} in {self.index_dir}; `retrieval index info` shows the count")
+            raise ItemNotFoundError(f"there is no item {item_id} in the index")
         return found
+
+    def hits(self, results: SearchResults, row: int = 0, *, exclude: int | None = None,
+             limit: int | None = None) -> list[tuple[Item, float]]:
+        """(item, score) pairs of one result row, best first: padding, ``exclude`` and ids gone since
+        the search are dropped, and at most ``limit`` are kept. The one ids -> items path."""
+        pairs = [(int(i), float(s)) for i, s in zip(results.ids[row], results.scores[row], strict=True)
+                 if i != PAD_ID and i != exclude]
+        items = self.items([item_id for item_id, _ in pairs])
+        found = [(item, score) for item, (_, score) in zip(items, pairs, strict=True) if item is not None]
+        return found[:limit] if limit is not None else found
 
     def all_items(self) -> list[Item]:
         """Every item, ascending by id."""
@@ -185,7 +196,7 @@ class IndexStore:
         where = np.searchsorted(self._ids, ids)
         known = (where < len(self._ids)) & (self._ids[np.minimum(where, len(self._ids) - 1)] == ids)
         if not known.all():
-            raise DataError(f"there is no item {int(ids[~known][0])} in {self.index_dir}")
+            raise ItemNotFoundError(f"there is no item {int(ids[~known][0])} in the index")
         return self._row_of_id[where]
 
     # ----- searching ---------------------------------------------------------------------
@@ -236,6 +247,21 @@ class IndexStore:
     # ----- updating ----------------------------------------------------------------------
     def add(self, records: Sequence[ImageRecord], embeddings: np.ndarray) -> list[int]:
         """Add items with their (n, d) embeddings; returns the new item ids."""
+        with self._writing():
+            return self._add(records, embeddings)
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """A failed write into the directory (read-only mount, full disk) is an IndexNotWritableError."""
+        try:
+            yield
+        except OSError as error:
+            raise IndexNotWritableError(
+                f"cannot write to the index directory {self.index_dir} ({error.strerror or error}); "
+                "mount it writable to add or remove items"
+            ) from None
+
+    def _add(self, records: Sequence[ImageRecord], embeddings: np.ndarray) -> list[int]:
         vectors = np.asarray(embeddings, dtype=np.float32)
         if vectors.ndim != 2 or vectors.shape[1] != self.dim or len(vectors) != len(records):
             raise DataError(f"add() needs one {self.dim}-d embedding per record, got {vectors.shape} for {len(records)} records")
@@ -257,6 +283,10 @@ class IndexStore:
 
     def remove(self, ids: Sequence[int]) -> int:
         """Remove items by id (unknown ids are ignored); returns how many were removed."""
+        with self._writing():
+            return self._remove(ids)
+
+    def _remove(self, ids: Sequence[int]) -> int:
         wanted = np.unique(np.asarray(list(ids), dtype=np.int64))
         present = wanted[np.isin(wanted, self._ids)]
         if len(present) == 0:
