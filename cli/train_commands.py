@@ -5,29 +5,30 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any, Optional
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, get_args, get_type_hints
 
 import typer
 
 from retrieval.indexing.common.errors import ConfigError
 
 
-def _cli_layer(**options: Any) -> dict[str, Any]:
-    """Map command-line options onto config keys; options left unset do not override anything."""
-    where = {
-        "data": ("data", "path"), "loss": ("loss", "name"), "backbone": ("model", "backbone"),
-        "embedding_dim": ("model", "embedding_dim"), "pretrained": ("model", "pretrained"),
-        "image_size": ("data", "image_size"), "images_per_class": ("data", "images_per_class"),
-        "workers": ("data", "num_workers"), "on_bad_image": ("data", "on_bad_image"),
-        "val_fraction": ("data", "val_fraction"), "val_fold": ("data", "val_fold"),
-        "epochs": ("trainer", "epochs"), "batch_size": ("trainer", "batch_size"), "device": ("trainer", "device"),
-        "seed": ("trainer", "seed"), "max_steps_per_epoch": ("trainer", "max_steps_per_epoch"),
-        "lr": ("optimizer", "lr"),
-    }
+@dataclass(frozen=True)
+class ConfigKey:
+    """Marks a ``train`` option as the command-line spelling of a config key (``section.key``)."""
+
+    path: str
+
+
+def _cli_layer(command: Callable[..., Any], values: dict[str, Any]) -> dict[str, Any]:
+    """The config overrides of the options marked with ``ConfigKey``; options left unset override nothing."""
     layer: dict[str, Any] = {}
-    for option, value in options.items():
-        if value is not None:
-            section, key = where[option]
+    for name, hint in get_type_hints(command, include_extras=True).items():
+        keys = [meta for meta in get_args(hint)[1:] if isinstance(meta, ConfigKey)]
+        if keys and values.get(name) is not None:
+            section, key = keys[0].path.split(".")
+            value = values[name]
             layer.setdefault(section, {})[key] = str(value) if isinstance(value, Path) else value
     return layer
 
@@ -50,29 +51,29 @@ def _parse_set(assignments: list[str]) -> dict[str, Any]:
 
 
 def train(
-    data: Optional[Path] = typer.Option(None, "--data", help="ImageFolder dir, CSV manifest, or CUB/Cars196/SOP/In-Shop root."),
-    out: Path = typer.Option(..., "--out", help="Run directory (config, metrics.jsonl, checkpoints, curves.png)."),
-    config: Optional[Path] = typer.Option(None, "--config", help="YAML config; CLI options override it."),
-    recipe: Optional[str] = typer.Option(None, "--recipe", help="Start from a loss's paper defaults, e.g. normsoftmax, triplet."),
-    loss: Optional[str] = typer.Option(None, "--loss", help="Loss name (see `retrieval losses`)."),
-    backbone: Optional[str] = typer.Option(None, "--backbone", help="resnet18|resnet34|resnet50|densenet121|mobilenet_v3_large ..."),
-    embedding_dim: Optional[int] = typer.Option(None, "--embedding-dim", help="Embedding size (bits of the binary index)."),
-    image_size: Optional[int] = typer.Option(None, "--image-size", help="Crop size in pixels (eval resizes to size*8/7 first)."),
-    epochs: Optional[int] = typer.Option(None, "--epochs"),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size"),
-    images_per_class: Optional[int] = typer.Option(None, "--images-per-class", help="M of the class-balanced sampler."),
-    lr: Optional[float] = typer.Option(None, "--lr", help="Backbone learning rate."),
-    device: Optional[str] = typer.Option(None, "--device", help="auto (CUDA if present) | cpu | cuda."),
-    pretrained: Optional[str] = typer.Option(None, "--pretrained", help="'torchvision' (local cache, never downloads) or a state-dict file."),
-    val_fraction: Optional[float] = typer.Option(None, "--val-fraction", help="Share of training classes held out for validation."),
-    val_fold: Optional[int] = typer.Option(None, "--val-fold", help="Validate on fold i of the training classes instead."),
-    workers: Optional[int] = typer.Option(None, "--workers", help="DataLoader worker processes."),
-    on_bad_image: Optional[str] = typer.Option(None, "--on-bad-image", help="skip (default) or fail on unreadable images."),
-    seed: Optional[int] = typer.Option(None, "--seed"),
-    max_steps_per_epoch: Optional[int] = typer.Option(None, "--max-steps-per-epoch", help="Cap steps per epoch (quick runs)."),
-    set_: list[str] = typer.Option([], "--set", help="Any config key, e.g. --set trainer.patience=3 (repeatable)."),
-    resume: bool = typer.Option(False, "--resume", help="Continue from RUN_DIR/checkpoints/last.pt with its saved config."),
-    quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
+    out: Annotated[Path, typer.Option("--out", help="Run directory (config, metrics.jsonl, checkpoints, curves.png).")],
+    data: Annotated[Path | None, typer.Option("--data", help="ImageFolder dir, CSV manifest, or CUB/Cars196/SOP/In-Shop root."), ConfigKey("data.path")] = None,
+    config: Annotated[Path | None, typer.Option("--config", help="YAML config; CLI options override it.")] = None,
+    recipe: Annotated[str | None, typer.Option("--recipe", help="Start from a loss's paper defaults, e.g. normsoftmax, triplet.")] = None,
+    loss: Annotated[str | None, typer.Option("--loss", help="Loss name (see `retrieval losses`)."), ConfigKey("loss.name")] = None,
+    backbone: Annotated[str | None, typer.Option("--backbone", help="resnet18|resnet50|densenet121|efficientnet_lite0|... or timm:NAME for any timm model."), ConfigKey("model.backbone")] = None,
+    embedding_dim: Annotated[int | None, typer.Option("--embedding-dim", help="Embedding size (bits of the binary index)."), ConfigKey("model.embedding_dim")] = None,
+    image_size: Annotated[int | None, typer.Option("--image-size", help="Crop size in pixels (eval resizes to size*8/7 first)."), ConfigKey("data.image_size")] = None,
+    epochs: Annotated[int | None, typer.Option("--epochs", help="Training epochs."), ConfigKey("trainer.epochs")] = None,
+    batch_size: Annotated[int | None, typer.Option("--batch-size", help="Images per step (over all processes)."), ConfigKey("trainer.batch_size")] = None,
+    images_per_class: Annotated[int | None, typer.Option("--images-per-class", help="M of the class-balanced sampler."), ConfigKey("data.images_per_class")] = None,
+    lr: Annotated[float | None, typer.Option("--lr", help="Backbone learning rate."), ConfigKey("optimizer.lr")] = None,
+    device: Annotated[str | None, typer.Option("--device", help="auto (CUDA if present) | cpu | cuda."), ConfigKey("trainer.device")] = None,
+    pretrained: Annotated[str | None, typer.Option("--pretrained", help="'imagenet' (built-in or locally cached ImageNet weights, never downloads), 'torchvision' or a state-dict file."), ConfigKey("model.pretrained")] = None,
+    val_fraction: Annotated[float | None, typer.Option("--val-fraction", help="Share of training classes held out for validation."), ConfigKey("data.val_fraction")] = None,
+    val_fold: Annotated[int | None, typer.Option("--val-fold", help="Validate on fold i of the training classes instead."), ConfigKey("data.val_fold")] = None,
+    workers: Annotated[int | None, typer.Option("--workers", help="DataLoader worker processes."), ConfigKey("data.num_workers")] = None,
+    on_bad_image: Annotated[str | None, typer.Option("--on-bad-image", help="skip (default) or fail on unreadable images."), ConfigKey("data.on_bad_image")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Random seed."), ConfigKey("trainer.seed")] = None,
+    max_steps_per_epoch: Annotated[int | None, typer.Option("--max-steps-per-epoch", help="Cap steps per epoch (quick runs)."), ConfigKey("trainer.max_steps_per_epoch")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Any config key, e.g. --set trainer.patience=3 (repeatable).")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue from RUN_DIR/checkpoints/last.pt with its saved config.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress bars.")] = False,
 ) -> None:
     """Fit an embedder: class-disjoint split, validation MAP@R picks the best epoch, test metrics at the end."""
     from retrieval.training.config import build_config, read_yaml
@@ -90,14 +91,8 @@ def train(
         layers.append((f"recipe {recipe}", recipe_layer(recipe)))
     if config:
         layers.append((str(config), read_yaml(config)))
-    options = dict(
-        data=data, loss=loss, backbone=backbone, embedding_dim=embedding_dim, image_size=image_size, epochs=epochs,
-        batch_size=batch_size, images_per_class=images_per_class, lr=lr, device=device, pretrained=pretrained,
-        val_fraction=val_fraction, val_fold=val_fold, workers=workers, on_bad_image=on_bad_image, seed=seed,
-        max_steps_per_epoch=max_steps_per_epoch,
-    )
-    layers.append(("command-line options", _cli_layer(**options)))
-    layers.append(("--set", _parse_set(set_)))
+    layers.append(("command-line options", _cli_layer(train, locals())))
+    layers.append(("--set", _parse_set(set_ or [])))
     cfg = build_config(layers)
     ctx = DistContext.from_environment()  # torchrun sets RANK / WORLD_SIZE; a plain run is rank 0 of 1
     result = Trainer(cfg, out, resume=resume, progress=not quiet, ctx=ctx).fit()
@@ -117,7 +112,7 @@ def _print_summary(result) -> None:
     typer.echo(f"next: retrieval export {result.run_dir}")
 
 
-def losses(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+def losses(as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
     """List the registered losses with a one-line description each."""
     from retrieval.training.losses import available_losses, available_miners
 

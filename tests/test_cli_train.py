@@ -75,3 +75,18 @@ def test_train_then_export_on_the_command_line(synth_data: Path, tmp_path: Path)
     result = run_cli("export", str(run))
     assert result.returncode == 0, result.stderr[-2000:]
     assert (run / "export" / "model.onnx").is_file() and (run / "export" / "model.json").is_file()
+
+
+def test_every_train_option_names_a_real_config_key() -> None:
+    """The options are declared once (with their config key); each key must exist in TrainConfig."""
+    from typing import get_args, get_type_hints
+
+    from retrieval.cli.train_commands import ConfigKey, train
+    from retrieval.training.config import TrainConfig
+
+    keys = [meta.path for hint in get_type_hints(train, include_extras=True).values()
+            for meta in get_args(hint)[1:] if isinstance(meta, ConfigKey)]
+    assert len(keys) >= 15
+    for path in keys:
+        section, key = path.split(".")
+        assert key in TrainConfig.model_fields[section].annotation.model_fields, path
