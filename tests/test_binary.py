@@ -6,10 +6,10 @@ import faiss
 import numpy as np
 import pytest
 
+from reference_hamming import hamming_distances
 from retrieval.indexing.search.binary import (
     binarize,
     codes_to_signs,
-    hamming_distances,
     hamming_to_similarity,
     unpack_bits,
 )

@@ -10,7 +10,6 @@ import pytest
 from index_fixtures import make_image
 from serving_fixtures import running_server
 
-__all__ = ["tiny_index_template"]  # pytest fixture used by name
 CHROMIUM = Path("/usr/bin/chromium")
 LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                "--disable-sync", "--no-first-run"]

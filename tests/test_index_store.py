@@ -12,7 +12,8 @@ import pytest
 
 from index_fixtures import make_image
 from retrieval.indexing.store import builder as index_builder, index_store
-from retrieval.indexing.search.binary import binarize, hamming_distances
+from retrieval.indexing.search.binary import binarize
+from reference_hamming import hamming_distances
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.common.errors import IndexNotWritableError, ConfigError, DataError, IndexFormatError
 from retrieval.indexing.store.faiss_kinds import binary_kind, float_kind

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 import io
 import time
 
@@ -13,7 +14,6 @@ from PIL import Image
 
 from index_fixtures import make_image
 from retrieval.indexing.search.binary import binarize
-from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.store.index_store import IndexStore
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder

@@ -11,7 +11,6 @@ from PIL import Image
 
 from serving_fixtures import API_KEY, GALLERY_SIZE, image_bytes, query_png, serving_client
 
-__all__ = ["tiny_index_template"]  # pytest fixture used by name
 MAX_UPLOAD = 40_000
 MAX_PIXELS = 1_000_000
 

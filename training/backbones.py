@@ -36,8 +36,6 @@ class Backbone:
     normalization: Normalization = Normalization()
     timm_name: str | None = None  # for ``timm:NAME`` backbones
 
-# torchvision state-dict prefixes of the removed classifiers, per family (ignored when loading)
-CLASSIFIER_PREFIXES = ("fc.", "classifier.")
 
 
 def _resnet(name: str) -> BackboneBuilder:

@@ -11,6 +11,7 @@ from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import DatasetSplits, split_records
 from retrieval.indexing.common.errors import ConfigError, DataError
 from retrieval.training.config import DataConfig
+from retrieval.training.image_dataset import label_index
 
 log = logging.getLogger(__name__)
 
@@ -29,9 +30,7 @@ def prepare_run_data(cfg: DataConfig, *, progress: bool) -> RunData:
     records = load_records(cfg.path)
     records, skipped = _drop_bad_images(records, cfg.on_bad_image, progress)
     splits = split_records(records, val_fraction=cfg.val_fraction, val_fold=cfg.val_fold, num_folds=cfg.num_folds)
-    train_index = {label: i for i, label in enumerate(sorted({r.label for r in splits.train}))}
-    eval_index = {label: i for i, label in enumerate(sorted({r.label for r in records}))}
-    return RunData(splits, train_index, eval_index, skipped)
+    return RunData(splits, label_index(splits.train), label_index(records), skipped)
 
 
 def _drop_bad_images(

@@ -45,11 +45,6 @@ class RetrievalMetrics:
         values["recall_at_k"] = {str(k): v for k, v in self.recall_at_k.items()}
         return values
 
-    @classmethod
-    def from_dict(cls, values: dict) -> RetrievalMetrics:
-        recall = {int(k): float(v) for k, v in values.get("recall_at_k", {}).items()}
-        return cls(**{**values, "recall_at_k": recall})
-
 
 def evaluate_embeddings(
     queries: np.ndarray,

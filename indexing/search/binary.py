@@ -50,12 +50,6 @@ def hamming_to_similarity(distances: np.ndarray, bits: int) -> np.ndarray:
     return (1.0 - 2.0 * np.asarray(distances, dtype=np.float64) / bits).astype(np.float32)
 
 
-def hamming_distances(query_codes: np.ndarray, gallery_codes: np.ndarray) -> np.ndarray:
-    """(n_q, n_g) int32 Hamming distances by NumPy popcount; the reference for small inputs only."""
-    xor = _check_codes(query_codes)[:, None, :] ^ _check_codes(gallery_codes)[None, :, :]
-    return np.unpackbits(xor, axis=2).sum(axis=2, dtype=np.int32)
-
-
 def _check_codes(codes: np.ndarray) -> np.ndarray:
     packed = np.asarray(codes)
     if packed.ndim != 2 or packed.dtype != np.uint8:

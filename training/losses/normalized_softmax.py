@@ -41,10 +41,9 @@ class NormalizedSoftmaxLoss(EmbeddingLoss):
     def compute(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         if not self._subsampling():
             return F.cross_entropy(self.logits(embeddings), labels)
-        batch_classes = torch.unique(labels)  # sorted
-        classes = torch.cat([batch_classes, self._other_classes(batch_classes)])
-        # batch classes come first, so a label's logit column is its rank among them
-        targets = torch.searchsorted(batch_classes, labels)
+        classes = self.scored_classes(labels)
+        # the sorted batch classes come first, so a label's logit column is its rank among them
+        targets = torch.searchsorted(torch.unique(labels), labels)
         return F.cross_entropy(self.logits(embeddings, classes), targets)
 
     def logits(self, embeddings: torch.Tensor, classes: torch.Tensor | None = None) -> torch.Tensor:

@@ -7,7 +7,7 @@ missing image files the same way (a count plus the first few paths).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from retrieval.indexing.data.records import ImageRecord
@@ -42,14 +42,6 @@ def parse_int(value: str, path: Path, what: str) -> int:
         return int(value)
     except ValueError:
         raise DataError(f"{path}: {what} {value!r} is not an integer") from None
-
-
-def first_existing(folder: Path, names: Iterable[str]) -> Path | None:
-    """The first ``folder/name`` that exists, or ``None``."""
-    for name in names:
-        if (folder / name).exists():
-            return folder / name
-    return None
 
 
 def require_files_exist(records: Sequence[ImageRecord], source: Path) -> None:
