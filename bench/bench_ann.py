@@ -28,8 +28,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--float-kinds", default="flat,hnsw,ivf,ivfpq")
     parser.add_argument("--binary-kinds", default="flat,ivf,hnsw")
     parser.add_argument("--openblas-coretype", default="SkylakeX", help="value for OPENBLAS_CORETYPE, or 'none'")
-    parser.add_argument("--omp-wait-policy", default="PASSIVE",
-                        help="OMP_WAIT_POLICY: PASSIVE keeps idle OpenMP threads from spinning on a shared machine")
+    parser.add_argument(
+        "--omp-wait-policy",
+        default="PASSIVE",
+        help="OMP_WAIT_POLICY: PASSIVE keeps idle OpenMP threads from spinning on a shared machine",
+    )
     return parser.parse_args()
 
 
@@ -78,14 +81,29 @@ def main() -> None:
     queries = clustered(args.queries, args.dim, args.clusters, args.spread, seed=2)
     ids = np.arange(args.size, dtype=np.int64)
     families = [
-        ("float", args.float_kinds, float_kind, lambda kind: lambda x: build_float_index(kind, x, ids), gallery, queries),
-        ("binary", args.binary_kinds, binary_kind,
-         lambda kind: lambda x: build_binary_index(kind, x, ids, args.dim), binarize(gallery), binarize(queries)),
+        (
+            "float",
+            args.float_kinds,
+            float_kind,
+            lambda kind: lambda x: build_float_index(kind, x, ids),
+            gallery,
+            queries,
+        ),
+        (
+            "binary",
+            args.binary_kinds,
+            binary_kind,
+            lambda kind: lambda x: build_binary_index(kind, x, ids, args.dim),
+            binarize(gallery),
+            binarize(queries),
+        ),
     ]
-    print(f"faiss {faiss.__version__}, OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}, "
-          f"OMP_WAIT_POLICY={args.omp_wait_policy}, load average {os.getloadavg()[0]:.1f}, "
-          f"{args.size:,} x {args.dim}-d in {args.clusters} clusters, "
-          f"{args.queries} queries, k={args.k}\n")
+    print(
+        f"faiss {faiss.__version__}, OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}, "
+        f"OMP_WAIT_POLICY={args.omp_wait_policy}, load average {os.getloadavg()[0]:.1f}, "
+        f"{args.size:,} x {args.dim}-d in {args.clusters} clusters, "
+        f"{args.queries} queries, k={args.k}\n"
+    )
     print("| family | kind | parameters | recall@10 vs exact | batch QPS | QPS vs exact | build s |")
     print("|---|---|---|---|---|---|---|")
     for family, names, lookup, builder, data, qs in families:
@@ -95,8 +113,10 @@ def main() -> None:
             index, build_s, qps, found = measure(builder(kind), data, qs, args.k)
             if exact_ids is None:  # the first kind of each family is its exact baseline
                 exact_ids, exact_qps = found, qps
-            print(f"| {family} | {name} | {describe(index)} | {recall_at_k(found, exact_ids):.3f} | {qps:,.0f} | "
-                  f"{qps / exact_qps:.1f}x | {build_s:.1f} |")
+            print(
+                f"| {family} | {name} | {describe(index)} | {recall_at_k(found, exact_ids):.3f} | {qps:,.0f} | "
+                f"{qps / exact_qps:.1f}x | {build_s:.1f} |"
+            )
             del index
 
 
@@ -105,7 +125,9 @@ def describe(index) -> str:
     import faiss
 
     inner = index.index
-    inner = faiss.downcast_IndexBinary(inner) if isinstance(index, faiss.IndexBinaryIDMap2) else faiss.downcast_index(inner)
+    inner = (
+        faiss.downcast_IndexBinary(inner) if isinstance(index, faiss.IndexBinaryIDMap2) else faiss.downcast_index(inner)
+    )
     if hasattr(inner, "nprobe"):
         extra = f", PQ {inner.pq.M}x{inner.pq.nbits} bits" if hasattr(inner, "pq") else ""
         return f"nlist {inner.nlist}, nprobe {inner.nprobe}{extra}"

@@ -24,7 +24,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--batches", type=int, default=4, help="timed batches per engine")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--images", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data" / "caltech101")
+    parser.add_argument(
+        "--images", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data" / "caltech101"
+    )
     parser.add_argument("--paths", type=int, default=128, help="images of the full-pipeline measurement")
     return parser.parse_args()
 
@@ -57,22 +59,26 @@ def main() -> None:
         onnx_ips = images_per_second(embedder.embed_arrays, batch, args.batches)
         max_diff = float(np.abs(embedder.embed_arrays(batch) - reference).max())
         pipeline = full_pipeline(embedder, args)
-    print(f"torch {torch.__version__}, onnxruntime providers {embedder.providers}, {args.threads} threads, "
-          f"batch {args.batch}, 224 px, load average {os.getloadavg()[0]:.1f}\n")
+    print(
+        f"torch {torch.__version__}, onnxruntime providers {embedder.providers}, {args.threads} threads, "
+        f"batch {args.batch}, 224 px, load average {os.getloadavg()[0]:.1f}\n"
+    )
     print("| engine (resnet18, fp32) | images/s | vs torch eager |")
     print("|---|---|---|")
     print(f"| torch eager | {torch_ips:.1f} | 1.00x |")
     print(f"| OnnxEmbedder.embed_arrays | {onnx_ips:.1f} | {onnx_ips / torch_ips:.2f}x |")
     if pipeline:
-        print(f"| OnnxEmbedder.embed_paths ({pipeline[1]} JPEGs: decode + preprocess + inference) | "
-              f"{pipeline[0]:.1f} | {pipeline[0] / torch_ips:.2f}x |")
+        print(
+            f"| OnnxEmbedder.embed_paths ({pipeline[1]} JPEGs: decode + preprocess + inference) | "
+            f"{pipeline[0]:.1f} | {pipeline[0] / torch_ips:.2f}x |"
+        )
     print(f"\nmax abs difference ONNX vs torch: {max_diff:.2e}")
 
 
 def full_pipeline(embedder, args: argparse.Namespace) -> tuple[float, int] | None:
     if not args.images.is_dir():
         return None
-    paths = sorted(args.images.glob("*/*.jpg"))[:: 7][: args.paths]
+    paths = sorted(args.images.glob("*/*.jpg"))[::7][: args.paths]
     embedder.embed_paths(paths[: args.batch], batch_size=args.batch, progress=False)  # warm-up
     started = time.perf_counter()
     result = embedder.embed_paths(paths, batch_size=args.batch, progress=False)

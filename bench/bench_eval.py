@@ -30,7 +30,9 @@ NOISE = {"a": 2.2, "b": 4.5}
 METRIC_NAMES = ("precision_at_1", "r_precision", "map_at_r")
 
 
-def clustered_embeddings(n: int, dim: int, per_class: int, noise: float, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def clustered_embeddings(
+    n: int, dim: int, per_class: int, noise: float, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
     """Class centre + ``noise`` x Gaussian noise (centres are standard normal), normalised; float32."""
     rng = np.random.default_rng(seed)
     labels = np.repeat(np.arange(n // per_class), per_class)
@@ -60,8 +62,11 @@ def run_pml(vectors: np.ndarray, labels: np.ndarray, task: str) -> dict:
     result = calculator.get_accuracy(vectors, labels)
     if task == "nmi":
         return {"nmi": result["NMI"]}
-    return {"precision_at_1": result["precision_at_1"], "r_precision": result["r_precision"],
-            "map_at_r": result["mean_average_precision_at_r"]}
+    return {
+        "precision_at_1": result["precision_at_1"],
+        "r_precision": result["r_precision"],
+        "map_at_r": result["mean_average_precision_at_r"],
+    }
 
 
 def child(evaluator: str, case: str, quick: bool, task: str) -> None:
@@ -125,9 +130,13 @@ def main() -> None:
     if args.coretype:
         env["OPENBLAS_CORETYPE"] = args.coretype
     sizes = QUICK_CASES if args.quick else CASES
-    print(f"OPENBLAS_CORETYPE={args.coretype or '(unset)'}; {os.cpu_count()} CPUs; one run per cell; "
-          "memory = peak RSS of the child process in GiB (growth during the evaluation in brackets)\n")
-    print("| case | metrics | ours s | pml s | speed-up | ours peak GiB | pml peak GiB | memory ratio | ours P@1 / RP / MAP@R | pml P@1 / RP / MAP@R |")
+    print(
+        f"OPENBLAS_CORETYPE={args.coretype or '(unset)'}; {os.cpu_count()} CPUs; one run per cell; "
+        "memory = peak RSS of the child process in GiB (growth during the evaluation in brackets)\n"
+    )
+    print(
+        "| case | metrics | ours s | pml s | speed-up | ours peak GiB | pml peak GiB | memory ratio | ours P@1 / RP / MAP@R | pml P@1 / RP / MAP@R |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     tasks = ("knn",) if args.no_nmi else ("knn", "nmi")
     for case in args.cases:

@@ -32,10 +32,23 @@ def export_resnet18(out_dir: Path, image_size: int = 224) -> Resnet18Embedder:
     out_dir.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
     model = Resnet18Embedder().eval()
-    torch.onnx.export(model, (torch.zeros(2, 3, image_size, image_size),), str(out_dir / "model.onnx"), dynamo=False,
-                      opset_version=17, input_names=["images"], output_names=["embeddings"],
-                      dynamic_axes={"images": {0: "batch"}, "embeddings": {0: "batch"}})
-    manifest = ModelManifest(onnx_sha256=file_sha256(out_dir / "model.onnx"), embedding_dim=512, backbone="resnet18",
-                             loss="none", config_hash="bench", created_at=dt.datetime.now(dt.timezone.utc).isoformat())
+    torch.onnx.export(
+        model,
+        (torch.zeros(2, 3, image_size, image_size),),
+        str(out_dir / "model.onnx"),
+        dynamo=False,
+        opset_version=17,
+        input_names=["images"],
+        output_names=["embeddings"],
+        dynamic_axes={"images": {0: "batch"}, "embeddings": {0: "batch"}},
+    )
+    manifest = ModelManifest(
+        onnx_sha256=file_sha256(out_dir / "model.onnx"),
+        embedding_dim=512,
+        backbone="resnet18",
+        loss="none",
+        config_hash="bench",
+        created_at=dt.datetime.now(dt.timezone.utc).isoformat(),
+    )
     (out_dir / "model.json").write_text(manifest_json(manifest))
     return model

@@ -30,8 +30,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--chunk", type=int, default=50_000, help="vectors generated and added per chunk")
     parser.add_argument("--openblas-coretype", default="SkylakeX", help="value for OPENBLAS_CORETYPE, or 'none'")
-    parser.add_argument("--omp-wait-policy", default="PASSIVE",
-                        help="OMP_WAIT_POLICY: PASSIVE keeps idle OpenMP threads from spinning on a shared machine")
+    parser.add_argument(
+        "--omp-wait-policy",
+        default="PASSIVE",
+        help="OMP_WAIT_POLICY: PASSIVE keeps idle OpenMP threads from spinning on a shared machine",
+    )
     return parser.parse_args()
 
 
@@ -87,10 +90,12 @@ def main() -> None:
 
     queries = random_unit(np.random.default_rng(1), args.queries, args.dim)
     codes = binarize(queries)
-    print(f"faiss {faiss.__version__}, OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}, "
-          f"OMP_WAIT_POLICY={args.omp_wait_policy}, load average {os.getloadavg()[0]:.1f}, "
-          f"threads={faiss.omp_get_max_threads()}, d={args.dim}, k={args.k}, {args.queries} batch queries, "
-          f"{args.single} single queries\n")
+    print(
+        f"faiss {faiss.__version__}, OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}, "
+        f"OMP_WAIT_POLICY={args.omp_wait_policy}, load average {os.getloadavg()[0]:.1f}, "
+        f"threads={faiss.omp_get_max_threads()}, d={args.dim}, k={args.k}, {args.queries} batch queries, "
+        f"{args.single} single queries\n"
+    )
     print("| index | gallery | batch QPS | single-query QPS | bytes/vector | build s |")
     print("|---|---|---|---|---|---|")
     ratios = []
@@ -100,8 +105,12 @@ def main() -> None:
         build_s = time.perf_counter() - started
         f_batch, f_single = time_search(float_index, queries, args.k, args.single)
         b_batch, b_single = time_search(binary_index, codes, args.k, args.single)
-        print(f"| IndexFlatIP d={args.dim} | {size:,} | {f_batch:,.0f} | {f_single:,.1f} | {args.dim * 4:,} | {build_s:.0f} |")
-        print(f"| IndexBinaryFlat {args.dim} bits | {size:,} | {b_batch:,.0f} | {b_single:,.1f} | {args.dim // 8:,} | - |")
+        print(
+            f"| IndexFlatIP d={args.dim} | {size:,} | {f_batch:,.0f} | {f_single:,.1f} | {args.dim * 4:,} | {build_s:.0f} |"
+        )
+        print(
+            f"| IndexBinaryFlat {args.dim} bits | {size:,} | {b_batch:,.0f} | {b_single:,.1f} | {args.dim // 8:,} | - |"
+        )
         ratios.append((size, b_batch / f_batch, b_single / f_single))
         del float_index, binary_index
     print("\n| gallery | binary/float batch QPS | binary/float single-query QPS | memory ratio |")

@@ -27,14 +27,14 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+from bench_models import export_resnet18
 from PIL import Image
 
-from bench_models import export_resnet18
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.synth.generator import generate_synthetic_dataset
-from retrieval.indexing.store.builder import build_index
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.model.preprocess import preprocess_batch
+from retrieval.indexing.store.builder import build_index
 
 THREADS = 2
 BATCH = 16
@@ -70,10 +70,26 @@ def free_port() -> int:
 
 
 def start_server(index_dir: Path, port: int) -> subprocess.Popen:
-    env = {**os.environ, "RETRIEVAL_INDEX_DIR": str(index_dir), "RETRIEVAL_THREADS": str(THREADS),
-           "RETRIEVAL_BATCH_MAX_SIZE": str(BATCH), "RETRIEVAL_BATCH_MAX_WAIT_MS": "4"}
-    command = [sys.executable, "-m", "uvicorn", "retrieval.serving.app:app_from_env", "--factory",
-               "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
+    env = {
+        **os.environ,
+        "RETRIEVAL_INDEX_DIR": str(index_dir),
+        "RETRIEVAL_THREADS": str(THREADS),
+        "RETRIEVAL_BATCH_MAX_SIZE": str(BATCH),
+        "RETRIEVAL_BATCH_MAX_WAIT_MS": "4",
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "retrieval.serving.app:app_from_env",
+        "--factory",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+    ]
     server = subprocess.Popen(command, env=env)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -116,16 +132,29 @@ async def load(base: str, jpegs: list[bytes], clients: int, requests: int, secon
         await asyncio.gather(*(client(http) for _ in range(clients)))
         elapsed = time.perf_counter() - started
     lat_ms = np.asarray(latencies) * 1000.0
-    return {"requests": len(latencies), "errors": errors, "seconds": elapsed, "rate": len(latencies) / elapsed,
-            "p50": float(np.percentile(lat_ms, 50)), "p95": float(np.percentile(lat_ms, 95)),
-            "p99": float(np.percentile(lat_ms, 99))}
+    return {
+        "requests": len(latencies),
+        "errors": errors,
+        "seconds": elapsed,
+        "rate": len(latencies) / elapsed,
+        "p50": float(np.percentile(lat_ms, 50)),
+        "p95": float(np.percentile(lat_ms, 95)),
+        "p99": float(np.percentile(lat_ms, 99)),
+    }
 
 
 def batch_sizes(base: str) -> tuple[float, float]:
     """(mean batch size, number of onnxruntime calls) from the service's own metrics."""
     text = httpx.get(f"{base}/metrics").text
-    values = {line.split()[0]: float(line.split()[1]) for line in text.splitlines() if line.startswith("retrieval_embed_batch_size_")}
-    count, total = values.get("retrieval_embed_batch_size_count", 0.0), values.get("retrieval_embed_batch_size_sum", 0.0)
+    values = {
+        line.split()[0]: float(line.split()[1])
+        for line in text.splitlines()
+        if line.startswith("retrieval_embed_batch_size_")
+    }
+    count, total = (
+        values.get("retrieval_embed_batch_size_count", 0.0),
+        values.get("retrieval_embed_batch_size_sum", 0.0),
+    )
     return (total / count if count else 0.0), count
 
 
@@ -140,7 +169,9 @@ def main() -> None:
         tmp = Path(tmp_name)
         model_dir = tmp / "export"
         export_resnet18(model_dir)
-        generate_synthetic_dataset(tmp / "data", classes=max(1, args.gallery // 10), per_class=10, size=128, progress=False)
+        generate_synthetic_dataset(
+            tmp / "data", classes=max(1, args.gallery // 10), per_class=10, size=128, progress=False
+        )
         records = load_records(tmp / "data")
         build_index(model_dir, records, tmp / "index", threads=THREADS, progress=False)
         jpegs = query_jpegs(records, 64)
@@ -155,12 +186,18 @@ def main() -> None:
             server.wait(timeout=30)
         raw_after = raw_onnx_rate(model_dir, jpegs)
     raw = (raw_before + raw_after) / 2  # the machine is shared: average the runs before and after the load
-    print(f"resnet18 ONNX 224 px, 512-d, gallery {len(records)}, {THREADS} onnxruntime threads, "
-          f"{args.clients} clients, OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}, "
-          f"load average at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(
+        f"resnet18 ONNX 224 px, 512-d, gallery {len(records)}, {THREADS} onnxruntime threads, "
+        f"{args.clients} clients, OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}, "
+        f"load average at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    )
     print("| measure | value |\n|---|---|")
-    print(f"| raw batched ONNX (batch {BATCH}, preprocessed, no HTTP) | {raw:.1f} img/s (runs: {raw_before:.1f}, {raw_after:.1f}) |")
-    print(f"| service POST /search throughput | {result['rate']:.1f} req/s ({result['requests']} requests in {result['seconds']:.1f} s) |")
+    print(
+        f"| raw batched ONNX (batch {BATCH}, preprocessed, no HTTP) | {raw:.1f} img/s (runs: {raw_before:.1f}, {raw_after:.1f}) |"
+    )
+    print(
+        f"| service POST /search throughput | {result['rate']:.1f} req/s ({result['requests']} requests in {result['seconds']:.1f} s) |"
+    )
     print(f"| service / raw ONNX | {result['rate'] / raw:.0%} (goal >= 70%) |")
     print(f"| latency p50 / p95 / p99 | {result['p50']:.0f} / {result['p95']:.0f} / {result['p99']:.0f} ms |")
     print(f"| errors | {result['errors']} |")

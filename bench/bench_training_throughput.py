@@ -58,12 +58,31 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "data"
         generate_synthetic_dataset(data, classes=20, per_class=40, size=256, seed=0, progress=False)
-        cfg = build_config([("recipe", recipe(args.loss)), ("bench", {
-            "data": {"path": str(data), "image_size": 224, "num_workers": args.workers, "val_fraction": 0.0},
-            "model": {"backbone": "resnet18", "embedding_dim": 512},
-            "trainer": {"epochs": 1, "batch_size": 32, "device": "cpu", "max_steps_per_epoch": args.steps,
-                        "warm_start_epochs": 0, "evaluate_untrained_test": False},
-        })])
+        cfg = build_config(
+            [
+                ("recipe", recipe(args.loss)),
+                (
+                    "bench",
+                    {
+                        "data": {
+                            "path": str(data),
+                            "image_size": 224,
+                            "num_workers": args.workers,
+                            "val_fraction": 0.0,
+                        },
+                        "model": {"backbone": "resnet18", "embedding_dim": 512},
+                        "trainer": {
+                            "epochs": 1,
+                            "batch_size": 32,
+                            "device": "cpu",
+                            "max_steps_per_epoch": args.steps,
+                            "warm_start_epochs": 0,
+                            "evaluate_untrained_test": False,
+                        },
+                    },
+                ),
+            ]
+        )
         bare = bare_step_rate(cfg, args.steps)
         real, wait = trainer_rate(cfg, Path(tmp) / "run")
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, loss {args.loss}, workers {args.workers}\n")

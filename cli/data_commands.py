@@ -6,11 +6,11 @@ from pathlib import Path
 
 import typer
 
+from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.bad_images import scan_images
 from retrieval.indexing.data.sources import describe_layout, load_records
 from retrieval.indexing.data.splits import split_records
 from retrieval.indexing.data.synth.generator import generate_synthetic_dataset
-from retrieval.indexing.common.errors import DataError
 
 data_app = typer.Typer(
     name="data",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Annotated
 
@@ -11,18 +13,30 @@ import numpy as np
 import typer
 
 from retrieval.indexing.common.atomic_write import atomic_write_text
+from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import select_split
-from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.eval.evaluation import (
-    KINDS, EvaluationReport, evaluate_index, evaluate_model, exact_neighbors, grid_queries, grid_rows, index_neighbors,
+    KINDS,
+    EvaluationReport,
+    evaluate_index,
+    evaluate_model,
+    exact_neighbors,
+    grid_queries,
+    grid_rows,
+    index_neighbors,
 )
-from retrieval.indexing.store.index_store import IndexStore
+from retrieval.indexing.eval.metrics import RetrievalMetrics
 from retrieval.indexing.eval.retrieval_grid import save_grid
+from retrieval.indexing.store.index_store import IndexStore
 
 METRICS_NAME = "metrics.json"
 GRID_NAME = "retrieval_grid.png"
 GRID_NEIGHBORS = 8
+
+
+def _recall_at(metrics: RetrievalMetrics, k: int) -> float | None:
+    return metrics.recall_at_k.get(k)
 
 
 def parse_ks(text: str | None) -> tuple[int, ...] | None:
@@ -42,16 +56,22 @@ def format_table(report: EvaluationReport) -> str:
     """Metrics as rows, kinds (and exact twins of approximate kinds) as columns."""
     columns = [(kind, report.metrics[kind]) for kind in KINDS]
     columns += [(f"{kind} (exact)", report.exact[kind]) for kind in KINDS if report.exact]
-    rows = [("MAP@R", lambda m: m.map_at_r), ("R-precision", lambda m: m.r_precision),
-            ("P@1", lambda m: m.precision_at_1), ("NMI", lambda m: m.nmi)]
-    rows += [(f"Recall@{k}", lambda m, k=k: m.recall_at_k.get(k)) for k in report.ks]
+    rows: list[tuple[str, Callable[[RetrievalMetrics], float | None]]] = [
+        ("MAP@R", lambda m: m.map_at_r),
+        ("R-precision", lambda m: m.r_precision),
+        ("P@1", lambda m: m.precision_at_1),
+        ("NMI", lambda m: m.nmi),
+    ]
+    rows += [(f"Recall@{k}", partial(_recall_at, k=k)) for k in report.ks]
     width = max(len(name) for name, _ in columns) + 2
     lines = [f"{'metric':<12}" + "".join(f"{name:>{width}}" for name, _ in columns)]
     for label, value in rows:
         cells = "".join(f"{'-' if value(m) is None else f'{value(m):.4f}':>{width}}" for _, m in columns)
         lines.append(f"{label:<12}{cells}")
-    lines.append(f"{report.protocol} protocol, {report.num_queries} queries, {report.num_gallery} gallery items, "
-                 f"model {report.model_sha256[:12]}")
+    lines.append(
+        f"{report.protocol} protocol, {report.num_queries} queries, {report.num_gallery} gallery items, "
+        f"model {report.model_sha256[:12]}"
+    )
     return "\n".join(lines)
 
 
@@ -81,6 +101,7 @@ def evaluate(
             queries = grid_queries(eval_data, grid)
             neighbors = index_neighbors(store, eval_data, queries, GRID_NEIGHBORS) if len(queries) else None
     else:
+        assert model is not None and data is not None  # checked above
         records = select_split(load_records(data), split)
         report, eval_data = evaluate_model(model, records, ks=chosen_ks, batch_size=batch_size, threads=threads)
         report.details["split"] = split

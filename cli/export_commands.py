@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -16,8 +16,14 @@ class CheckpointChoice(str, Enum):
 
 def export(
     run_dir: Annotated[Path, typer.Argument(help="run directory written by `retrieval train`")],
-    out: Annotated[Optional[Path], typer.Option("--out", help="output directory (default RUN_DIR/export)")] = None,
-    fp16: Annotated[bool, typer.Option("--fp16", help="store fp16 weights: half the file size; inputs/outputs stay float32 (on CPU, onnxruntime runs fp16 slower)")] = False,
+    out: Annotated[Path | None, typer.Option("--out", help="output directory (default RUN_DIR/export)")] = None,
+    fp16: Annotated[
+        bool,
+        typer.Option(
+            "--fp16",
+            help="store fp16 weights: half the file size; inputs/outputs stay float32 (on CPU, onnxruntime runs fp16 slower)",
+        ),
+    ] = False,
     checkpoint: Annotated[
         CheckpointChoice, typer.Option("--checkpoint", help="which checkpoint to export")
     ] = CheckpointChoice.best,

@@ -8,21 +8,22 @@ from typing import Annotated
 
 import typer
 
+from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.image_io import open_rgb
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import select_split
-from retrieval.indexing.common.errors import DataError
-from retrieval.indexing.store.faiss_kinds import BINARY_KINDS, FLOAT_KINDS
-from retrieval.indexing.store.builder import build_index, embed_records
-from retrieval.indexing.store.manifest import load_index_manifest
-from retrieval.indexing.store.index_store import IndexStore
-from retrieval.indexing.model.resolution import resolve_query_model
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.model.resolution import resolve_query_model
+from retrieval.indexing.store.builder import build_index, embed_records
+from retrieval.indexing.store.faiss_kinds import BINARY_KINDS, FLOAT_KINDS
+from retrieval.indexing.store.index_store import IndexStore
+from retrieval.indexing.store.manifest import load_index_manifest
 
 MAX_LISTED_FAILURES = 10
 
-index_app = typer.Typer(help="Build, inspect and update an index directory (float + binary faiss).",
-                        no_args_is_help=True)
+index_app = typer.Typer(
+    help="Build, inspect and update an index directory (float + binary faiss).", no_args_is_help=True
+)
 
 ModelOpt = Annotated[Path, typer.Option("--model", help="export dir (model.onnx + model.json) or training run dir")]
 DataOpt = Annotated[Path, typer.Option("--data", help="dataset folder / CSV (any layout `retrieval data` reads)")]
@@ -54,12 +55,15 @@ def build(
 ) -> None:
     """Embed a dataset with an exported model and write a float + binary index directory."""
     records = select_split(load_records(data), split)
-    report = build_index(model, records, out, float_kind=float_kind, binary_kind=binary_kind,
-                         batch_size=batch_size, threads=threads)
+    report = build_index(
+        model, records, out, float_kind=float_kind, binary_kind=binary_kind, batch_size=batch_size, threads=threads
+    )
     echo_failures(report.failures)
-    typer.echo(f"indexed {report.count} images of {report.num_labels} classes into {report.index_dir} "
-               f"(float {report.float_kind}, binary {report.binary_kind}, model {report.model_sha256[:12]}) "
-               f"in {report.total_seconds:.1f} s")
+    typer.echo(
+        f"indexed {report.count} images of {report.num_labels} classes into {report.index_dir} "
+        f"(float {report.float_kind}, binary {report.binary_kind}, model {report.model_sha256[:12]}) "
+        f"in {report.total_seconds:.1f} s"
+    )
 
 
 @index_app.command("info")
@@ -69,10 +73,17 @@ def info(index_dir: Annotated[Path, typer.Argument(help="index directory")]) -> 
     sizes = {p.name: p.stat().st_size for p in Path(index_dir).iterdir() if p.is_file()}
     rows = [
         ("items", f"{manifest.count} ({manifest.num_labels} classes)"),
-        ("embedding", f"{manifest.dim}-d float, {manifest.bits}-bit binary (threshold {manifest.binarization_threshold})"),
+        (
+            "embedding",
+            f"{manifest.dim}-d float, {manifest.bits}-bit binary (threshold {manifest.binarization_threshold})",
+        ),
         ("kinds", f"float {manifest.float_kind}, binary {manifest.binary_kind}"),
-        ("model", f"{manifest.model_sha256[:12]} {manifest.model.backbone} / {manifest.model.loss} ({manifest.model_dir})"),
-        ("created", manifest.created_at), ("updated", f"{manifest.updated_at} (generation {manifest.generation})"),
+        (
+            "model",
+            f"{manifest.model_sha256[:12]} {manifest.model.backbone} / {manifest.model.loss} ({manifest.model_dir})",
+        ),
+        ("created", manifest.created_at),
+        ("updated", f"{manifest.updated_at} (generation {manifest.generation})"),
         ("faiss", manifest.faiss_version),
         ("files", ", ".join(f"{name} {size / 1e6:.2f} MB" for name, size in sorted(sizes.items()))),
     ]
@@ -81,8 +92,12 @@ def info(index_dir: Annotated[Path, typer.Argument(help="index directory")]) -> 
 
 
 @index_app.command("add")
-def add(index_dir: Annotated[Path, typer.Argument(help="index directory")], data: DataOpt,
-        batch_size: BatchOpt = 32, threads: ThreadsOpt = None) -> None:
+def add(
+    index_dir: Annotated[Path, typer.Argument(help="index directory")],
+    data: DataOpt,
+    batch_size: BatchOpt = 32,
+    threads: ThreadsOpt = None,
+) -> None:
     """Embed more images with the index's own model and add them (new ids, old ids unchanged)."""
     manifest = load_index_manifest(index_dir)
     embedder = OnnxEmbedder(resolve_query_model(index_dir, manifest.model_dir), threads=threads)
@@ -91,13 +106,17 @@ def add(index_dir: Annotated[Path, typer.Argument(help="index directory")], data
         kept, embeddings, failures = embed_records(embedder, records, batch_size=batch_size)
         ids = store.add(kept, embeddings)
         echo_failures(failures)
-        typer.echo(f"added {len(ids)} images (ids {min(ids, default=0)}..{max(ids, default=0)}); "
-                   f"the index now holds {store.count}")
+        typer.echo(
+            f"added {len(ids)} images (ids {min(ids, default=0)}..{max(ids, default=0)}); "
+            f"the index now holds {store.count}"
+        )
 
 
 @index_app.command("remove")
-def remove(index_dir: Annotated[Path, typer.Argument(help="index directory")],
-           ids: Annotated[list[int], typer.Argument(help="item ids to remove")]) -> None:
+def remove(
+    index_dir: Annotated[Path, typer.Argument(help="index directory")],
+    ids: Annotated[list[int], typer.Argument(help="item ids to remove")],
+) -> None:
     """Remove items by id (ids are never reused)."""
     with IndexStore.open(index_dir) as store:
         removed = store.remove(ids)

@@ -46,7 +46,7 @@ def main() -> None:
         typer.secho("aborted", err=True)
         sys.exit(130)
     except typer.TyperException as error:  # usage errors (bad option values) with standalone_mode=False
-        error.show()
+        error.show()  # type: ignore[attr-defined]  # click's UsageError/BadParameter carry show()
         sys.exit(error.exit_code)
 
 

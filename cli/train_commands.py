@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
-from pathlib import Path
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any, get_args, get_type_hints
 
 import typer
@@ -52,27 +52,90 @@ def _parse_set(assignments: list[str]) -> dict[str, Any]:
 
 def train(
     out: Annotated[Path, typer.Option("--out", help="Run directory (config, metrics.jsonl, checkpoints, curves.png).")],
-    data: Annotated[Path | None, typer.Option("--data", help="ImageFolder dir, CSV manifest, or CUB/Cars196/SOP/In-Shop root."), ConfigKey("data.path")] = None,
+    data: Annotated[
+        Path | None,
+        typer.Option("--data", help="ImageFolder dir, CSV manifest, or CUB/Cars196/SOP/In-Shop root."),
+        ConfigKey("data.path"),
+    ] = None,
     config: Annotated[Path | None, typer.Option("--config", help="YAML config; CLI options override it.")] = None,
-    recipe: Annotated[str | None, typer.Option("--recipe", help="Start from a loss's paper defaults, e.g. normsoftmax, triplet.")] = None,
-    loss: Annotated[str | None, typer.Option("--loss", help="Loss name (see `retrieval losses`)."), ConfigKey("loss.name")] = None,
-    backbone: Annotated[str | None, typer.Option("--backbone", help="resnet18|resnet50|densenet121|efficientnet_lite0|... or timm:NAME for any timm model."), ConfigKey("model.backbone")] = None,
-    embedding_dim: Annotated[int | None, typer.Option("--embedding-dim", help="Embedding size (bits of the binary index)."), ConfigKey("model.embedding_dim")] = None,
-    image_size: Annotated[int | None, typer.Option("--image-size", help="Crop size in pixels (eval resizes to size*8/7 first)."), ConfigKey("data.image_size")] = None,
-    epochs: Annotated[int | None, typer.Option("--epochs", help="Training epochs."), ConfigKey("trainer.epochs")] = None,
-    batch_size: Annotated[int | None, typer.Option("--batch-size", help="Images per step (over all processes)."), ConfigKey("trainer.batch_size")] = None,
-    images_per_class: Annotated[int | None, typer.Option("--images-per-class", help="M of the class-balanced sampler."), ConfigKey("data.images_per_class")] = None,
+    recipe: Annotated[
+        str | None, typer.Option("--recipe", help="Start from a loss's paper defaults, e.g. normsoftmax, triplet.")
+    ] = None,
+    loss: Annotated[
+        str | None, typer.Option("--loss", help="Loss name (see `retrieval losses`)."), ConfigKey("loss.name")
+    ] = None,
+    backbone: Annotated[
+        str | None,
+        typer.Option(
+            "--backbone", help="resnet18|resnet50|densenet121|efficientnet_lite0|... or timm:NAME for any timm model."
+        ),
+        ConfigKey("model.backbone"),
+    ] = None,
+    embedding_dim: Annotated[
+        int | None,
+        typer.Option("--embedding-dim", help="Embedding size (bits of the binary index)."),
+        ConfigKey("model.embedding_dim"),
+    ] = None,
+    image_size: Annotated[
+        int | None,
+        typer.Option("--image-size", help="Crop size in pixels (eval resizes to size*8/7 first)."),
+        ConfigKey("data.image_size"),
+    ] = None,
+    epochs: Annotated[
+        int | None, typer.Option("--epochs", help="Training epochs."), ConfigKey("trainer.epochs")
+    ] = None,
+    batch_size: Annotated[
+        int | None,
+        typer.Option("--batch-size", help="Images per step (over all processes)."),
+        ConfigKey("trainer.batch_size"),
+    ] = None,
+    images_per_class: Annotated[
+        int | None,
+        typer.Option("--images-per-class", help="M of the class-balanced sampler."),
+        ConfigKey("data.images_per_class"),
+    ] = None,
     lr: Annotated[float | None, typer.Option("--lr", help="Backbone learning rate."), ConfigKey("optimizer.lr")] = None,
-    device: Annotated[str | None, typer.Option("--device", help="auto (CUDA if present) | cpu | cuda."), ConfigKey("trainer.device")] = None,
-    pretrained: Annotated[str | None, typer.Option("--pretrained", help="'imagenet' (built-in or locally cached ImageNet weights, never downloads), 'torchvision' or a state-dict file."), ConfigKey("model.pretrained")] = None,
-    val_fraction: Annotated[float | None, typer.Option("--val-fraction", help="Share of training classes held out for validation."), ConfigKey("data.val_fraction")] = None,
-    val_fold: Annotated[int | None, typer.Option("--val-fold", help="Validate on fold i of the training classes instead."), ConfigKey("data.val_fold")] = None,
-    workers: Annotated[int | None, typer.Option("--workers", help="DataLoader worker processes."), ConfigKey("data.num_workers")] = None,
-    on_bad_image: Annotated[str | None, typer.Option("--on-bad-image", help="skip (default) or fail on unreadable images."), ConfigKey("data.on_bad_image")] = None,
+    device: Annotated[
+        str | None, typer.Option("--device", help="auto (CUDA if present) | cpu | cuda."), ConfigKey("trainer.device")
+    ] = None,
+    pretrained: Annotated[
+        str | None,
+        typer.Option(
+            "--pretrained",
+            help="'imagenet' (built-in or locally cached ImageNet weights, never downloads), 'torchvision' or a state-dict file.",
+        ),
+        ConfigKey("model.pretrained"),
+    ] = None,
+    val_fraction: Annotated[
+        float | None,
+        typer.Option("--val-fraction", help="Share of training classes held out for validation."),
+        ConfigKey("data.val_fraction"),
+    ] = None,
+    val_fold: Annotated[
+        int | None,
+        typer.Option("--val-fold", help="Validate on fold i of the training classes instead."),
+        ConfigKey("data.val_fold"),
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option("--workers", help="DataLoader worker processes."), ConfigKey("data.num_workers")
+    ] = None,
+    on_bad_image: Annotated[
+        str | None,
+        typer.Option("--on-bad-image", help="skip (default) or fail on unreadable images."),
+        ConfigKey("data.on_bad_image"),
+    ] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Random seed."), ConfigKey("trainer.seed")] = None,
-    max_steps_per_epoch: Annotated[int | None, typer.Option("--max-steps-per-epoch", help="Cap steps per epoch (quick runs)."), ConfigKey("trainer.max_steps_per_epoch")] = None,
-    set_: Annotated[list[str] | None, typer.Option("--set", help="Any config key, e.g. --set trainer.patience=3 (repeatable).")] = None,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue from RUN_DIR/checkpoints/last.pt with its saved config.")] = False,
+    max_steps_per_epoch: Annotated[
+        int | None,
+        typer.Option("--max-steps-per-epoch", help="Cap steps per epoch (quick runs)."),
+        ConfigKey("trainer.max_steps_per_epoch"),
+    ] = None,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="Any config key, e.g. --set trainer.patience=3 (repeatable).")
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue from RUN_DIR/checkpoints/last.pt with its saved config.")
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bars.")] = False,
 ) -> None:
     """Fit an embedder: class-disjoint split, validation MAP@R picks the best epoch, test metrics at the end."""
@@ -119,8 +182,13 @@ def losses(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
     specs = available_losses()
     if as_json:
         rows = [
-            {"name": s.name, "family": s.family, "sampler": s.sampler, "default_miner": s.default_miner,
-             "description": s.description}
+            {
+                "name": s.name,
+                "family": s.family,
+                "sampler": s.sampler,
+                "default_miner": s.default_miner,
+                "description": s.description,
+            }
             for s in specs
         ]
         typer.echo(json.dumps({"losses": rows, "miners": available_miners()}, indent=2))

@@ -15,11 +15,11 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
 from retrieval.serving import routes_admin, routes_health, routes_items, routes_search
-from retrieval.serving.lifecycle import lifespan
 from retrieval.serving.batcher import MicroBatcher
 from retrieval.serving.dependencies import API_KEY_HEADER, Services
-from retrieval.serving.problems import install_problem_handlers
+from retrieval.serving.lifecycle import lifespan
 from retrieval.serving.middleware import BodySizeLimit, MetricsMiddleware, RequestTimeout
+from retrieval.serving.problems import install_problem_handlers
 from retrieval.serving.prometheus import ServiceMetrics
 from retrieval.serving.settings import ServeSettings, settings_from_env
 from retrieval.serving.state import ServiceState, Snapshot
@@ -78,7 +78,9 @@ def _add_middleware(app: FastAPI, services: Services) -> None:
     app.add_middleware(BodySizeLimit, max_bytes=body_limit)
     if settings.cors_origins:
         app.add_middleware(
-            CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST", "DELETE"],
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["GET", "POST", "DELETE"],
             allow_headers=[API_KEY_HEADER, "Content-Type"],
         )
     app.add_middleware(MetricsMiddleware, metrics=services.metrics)

@@ -32,16 +32,17 @@ def get_services(request: Request) -> Services:
     return request.app.state.services
 
 
-def require_api_key(
-    services: Services = Depends(get_services), given: str | None = Security(_api_key_header)
-) -> None:
+def require_api_key(services: Services = Depends(get_services), given: str | None = Security(_api_key_header)) -> None:
     """401 without a key, 403 with a wrong one; writes are refused when the server has no key."""
     expected = services.settings.api_key
     if expected is None:
-        raise ProblemError(403, "writes are disabled: start the server with --api-key (or RETRIEVAL_API_KEY) to enable them.")
+        raise ProblemError(
+            403, "writes are disabled: start the server with --api-key (or RETRIEVAL_API_KEY) to enable them."
+        )
     if not given:
         raise ProblemError(
-            401, f"this endpoint needs an API key; send it in the {API_KEY_HEADER} header.",
+            401,
+            f"this endpoint needs an API key; send it in the {API_KEY_HEADER} header.",
             headers={"WWW-Authenticate": API_KEY_HEADER},
         )
     if not hmac.compare_digest(given.encode(), expected.encode()):

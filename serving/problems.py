@@ -32,7 +32,9 @@ class ProblemError(Exception):
         self.headers = headers
 
 
-def problem_response(status: int, detail: str, *, title: str | None = None, headers: dict[str, str] | None = None) -> JSONResponse:
+def problem_response(
+    status: int, detail: str, *, title: str | None = None, headers: dict[str, str] | None = None
+) -> JSONResponse:
     body = Problem(
         type=f"https://httpstatuses.io/{status}",
         title=title or HTTPStatus(status).phrase,
@@ -94,8 +96,9 @@ async def _on_unexpected(_: Request, error: Exception) -> JSONResponse:
 
 
 def install_problem_handlers(app: FastAPI) -> None:
-    app.add_exception_handler(ProblemError, _on_problem)
-    app.add_exception_handler(RequestValidationError, _on_validation)
-    app.add_exception_handler(StarletteHTTPException, _on_http)
-    app.add_exception_handler(RetrievalError, _on_retrieval)
+    # Starlette types handlers as taking any Exception; each of these is registered for its own type.
+    app.add_exception_handler(ProblemError, _on_problem)  # type: ignore[arg-type]
+    app.add_exception_handler(RequestValidationError, _on_validation)  # type: ignore[arg-type]
+    app.add_exception_handler(StarletteHTTPException, _on_http)  # type: ignore[arg-type]
+    app.add_exception_handler(RetrievalError, _on_retrieval)  # type: ignore[arg-type]
     app.add_exception_handler(Exception, _on_unexpected)

@@ -28,7 +28,9 @@ class SearchParams:
     rerank: int | None = None
 
 
-def resolve_search_params(services: Services, k: int | None, index: IndexKind | None, rerank: int | None) -> SearchParams:
+def resolve_search_params(
+    services: Services, k: int | None, index: IndexKind | None, rerank: int | None
+) -> SearchParams:
     """Apply defaults and the configured limits; out-of-range values are a 422 problem."""
     k_max = services.settings.k_max
     k = 10 if k is None else k
@@ -73,7 +75,9 @@ async def embed_upload(
     return EmbeddedUpload(snapshot, data, vector)
 
 
-def hits_for(snapshot: Snapshot, vector: np.ndarray, params: SearchParams, exclude: int | None = None) -> list[SearchHit]:
+def hits_for(
+    snapshot: Snapshot, vector: np.ndarray, params: SearchParams, exclude: int | None = None
+) -> list[SearchHit]:
     """Search the store (caller holds the read lock) and attach labels/metadata; ``exclude`` drops one id."""
     if snapshot.store.count == 0:
         return []
@@ -81,8 +85,13 @@ def hits_for(snapshot: Snapshot, vector: np.ndarray, params: SearchParams, exclu
     rerank = max(params.rerank, wanted) if params.rerank is not None else None
     found = snapshot.store.search(vector.reshape(1, -1).astype(np.float32), wanted, kind=params.index, rerank=rerank)
     return [
-        SearchHit(id=item.id, score=score, label=item.label, metadata=dict(item.metadata),
-                  thumbnail_url=thumbnail_url(item.id))
+        SearchHit(
+            id=item.id,
+            score=score,
+            label=item.label,
+            metadata=dict(item.metadata),
+            thumbnail_url=thumbnail_url(item.id),
+        )
         for item, score in snapshot.store.hits(found, exclude=exclude, limit=params.k)
     ]
 
@@ -97,7 +106,11 @@ def thumbnail_url(item_id: int) -> str:
 
 
 async def search_hits(
-    services: Services, snapshot: Snapshot, vector: np.ndarray, params: SearchParams, timings: Timings,
+    services: Services,
+    snapshot: Snapshot,
+    vector: np.ndarray,
+    params: SearchParams,
+    timings: Timings,
     exclude: int | None = None,
 ) -> list[SearchHit]:
     start = time.perf_counter()

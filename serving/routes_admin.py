@@ -15,9 +15,13 @@ router = APIRouter(tags=["admin"])
 _log = logging.getLogger("retrieval.serving")
 
 
-@router.post("/admin/reload", response_model=ReloadResponse, dependencies=[Depends(require_api_key)],
-             responses=problem_responses(401, 403, 503),
-             summary="Reload the index from disk (API key); the old one serves until the new one is ready")
+@router.post(
+    "/admin/reload",
+    response_model=ReloadResponse,
+    dependencies=[Depends(require_api_key)],
+    responses=problem_responses(401, 403, 503),
+    summary="Reload the index from disk (API key); the old one serves until the new one is ready",
+)
 async def reload_index(services: Services = Depends(get_services)) -> ReloadResponse:
     state = services.state
     try:
@@ -25,5 +29,6 @@ async def reload_index(services: Services = Depends(get_services)) -> ReloadResp
     except RetrievalError as error:
         serving = f"generation {state.current().generation} keeps serving" if state.ready else "nothing is served"
         raise ProblemError(503, f"reload failed, {serving}: {error}") from None
-    return ReloadResponse(count=state.item_count, model_sha256=snapshot.embedder.model_sha256,
-                          generation=snapshot.generation)
+    return ReloadResponse(
+        count=state.item_count, model_sha256=snapshot.embedder.model_sha256, generation=snapshot.generation
+    )

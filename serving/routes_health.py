@@ -17,16 +17,27 @@ async def healthz() -> HealthResponse:
     return HealthResponse()
 
 
-@router.get("/readyz", response_model=ReadyResponse, responses=problem_responses(503),
-            summary="Readiness: 503 until the model and the index are loaded")
+@router.get(
+    "/readyz",
+    response_model=ReadyResponse,
+    responses=problem_responses(503),
+    summary="Readiness: 503 until the model and the index are loaded",
+)
 async def readyz(services: Services = Depends(get_services)) -> ReadyResponse:
     snapshot = services.state.current()
-    return ReadyResponse(count=services.state.item_count, model_sha256=snapshot.embedder.model_sha256,
-                         embedding_dim=snapshot.embedder.dim)
+    return ReadyResponse(
+        count=services.state.item_count,
+        model_sha256=snapshot.embedder.model_sha256,
+        embedding_dim=snapshot.embedder.dim,
+    )
 
 
-@router.get("/metrics", response_class=Response, summary="Prometheus metrics (text format)",
-            responses={200: {"content": {"text/plain": {}}}})
+@router.get(
+    "/metrics",
+    response_class=Response,
+    summary="Prometheus metrics (text format)",
+    responses={200: {"content": {"text/plain": {}}}},
+)
 async def metrics(services: Services = Depends(get_services)) -> Response:
     body, content_type = services.metrics.render()
     return Response(body, media_type=content_type)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-
 import anyio
 import numpy as np
 from fastapi import APIRouter, Depends, File, Form, Path, Request, UploadFile
 from fastapi.responses import Response
 
-from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.common.errors import DataError
+from retrieval.indexing.data.records import ImageRecord
 from retrieval.serving.dependencies import Services, get_services, require_api_key
 from retrieval.serving.problems import ProblemError, problem_responses
 from retrieval.serving.query_pipeline import embed_upload, thumbnail_url
@@ -25,15 +24,24 @@ THUMBNAIL_CACHE = "public, max-age=3600"
 
 
 @router.get("/items/{item_id}", response_model=ItemResponse, responses=ITEM_PROBLEMS, summary="One stored item")
-async def get_item(item_id: int = Path(description="item id"), services: Services = Depends(get_services)) -> ItemResponse:
+async def get_item(
+    item_id: int = Path(description="item id"), services: Services = Depends(get_services)
+) -> ItemResponse:
     record = await services.state.read(lambda snap: snap.store.item(item_id))
-    return ItemResponse(id=item_id, label=record.label, metadata=dict(record.metadata), thumbnail_url=thumbnail_url(item_id))
+    return ItemResponse(
+        id=item_id, label=record.label, metadata=dict(record.metadata), thumbnail_url=thumbnail_url(item_id)
+    )
 
 
-@router.get("/items/{item_id}/thumbnail", responses={200: {"content": {"image/jpeg": {}}}, **ITEM_PROBLEMS},
-            response_class=Response, summary="A small JPEG of a stored item")
-async def get_thumbnail(request: Request, item_id: int = Path(description="item id"),
-                        services: Services = Depends(get_services)) -> Response:
+@router.get(
+    "/items/{item_id}/thumbnail",
+    responses={200: {"content": {"image/jpeg": {}}}, **ITEM_PROBLEMS},
+    response_class=Response,
+    summary="A small JPEG of a stored item",
+)
+async def get_thumbnail(
+    request: Request, item_id: int = Path(description="item id"), services: Services = Depends(get_services)
+) -> Response:
     record = await services.state.read(lambda snap: snap.store.item(item_id))
     try:
         thumb = await anyio.to_thread.run_sync(thumbnail_for, record.path, services.settings.thumbnail_px)
@@ -45,8 +53,14 @@ async def get_thumbnail(request: Request, item_id: int = Path(description="item 
     return Response(thumb.jpeg, media_type="image/jpeg", headers=headers)
 
 
-@router.post("/items", response_model=AddItemsResponse, status_code=201, responses=WRITE_PROBLEMS,
-             dependencies=[Depends(require_api_key)], summary="Add images to the index (API key)")
+@router.post(
+    "/items",
+    response_model=AddItemsResponse,
+    status_code=201,
+    responses=WRITE_PROBLEMS,
+    dependencies=[Depends(require_api_key)],
+    summary="Add images to the index (API key)",
+)
 async def add_items(
     images: list[UploadFile] = File(description="one or more images"),
     labels: list[str] = Form(description="one label per image, or a single label for all"),
@@ -72,9 +86,16 @@ async def add_items(
     return await services.state.write(add)
 
 
-@router.delete("/items/{item_id}", response_model=DeleteItemResponse, responses=WRITE_PROBLEMS,
-               dependencies=[Depends(require_api_key)], summary="Remove an item from the index (API key)")
-async def delete_item(item_id: int = Path(description="item id"), services: Services = Depends(get_services)) -> DeleteItemResponse:
+@router.delete(
+    "/items/{item_id}",
+    response_model=DeleteItemResponse,
+    responses=WRITE_PROBLEMS,
+    dependencies=[Depends(require_api_key)],
+    summary="Remove an item from the index (API key)",
+)
+async def delete_item(
+    item_id: int = Path(description="item id"), services: Services = Depends(get_services)
+) -> DeleteItemResponse:
     def remove(current: Snapshot) -> DeleteItemResponse:
         current.store.item(item_id)  # 404 for an unknown id
         current.store.remove([item_id])
@@ -92,5 +113,7 @@ def _match_labels(labels: list[str], count: int, max_files: int) -> list[str]:
     if len(labels) == 1:
         return labels * count
     if len(labels) != count:
-        raise ProblemError(422, f"form field 'labels': got {len(labels)} labels for {count} images; send one per image or one for all.")
+        raise ProblemError(
+            422, f"form field 'labels': got {len(labels)} labels for {count} images; send one per image or one for all."
+        )
     return labels

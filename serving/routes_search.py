@@ -20,7 +20,12 @@ _INDEX = "'float' (exact cosine) or 'binary' (2048-bit Hamming, 32x smaller)"
 _RERANK = "binary only: fetch this many candidates by Hamming distance, re-rank them by float cosine"
 
 
-@router.post("/search", response_model=SearchResponse, responses=UPLOAD_PROBLEMS, summary="Find the items most similar to an image")
+@router.post(
+    "/search",
+    response_model=SearchResponse,
+    responses=UPLOAD_PROBLEMS,
+    summary="Find the items most similar to an image",
+)
 async def search(
     image: UploadFile = File(description="the query image (JPEG, PNG, WebP, GIF, BMP, TIFF)"),
     k: int | None = Query(None, description=_K),
@@ -37,22 +42,37 @@ async def search(
     upload = await embed_upload(services, image, timings)
     results = await search_hits(services, upload.snapshot, upload.vector, params, timings)
     timings.total_ms = round((time.perf_counter() - start) * 1000.0, 3)
-    return SearchResponse(index=params.index, k=params.k, rerank=params.rerank, score_kind=score_kind(params),
-                          results=results, timings=timings)
+    return SearchResponse(
+        index=params.index,
+        k=params.k,
+        rerank=params.rerank,
+        score_kind=score_kind(params),
+        results=results,
+        timings=timings,
+    )
 
 
-@router.post("/embed", response_model=EmbedResponse, responses=UPLOAD_PROBLEMS, summary="Embed an image with the served model")
+@router.post(
+    "/embed", response_model=EmbedResponse, responses=UPLOAD_PROBLEMS, summary="Embed an image with the served model"
+)
 async def embed(
     image: UploadFile = File(description="the image to embed"),
     services: Services = Depends(get_services),
 ) -> EmbedResponse:
     upload = await embed_upload(services, image)
-    return EmbedResponse(embedding=upload.vector.astype(float).tolist(), dim=int(upload.vector.shape[0]),
-                         model_sha256=upload.snapshot.embedder.model_sha256)
+    return EmbedResponse(
+        embedding=upload.vector.astype(float).tolist(),
+        dim=int(upload.vector.shape[0]),
+        model_sha256=upload.snapshot.embedder.model_sha256,
+    )
 
 
-@router.get("/items/{item_id}/similar", response_model=SearchResponse, responses=problem_responses(404, 422, 503, 504),
-            summary="Find the items most similar to a stored item (the item itself excluded)")
+@router.get(
+    "/items/{item_id}/similar",
+    response_model=SearchResponse,
+    responses=problem_responses(404, 422, 503, 504),
+    summary="Find the items most similar to a stored item (the item itself excluded)",
+)
 async def similar(
     item_id: int = Path(description="item id"),
     k: int | None = Query(None, description=_K),
@@ -69,10 +89,15 @@ async def similar(
 
     results = await services.state.read(find)
     timings.search_ms = timings.total_ms = round((time.perf_counter() - start) * 1000.0, 3)
-    return SearchResponse(index=params.index, k=params.k, rerank=params.rerank, score_kind=score_kind(params),
-                          results=results, timings=timings)
+    return SearchResponse(
+        index=params.index,
+        k=params.k,
+        rerank=params.rerank,
+        score_kind=score_kind(params),
+        results=results,
+        timings=timings,
+    )
 
 
 def _first(*values):
     return next((value for value in values if value is not None), None)
-

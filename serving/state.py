@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from retrieval.indexing.common.artifact_names import INDEX_MODEL_SUBDIR
-from retrieval.indexing.store.manifest import load_index_manifest
-from retrieval.indexing.store.index_store import IndexStore
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.store.index_store import IndexStore
+from retrieval.indexing.store.manifest import load_index_manifest
 from retrieval.serving.problems import ProblemError
 from retrieval.serving.settings import ServeSettings
 
@@ -134,8 +134,9 @@ def _submit(snapshot: Snapshot, use: Callable[[Snapshot], T]) -> Future[T]:
     try:
         return snapshot.store_thread.submit(use, snapshot)
     except RuntimeError:  # the snapshot was retired: this request outlived a reload
-        raise ProblemError(503, "the index was reloaded during this request; send it again.",
-                           headers={"Retry-After": "1"}) from None
+        raise ProblemError(
+            503, "the index was reloaded during this request; send it again.", headers={"Retry-After": "1"}
+        ) from None
 
 
 def _retire(snapshot: Snapshot) -> None:

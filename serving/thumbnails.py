@@ -25,7 +25,7 @@ class Thumbnail:
     etag: str
 
 
-def thumbnail_for(path: Path, max_side: int) -> Thumbnail:
+def thumbnail_for(path: str | Path, max_side: int) -> Thumbnail:
     """A JPEG whose longer side is at most ``max_side``; raises DataError if the file is unreadable."""
     stat = Path(path).stat()
     return _cached(str(path), stat.st_mtime_ns, stat.st_size, max_side)

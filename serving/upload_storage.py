@@ -33,7 +33,8 @@ def store_upload(index_dir: Path, data: bytes) -> Path:
         atomic_write_bytes(target, data)
     except OSError as error:
         raise ProblemError(
-            503, f"cannot store the uploaded image under {target.parent} ({error.strerror}); "
-            "mount the index directory writable to add items."
+            503,
+            f"cannot store the uploaded image under {target.parent} ({error.strerror}); "
+            "mount the index directory writable to add items.",
         ) from None
     return target

@@ -10,8 +10,8 @@ from __future__ import annotations
 from fastapi import UploadFile
 from PIL import Image
 
-from retrieval.indexing.data.image_io import open_rgb_bytes
 from retrieval.indexing.common.errors import DataError
+from retrieval.indexing.data.image_io import open_rgb_bytes
 from retrieval.serving.problems import ProblemError
 
 ACCEPTED_TYPES = frozenset(
@@ -38,7 +38,9 @@ async def read_upload(upload: UploadFile, max_bytes: int) -> bytes:
     while chunk := await upload.read(READ_CHUNK_BYTES):
         size += len(chunk)
         if size > max_bytes:
-            raise ProblemError(413, f"file '{upload.filename}' is larger than the limit of {max_bytes} bytes; send a smaller image.")
+            raise ProblemError(
+                413, f"file '{upload.filename}' is larger than the limit of {max_bytes} bytes; send a smaller image."
+            )
         chunks.append(chunk)
     if size == 0:
         raise ProblemError(400, f"file '{upload.filename}' is empty; send an image file.")

@@ -47,13 +47,22 @@ def export_tiny_model(export_dir: Path, dim: int = TINY_DIM, seed: int = 0) -> P
     with warnings.catch_warnings():  # the TorchScript exporter is deprecated but needs no onnxscript
         warnings.simplefilter("ignore", DeprecationWarning)
         torch.onnx.export(
-            Tiny().eval(), (dummy,), str(onnx_path), dynamo=False, opset_version=17,
-            input_names=["images"], output_names=["embeddings"],
+            Tiny().eval(),
+            (dummy,),
+            str(onnx_path),
+            dynamo=False,
+            opset_version=17,
+            input_names=["images"],
+            output_names=["embeddings"],
             dynamic_axes={"images": {0: "batch"}, "embeddings": {0: "batch"}},
         )
     manifest = ModelManifest(
-        onnx_sha256=file_sha256(onnx_path), embedding_dim=dim, preprocessing=TINY_PREP,
-        backbone="tiny-conv", loss="none", config_hash="test",
+        onnx_sha256=file_sha256(onnx_path),
+        embedding_dim=dim,
+        preprocessing=TINY_PREP,
+        backbone="tiny-conv",
+        loss="none",
+        config_hash="test",
         created_at=dt.datetime.now(dt.timezone.utc).isoformat(),
     )
     (export_dir / "model.json").write_text(manifest_json(manifest))

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from PIL import Image
-
 from free_port import free_port
 from index_fixtures import NUM_CLASSES, PER_CLASS, export_tiny_model, make_gallery, make_image
+from PIL import Image
+
 from retrieval.indexing.store.builder import build_index
 from retrieval.serving.app import create_app
 from retrieval.serving.settings import make_settings

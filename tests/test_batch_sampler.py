@@ -133,7 +133,9 @@ def test_shuffle_sampler_covers_each_index_once_per_epoch():
 
 def test_shuffle_sampler_shards_like_distributed_sampler():
     n, world = 24, 3
-    shards = [sum(epoch(ShuffleBatchSampler(n, batch_size=4, seed=1, rank=r, world_size=world)), []) for r in range(world)]
+    shards = [
+        sum(epoch(ShuffleBatchSampler(n, batch_size=4, seed=1, rank=r, world_size=world)), []) for r in range(world)
+    ]
     assert all(len(s) == 8 for s in shards)
     assert sorted(sum(shards, [])) == list(range(n))  # disjoint and complete
     # n not divisible by world: padded from the start, every index served at least once

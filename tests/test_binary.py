@@ -5,15 +5,15 @@ from __future__ import annotations
 import faiss
 import numpy as np
 import pytest
-
 from reference_hamming import hamming_distances
+
+from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.search.binary import (
     binarize,
     codes_to_signs,
     hamming_to_similarity,
     unpack_bits,
 )
-from retrieval.indexing.common.errors import DataError
 
 
 @pytest.mark.parametrize("dim", [8, 64, 2048])

@@ -6,13 +6,18 @@ import os
 from pathlib import Path
 
 import pytest
-
 from index_fixtures import make_image
 from serving_fixtures import running_server
 
 CHROMIUM = Path("/usr/bin/chromium")
-LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-               "--disable-sync", "--no-first-run"]
+LAUNCH_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 SCREENSHOT = Path(os.environ.get("RETRIEVAL_SCREENSHOT", "/tmp/retrieval-search-page.png"))
 
 pytestmark = [
@@ -40,7 +45,9 @@ def test_search_page_shows_results_and_switches_index(tiny_index_template, tmp_p
             page.fill("#k", str(k))
             page.set_input_files("input[type=file]", str(query))
             page.wait_for_function(f"document.querySelectorAll('#results img').length === {k}")
-            page.wait_for_function("[...document.querySelectorAll('#results img')].every(i => i.complete && i.naturalWidth > 0)")
+            page.wait_for_function(
+                "[...document.querySelectorAll('#results img')].every(i => i.complete && i.naturalWidth > 0)"
+            )
             assert len(_loaded_thumbnails(page)) == k and all(width > 0 for width in _loaded_thumbnails(page))
             assert page.get_attribute("#results", "data-index") == "float"
             assert page.eval_on_selector("#preview", "img => img.naturalWidth") == 96
@@ -48,7 +55,9 @@ def test_search_page_shows_results_and_switches_index(tiny_index_template, tmp_p
 
             page.check("input[name=index][value=binary]")
             page.wait_for_function("document.getElementById('results').dataset.index === 'binary'")
-            page.wait_for_function("[...document.querySelectorAll('#results img')].every(i => i.complete && i.naturalWidth > 0)")
+            page.wait_for_function(
+                "[...document.querySelectorAll('#results img')].every(i => i.complete && i.naturalWidth > 0)"
+            )
             assert len(_loaded_thumbnails(page)) == k
             assert "binary" in page.text_content("#timings")
             binary_scores = page.eval_on_selector_all("#results .score", "els => els.map(e => e.textContent)")

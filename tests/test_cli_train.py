@@ -66,9 +66,28 @@ def test_losses_command_lists_every_loss() -> None:
 def test_train_then_export_on_the_command_line(synth_data: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
     result = run_cli(
-        "train", "--data", str(synth_data), "--out", str(run), "--recipe", "triplet", "--image-size", "32",
-        "--embedding-dim", "32", "--epochs", "1", "--batch-size", "16", "--max-steps-per-epoch", "2",
-        "--workers", "0", "--device", "cpu", "--quiet",
+        "train",
+        "--data",
+        str(synth_data),
+        "--out",
+        str(run),
+        "--recipe",
+        "triplet",
+        "--image-size",
+        "32",
+        "--embedding-dim",
+        "32",
+        "--epochs",
+        "1",
+        "--batch-size",
+        "16",
+        "--max-steps-per-epoch",
+        "2",
+        "--workers",
+        "0",
+        "--device",
+        "cpu",
+        "--quiet",
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "test float" in result.stdout and "MAP@R" in result.stdout
@@ -84,8 +103,12 @@ def test_every_train_option_names_a_real_config_key() -> None:
     from retrieval.cli.train_commands import ConfigKey, train
     from retrieval.training.config import TrainConfig
 
-    keys = [meta.path for hint in get_type_hints(train, include_extras=True).values()
-            for meta in get_args(hint)[1:] if isinstance(meta, ConfigKey)]
+    keys = [
+        meta.path
+        for hint in get_type_hints(train, include_extras=True).values()
+        for meta in get_args(hint)[1:]
+        if isinstance(meta, ConfigKey)
+    ]
     assert len(keys) >= 15
     for path in keys:
         section, key = path.split(".")

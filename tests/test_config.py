@@ -22,10 +22,12 @@ def test_wrong_value_type_is_named() -> None:
 
 
 def test_later_layers_override_earlier_ones_key_by_key() -> None:
-    cfg = build_config([
-        ("recipe", {"trainer": {"epochs": 5, "batch_size": 16}, "loss": {"name": "triplet"}}),
-        ("cli", {"trainer": {"epochs": 2}}),
-    ])
+    cfg = build_config(
+        [
+            ("recipe", {"trainer": {"epochs": 5, "batch_size": 16}, "loss": {"name": "triplet"}}),
+            ("cli", {"trainer": {"epochs": 2}}),
+        ]
+    )
     assert (cfg.trainer.epochs, cfg.trainer.batch_size, cfg.loss.name) == (2, 16, "triplet")
 
 

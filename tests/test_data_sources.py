@@ -6,13 +6,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import CALTECH  # ../shared/data/caltech101 beside the repository
 from PIL import Image
 from scipy.io import savemat
 
-from retrieval.indexing.data.sources import LAYOUTS, describe_layout, load_records
 from retrieval.indexing.common.errors import DataError
-
-from conftest import CALTECH  # ../shared/data/caltech101 beside the repository
+from retrieval.indexing.data.sources import LAYOUTS, describe_layout, load_records
 
 
 def _image(path: Path, value: int = 0) -> Path:
@@ -38,7 +37,9 @@ def test_imagefolder_reads_classes_and_extensions_case_insensitively(tmp_path: P
     records = load_records(tmp_path)
     assert describe_layout(tmp_path) == "ImageFolder"
     assert sorted((r.path.relative_to(tmp_path).as_posix(), r.label) for r in records) == [
-        ("cat/a.JPG", "cat"), ("cat/nested/b.Png", "cat"), ("dog/c.webp", "dog"),
+        ("cat/a.JPG", "cat"),
+        ("cat/nested/b.Png", "cat"),
+        ("dog/c.webp", "dog"),
     ]
     assert all(r.split is None and r.is_query and r.is_gallery and r.path.is_absolute() for r in records)
 
@@ -90,8 +91,11 @@ def test_csv_manifest_reports_missing_files_with_count_and_first_paths(tmp_path:
     _image(tmp_path / "here.png")
     rows = "".join(f"gone{i}.png,x\n" for i in range(5))
     (tmp_path / "m.csv").write_text("path,label\nhere.png,x\n" + rows)
-    with pytest.raises(DataError, match=r"5 of 6 images .* do not exist: .*gone0\.png, .*gone1\.png, .*gone2\.png "
-                                        r"and 2 more"):
+    with pytest.raises(
+        DataError,
+        match=r"5 of 6 images .* do not exist: .*gone0\.png, .*gone1\.png, .*gone2\.png "
+        r"and 2 more",
+    ):
         load_records(tmp_path / "m.csv")
 
 
@@ -142,8 +146,14 @@ def test_cars196_reads_the_mat_file_and_splits_at_class_98(tmp_path: Path) -> No
     assert describe_layout(tmp_path) == "Cars196"
     records = load_records(tmp_path)
     assert [r.path for r in records] == [tmp_path / path for path, _ in rows]
-    assert [r.label for r in records] == ["001.Car 1", "098.Car 98", "099.Car 99", "196.Car 196", "001.Car 1",
-                                          "099.Car 99"]
+    assert [r.label for r in records] == [
+        "001.Car 1",
+        "098.Car 98",
+        "099.Car 99",
+        "196.Car 196",
+        "001.Car 1",
+        "099.Car 99",
+    ]
     assert [r.split for r in records] == ["train", "train", "test", "test", "train", "test"]
 
 
@@ -168,8 +178,11 @@ def test_stanford_online_products_follows_its_split_files(tmp_path: Path) -> Non
     assert describe_layout(tmp_path) == "Stanford Online Products"
     records = load_records(tmp_path)
     assert [(r.path.name, r.label, r.split) for r in records] == [
-        ("111_0.JPG", "00001", "train"), ("111_1.JPG", "00001", "train"), ("222_0.JPG", "00012", "train"),
-        ("333_0.JPG", "11319", "test"), ("333_1.JPG", "11319", "test"),
+        ("111_0.JPG", "00001", "train"),
+        ("111_1.JPG", "00001", "train"),
+        ("222_0.JPG", "00012", "train"),
+        ("333_0.JPG", "11319", "test"),
+        ("333_1.JPG", "11319", "test"),
     ]
     assert records[2].metadata == {"image_id": 3, "super_class_id": 2}
 

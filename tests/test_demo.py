@@ -34,12 +34,23 @@ def _wait_ready(url: str, process: subprocess.Popen, timeout_s: float = 120) -> 
 def test_demo_runs_the_whole_chain_and_serves(tmp_path: Path) -> None:
     port = free_port()
     env = {
-        **os.environ, "DEMO_DIR": str(tmp_path / "demo"), "DEMO_CLASSES": "12", "DEMO_PER_CLASS": "10", "DEMO_BATCH": "16",
-        "DEMO_EPOCHS": "1", "PORT": str(port), "RETRIEVAL": str(Path(sys.executable).parent / "retrieval"),
+        **os.environ,
+        "DEMO_DIR": str(tmp_path / "demo"),
+        "DEMO_CLASSES": "12",
+        "DEMO_PER_CLASS": "10",
+        "DEMO_BATCH": "16",
+        "DEMO_EPOCHS": "1",
+        "PORT": str(port),
+        "RETRIEVAL": str(Path(sys.executable).parent / "retrieval"),
     }
     log = open(tmp_path / "demo.log", "w")
-    process = subprocess.Popen(["bash", str(ROOT / "scripts" / "demo.sh")], env=env, stdout=log, stderr=subprocess.STDOUT,
-                               start_new_session=True)
+    process = subprocess.Popen(
+        ["bash", str(ROOT / "scripts" / "demo.sh")],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         ready = _wait_ready(f"http://127.0.0.1:{port}/readyz", process, timeout_s=600)
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as page:

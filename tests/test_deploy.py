@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 import yaml
 
 kubernetes_validate = pytest.importorskip("kubernetes_validate.utils")
@@ -48,7 +48,9 @@ def test_k8s_deployment_wiring() -> None:
     (container,) = pod["containers"]
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
-    assert {"cpu", "memory"} <= set(container["resources"]["requests"]) and {"cpu", "memory"} <= set(container["resources"]["limits"])
+    assert {"cpu", "memory"} <= set(container["resources"]["requests"]) and {"cpu", "memory"} <= set(
+        container["resources"]["limits"]
+    )
     index_mount = next(m for m in container["volumeMounts"] if m["mountPath"] == "/index")
     index_volume = next(v for v in pod["volumes"] if v["name"] == index_mount["name"])
     assert index_mount["readOnly"] is True
@@ -57,7 +59,10 @@ def test_k8s_deployment_wiring() -> None:
     assert sources == {_kind("ConfigMap")["metadata"]["name"], _kind("Secret")["metadata"]["name"]}
     assert "RETRIEVAL_API_KEY" in _kind("Secret")["stringData"]
     hpa = _kind("HorizontalPodAutoscaler")
-    assert hpa["apiVersion"] == "autoscaling/v2" and hpa["spec"]["scaleTargetRef"]["name"] == deployment["metadata"]["name"]
+    assert (
+        hpa["apiVersion"] == "autoscaling/v2"
+        and hpa["spec"]["scaleTargetRef"]["name"] == deployment["metadata"]["name"]
+    )
     service = _kind("Service")
     assert service["spec"]["selector"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
 
@@ -66,7 +71,7 @@ def test_configmap_keys_are_service_settings() -> None:
     from retrieval.serving.settings import ENV_PREFIX, ServeSettings
 
     for key in _kind("ConfigMap")["data"]:
-        assert key.startswith(ENV_PREFIX) and key[len(ENV_PREFIX):].lower() in ServeSettings.model_fields, key
+        assert key.startswith(ENV_PREFIX) and key[len(ENV_PREFIX) :].lower() in ServeSettings.model_fields, key
 
 
 def test_compose_references_existing_files() -> None:

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from free_port import free_port
 import torch
+from free_port import free_port
 
 from retrieval.training.distributed import DistContext, broadcast_from_main, gather_with_grad
 
@@ -27,11 +27,40 @@ def test_single_process_helpers_are_identity() -> None:
 def test_two_ranks_train_a_pair_loss_with_gathered_embeddings(synth_data: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
     command = [
-        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-        "--master_addr", "127.0.0.1", "--master_port", str(free_port()),
-        str(Path(sys.executable).parent / "retrieval"), "train", "--data", str(synth_data), "--out", str(run),
-        "--recipe", "triplet", "--image-size", "32", "--embedding-dim", "16", "--epochs", "2", "--batch-size", "8",
-        "--images-per-class", "2", "--max-steps-per-epoch", "2", "--workers", "0", "--device", "cpu", "--quiet",
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_addr",
+        "127.0.0.1",
+        "--master_port",
+        str(free_port()),
+        str(Path(sys.executable).parent / "retrieval"),
+        "train",
+        "--data",
+        str(synth_data),
+        "--out",
+        str(run),
+        "--recipe",
+        "triplet",
+        "--image-size",
+        "32",
+        "--embedding-dim",
+        "16",
+        "--epochs",
+        "2",
+        "--batch-size",
+        "8",
+        "--images-per-class",
+        "2",
+        "--max-steps-per-epoch",
+        "2",
+        "--workers",
+        "0",
+        "--device",
+        "cpu",
+        "--quiet",
     ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)

@@ -8,19 +8,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from index_fixtures import make_image
 from PIL import Image
 from typer.testing import CliRunner
 
-from index_fixtures import make_image
 from retrieval.cli.main import app
-from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.common.errors import ConfigError
+from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.eval.evaluation import as_built_metrics, exact_metrics, index_data
+from retrieval.indexing.eval.metrics import default_recall_ks
+from retrieval.indexing.eval.retrieval_grid import HIT, MISS, GridRow, render_grid
+from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.store.builder import build_index
 from retrieval.indexing.store.index_store import IndexStore
-from retrieval.indexing.eval.metrics import default_recall_ks
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
-from retrieval.indexing.eval.retrieval_grid import HIT, MISS, GridRow, render_grid
 
 runner = CliRunner()
 METRIC_KEYS = {"map_at_r", "r_precision", "precision_at_1", "nmi", "recall_at_k", "num_queries"}
@@ -30,19 +30,34 @@ def invoke(*args: object):
     return runner.invoke(app, [str(a) for a in args])
 
 
-def brute_force_p_at_1(queries: np.ndarray, q_labels: list[str], gallery: np.ndarray, g_labels: list[str],
-                       same_set: bool) -> float:
+def brute_force_p_at_1(
+    queries: np.ndarray, q_labels: list[str], gallery: np.ndarray, g_labels: list[str], same_set: bool
+) -> float:
     similarity = queries @ gallery.T
     if same_set:
         np.fill_diagonal(similarity, -np.inf)
     return float(np.mean([q_labels[i] == g_labels[j] for i, j in enumerate(similarity.argmax(axis=1))]))
 
 
-def test_eval_model_same_set(tiny_model_dir: Path, gallery_dir: Path, gallery_records: list[ImageRecord],
-                             tmp_path: Path) -> None:
+def test_eval_model_same_set(
+    tiny_model_dir: Path, gallery_dir: Path, gallery_records: list[ImageRecord], tmp_path: Path
+) -> None:
     out = tmp_path / "eval"
-    result = invoke("eval", "--model", tiny_model_dir, "--data", gallery_dir, "--split", "all", "--out", out,
-                    "--ks", "1,2,4", "--grid", 3)
+    result = invoke(
+        "eval",
+        "--model",
+        tiny_model_dir,
+        "--data",
+        gallery_dir,
+        "--split",
+        "all",
+        "--out",
+        out,
+        "--ks",
+        "1,2,4",
+        "--grid",
+        3,
+    )
     assert result.exit_code == 0, result.output
     assert "Recall@4" in result.output and "same-set protocol, 30 queries" in result.output
     metrics = json.loads((out / "metrics.json").read_text())
@@ -58,8 +73,9 @@ def test_eval_model_same_set(tiny_model_dir: Path, gallery_dir: Path, gallery_re
         assert grid.size[1] > grid.size[0] / 9 * 3 * 0.8  # 3 rows of 1 query + 8 neighbours
 
 
-def test_eval_model_query_gallery_protocol(tiny_model_dir: Path, gallery_records: list[ImageRecord],
-                                           tmp_path: Path) -> None:
+def test_eval_model_query_gallery_protocol(
+    tiny_model_dir: Path, gallery_records: list[ImageRecord], tmp_path: Path
+) -> None:
     csv_path = tmp_path / "manifest.csv"
     with open(csv_path, "w", newline="") as handle:
         writer = csv.writer(handle)
@@ -83,10 +99,18 @@ def test_eval_model_query_gallery_protocol(tiny_model_dir: Path, gallery_records
 
 
 @pytest.mark.parametrize("flags", ["same-set", "query-gallery"])
-def test_as_built_search_of_a_flat_index_equals_exact(flags: str, tiny_model_dir: Path,
-                                                      gallery_records: list[ImageRecord], tmp_path: Path) -> None:
-    records = [ImageRecord(r.path, r.label, is_query=flags == "same-set" or r.path.stem < "img_2",
-                           is_gallery=flags == "same-set" or r.path.stem >= "img_2") for r in gallery_records]
+def test_as_built_search_of_a_flat_index_equals_exact(
+    flags: str, tiny_model_dir: Path, gallery_records: list[ImageRecord], tmp_path: Path
+) -> None:
+    records = [
+        ImageRecord(
+            r.path,
+            r.label,
+            is_query=flags == "same-set" or r.path.stem < "img_2",
+            is_gallery=flags == "same-set" or r.path.stem >= "img_2",
+        )
+        for r in gallery_records
+    ]
     build_index(tiny_model_dir, records, tmp_path / "index", progress=False)
     with IndexStore.open(tmp_path / "index") as store:
         data = index_data(store)
@@ -98,10 +122,12 @@ def test_as_built_search_of_a_flat_index_equals_exact(flags: str, tiny_model_dir
             assert built.recall_at_k == pytest.approx(exact[kind].recall_at_k, abs=1e-6)
 
 
-def test_eval_index_reports_as_built_and_exact(tiny_model_dir: Path, gallery_records: list[ImageRecord],
-                                               tmp_path: Path) -> None:
-    build_index(tiny_model_dir, gallery_records, tmp_path / "index", float_kind="hnsw", binary_kind="ivf",
-                progress=False)
+def test_eval_index_reports_as_built_and_exact(
+    tiny_model_dir: Path, gallery_records: list[ImageRecord], tmp_path: Path
+) -> None:
+    build_index(
+        tiny_model_dir, gallery_records, tmp_path / "index", float_kind="hnsw", binary_kind="ivf", progress=False
+    )
     out = tmp_path / "eval"
     result = invoke("eval", "--index", tmp_path / "index", "--out", out, "--grid", 2)
     assert result.exit_code == 0, result.output
@@ -121,8 +147,9 @@ def test_grid_frames_hits_green_and_misses_red(tmp_path: Path) -> None:
     for n in range(3):
         paths.append(tmp_path / f"{n}.png")
         make_image(n, 0).save(paths[-1])
-    grid = render_grid([GridRow(paths[0], "a", [(paths[1], "a"), (paths[2], "b"), (tmp_path / "gone.png", "a")])],
-                       thumb=20)
+    grid = render_grid(
+        [GridRow(paths[0], "a", [(paths[1], "a"), (paths[2], "b"), (tmp_path / "gone.png", "a")])], thumb=20
+    )
     pixels = np.asarray(grid)
     cell = 20 + 2 * 4 + 6  # thumb + frame + gap
     assert tuple(pixels[8, 6 + cell + 1]) == HIT

@@ -51,9 +51,18 @@ def write_run(run_dir: Path, embedding_dim: int = 32) -> Run:
                 module.running_var.uniform_(0.5, 2.0)
     write_run_config(run_dir, config)
     checkpoint = {
-        "model": model.state_dict(), "loss": {}, "optimizer": {}, "scheduler": {}, "scaler": None,
-        "epoch": 3, "global_step": 30, "best_map_at_r": 0.25, "val_metrics": dict(VAL_METRICS, epoch=3),
-        "num_classes": 10, "config": config.model_dump(mode="json"), "loss_name": "normalized_softmax",
+        "model": model.state_dict(),
+        "loss": {},
+        "optimizer": {},
+        "scheduler": {},
+        "scaler": None,
+        "epoch": 3,
+        "global_step": 30,
+        "best_map_at_r": 0.25,
+        "val_metrics": dict(VAL_METRICS, epoch=3),
+        "num_classes": 10,
+        "config": config.model_dump(mode="json"),
+        "loss_name": "normalized_softmax",
     }
     save_checkpoint(RunPaths(run_dir).best_checkpoint, checkpoint)  # type: ignore[arg-type]
     return Run(run_dir, config, model.eval())
@@ -159,13 +168,26 @@ def test_run_paths_layout(tmp_path: Path) -> None:
     paths = RunPaths(tmp_path)
     relative = {
         name: getattr(paths, name).relative_to(tmp_path).as_posix()
-        for name in ("config", "metrics", "checkpoints_dir", "best_checkpoint", "last_checkpoint", "curves",
-                     "test_metrics", "export_dir")
+        for name in (
+            "config",
+            "metrics",
+            "checkpoints_dir",
+            "best_checkpoint",
+            "last_checkpoint",
+            "curves",
+            "test_metrics",
+            "export_dir",
+        )
     }
     assert relative == {
-        "config": "config.yaml", "metrics": "metrics.jsonl", "checkpoints_dir": "checkpoints",
-        "best_checkpoint": "checkpoints/best.pt", "last_checkpoint": "checkpoints/last.pt", "curves": "curves.png",
-        "test_metrics": "test_metrics.json", "export_dir": "export",
+        "config": "config.yaml",
+        "metrics": "metrics.jsonl",
+        "checkpoints_dir": "checkpoints",
+        "best_checkpoint": "checkpoints/best.pt",
+        "last_checkpoint": "checkpoints/last.pt",
+        "curves": "curves.png",
+        "test_metrics": "test_metrics.json",
+        "export_dir": "export",
     }
 
 

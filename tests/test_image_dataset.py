@@ -9,8 +9,8 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader
 
-from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.common.errors import DataError
+from retrieval.indexing.data.records import ImageRecord
 from retrieval.training.config import DataConfig
 from retrieval.training.image_dataset import ImageRecordDataset, label_index, record_label_indices
 from retrieval.training.transforms import build_eval_transform

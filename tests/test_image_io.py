@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from PIL import Image, ImageFile
 
+from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.bad_images import scan_images
 from retrieval.indexing.data.image_io import open_rgb, open_rgb_bytes
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.common.errors import DataError
 
 
 def _encode(image: Image.Image, fmt: str, **params) -> bytes:

@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from index_fixtures import make_image
 from typer.testing import CliRunner
 
-from index_fixtures import make_image
 from retrieval.cli.main import app
 from retrieval.indexing.common.errors import ConfigError, DataError, IndexFormatError
 from retrieval.indexing.store.index_store import IndexStore
@@ -34,8 +34,24 @@ def run_dir(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> P
 @pytest.fixture(scope="module")
 def cli_index(run_dir: Path, gallery_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("cli") / "index"
-    result = invoke("index", "build", "--model", run_dir, "--data", gallery_dir, "--out", out,
-                    "--float-kind", "hnsw", "--binary-kind", "ivf", "--batch-size", 8, "--threads", 1)
+    result = invoke(
+        "index",
+        "build",
+        "--model",
+        run_dir,
+        "--data",
+        gallery_dir,
+        "--out",
+        out,
+        "--float-kind",
+        "hnsw",
+        "--binary-kind",
+        "ivf",
+        "--batch-size",
+        8,
+        "--threads",
+        1,
+    )
     assert result.exit_code == 0, result.output
     assert "indexed 30 images of 6 classes" in result.output
     return out
@@ -91,10 +107,27 @@ def test_add_then_remove(cli_index: Path, tmp_path: Path) -> None:
 
 def test_errors_are_one_sentence(cli_index: Path, gallery_dir: Path, tmp_path: Path, tiny_model_dir: Path) -> None:
     cases = [
-        (("index", "build", "--model", tmp_path, "--data", gallery_dir, "--out", tmp_path / "i"),
-         ConfigError, "run `retrieval export"),
-        (("index", "build", "--model", tiny_model_dir, "--data", gallery_dir, "--out", tmp_path / "i",
-          "--float-kind", "lsh"), ConfigError, "known kinds: flat, hnsw, ivf, ivfpq"),
+        (
+            ("index", "build", "--model", tmp_path, "--data", gallery_dir, "--out", tmp_path / "i"),
+            ConfigError,
+            "run `retrieval export",
+        ),
+        (
+            (
+                "index",
+                "build",
+                "--model",
+                tiny_model_dir,
+                "--data",
+                gallery_dir,
+                "--out",
+                tmp_path / "i",
+                "--float-kind",
+                "lsh",
+            ),
+            ConfigError,
+            "known kinds: flat, hnsw, ivf, ivfpq",
+        ),
         (("index", "info", tmp_path), IndexFormatError, "manifest.json is missing"),
         (("search", cli_index, tmp_path / "none.jpg"), DataError, "cannot read image"),
         (("search", cli_index, gallery_dir / "class_0" / "img_0.png", "--rerank", "5"), DataError, "add --binary"),

@@ -9,17 +9,18 @@ from pathlib import Path
 import faiss
 import numpy as np
 import pytest
-
 from index_fixtures import make_image
-from retrieval.indexing.store import builder as index_builder, index_store
-from retrieval.indexing.search.binary import binarize
 from reference_hamming import hamming_distances
+
+from retrieval.indexing.common.errors import ConfigError, DataError, IndexFormatError, IndexNotWritableError
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.common.errors import IndexNotWritableError, ConfigError, DataError, IndexFormatError
-from retrieval.indexing.store.faiss_kinds import binary_kind, float_kind
-from retrieval.indexing.store.builder import build_index, write_index
-from retrieval.indexing.store.index_store import IndexStore
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.search.binary import binarize
+from retrieval.indexing.store import builder as index_builder
+from retrieval.indexing.store import index_store
+from retrieval.indexing.store.builder import build_index, write_index
+from retrieval.indexing.store.faiss_kinds import binary_kind, float_kind
+from retrieval.indexing.store.index_store import IndexStore
 
 
 @pytest.fixture(scope="module")
@@ -96,8 +97,9 @@ def test_add_and_remove_keep_ids_stable_and_files_consistent(
         paths = [tmp_path / f"new_{c}.png" for c in (0, 3)]
         for image, path in zip(new_images, paths):
             image.save(path)
-        new_ids = store.add([ImageRecord(path=p, label=f"class_{c}") for p, c in zip(paths, (0, 3))],
-                           embedder.embed_images(new_images))
+        new_ids = store.add(
+            [ImageRecord(path=p, label=f"class_{c}") for p, c in zip(paths, (0, 3))], embedder.embed_images(new_images)
+        )
         assert min(new_ids) > max(before)  # ids are never reused, even the removed maximum
     with IndexStore.open(out) as store:
         assert store.count == 29 == store.manifest.count
@@ -114,8 +116,9 @@ def test_add_and_remove_keep_ids_stable_and_files_consistent(
             store.item(7)
 
 
-def test_interrupted_update_is_repaired_on_open(index_copy: Path, embedder: OnnxEmbedder,
-                                               monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_interrupted_update_is_repaired_on_open(
+    index_copy: Path, embedder: OnnxEmbedder, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     def crash(*args: object) -> None:
         raise OSError("disk full")
 
@@ -135,9 +138,13 @@ def test_interrupted_update_is_repaired_on_open(index_copy: Path, embedder: Onnx
     assert faiss.read_index(str(index_copy / "float.faiss")).ntotal == 31  # the repair was saved
 
 
-def test_crash_mid_build_leaves_previous_index_loadable(built: Path, index_copy: Path, tiny_model_dir: Path,
-                                                        gallery_records: list[ImageRecord],
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_crash_mid_build_leaves_previous_index_loadable(
+    built: Path,
+    index_copy: Path,
+    tiny_model_dir: Path,
+    gallery_records: list[ImageRecord],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     def half_written(index_dir: Path, float_index: object, binary_index: object) -> None:
         faiss.write_index(float_index, str(index_dir / "float.faiss"))
         raise OSError("killed")
@@ -152,8 +159,9 @@ def test_crash_mid_build_leaves_previous_index_loadable(built: Path, index_copy:
         assert store.count == 30
 
 
-def test_bad_inputs_give_one_sentence_and_damage_nothing(built: Path, index_copy: Path, tiny_model_dir: Path,
-                                                         gallery_records: list[ImageRecord], tmp_path: Path) -> None:
+def test_bad_inputs_give_one_sentence_and_damage_nothing(
+    built: Path, index_copy: Path, tiny_model_dir: Path, gallery_records: list[ImageRecord], tmp_path: Path
+) -> None:
     with pytest.raises(DataError, match="gallery is empty"):
         build_index(tiny_model_dir, [], tmp_path / "empty", progress=False)
     with pytest.raises(ConfigError, match="unknown float index kind 'annoy'; known kinds: flat, hnsw, ivf, ivfpq"):
@@ -180,14 +188,17 @@ def test_bad_inputs_give_one_sentence_and_damage_nothing(built: Path, index_copy
             store.search(store.embeddings_of(store.ids()[:1]), 0)
         with pytest.raises(DataError, match="needs one 64-d embedding per record"):
             store.add(gallery_records[:2], np.ones((1, 64), np.float32))
-    with pytest.raises(IndexFormatError, match="index was built with model .* but the query model is 0123456789ab; "
-                                               "rebuild the index or pass --force"):
+    with pytest.raises(
+        IndexFormatError,
+        match="index was built with model .* but the query model is 0123456789ab; rebuild the index or pass --force",
+    ):
         IndexStore.open(built, expected_model_sha256="0123456789abcdef")
     IndexStore.open(built, expected_model_sha256="0123456789abcdef", force=True).close()
 
 
-@pytest.mark.parametrize("damaged", ["float.faiss", "binary.faiss", "manifest.json", "items.sqlite",
-                                     "embeddings.f16.npy"])
+@pytest.mark.parametrize(
+    "damaged", ["float.faiss", "binary.faiss", "manifest.json", "items.sqlite", "embeddings.f16.npy"]
+)
 def test_corrupt_or_truncated_files_are_named(damaged: str, index_copy: Path) -> None:
     path = index_copy / damaged
     path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 3])
@@ -210,8 +221,9 @@ def test_emptied_index_refuses_search_and_accepts_adds(index_copy: Path, embedde
         assert new_id == 31 and store.search(query, 3).ids.tolist() == [[31]]
 
 
-def test_unreadable_gallery_images_are_reported_and_skipped(tiny_model_dir: Path, gallery_records: list[ImageRecord],
-                                                            tmp_path: Path) -> None:
+def test_unreadable_gallery_images_are_reported_and_skipped(
+    tiny_model_dir: Path, gallery_records: list[ImageRecord], tmp_path: Path
+) -> None:
     corrupt = tmp_path / "corrupt.png"
     corrupt.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 40)
     records = gallery_records[:3] + [ImageRecord(path=corrupt, label="class_0")] + gallery_records[3:5]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from retrieval.indexing.search.binary import binarize, hamming_to_similarity
 from reference_hamming import hamming_distances
+
 from retrieval.indexing.common.errors import DataError
+from retrieval.indexing.search.binary import binarize, hamming_to_similarity
 from retrieval.indexing.search.knn import iter_knn_chunks, knn_search
 
 

@@ -29,10 +29,14 @@ REFERENCES = {
     "npairs": (lambda: pml.NPairsLoss(), None),
     "ntxent": (lambda: pml.NTXentLoss(temperature=0.07), None),
     "angular": (lambda: pml.AngularLoss(alpha=40), None),
-    "margin": (lambda: pml.MarginLoss(margin=0.2, beta=1.2, nu=0.0, learn_beta=True),
-               lambda: pml_miners.DistanceWeightedMiner(cutoff=0.5, nonzero_loss_cutoff=1.4)),
-    "multi_similarity": (lambda: pml.MultiSimilarityLoss(alpha=2, beta=50, base=0.5),
-                         lambda: pml_miners.MultiSimilarityMiner(epsilon=0.1)),
+    "margin": (
+        lambda: pml.MarginLoss(margin=0.2, beta=1.2, nu=0.0, learn_beta=True),
+        lambda: pml_miners.DistanceWeightedMiner(cutoff=0.5, nonzero_loss_cutoff=1.4),
+    ),
+    "multi_similarity": (
+        lambda: pml.MultiSimilarityLoss(alpha=2, beta=50, base=0.5),
+        lambda: pml_miners.MultiSimilarityMiner(epsilon=0.1),
+    ),
     "fastap": (lambda: pml.FastAPLoss(num_bins=10), None),
     "snr": (lambda: pml.SignalToNoiseRatioContrastiveLoss(pos_margin=0.0, neg_margin=1.0), None),
     "proxy_nca": (lambda: pml.ProxyNCALoss(C, D, softmax_scale=1), None),
@@ -44,15 +48,39 @@ REFERENCES = {
 
 # non-default settings: (name, our params, our miner, our miner params, reference loss, reference miner)
 VARIANTS = [
-    ("triplet", {"margin": 0.1, "mining": "hard"}, "default", None,
-     lambda: pml.TripletMarginLoss(margin=0.1), lambda: pml_miners.TripletMarginMiner(0.1, type_of_triplets="hard")),
+    (
+        "triplet",
+        {"margin": 0.1, "mining": "hard"},
+        "default",
+        None,
+        lambda: pml.TripletMarginLoss(margin=0.1),
+        lambda: pml_miners.TripletMarginMiner(0.1, type_of_triplets="hard"),
+    ),
     ("triplet", {"mining": "all"}, "default", None, lambda: pml.TripletMarginLoss(margin=0.2), None),
-    ("contrastive", {"neg_margin": 0.7}, "pair_margin", {"pos_margin": 0.1},
-     lambda: pml.ContrastiveLoss(neg_margin=0.7), lambda: pml_miners.PairMarginMiner(pos_margin=0.1, neg_margin=0.8)),
-    ("margin", {"learn_beta": True, "class_specific_beta": True, "nu": 0.1}, "default", None,
-     lambda: pml.MarginLoss(beta=1.2, nu=0.1, learn_beta=True, num_classes=C),
-     lambda: pml_miners.DistanceWeightedMiner(cutoff=0.5, nonzero_loss_cutoff=1.4)),
-    ("proxy_anchor", {"margin": 0.2, "alpha": 16.0}, "default", None, lambda: pml.ProxyAnchorLoss(C, D, margin=0.2, alpha=16), None),
+    (
+        "contrastive",
+        {"neg_margin": 0.7},
+        "pair_margin",
+        {"pos_margin": 0.1},
+        lambda: pml.ContrastiveLoss(neg_margin=0.7),
+        lambda: pml_miners.PairMarginMiner(pos_margin=0.1, neg_margin=0.8),
+    ),
+    (
+        "margin",
+        {"learn_beta": True, "class_specific_beta": True, "nu": 0.1},
+        "default",
+        None,
+        lambda: pml.MarginLoss(beta=1.2, nu=0.1, learn_beta=True, num_classes=C),
+        lambda: pml_miners.DistanceWeightedMiner(cutoff=0.5, nonzero_loss_cutoff=1.4),
+    ),
+    (
+        "proxy_anchor",
+        {"margin": 0.2, "alpha": 16.0},
+        "default",
+        None,
+        lambda: pml.ProxyAnchorLoss(C, D, margin=0.2, alpha=16),
+        None,
+    ),
 ]
 
 

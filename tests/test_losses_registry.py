@@ -19,8 +19,22 @@ from retrieval.training.losses import (
 )
 
 REQUIRED_LOSSES = {
-    "contrastive", "triplet", "lifted_structure", "npairs", "ntxent", "angular", "margin", "multi_similarity",
-    "proxy_nca", "proxy_anchor", "normalized_softmax", "cosface", "arcface", "soft_triple", "fastap", "snr",
+    "contrastive",
+    "triplet",
+    "lifted_structure",
+    "npairs",
+    "ntxent",
+    "angular",
+    "margin",
+    "multi_similarity",
+    "proxy_nca",
+    "proxy_anchor",
+    "normalized_softmax",
+    "cosface",
+    "arcface",
+    "soft_triple",
+    "fastap",
+    "snr",
 }
 PROXY_LOSSES = {"proxy_nca", "proxy_anchor", "normalized_softmax", "cosface", "arcface", "soft_triple"}
 
@@ -118,14 +132,18 @@ def test_hard_triplet_mining_is_selectable_three_ways():
 
 
 def test_any_pair_loss_takes_any_miner():
-    loss = build_loss("contrastive", num_classes=4, embedding_dim=8, miner="pair_margin", miner_params={"neg_margin": 0.5})
+    loss = build_loss(
+        "contrastive", num_classes=4, embedding_dim=8, miner="pair_margin", miner_params={"neg_margin": 0.5}
+    )
     assert isinstance(loss.miner, pml_miners.PairMarginMiner) and loss.miner.neg_margin == 0.5
 
 
 def test_miner_errors():
     with pytest.raises(ConfigError, match="unknown miner 'semihard'; known miners: distance_weighted, hard_triplet"):
         build_loss("triplet", num_classes=4, embedding_dim=8, miner="semihard")
-    with pytest.raises(ConfigError, match="miner 'multi_similarity' has no parameter 'eps'; accepted parameters: epsilon"):
+    with pytest.raises(
+        ConfigError, match="miner 'multi_similarity' has no parameter 'eps'; accepted parameters: epsilon"
+    ):
         build_loss("multi_similarity", num_classes=4, embedding_dim=8, miner_params={"eps": 0.2})
     with pytest.raises(ConfigError, match="does not use a miner"):
         build_loss("normalized_softmax", num_classes=4, embedding_dim=8, miner="pair_margin")
@@ -161,9 +179,18 @@ def test_registering_a_loss_that_owns_a_classifier_head(monkeypatch):
             return torch.nn.functional.cross_entropy(logits, labels) + self.weight * similarity.mean()
 
     monkeypatch.setattr(registry.LOSSES, "_entries", dict(registry.LOSSES._entries))
-    register_loss(LossSpec("head_and_batch", "test loss", "balanced", {"weight": 0.5}, None, "none",
-                           lambda num_classes, embedding_dim, miner, weight: HeadAndBatchLoss(num_classes, embedding_dim, weight),
-                           accepts_miner=False))
+    register_loss(
+        LossSpec(
+            "head_and_batch",
+            "test loss",
+            "balanced",
+            {"weight": 0.5},
+            None,
+            "none",
+            lambda num_classes, embedding_dim, miner, weight: HeadAndBatchLoss(num_classes, embedding_dim, weight),
+            accepts_miner=False,
+        )
+    )
     loss = build_loss("head_and_batch", num_classes=3, embedding_dim=4, params={"weight": 0.25})
     assert loss.weight == 0.25 and len(loss.loss_parameters()) == 2
     with pytest.raises(ValueError, match="already registered"):

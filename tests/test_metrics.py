@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from reference_hamming import hamming_distances
 from sklearn.metrics import normalized_mutual_info_score
 
-from retrieval.indexing.search.binary import binarize, codes_to_signs
-from reference_hamming import hamming_distances
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.eval.metrics import (
     RetrievalMetrics,
@@ -16,6 +15,7 @@ from retrieval.indexing.eval.metrics import (
     metrics_from_neighbor_labels,
 )
 from retrieval.indexing.eval.nmi import kmeans_assignments, nmi_kmeans, normalized_mutual_info
+from retrieval.indexing.search.binary import binarize, codes_to_signs
 
 
 def brute_force_metrics(similarity: np.ndarray, query_labels, gallery_labels, ks, same_set: bool) -> dict:
@@ -106,7 +106,9 @@ def test_hamming_matches_brute_force(seed):
     similarity = -hamming_distances(codes, codes).astype(np.float64)
     metrics = evaluate_embeddings(codes, labels, ks=(1, 8), metric="hamming", compute_nmi=False)
     assert_matches(metrics, brute_force_metrics(similarity, labels, labels, (1, 8), True), (1, 8))
-    separate = evaluate_embeddings(codes[:60], labels[:60], codes[60:], labels[60:], ks=(2,), metric="hamming", compute_nmi=False)
+    separate = evaluate_embeddings(
+        codes[:60], labels[:60], codes[60:], labels[60:], ks=(2,), metric="hamming", compute_nmi=False
+    )
     expected = brute_force_metrics(-hamming_distances(codes[:60], codes[60:]), labels[:60], labels[60:], (2,), False)
     assert_matches(separate, expected, (2,))
 
@@ -186,7 +188,9 @@ def test_normalized_mutual_info_matches_sklearn(seed):
     rng = np.random.default_rng(seed)
     truth = rng.integers(0, 7, 500)
     predicted = np.where(rng.random(500) < 0.6, truth, rng.integers(0, 9, 500))
-    assert normalized_mutual_info(truth, predicted) == pytest.approx(normalized_mutual_info_score(truth, predicted), abs=1e-12)
+    assert normalized_mutual_info(truth, predicted) == pytest.approx(
+        normalized_mutual_info_score(truth, predicted), abs=1e-12
+    )
     assert normalized_mutual_info(truth, truth + 3) == pytest.approx(1.0)
     assert normalized_mutual_info(np.zeros(5), np.arange(5)) == normalized_mutual_info_score(np.zeros(5), np.arange(5))
     assert normalized_mutual_info(np.zeros(5), np.zeros(5)) == 1.0

@@ -15,7 +15,11 @@ from retrieval.training.embedding_model import EmbeddingModel, GlobalPooling, bu
 # all but resnet18 run at 32 px (their trunks reduce it to 1x1) to keep the suite fast
 SIZES = {"resnet18": 64}
 FEATURE_DIMS = {
-    "resnet18": 512, "resnet50": 2048, "densenet121": 1024, "mobilenet_v3_large": 960, "efficientnet_b0": 1280,
+    "resnet18": 512,
+    "resnet50": 2048,
+    "densenet121": 1024,
+    "mobilenet_v3_large": 960,
+    "efficientnet_b0": 1280,
 }
 
 

@@ -7,7 +7,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-
 SCRIPT = textwrap.dedent(
     """
     import importlib, pkgutil, sys
@@ -42,7 +41,9 @@ SCRIPT = textwrap.dedent(
 def test_indexing_never_imports_torch(tiny_model_dir: Path, gallery_dir: Path, tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-c", SCRIPT, str(tiny_model_dir), str(gallery_dir), str(tmp_path / "index")],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("ok ")

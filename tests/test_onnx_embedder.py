@@ -8,13 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from index_fixtures import TINY_DIM, make_image
 from PIL import Image
 
-from index_fixtures import TINY_DIM, make_image
 from retrieval.indexing.common.errors import ConfigError, IndexFormatError
-from retrieval.indexing.model.resolution import resolve_export_dir
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.model.preprocess import preprocess_batch
+from retrieval.indexing.model.resolution import resolve_export_dir
 
 
 @pytest.fixture(scope="module")
@@ -43,11 +43,13 @@ def _write_odd_images(folder: Path) -> list[Path]:
     base = make_image(2, 3, size=(60, 40))
     exif = Image.Exif()
     exif[0x0112] = 6  # rotate 90 degrees on display
-    paths = {"exif.jpg": lambda p: base.save(p, exif=exif.tobytes()),
-             "grey.png": lambda p: base.convert("L").save(p),
-             "palette.gif": lambda p: base.convert("P").save(p),
-             "rgba.png": lambda p: base.convert("RGBA").save(p),
-             "deep.png": lambda p: Image.fromarray((np.asarray(base.convert("L"), np.uint16) * 257)).save(p)}
+    paths = {
+        "exif.jpg": lambda p: base.save(p, exif=exif.tobytes()),
+        "grey.png": lambda p: base.convert("L").save(p),
+        "palette.gif": lambda p: base.convert("P").save(p),
+        "rgba.png": lambda p: base.convert("RGBA").save(p),
+        "deep.png": lambda p: Image.fromarray(np.asarray(base.convert("L"), np.uint16) * 257).save(p),
+    }
     written = []
     for name, save in paths.items():
         save(folder / name)

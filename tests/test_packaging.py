@@ -1,16 +1,20 @@
 """The four source folders install as ``retrieval.*`` only, and every sub-package is declared."""
 
+import subprocess
 import sys
-import tomllib
 import zipfile
 from pathlib import Path
-import subprocess
 
 import pytest
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = {"training": "retrieval.training", "indexing": "retrieval.indexing",
-           "serving": "retrieval.serving", "cli": "retrieval.cli"}
+FOLDERS = {
+    "training": "retrieval.training",
+    "indexing": "retrieval.indexing",
+    "serving": "retrieval.serving",
+    "cli": "retrieval.cli",
+}
 
 
 def _declared_packages() -> set[str]:
@@ -29,8 +33,20 @@ def test_every_source_package_is_declared() -> None:
 @pytest.mark.slow
 def test_wheel_holds_only_the_retrieval_namespace(tmp_path: Path) -> None:
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(ROOT)],
-        check=True, capture_output=True,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
     )
     wheel = next(tmp_path.glob("retrieval-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()

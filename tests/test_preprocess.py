@@ -6,24 +6,25 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import CALTECH  # ../shared/data/caltech101 beside the repository
 from PIL import Image
 
 from retrieval.indexing.data.image_io import open_rgb
 from retrieval.indexing.model.manifest import Preprocessing
 from retrieval.indexing.model.preprocess import center_crop_box, preprocess_batch, preprocess_image, resized_size
 
-from conftest import CALTECH  # ../shared/data/caltech101 beside the repository
-
 
 def torchvision_eval(prep: Preprocessing):
     from torchvision import transforms
 
-    return transforms.Compose([
-        transforms.Resize(prep.resize),
-        transforms.CenterCrop(prep.crop),
-        transforms.ToTensor(),
-        transforms.Normalize(prep.mean, prep.std),
-    ])
+    return transforms.Compose(
+        [
+            transforms.Resize(prep.resize),
+            transforms.CenterCrop(prep.crop),
+            transforms.ToTensor(),
+            transforms.Normalize(prep.mean, prep.std),
+        ]
+    )
 
 
 def caltech_sample(colour: int = 16, grey: int = 4) -> list[Path]:

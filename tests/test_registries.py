@@ -24,8 +24,13 @@ from retrieval.training.losses.registry import LOSSES
 from retrieval.training.optim import OPTIMIZERS
 
 REGISTRIES: dict[str, Registry] = {
-    "loss": LOSSES, "miner": MINERS, "backbone": BACKBONES, "optimizer": OPTIMIZERS,
-    "layout": LAYOUTS, "float kind": FLOAT_KINDS, "binary kind": BINARY_KINDS,
+    "loss": LOSSES,
+    "miner": MINERS,
+    "backbone": BACKBONES,
+    "optimizer": OPTIMIZERS,
+    "layout": LAYOUTS,
+    "float kind": FLOAT_KINDS,
+    "binary kind": BINARY_KINDS,
 }
 
 

@@ -3,24 +3,24 @@
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 import io
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from PIL import Image
-
 from index_fixtures import make_image
-from retrieval.indexing.search.binary import binarize
+from PIL import Image
+from serving_fixtures import API_KEY, GALLERY_SIZE, image_bytes, query_png, serving_client
+
 from retrieval.indexing.common.errors import ConfigError
-from retrieval.indexing.store.index_store import IndexStore
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.search.binary import binarize
+from retrieval.indexing.store.index_store import IndexStore
 from retrieval.serving.app import create_app
 from retrieval.serving.batcher import MicroBatcher
 from retrieval.serving.settings import make_settings, settings_from_env
-from serving_fixtures import API_KEY, GALLERY_SIZE, image_bytes, query_png, serving_client
 
 KEY = {"X-API-Key": API_KEY}
 
@@ -94,7 +94,12 @@ def test_binary_rerank_scores_by_cosine(client) -> None:
 def test_hits_carry_label_metadata_and_thumbnail(client) -> None:
     hit = client.post("/search", files=_upload(query_png(0)), params={"k": 1}).json()["results"][0]
     item = client.get(f"/items/{hit['id']}").json()
-    assert item == {"id": hit["id"], "label": hit["label"], "metadata": hit["metadata"], "thumbnail_url": hit["thumbnail_url"]}
+    assert item == {
+        "id": hit["id"],
+        "label": hit["label"],
+        "metadata": hit["metadata"],
+        "thumbnail_url": hit["thumbnail_url"],
+    }
     assert hit["label"].startswith("class_") and "n" in hit["metadata"]
     thumb = client.get(hit["thumbnail_url"])
     assert thumb.headers["content-type"] == "image/jpeg" and "max-age" in thumb.headers["cache-control"]
@@ -130,8 +135,9 @@ def test_readyz_metrics_and_page(client) -> None:
 def test_add_then_delete_an_item(fresh_index) -> None:
     new_image = image_bytes(make_image(5, 77, size=(64, 64)))
     with serving_client(fresh_index) as client:
-        added = client.post("/items", files=[("images", ("new.png", new_image, "image/png"))],
-                            data={"labels": "added"}, headers=KEY)
+        added = client.post(
+            "/items", files=[("images", ("new.png", new_image, "image/png"))], data={"labels": "added"}, headers=KEY
+        )
         assert added.status_code == 201, added.text
         (new_id,) = added.json()["ids"]
         assert added.json()["count"] == GALLERY_SIZE + 1
@@ -206,7 +212,11 @@ def test_settings_from_env(tmp_path) -> None:
     env = {"RETRIEVAL_INDEX_DIR": str(tmp_path), "RETRIEVAL_K_MAX": "7", "RETRIEVAL_CORS_ORIGINS": "http://a, http://b"}
     settings = settings_from_env(env, threads=3)
     assert (settings.index_dir, settings.k_max, settings.cors_origins, settings.threads) == (
-        tmp_path, 7, ["http://a", "http://b"], 3)
+        tmp_path,
+        7,
+        ["http://a", "http://b"],
+        3,
+    )
     with pytest.raises(ConfigError, match="k_max"):
         settings_from_env({**env, "RETRIEVAL_K_MAX": "zero"})
 

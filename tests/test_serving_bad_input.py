@@ -8,7 +8,6 @@ import zlib
 
 import pytest
 from PIL import Image
-
 from serving_fixtures import API_KEY, GALLERY_SIZE, image_bytes, query_png, serving_client
 
 MAX_UPLOAD = 40_000
@@ -17,11 +16,14 @@ MAX_PIXELS = 1_000_000
 
 def png_claiming(width: int, height: int) -> bytes:
     """A PNG signature + valid IHDR for ``width`` x ``height`` and a few bytes of pixel data."""
+
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\0" * 16)) + chunk(b"IEND", b"")
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\0" * 16)) + chunk(b"IEND", b"")
+    )
 
 
 def _jpeg() -> bytes:
@@ -69,9 +71,19 @@ def test_bad_uploads(client, route: str, case: str) -> None:
 
 @pytest.mark.parametrize(
     ("params", "data"),
-    [({"k": "ten"}, None), ({"k": "0"}, None), ({"k": "21"}, None), ({"k": "-3"}, None), ({"k": "1e3"}, None),
-     ({"index": "hnsw"}, None), ({"k": "5", "rerank": "2"}, None), ({"rerank": "x"}, None),
-     (None, {"k": "many"}), (None, {"index": "neither"}), (None, {"k": "999"})],
+    [
+        ({"k": "ten"}, None),
+        ({"k": "0"}, None),
+        ({"k": "21"}, None),
+        ({"k": "-3"}, None),
+        ({"k": "1e3"}, None),
+        ({"index": "hnsw"}, None),
+        ({"k": "5", "rerank": "2"}, None),
+        ({"rerank": "x"}, None),
+        (None, {"k": "many"}),
+        (None, {"index": "neither"}),
+        (None, {"k": "999"}),
+    ],
 )
 def test_bad_search_parameters(client, params, data) -> None:
     response = client.post("/search", params=params, data=data, files={"image": ("q.png", query_png(0), "image/png")})
@@ -91,7 +103,7 @@ def test_bodies_over_the_limit_are_refused_before_parsing(client) -> None:
     assert_problem(client.post("/search", files={"image": ("big.jpg", big, "image/jpeg")}), 413)
 
     def chunked():  # no Content-Length: the limit is enforced while the body streams in
-        boundary = b"--xyz\r\nContent-Disposition: form-data; name=\"image\"; filename=\"a.jpg\"\r\n\r\n"
+        boundary = b'--xyz\r\nContent-Disposition: form-data; name="image"; filename="a.jpg"\r\n\r\n'
         yield boundary
         for _ in range(8):
             yield os.urandom(MAX_UPLOAD // 2)
@@ -103,9 +115,17 @@ def test_bodies_over_the_limit_are_refused_before_parsing(client) -> None:
 
 @pytest.mark.parametrize(
     ("path", "status"),
-    [("/items/999999", 404), ("/items/999999/thumbnail", 404), ("/items/999999/similar", 404),
-     ("/items/-1", 404), ("/items/abc", 422), ("/items/1.5/similar", 422), ("/items/1/similar?k=0", 422),
-     ("/items/1/similar?index=cosine", 422), ("/no/such/route", 404)],
+    [
+        ("/items/999999", 404),
+        ("/items/999999/thumbnail", 404),
+        ("/items/999999/similar", 404),
+        ("/items/-1", 404),
+        ("/items/abc", 422),
+        ("/items/1.5/similar", 422),
+        ("/items/1/similar?k=0", 422),
+        ("/items/1/similar?index=cosine", 422),
+        ("/no/such/route", 404),
+    ],
 )
 def test_unknown_items_and_routes(client, path: str, status: int) -> None:
     assert_problem(client.get(path), status)

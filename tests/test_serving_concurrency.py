@@ -6,7 +6,6 @@ import threading
 import time
 
 import httpx
-
 from index_fixtures import make_image
 from serving_fixtures import API_KEY, GALLERY_SIZE, image_bytes, running_server
 
@@ -25,8 +24,11 @@ def test_searches_stay_correct_during_adds_and_removes(fresh_index) -> None:
     def writer(base: str) -> None:
         with httpx.Client(base_url=base, headers={"X-API-Key": API_KEY}, timeout=30) as http:
             for round_ in range(ROUNDS):
-                added = http.post("/items", files=[("images", (f"{round_}.png", query, "image/png"))],
-                                  data={"labels": f"round-{round_}"})
+                added = http.post(
+                    "/items",
+                    files=[("images", (f"{round_}.png", query, "image/png"))],
+                    data={"labels": f"round-{round_}"},
+                )
                 if added.status_code != 201:
                     errors.append(f"add: {added.status_code} {added.text}")
                     break
@@ -42,7 +44,9 @@ def test_searches_stay_correct_during_adds_and_removes(fresh_index) -> None:
         with httpx.Client(base_url=base, timeout=30) as http:
             while not done.is_set():
                 sent = time.monotonic()
-                response = http.post("/search", params={"k": 3, "index": kind}, files={"image": ("q.png", query, "image/png")})
+                response = http.post(
+                    "/search", params={"k": 3, "index": kind}, files={"image": ("q.png", query, "image/png")}
+                )
                 if response.status_code != 200:
                     errors.append(f"search: {response.status_code} {response.text}")
                     continue
@@ -50,7 +54,9 @@ def test_searches_stay_correct_during_adds_and_removes(fresh_index) -> None:
 
     with running_server(fresh_index, batch_max_wait_ms=2) as base:
         threads = [threading.Thread(target=writer, args=(base,))]
-        threads += [threading.Thread(target=searcher, args=(base, ("float", "binary")[i % 2])) for i in range(SEARCHERS)]
+        threads += [
+            threading.Thread(target=searcher, args=(base, ("float", "binary")[i % 2])) for i in range(SEARCHERS)
+        ]
         for thread in threads:
             thread.start()
         for thread in threads:

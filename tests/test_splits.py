@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.data.splits import select_split, split_records
-from retrieval.indexing.common.errors import DataError
 
 
 def _records(labels: list[str], per_class: int = 3, split: dict[str, str] | None = None) -> list[ImageRecord]:
@@ -141,8 +141,10 @@ def _inshop_like(gallery_per_item: int) -> list[ImageRecord]:
     records = _records(["t1", "t2"], split=dict.fromkeys(["t1", "t2"], "train"))
     for item in ("q1", "q2"):
         records.append(ImageRecord(Path(f"/d/{item}/q.jpg"), item, "test", is_query=True, is_gallery=False))
-        records += [ImageRecord(Path(f"/d/{item}/g{i}.jpg"), item, "test", is_query=False, is_gallery=True)
-                    for i in range(gallery_per_item)]
+        records += [
+            ImageRecord(Path(f"/d/{item}/g{i}.jpg"), item, "test", is_query=False, is_gallery=True)
+            for i in range(gallery_per_item)
+        ]
     return records
 
 

@@ -13,11 +13,11 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from retrieval.cli.data_commands import register
+from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import split_records
-from retrieval.indexing.data.synth.generator import generate_synthetic_dataset, render_png
 from retrieval.indexing.data.synth.concepts import Concept, all_concepts
-from retrieval.indexing.common.errors import DataError
+from retrieval.indexing.data.synth.generator import generate_synthetic_dataset, render_png
 
 
 def _tree(root: Path) -> dict[str, bytes]:

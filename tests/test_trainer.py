@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from retrieval.training.run_dir import load_checkpoint
 from retrieval.training.config import TrainConfig, build_config
 from retrieval.training.recipes import recipe
+from retrieval.training.run_dir import load_checkpoint
 from retrieval.training.trainer import Trainer, TrainingDiverged
 
 
@@ -29,9 +29,18 @@ def _rows(run: Path) -> list[dict]:
 
 @pytest.mark.slow
 def test_training_lifts_validation_and_test_map_at_r(synth_data: Path, tmp_path: Path) -> None:
-    cfg = build_config([("base", _config(synth_data).model_dump(mode="json")), ("more", {
-        "trainer": {"epochs": 8, "batch_size": 16}, "optimizer": {"lr": 1e-3, "head_lr": 1e-3},
-    })])
+    cfg = build_config(
+        [
+            ("base", _config(synth_data).model_dump(mode="json")),
+            (
+                "more",
+                {
+                    "trainer": {"epochs": 8, "batch_size": 16},
+                    "optimizer": {"lr": 1e-3, "head_lr": 1e-3},
+                },
+            ),
+        ]
+    )
     result = Trainer(cfg, tmp_path / "run", progress=False).fit()
     rows = _rows(tmp_path / "run")
     untrained_val = rows[0]["val"]["map_at_r"]

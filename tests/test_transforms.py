@@ -8,8 +8,8 @@ import torch
 from PIL import Image
 from torchvision import transforms as T
 
-from retrieval.indexing.data.image_io import open_rgb
 from retrieval.indexing.common.errors import ConfigError
+from retrieval.indexing.data.image_io import open_rgb
 from retrieval.indexing.model.preprocess import preprocess_image
 from retrieval.training.config import DataConfig
 from retrieval.training.transforms import build_eval_transform, build_train_transform, eval_preprocessing

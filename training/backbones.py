@@ -37,7 +37,6 @@ class Backbone:
     timm_name: str | None = None  # for ``timm:NAME`` backbones
 
 
-
 def _resnet(name: str) -> BackboneBuilder:
     def build() -> tuple[nn.Module, int]:
         model = torchvision.models.get_model(name, weights=None)
@@ -90,7 +89,7 @@ def known_backbones() -> list[str]:
 def get_backbone(name: str) -> Backbone:
     """The registry entry for ``name``; ``timm:NAME`` builds any timm model as a trunk."""
     if name.startswith(TIMM_PREFIX):
-        timm_name = name[len(TIMM_PREFIX):]
+        timm_name = name[len(TIMM_PREFIX) :]
         return Backbone(lambda: build_timm_trunk(timm_name), "timm_cache", timm_normalization(timm_name), timm_name)
     return BACKBONES.get(name)
 

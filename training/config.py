@@ -24,7 +24,9 @@ class _Strict(BaseModel):
 class DataConfig(_Strict):
     path: Path | None = Field(None, description="ImageFolder dir, CSV manifest or a CUB/Cars/SOP/In-Shop root")
     val_fraction: float = Field(0.2, ge=0.0, lt=1.0, description="share of training classes held out for validation")
-    val_fold: int | None = Field(None, ge=0, description="use fold i of num_folds (Reality Check) instead of val_fraction")
+    val_fold: int | None = Field(
+        None, ge=0, description="use fold i of num_folds (Reality Check) instead of val_fraction"
+    )
     num_folds: int = Field(4, ge=2)
     image_size: int = Field(224, gt=0, description="crop size; eval resizes the shorter side to image_size * 8/7")
     train_crop_scale: tuple[float, float] = (0.16, 1.0)
@@ -55,7 +57,9 @@ class LossConfig(_Strict):
     params: dict[str, Any] = Field(default_factory=dict, description="passed to the loss builder")
     miner: str | None = Field(None, description="null: the loss's default miner; 'none': no miner; else a miner name")
     miner_params: dict[str, Any] = Field(default_factory=dict)
-    lr: float | None = Field(None, gt=0, description="learning rate of loss parameters (proxies); default optimizer.lr * 10")
+    lr: float | None = Field(
+        None, gt=0, description="learning rate of loss parameters (proxies); default optimizer.lr * 10"
+    )
 
 
 class OptimizerConfig(_Strict):

@@ -69,8 +69,9 @@ def build_eval_loader(
 def set_loader_epoch(loader: DataLoader, epoch: int) -> None:
     """Reseed the loader's sampler for ``epoch`` (no-op for loaders without one, e.g. eval)."""
     for sampler in (loader.batch_sampler, loader.sampler):
-        if hasattr(sampler, "set_epoch"):
-            sampler.set_epoch(epoch)
+        set_epoch = getattr(sampler, "set_epoch", None)
+        if set_epoch is not None:
+            set_epoch(epoch)
 
 
 def _train_batch_sampler(

@@ -28,11 +28,11 @@ class DistContext:
         return self.world_size > 1
 
     @classmethod
-    def single(cls) -> "DistContext":
+    def single(cls) -> DistContext:
         return cls(0, 1, 0)
 
     @classmethod
-    def from_environment(cls) -> "DistContext":
+    def from_environment(cls) -> DistContext:
         """Read torchrun's RANK / WORLD_SIZE / LOCAL_RANK; initialise the process group if > 1."""
         world_size = int(os.environ.get("WORLD_SIZE", "1"))
         if world_size <= 1:

@@ -83,7 +83,7 @@ class EmbeddingModel(nn.Module):
         pooled = self.norm(self.pool(self.backbone(images)))
         return F.normalize(self.head(pooled), p=2.0, dim=1)
 
-    def train(self, mode: bool = True) -> "EmbeddingModel":
+    def train(self, mode: bool = True) -> EmbeddingModel:
         """Like nn.Module.train, but frozen BatchNorm layers stay in eval mode (running stats fixed)."""
         super().train(mode)
         if self.freeze_batchnorm:

@@ -22,9 +22,9 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
+from retrieval.indexing.common.artifact_names import MODEL_MANIFEST_NAME, MODEL_ONNX_NAME
 from retrieval.indexing.common.atomic_write import atomic_write_bytes, atomic_write_text
 from retrieval.indexing.common.errors import RetrievalError
-from retrieval.indexing.common.artifact_names import MODEL_MANIFEST_NAME, MODEL_ONNX_NAME
 from retrieval.indexing.model.manifest import ModelManifest, manifest_json
 from retrieval.training.config import TrainConfig
 from retrieval.training.embedding_model import EmbeddingModel, build_embedding_model
@@ -115,7 +115,7 @@ def onnx_export_bytes(model: EmbeddingModel, image_size: int, *, fp16: bool = Fa
         torch.onnx.export(
             model,
             (dummy,),
-            buffer,
+            buffer,  # type: ignore[arg-type]  # the exporter writes to any binary file object
             dynamo=False,
             opset_version=OPSET,
             input_names=[INPUT_NAME],

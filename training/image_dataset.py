@@ -18,9 +18,9 @@ from pathlib import Path
 import torch
 from torch.utils.data import Dataset
 
+from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.image_io import open_rgb
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.common.errors import DataError
 from retrieval.training.transforms import ImageTransform
 
 logger = logging.getLogger(__name__)

@@ -48,7 +48,9 @@ def lite0_state_dict(target: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]
     mapped = {}
     for (name, expected), (source_name, value) in zip(target.items(), trunk, strict=True):
         if value.shape != expected.shape:
-            raise ConfigError(f"Lite0 weights do not fit: {source_name} {tuple(value.shape)} vs {name} {tuple(expected.shape)}")
+            raise ConfigError(
+                f"Lite0 weights do not fit: {source_name} {tuple(value.shape)} vs {name} {tuple(expected.shape)}"
+            )
         mapped[name] = value
     return mapped
 

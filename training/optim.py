@@ -6,10 +6,11 @@ import math
 from collections.abc import Callable
 
 import torch
-from torch import nn
 
 from retrieval.indexing.common.registry import Registry
 from retrieval.training.config import OptimizerConfig, ScheduleConfig, TrainConfig
+from retrieval.training.embedding_model import EmbeddingModel
+from retrieval.training.losses.base import EmbeddingLoss
 
 OptimizerBuilder = Callable[[list[dict], OptimizerConfig], torch.optim.Optimizer]
 OPTIMIZERS: Registry[OptimizerBuilder] = Registry("optimizer")
@@ -23,7 +24,7 @@ OPTIMIZERS.register(
 )
 
 
-def parameter_groups(model: nn.Module, loss: nn.Module, cfg: TrainConfig) -> list[dict]:
+def parameter_groups(model: EmbeddingModel, loss: EmbeddingLoss, cfg: TrainConfig) -> list[dict]:
     """Backbone at ``optimizer.lr``, new layers at ``head_lr``, loss parameters (proxies) at ``loss.lr``.
 
     Proxy-based losses train their proxies much faster than the network (Proxy-Anchor

@@ -54,7 +54,7 @@ def load_pretrained(model: EmbeddingModel, source: str) -> LoadReport:
     state = _read_state_dict(path)
     target = model.backbone.state_dict()
     prefix = max(_PREFIXES, key=lambda p: _count_matches(state, target, p))
-    matched = {key[len(prefix):]: value for key, value in state.items() if _strip(key, prefix) in target}
+    matched = {key[len(prefix) :]: value for key, value in state.items() if _strip(key, prefix) in target}
     if not matched:
         raise ConfigError(
             f"no tensor in {path} matches the {model.backbone_name} backbone; "
@@ -100,7 +100,7 @@ def _read_state_dict(path: Path) -> dict[str, torch.Tensor]:
 
 
 def _strip(key: str, prefix: str) -> str | None:
-    return key[len(prefix):] if key.startswith(prefix) else None
+    return key[len(prefix) :] if key.startswith(prefix) else None
 
 
 def _count_matches(state: dict[str, torch.Tensor], target: dict[str, torch.Tensor], prefix: str) -> int:

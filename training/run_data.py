@@ -5,11 +5,11 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from retrieval.indexing.common.errors import ConfigError, DataError
 from retrieval.indexing.data.bad_images import scan_images
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import DatasetSplits, split_records
-from retrieval.indexing.common.errors import ConfigError, DataError
 from retrieval.training.config import DataConfig
 from retrieval.training.image_dataset import label_index
 

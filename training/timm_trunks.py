@@ -9,6 +9,7 @@ and head apply on top, exactly as for the torchvision trunks. Weights start rand
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import ModuleType
 
 from torch import nn
 
@@ -27,7 +28,7 @@ class Normalization:
     std: tuple[float, float, float] = IMAGENET_STD
 
 
-def _timm():  # type: ignore[no-untyped-def]
+def _timm() -> ModuleType:
     try:
         import timm
     except ImportError:  # the `pretrained` extra brings it
@@ -41,7 +42,9 @@ def build_timm_trunk(name: str) -> tuple[nn.Module, int]:
     """(timm model returning its last feature map, number of channels), random weights."""
     timm = _timm()
     if not timm.is_model(name):
-        raise ConfigError(f"timm has no model {name!r}; list them with python -c 'import timm; print(timm.list_models())'")
+        raise ConfigError(
+            f"timm has no model {name!r}; list them with python -c 'import timm; print(timm.list_models())'"
+        )
     model = timm.create_model(name, pretrained=False, num_classes=0, global_pool="")
     return model, int(model.num_features)
 

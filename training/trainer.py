@@ -20,9 +20,9 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from retrieval.indexing.common.atomic_write import atomic_write_text
-from retrieval.indexing.search.binary import binarize
 from retrieval.indexing.common.errors import RetrievalError
 from retrieval.indexing.eval.metrics import evaluate_embeddings
+from retrieval.indexing.search.binary import binarize
 from retrieval.training.config import TrainConfig
 from retrieval.training.curves import plot_curves
 from retrieval.training.data_loaders import build_eval_loader, build_train_loader, set_loader_epoch
@@ -60,7 +60,12 @@ class TrainResult:
 
 class Trainer:
     def __init__(
-        self, cfg: TrainConfig, run_dir: Path, *, resume: bool = False, progress: bool = True,
+        self,
+        cfg: TrainConfig,
+        run_dir: Path,
+        *,
+        resume: bool = False,
+        progress: bool = True,
         ctx: DistContext | None = None,
     ) -> None:
         self.cfg, self.paths, self.resume = cfg, RunPaths(Path(run_dir)), resume
@@ -87,8 +92,12 @@ class Trainer:
         if cfg.model.channels_last:
             self.model.to(memory_format=torch.channels_last)
         self.loss = build_loss(
-            cfg.loss.name, num_classes=len(self.data.train_label_index), embedding_dim=self.model.embedding_dim,
-            params=cfg.loss.params, miner=cfg.loss.miner or "default", miner_params=cfg.loss.miner_params,
+            cfg.loss.name,
+            num_classes=len(self.data.train_label_index),
+            embedding_dim=self.model.embedding_dim,
+            params=cfg.loss.params,
+            miner=cfg.loss.miner or "default",
+            miner_params=cfg.loss.miner_params,
         ).to(self.device)
         self.train_model = self.model
         if self.ctx.enabled:
@@ -102,8 +111,13 @@ class Trainer:
         kind = self.spec.sampler if cfg.data.sampler == "auto" else cfg.data.sampler
         self.sampler_kind = kind
         self.train_loader = build_train_loader(
-            splits.train, self.data.train_label_index, cfg, sampler_kind=kind,
-            rank=self.ctx.rank, world_size=self.ctx.world_size, device=self.device,
+            splits.train,
+            self.data.train_label_index,
+            cfg,
+            sampler_kind=kind,
+            rank=self.ctx.rank,
+            world_size=self.ctx.world_size,
+            device=self.device,
         )
         index = self.data.eval_label_index
         self.val_loader = build_eval_loader(splits.val, index, cfg, self.device) if splits.val else None
@@ -154,8 +168,13 @@ class Trainer:
         set_loader_epoch(self.train_loader, epoch)
         self.train_model.train()
         losses, images_seen, wait_s, started = [], 0, 0.0, time.perf_counter()
-        bar = tqdm(total=self.steps_per_epoch, desc=f"epoch {epoch}/{self.cfg.trainer.epochs}",
-                   disable=not self.progress, unit="step", leave=False)
+        bar = tqdm(
+            total=self.steps_per_epoch,
+            desc=f"epoch {epoch}/{self.cfg.trainer.epochs}",
+            disable=not self.progress,
+            unit="step",
+            leave=False,
+        )
         batches = iter(self.train_loader)
         for step in range(self.steps_per_epoch):
             t0 = time.perf_counter()
@@ -266,12 +285,20 @@ class Trainer:
     # ---- persistence --------------------------------------------------------------------
     def _state(self, epoch: int, val: dict[str, Any] | None) -> dict[str, Any]:
         return {
-            "model": self.model.state_dict(), "loss": self.loss.state_dict(),
-            "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
-            "scaler": self.scaler.state_dict(), "epoch": epoch, "global_step": self.global_step,
-            "best_map_at_r": self.best_map, "best_epoch": self.best_epoch, "stale_epochs": self.stale_epochs,
-            "val_metrics": val or {}, "num_classes": len(self.data.train_label_index),
-            "config": self.cfg.model_dump(mode="json"), "loss_name": self.cfg.loss.name,
+            "model": self.model.state_dict(),
+            "loss": self.loss.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "scaler": self.scaler.state_dict(),
+            "epoch": epoch,
+            "global_step": self.global_step,
+            "best_map_at_r": self.best_map,
+            "best_epoch": self.best_epoch,
+            "stale_epochs": self.stale_epochs,
+            "val_metrics": val or {},
+            "num_classes": len(self.data.train_label_index),
+            "config": self.cfg.model_dump(mode="json"),
+            "loss_name": self.cfg.loss.name,
         }
 
     def _save(self, epoch: int, val: dict[str, Any] | None, improved: bool) -> None:
@@ -306,4 +333,3 @@ class Trainer:
             shown = f"val MAP@R {val['map_at_r']:.4f} P@1 {val['precision_at_1']:.4f}" if val else "no validation"
             loss = stats["train_loss"] if stats else math.nan
             tqdm.write(f"epoch {epoch}: loss {loss:.4f}  {shown}  ({stats['images_per_second']:.1f} img/s)")
-

@@ -26,6 +26,7 @@ from retrieval.training.config import DataConfig
 
 ImageTransform = Callable[[Image.Image], torch.Tensor]
 
+
 def eval_preprocessing(cfg: DataConfig) -> Preprocessing:
     """The eval preprocessing for ``cfg``, as stored in ``model.json``.
 
@@ -58,9 +59,7 @@ def build_train_transform(cfg: DataConfig) -> ImageTransform:
     """Random crop (and flip) augmentation; mean/std are the same as the eval transform's."""
     low, high = cfg.train_crop_scale
     if not 0 < low <= high <= 1:
-        raise ConfigError(
-            f"data.train_crop_scale must be (low, high) with 0 < low <= high <= 1, got ({low}, {high})"
-        )
+        raise ConfigError(f"data.train_crop_scale must be (low, high) with 0 < low <= high <= 1, got ({low}, {high})")
     steps: list[Callable] = [
         T.RandomResizedCrop(
             cfg.image_size,

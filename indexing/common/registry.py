@@ -44,9 +44,7 @@ class Registry(Generic[T]):
         try:
             return self._entries[name]
         except (KeyError, TypeError):
-            raise self.error(
-                f"unknown {self.kind} {name!r}; known {self.plural}: {', '.join(self.names())}"
-            ) from None
+            raise self.error(f"unknown {self.kind} {name!r}; known {self.plural}: {', '.join(self.names())}") from None
 
     def names(self) -> list[str]:
         """Registered names: sorted, or in registration order for an ``ordered`` registry."""

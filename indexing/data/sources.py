@@ -10,15 +10,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from retrieval.indexing.common.errors import DataError
+from retrieval.indexing.common.registry import Registry
 from retrieval.indexing.data.layouts.cars196 import find_cars_annotations, load_cars196
 from retrieval.indexing.data.layouts.csv_manifest import find_manifest, load_csv_manifest
 from retrieval.indexing.data.layouts.cub import find_cub_root, load_cub
 from retrieval.indexing.data.layouts.imagefolder import load_imagefolder, looks_like_imagefolder
 from retrieval.indexing.data.layouts.inshop import find_inshop_list, load_inshop
-from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.data.layouts.sop import find_sop_root, load_sop
-from retrieval.indexing.common.errors import DataError
-from retrieval.indexing.common.registry import Registry
+from retrieval.indexing.data.records import ImageRecord
 
 
 @dataclass(frozen=True)
@@ -44,15 +44,31 @@ def _is_dir(path: Path) -> bool:
 
 LAYOUTS: Registry[Layout] = Registry("dataset layout", "layouts", ordered=True, error=DataError)
 for _layout in (
-    Layout("CUB-200-2011", "images.txt + image_class_labels.txt + classes.txt (or CUB_200_2011/...)",
-           lambda p: _is_dir(p) and find_cub_root(p) is not None, load_cub),
+    Layout(
+        "CUB-200-2011",
+        "images.txt + image_class_labels.txt + classes.txt (or CUB_200_2011/...)",
+        lambda p: _is_dir(p) and find_cub_root(p) is not None,
+        load_cub,
+    ),
     Layout("Cars196", "cars_annos.mat", lambda p: _is_dir(p) and find_cars_annotations(p) is not None, load_cars196),
-    Layout("Stanford Online Products", "Ebay_train.txt + Ebay_test.txt",
-           lambda p: _is_dir(p) and find_sop_root(p) is not None, load_sop),
-    Layout("In-Shop", "list_eval_partition.txt (or Eval/list_eval_partition.txt)",
-           lambda p: _is_dir(p) and find_inshop_list(p) is not None, load_inshop),
-    Layout("CSV manifest", "a .csv file, or a folder with manifest.csv",
-           lambda p: find_manifest(p) is not None, _load_manifest),
+    Layout(
+        "Stanford Online Products",
+        "Ebay_train.txt + Ebay_test.txt",
+        lambda p: _is_dir(p) and find_sop_root(p) is not None,
+        load_sop,
+    ),
+    Layout(
+        "In-Shop",
+        "list_eval_partition.txt (or Eval/list_eval_partition.txt)",
+        lambda p: _is_dir(p) and find_inshop_list(p) is not None,
+        load_inshop,
+    ),
+    Layout(
+        "CSV manifest",
+        "a .csv file, or a folder with manifest.csv",
+        lambda p: find_manifest(p) is not None,
+        _load_manifest,
+    ),
     Layout("ImageFolder", "<class>/<image> sub-folders", looks_like_imagefolder, load_imagefolder),
 ):
     LAYOUTS.register(_layout.name, _layout)

@@ -25,8 +25,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.common.errors import DataError
+from retrieval.indexing.data.records import ImageRecord
 
 SPLIT_NAMES = ("train", "val", "test", "all")
 MIN_CLASSES = 2
@@ -68,8 +68,12 @@ def split_records(
 
 
 def select_split(
-    records: Sequence[ImageRecord], name: str, *, val_fraction: float = 0.2,
-    val_fold: int | None = None, num_folds: int = 4,
+    records: Sequence[ImageRecord],
+    name: str,
+    *,
+    val_fraction: float = 0.2,
+    val_fold: int | None = None,
+    num_folds: int = 4,
 ) -> list[ImageRecord]:
     """The records of one split by name: ``train``, ``val``, ``test`` or ``all``.
 
@@ -102,7 +106,7 @@ def _train_test(ordered: list[ImageRecord]) -> tuple[list[ImageRecord], list[Ima
             f"{with_split} of {len(ordered)} records have a source split and the others do not; "
             "give every record a split (train or test) or none"
         )
-    unknown = sorted({record.split for record in ordered} - {"train", "test"})
+    unknown = sorted({str(record.split) for record in ordered if record.split is not None} - {"train", "test"})
     if unknown:
         raise DataError(f"unknown source split value(s) {', '.join(map(repr, unknown))}; use train or test")
     return [r for r in ordered if r.split == "train"], [r for r in ordered if r.split == "test"]
@@ -150,10 +154,9 @@ def _check_retrievable(records: list[ImageRecord], split: str) -> None:
     gallery: dict[str, int] = {}
     for record in records:
         gallery[record.label] = gallery.get(record.label, 0) + record.is_gallery
-    short = sorted({
-        record.label for record in records
-        if record.is_query and gallery[record.label] - record.is_gallery < 1
-    })
+    short = sorted(
+        {record.label for record in records if record.is_query and gallery[record.label] - record.is_gallery < 1}
+    )
     if short:
         shown = ", ".join(repr(label) for label in short[:SHOWN]) + (" ..." if len(short) > SHOWN else "")
         raise DataError(

@@ -17,16 +17,21 @@ from pathlib import Path
 
 import numpy as np
 
-from retrieval.indexing.search.binary import binarize
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.store.faiss_kinds import binary_kind, float_kind
-from retrieval.indexing.store.builder import embed_records
-from retrieval.indexing.store.index_store import IndexStore
-from retrieval.indexing.search.knn import iter_knn_chunks
-from retrieval.indexing.eval.metrics import RetrievalMetrics, default_recall_ks, evaluate_embeddings, metrics_from_neighbor_labels
-from retrieval.indexing.model.resolution import resolve_export_dir
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.eval.metrics import (
+    RetrievalMetrics,
+    default_recall_ks,
+    evaluate_embeddings,
+    metrics_from_neighbor_labels,
+)
 from retrieval.indexing.eval.retrieval_grid import GridRow
+from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.model.resolution import resolve_export_dir
+from retrieval.indexing.search.binary import binarize
+from retrieval.indexing.search.knn import iter_knn_chunks
+from retrieval.indexing.store.builder import embed_records
+from retrieval.indexing.store.faiss_kinds import binary_kind, float_kind
+from retrieval.indexing.store.index_store import IndexStore
 
 KINDS = ("float", "binary")
 _SEARCH_CHUNK = 1024
@@ -48,10 +53,14 @@ class EvalData:
         return "same-set" if bool(np.all(self.is_query & self.is_gallery)) else "query-gallery"
 
     @classmethod
-    def from_records(cls, records: Sequence[ImageRecord], embeddings: np.ndarray) -> "EvalData":
-        return cls(np.asarray(embeddings, np.float32), np.array([r.label for r in records]),
-                   [str(r.path) for r in records], np.array([r.is_query for r in records], bool),
-                   np.array([r.is_gallery for r in records], bool))
+    def from_records(cls, records: Sequence[ImageRecord], embeddings: np.ndarray) -> EvalData:
+        return cls(
+            np.asarray(embeddings, np.float32),
+            np.array([r.label for r in records]),
+            [str(r.path) for r in records],
+            np.array([r.is_query for r in records], bool),
+            np.array([r.is_gallery for r in records], bool),
+        )
 
 
 @dataclass
@@ -73,8 +82,15 @@ class EvaluationReport:
         document: dict[str, object] = {kind: self.metrics[kind].to_dict() for kind in KINDS}
         if self.exact:
             document["exact"] = {kind: self.exact[kind].to_dict() for kind in KINDS}
-        document.update(protocol=self.protocol, num_queries=self.num_queries, num_gallery=self.num_gallery,
-                        ks=list(self.ks), model_sha256=self.model_sha256, source=self.source, **self.details)
+        document.update(
+            protocol=self.protocol,
+            num_queries=self.num_queries,
+            num_gallery=self.num_gallery,
+            ks=list(self.ks),
+            model_sha256=self.model_sha256,
+            source=self.source,
+            **self.details,
+        )
         return document
 
 
@@ -86,8 +102,9 @@ def resolve_ks(ks: Sequence[int] | None, data: EvalData) -> tuple[int, ...]:
     return default_recall_ks(len(set(gallery_labels.tolist())), len(gallery_labels))
 
 
-def exact_metrics(data: EvalData, ks: Sequence[int], *, threshold: float = 0.0, seed: int = 0,
-                  progress: bool = False) -> dict[str, RetrievalMetrics]:
+def exact_metrics(
+    data: EvalData, ks: Sequence[int], *, threshold: float = 0.0, seed: int = 0, progress: bool = False
+) -> dict[str, RetrievalMetrics]:
     """Exact float (inner product) and binary (Hamming) metrics of the set."""
     codes = binarize(data.embeddings, threshold)
     results = {}
@@ -95,24 +112,44 @@ def exact_metrics(data: EvalData, ks: Sequence[int], *, threshold: float = 0.0, 
         if data.protocol == "same-set":
             args = (vectors, data.labels)
         else:
-            args = (vectors[data.is_query], data.labels[data.is_query],
-                    vectors[data.is_gallery], data.labels[data.is_gallery])
+            args = (
+                vectors[data.is_query],
+                data.labels[data.is_query],
+                vectors[data.is_gallery],
+                data.labels[data.is_gallery],
+            )
         results[kind] = evaluate_embeddings(*args, ks=ks, metric=metric, seed=seed, progress=progress)
     return results
 
 
-def evaluate_model(model_dir: Path, records: Sequence[ImageRecord], *, ks: Sequence[int] | None = None,
-                   batch_size: int = 32, threads: int | None = None, progress: bool = True,
-                   seed: int = 0) -> tuple[EvaluationReport, EvalData]:
+def evaluate_model(
+    model_dir: Path,
+    records: Sequence[ImageRecord],
+    *,
+    ks: Sequence[int] | None = None,
+    batch_size: int = 32,
+    threads: int | None = None,
+    progress: bool = True,
+    seed: int = 0,
+) -> tuple[EvaluationReport, EvalData]:
     """Embed ``records`` with the model, then measure exact float and binary retrieval."""
     embedder = OnnxEmbedder(resolve_export_dir(model_dir), threads=threads)
     kept, embeddings, failures = embed_records(embedder, list(records), batch_size=batch_size, progress=progress)
     data = EvalData.from_records(kept, embeddings)
     chosen = resolve_ks(ks, data)
-    metrics = exact_metrics(data, chosen, threshold=embedder.manifest.binarization_threshold, seed=seed,
-                            progress=progress)
-    report = EvaluationReport(metrics, data.protocol, int(data.is_query.sum()), int(data.is_gallery.sum()), chosen,
-                              embedder.model_sha256, "model", details={"unreadable_images": len(failures)})
+    metrics = exact_metrics(
+        data, chosen, threshold=embedder.manifest.binarization_threshold, seed=seed, progress=progress
+    )
+    report = EvaluationReport(
+        metrics,
+        data.protocol,
+        int(data.is_query.sum()),
+        int(data.is_gallery.sum()),
+        chosen,
+        embedder.model_sha256,
+        "model",
+        details={"unreadable_images": len(failures)},
+    )
     return report, data
 
 
@@ -120,25 +157,49 @@ def index_data(store: IndexStore) -> EvalData:
     """The stored embeddings, labels and flags of every item of an index."""
     items = store.all_items()
     ids = np.array([item.id for item in items], dtype=np.int64)
-    return EvalData(store.embeddings_of(ids), np.array([item.label for item in items]), [item.path for item in items],
-                    np.array([item.is_query for item in items], bool), np.array([item.is_gallery for item in items], bool),
-                    ids)
+    return EvalData(
+        store.embeddings_of(ids),
+        np.array([item.label for item in items]),
+        [item.path for item in items],
+        np.array([item.is_query for item in items], bool),
+        np.array([item.is_gallery for item in items], bool),
+        ids,
+    )
 
 
-def evaluate_index(store: IndexStore, *, ks: Sequence[int] | None = None, progress: bool = True,
-                   seed: int = 0) -> tuple[EvaluationReport, EvalData]:
+def evaluate_index(
+    store: IndexStore, *, ks: Sequence[int] | None = None, progress: bool = True, seed: int = 0
+) -> tuple[EvaluationReport, EvalData]:
     """Measure an index: exact metrics of its stored embeddings, and as-built ones for approximate kinds."""
     data = index_data(store)
     chosen = resolve_ks(ks, data)
     manifest = store.manifest
     exact = exact_metrics(data, chosen, threshold=manifest.binarization_threshold, seed=seed, progress=progress)
-    approximate = {"float": not float_kind(manifest.float_kind).exact, "binary": not binary_kind(manifest.binary_kind).exact}
-    metrics = {kind: dataclasses.replace(as_built_metrics(store, data, chosen, kind), nmi=exact[kind].nmi)
-               if approximate[kind] else exact[kind] for kind in KINDS}
-    report = EvaluationReport(metrics, data.protocol, int(data.is_query.sum()), int(data.is_gallery.sum()), chosen,
-                              manifest.model_sha256, "index", exact=exact if any(approximate.values()) else {},
-                              details={"float_kind": manifest.float_kind, "binary_kind": manifest.binary_kind,
-                                       "index_dir": str(store.index_dir)})
+    approximate = {
+        "float": not float_kind(manifest.float_kind).exact,
+        "binary": not binary_kind(manifest.binary_kind).exact,
+    }
+    metrics = {
+        kind: dataclasses.replace(as_built_metrics(store, data, chosen, kind), nmi=exact[kind].nmi)
+        if approximate[kind]
+        else exact[kind]
+        for kind in KINDS
+    }
+    report = EvaluationReport(
+        metrics,
+        data.protocol,
+        int(data.is_query.sum()),
+        int(data.is_gallery.sum()),
+        chosen,
+        manifest.model_sha256,
+        "index",
+        exact=exact if any(approximate.values()) else {},
+        details={
+            "float_kind": manifest.float_kind,
+            "binary_kind": manifest.binary_kind,
+            "index_dir": str(store.index_dir),
+        },
+    )
     return report, data
 
 
@@ -199,6 +260,11 @@ def grid_queries(data: EvalData, count: int) -> np.ndarray:
 
 def grid_rows(data: EvalData, query_positions: np.ndarray, neighbors: np.ndarray) -> list[GridRow]:
     """Rows for ``retrieval_grid``: each query with its (path, label) neighbours."""
-    return [GridRow(Path(data.paths[q]), str(data.labels[q]),
-                    [(Path(data.paths[n]), str(data.labels[n])) for n in row if n >= 0])
-            for q, row in zip(query_positions, neighbors)]
+    return [
+        GridRow(
+            Path(data.paths[q]),
+            str(data.labels[q]),
+            [(Path(data.paths[n]), str(data.labels[n])) for n in row if n >= 0],
+        )
+        for q, row in zip(query_positions, neighbors)
+    ]

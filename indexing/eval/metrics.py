@@ -16,10 +16,10 @@ from typing import Literal
 
 import numpy as np
 
-from retrieval.indexing.search.binary import codes_to_signs
 from retrieval.indexing.common.errors import DataError
-from retrieval.indexing.search.knn import check_pair, iter_knn_chunks, knn_search
 from retrieval.indexing.eval.nmi import nmi_kmeans
+from retrieval.indexing.search.binary import codes_to_signs
+from retrieval.indexing.search.knn import check_pair, iter_knn_chunks, knn_search
 from retrieval.indexing.search.results import SearchResults
 
 _SAME_SET_HEAP_BYTES = 512 << 20
@@ -74,7 +74,9 @@ def evaluate_embeddings(
     ks = _check_ks(ks)
     relevant = np.bincount(gallery_codes, minlength=query_codes.max() + 1)[query_codes] - int(same_set)
     if not (relevant > 0).any():
-        raise DataError("no query has a gallery item of its own class, so no retrieval metric is defined; check the labels.")
+        raise DataError(
+            "no query has a gallery item of its own class, so no retrieval metric is defined; check the labels."
+        )
     k = min(max(int(relevant.max()), max(ks)), len(gallery_vectors) - int(same_set))
     search = _Search(queries, gallery_vectors, same_set, metric, progress)
     sums = _search_and_score(search, query_codes, gallery_codes, relevant, k, ks)
@@ -141,7 +143,9 @@ class _Sums:
     def metrics(self, nmi: float | None) -> RetrievalMetrics:
         n = max(self.count, 1)
         recall = {k: hits / n for k, hits in self.recall.items()}
-        return RetrievalMetrics(self.map_at_r / n, self.r_precision / n, self.precision_at_1 / n, recall, nmi, self.count)
+        return RetrievalMetrics(
+            self.map_at_r / n, self.r_precision / n, self.precision_at_1 / n, recall, nmi, self.count
+        )
 
 
 @dataclass(frozen=True)
@@ -167,8 +171,13 @@ def _search_and_score(search: _Search, query_codes, gallery_codes, relevant, k: 
             sums.add(labels, query_codes[rows], relevant[rows])
         return sums
     chunks = iter_knn_chunks(
-        search.queries[valid], search.gallery, k, metric=search.metric,
-        query_ids=valid if search.same_set else None, chunk_size=_score_chunk(k), progress=search.progress,
+        search.queries[valid],
+        search.gallery,
+        k,
+        metric=search.metric,
+        query_ids=valid if search.same_set else None,
+        chunk_size=_score_chunk(k),
+        progress=search.progress,
     )
     for start, results in chunks:
         rows = valid[start : start + len(results)]

@@ -13,8 +13,8 @@ from pathlib import Path
 from PIL import Image, ImageDraw
 
 from retrieval.indexing.common.atomic_write import atomic_write_with
-from retrieval.indexing.data.image_io import open_rgb
 from retrieval.indexing.common.errors import RetrievalError
+from retrieval.indexing.data.image_io import open_rgb
 
 HIT = (40, 170, 60)
 MISS = (215, 40, 40)

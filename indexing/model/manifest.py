@@ -52,7 +52,7 @@ class ModelManifest(BaseModel):
     created_at: str
 
     @classmethod
-    def load(cls, export_dir: Path) -> "ModelManifest":
+    def load(cls, export_dir: Path) -> ModelManifest:
         """Read ``export_dir/model.json``; raises FileNotFoundError / pydantic.ValidationError."""
         return cls.model_validate_json((Path(export_dir) / MODEL_MANIFEST_NAME).read_text())
 

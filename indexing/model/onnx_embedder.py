@@ -18,9 +18,9 @@ from PIL import Image
 from pydantic import ValidationError
 from tqdm import tqdm
 
-from retrieval.indexing.data.image_io import open_rgb
-from retrieval.indexing.common.errors import ConfigError, IndexFormatError, RetrievalError
 from retrieval.indexing.common.artifact_names import MODEL_MANIFEST_NAME
+from retrieval.indexing.common.errors import ConfigError, IndexFormatError, RetrievalError
+from retrieval.indexing.data.image_io import open_rgb
 from retrieval.indexing.model.manifest import ModelManifest, file_sha256
 from retrieval.indexing.model.preprocess import preprocess_batch, preprocess_image
 
@@ -97,10 +97,14 @@ class OnnxEmbedder:
         try:
             session = ort.InferenceSession(str(onnx_path), options, providers=chosen)
         except Exception as error:  # noqa: BLE001 - onnxruntime raises its own non-standard exception types
-            raise IndexFormatError(f"{onnx_path} cannot be loaded by onnxruntime ({error}); re-export the model") from None
+            raise IndexFormatError(
+                f"{onnx_path} cannot be loaded by onnxruntime ({error}); re-export the model"
+            ) from None
         if providers == "cuda" and _CUDA not in session.get_providers():
-            raise ConfigError("CUDA was requested but onnxruntime fell back to the CPU; install onnxruntime-gpu "
-                              "with working CUDA libraries or use providers='cpu'")
+            raise ConfigError(
+                "CUDA was requested but onnxruntime fell back to the CPU; install onnxruntime-gpu "
+                "with working CUDA libraries or use providers='cpu'"
+            )
         return session
 
     @property

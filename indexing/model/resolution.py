@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.common.artifact_names import (
-    INDEX_MODEL_SUBDIR, MODEL_MANIFEST_NAME, MODEL_ONNX_NAME, RUN_EXPORT_SUBDIR,
+    INDEX_MODEL_SUBDIR,
+    MODEL_MANIFEST_NAME,
+    MODEL_ONNX_NAME,
+    RUN_EXPORT_SUBDIR,
 )
-
+from retrieval.indexing.common.errors import ConfigError
 
 
 def is_export_dir(path: Path) -> bool:

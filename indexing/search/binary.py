@@ -6,11 +6,13 @@ Zhai & Wu (BMVC 2019) threshold each dimension at zero: a 2048-d float embedding
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 
 from retrieval.indexing.common.errors import DataError
 
-BIT_ORDER = "little"
+BIT_ORDER: Literal["little"] = "little"
 """faiss stores bit j of a vector in bit (j % 8) of byte j // 8 (see ``faiss.real_to_binary``)."""
 
 
@@ -25,7 +27,7 @@ def binarize(embeddings: np.ndarray, threshold: float = 0.0) -> np.ndarray:
         raise DataError(
             f"binarize expects a 2-D float array of embeddings, got shape {values.shape} dtype {values.dtype}."
         )
-    return np.packbits(values > threshold, axis=1, bitorder=BIT_ORDER)
+    return np.packbits(np.asarray(values > threshold, dtype=np.uint8), axis=1, bitorder=BIT_ORDER)
 
 
 def unpack_bits(codes: np.ndarray, dim: int) -> np.ndarray:
@@ -33,7 +35,7 @@ def unpack_bits(codes: np.ndarray, dim: int) -> np.ndarray:
     packed = _check_codes(codes)
     if not 0 < dim <= packed.shape[1] * 8:
         raise DataError(f"dim={dim} does not fit codes of {packed.shape[1]} bytes; pass the number of bits.")
-    return np.unpackbits(packed, axis=1, count=dim, bitorder=BIT_ORDER)
+    return np.unpackbits(packed.astype(np.uint8, copy=False), axis=1, count=dim, bitorder=BIT_ORDER)
 
 
 def codes_to_signs(codes: np.ndarray, dim: int) -> np.ndarray:

@@ -20,8 +20,8 @@ import faiss
 import numpy as np
 from tqdm import tqdm
 
-from retrieval.indexing.search.binary import hamming_to_similarity
 from retrieval.indexing.common.errors import DataError
+from retrieval.indexing.search.binary import hamming_to_similarity
 from retrieval.indexing.search.results import PAD_ID, SearchResults
 
 Metric = Literal["ip", "hamming"]

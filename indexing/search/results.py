@@ -56,6 +56,4 @@ class SearchResults:
         """Stack results of consecutive query chunks."""
         if not parts:
             return SearchResults(np.zeros((0, 0), np.int64), np.zeros((0, 0), np.float32))
-        return SearchResults(
-            np.concatenate([p.ids for p in parts]), np.concatenate([p.scores for p in parts])
-        )
+        return SearchResults(np.concatenate([p.ids for p in parts]), np.concatenate([p.scores for p in parts]))

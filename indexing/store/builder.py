@@ -17,19 +17,28 @@ from pathlib import Path
 
 import numpy as np
 
-from retrieval.indexing.common.atomic_write import atomic_write_bytes
-from retrieval.indexing.search.binary import binarize
-from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.common.errors import ConfigError, DataError
-from retrieval.indexing.store.faiss_kinds import IndexKind, binary_kind, build_binary_index, build_float_index, float_kind
 from retrieval.indexing.common.artifact_names import (
-    INDEX_MANIFEST_NAME, INDEX_MODEL_SUBDIR, ITEMS_DB_NAME, MODEL_MANIFEST_NAME,
+    INDEX_MANIFEST_NAME,
+    INDEX_MODEL_SUBDIR,
+    ITEMS_DB_NAME,
+    MODEL_MANIFEST_NAME,
 )
-from retrieval.indexing.store.manifest import IndexManifest, save_index_manifest, utc_now
+from retrieval.indexing.common.atomic_write import atomic_write_bytes
+from retrieval.indexing.common.errors import ConfigError, DataError
+from retrieval.indexing.data.records import ImageRecord
+from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.model.resolution import resolve_export_dir
+from retrieval.indexing.search.binary import binarize
+from retrieval.indexing.store.faiss_kinds import (
+    IndexKind,
+    binary_kind,
+    build_binary_index,
+    build_float_index,
+    float_kind,
+)
 from retrieval.indexing.store.index_store import validate_labels, write_embeddings, write_faiss_files
 from retrieval.indexing.store.items_db import ItemsDb
-from retrieval.indexing.model.resolution import resolve_export_dir
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.store.manifest import IndexManifest, save_index_manifest, utc_now
 
 
 @dataclass
@@ -47,9 +56,17 @@ class BuildReport:
     failures: list[tuple[Path, str]] = field(default_factory=list)
 
 
-def build_index(model_dir: Path, records: Sequence[ImageRecord], out_dir: Path, *, float_kind: str = "flat",
-                binary_kind: str = "flat", batch_size: int = 32, threads: int | None = None,
-                progress: bool = True) -> BuildReport:
+def build_index(
+    model_dir: Path,
+    records: Sequence[ImageRecord],
+    out_dir: Path,
+    *,
+    float_kind: str = "flat",
+    binary_kind: str = "flat",
+    batch_size: int = 32,
+    threads: int | None = None,
+    progress: bool = True,
+) -> BuildReport:
     """Embed ``records`` with the model and write a float + binary index directory at ``out_dir``."""
     started = time.perf_counter()
     kinds = _kinds(float_kind, binary_kind)
@@ -61,12 +78,22 @@ def build_index(model_dir: Path, records: Sequence[ImageRecord], out_dir: Path, 
     kept, embeddings, failures = embed_records(embedder, records, batch_size=batch_size, progress=progress)
     embed_seconds = time.perf_counter() - started
     manifest = write_index(Path(out_dir), embedder, kept, embeddings, kinds, progress=progress)
-    return BuildReport(Path(out_dir), manifest.count, manifest.num_labels, float_kind, binary_kind,
-                       embedder.model_sha256, embed_seconds, time.perf_counter() - started, failures)
+    return BuildReport(
+        Path(out_dir),
+        manifest.count,
+        manifest.num_labels,
+        float_kind,
+        binary_kind,
+        embedder.model_sha256,
+        embed_seconds,
+        time.perf_counter() - started,
+        failures,
+    )
 
 
-def embed_records(embedder: OnnxEmbedder, records: Sequence[ImageRecord], *, batch_size: int = 32,
-                  progress: bool = True) -> tuple[list[ImageRecord], np.ndarray, list[tuple[Path, str]]]:
+def embed_records(
+    embedder: OnnxEmbedder, records: Sequence[ImageRecord], *, batch_size: int = 32, progress: bool = True
+) -> tuple[list[ImageRecord], np.ndarray, list[tuple[Path, str]]]:
     """(records that could be read, their embeddings, failures); a DataError if none could be read."""
     result = embedder.embed_paths([r.path for r in records], batch_size=batch_size, progress=progress)
     if records and not result.ok:
@@ -80,12 +107,21 @@ def _kinds(float_name: str, binary_name: str) -> tuple[IndexKind, IndexKind]:
 
 def check_out_dir(out_dir: Path) -> None:
     """Refuse to replace a non-empty directory that is not an index (it could be the user's photos)."""
-    if out_dir.exists() and (not out_dir.is_dir() or (any(out_dir.iterdir()) and not (out_dir / INDEX_MANIFEST_NAME).exists())):
+    if out_dir.exists() and (
+        not out_dir.is_dir() or (any(out_dir.iterdir()) and not (out_dir / INDEX_MANIFEST_NAME).exists())
+    ):
         raise ConfigError(f"{out_dir} exists and is not an index directory; choose a new or empty --out")
 
 
-def write_index(out_dir: Path, embedder: OnnxEmbedder, records: Sequence[ImageRecord], embeddings: np.ndarray,
-                kinds: tuple[IndexKind, IndexKind], *, progress: bool = False) -> IndexManifest:
+def write_index(
+    out_dir: Path,
+    embedder: OnnxEmbedder,
+    records: Sequence[ImageRecord],
+    embeddings: np.ndarray,
+    kinds: tuple[IndexKind, IndexKind],
+    *,
+    progress: bool = False,
+) -> IndexManifest:
     """Write all files in a staging directory, then swap it in place of ``out_dir``."""
     check_out_dir(out_dir)
     staging = out_dir.parent / f".{out_dir.name}.building-{os.getpid()}"
@@ -98,9 +134,15 @@ def write_index(out_dir: Path, embedder: OnnxEmbedder, records: Sequence[ImageRe
     return manifest
 
 
-def write_index_files(index_dir: Path, embedder: OnnxEmbedder, records: Sequence[ImageRecord],
-                      embeddings: np.ndarray, kinds: tuple[IndexKind, IndexKind], *,
-                      progress: bool = False) -> IndexManifest:
+def write_index_files(
+    index_dir: Path,
+    embedder: OnnxEmbedder,
+    records: Sequence[ImageRecord],
+    embeddings: np.ndarray,
+    kinds: tuple[IndexKind, IndexKind],
+    *,
+    progress: bool = False,
+) -> IndexManifest:
     """Every file of a fresh index (generation 0) in ``index_dir``; the manifest is written last."""
     index_dir.mkdir(parents=True, exist_ok=False)
     vectors = np.asarray(embeddings, dtype=np.float32)
@@ -119,10 +161,19 @@ def write_index_files(index_dir: Path, embedder: OnnxEmbedder, records: Sequence
     copy_model(embedder, index_dir / INDEX_MODEL_SUBDIR)
     now = utc_now()
     manifest = IndexManifest(
-        model_sha256=embedder.model_sha256, model=embedder.manifest, model_dir=str(embedder.export_dir.resolve()),
-        dim=vectors.shape[1], bits=vectors.shape[1], binarization_threshold=threshold,
-        float_kind=kinds[0].name, binary_kind=kinds[1].name, count=len(ids), num_labels=num_labels,
-        generation=0, created_at=now, updated_at=now,
+        model_sha256=embedder.model_sha256,
+        model=embedder.manifest,
+        model_dir=str(embedder.export_dir.resolve()),
+        dim=vectors.shape[1],
+        bits=vectors.shape[1],
+        binarization_threshold=threshold,
+        float_kind=kinds[0].name,
+        binary_kind=kinds[1].name,
+        count=len(ids),
+        num_labels=num_labels,
+        generation=0,
+        created_at=now,
+        updated_at=now,
     )
     save_index_manifest(index_dir, manifest)
     return manifest

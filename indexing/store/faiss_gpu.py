@@ -45,7 +45,7 @@ def binary_searcher(index: faiss.IndexBinaryIDMap2, kind: str) -> Searcher:
         return index.search
     inner = faiss.downcast_IndexBinary(index.index)
     resources = faiss.StandardGpuResources()
-    gpu_index = faiss.GpuIndexBinaryFlat(resources, inner)
+    gpu_index = faiss.GpuIndexBinaryFlat(resources, inner)  # type: ignore[call-overload]  # inner is a flat index
     ids = id_map_ids(index)
 
     def search(codes: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

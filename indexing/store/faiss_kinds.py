@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import faiss
 import numpy as np
@@ -35,7 +36,7 @@ class IndexKind:
     """How to make one kind of index for ``dim`` (float dims or bits) and ``count`` items."""
 
     name: str
-    build: Callable[[int, int], object]
+    build: Callable[[int, int], Any]  # a faiss.Index or faiss.IndexBinary
     exact: bool
     removes_in_place: bool
     description: str
@@ -145,7 +146,7 @@ def build_binary_index(
     return wrapped
 
 
-def _add_in_chunks(index: object, data: np.ndarray, ids: np.ndarray, progress: bool, name: str) -> None:
+def _add_in_chunks(index: Any, data: np.ndarray, ids: np.ndarray, progress: bool, name: str) -> None:
     """``add_with_ids`` in slices so that a long HNSW build shows a progress bar."""
     ids = np.asarray(ids, dtype=np.int64)
     with tqdm(total=len(data), desc=f"adding to {name}", unit="vec", disable=not progress) as bar:

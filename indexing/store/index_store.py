@@ -20,23 +20,26 @@ import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import faiss
 import numpy as np
 
+from retrieval.indexing.common.artifact_names import (
+    BINARY_INDEX_NAME,
+    EMBEDDINGS_NAME,
+    FLOAT_INDEX_NAME,
+    ITEMS_DB_NAME,
+)
 from retrieval.indexing.common.atomic_write import atomic_write_with
-from retrieval.indexing.search.binary import binarize, hamming_to_similarity
-from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.common.errors import DataError, IndexFormatError, IndexNotWritableError, ItemNotFoundError
+from retrieval.indexing.data.records import ImageRecord
+from retrieval.indexing.search.binary import binarize, hamming_to_similarity
+from retrieval.indexing.search.results import PAD_ID, SearchResults
 from retrieval.indexing.store.faiss_gpu import binary_searcher, float_searcher
 from retrieval.indexing.store.faiss_kinds import binary_kind, build_binary_index, build_float_index, float_kind
-from retrieval.indexing.common.artifact_names import (
-    BINARY_INDEX_NAME, EMBEDDINGS_NAME, FLOAT_INDEX_NAME, ITEMS_DB_NAME,
-)
-from retrieval.indexing.store.manifest import IndexManifest, load_index_manifest, save_index_manifest, utc_now
 from retrieval.indexing.store.items_db import Item, ItemsDb
-from retrieval.indexing.search.results import PAD_ID, SearchResults
+from retrieval.indexing.store.manifest import IndexManifest, load_index_manifest, save_index_manifest, utc_now
 
 _log = logging.getLogger(__name__)
 _REBUILD = "rebuild the index with `retrieval index build`"
@@ -59,7 +62,9 @@ def load_embeddings(index_dir: Path, dim: int) -> np.ndarray:
     except (ValueError, OSError, EOFError) as error:
         raise IndexFormatError(f"{path} is corrupt ({error}); {_REBUILD}") from None
     if embeddings.ndim != 2 or embeddings.shape[1] != dim or embeddings.dtype != np.float16:
-        raise IndexFormatError(f"{path} holds {embeddings.dtype} {embeddings.shape}, not float16 (n, {dim}); {_REBUILD}")
+        raise IndexFormatError(
+            f"{path} holds {embeddings.dtype} {embeddings.shape}, not float16 (n, {dim}); {_REBUILD}"
+        )
     return embeddings
 
 
@@ -68,9 +73,12 @@ def write_faiss_files(index_dir: Path, float_index: faiss.Index, binary_index: f
     atomic_write_with(Path(index_dir) / BINARY_INDEX_NAME, lambda tmp: faiss.write_index_binary(binary_index, str(tmp)))
 
 
-def read_faiss_files(index_dir: Path, manifest: IndexManifest) -> tuple[faiss.IndexIDMap2, faiss.IndexBinaryIDMap2]:
+def read_faiss_files(index_dir: Path, manifest: IndexManifest) -> tuple[Any, Any]:  # IndexIDMap2, IndexBinaryIDMap2
     """Load both indexes; a missing, truncated or foreign file names itself and says to rebuild."""
-    pairs = ((FLOAT_INDEX_NAME, faiss.read_index, manifest.dim), (BINARY_INDEX_NAME, faiss.read_index_binary, manifest.bits))
+    pairs = (
+        (FLOAT_INDEX_NAME, faiss.read_index, manifest.dim),
+        (BINARY_INDEX_NAME, faiss.read_index_binary, manifest.bits),
+    )
     loaded = []
     for name, reader, dim in pairs:
         path = Path(index_dir) / name
@@ -89,8 +97,15 @@ def read_faiss_files(index_dir: Path, manifest: IndexManifest) -> tuple[faiss.In
 class IndexStore:
     """Search, look up, add and remove items of one index directory."""
 
-    def __init__(self, index_dir: Path, manifest: IndexManifest, db: ItemsDb, embeddings: np.ndarray,
-                 float_index: faiss.IndexIDMap2, binary_index: faiss.IndexBinaryIDMap2) -> None:
+    def __init__(
+        self,
+        index_dir: Path,
+        manifest: IndexManifest,
+        db: ItemsDb,
+        embeddings: np.ndarray,
+        float_index: Any,  # faiss.IndexIDMap2 (typed loosely: faiss's stubs miss the array overloads)
+        binary_index: Any,  # faiss.IndexBinaryIDMap2
+    ) -> None:
         self.index_dir = Path(index_dir)
         self.manifest = manifest
         self._db = db
@@ -100,7 +115,7 @@ class IndexStore:
 
     # ----- opening -----------------------------------------------------------------------
     @classmethod
-    def open(cls, index_dir: Path, *, expected_model_sha256: str | None = None, force: bool = False) -> "IndexStore":
+    def open(cls, index_dir: Path, *, expected_model_sha256: str | None = None, force: bool = False) -> IndexStore:
         """Open (and, after an interrupted update, repair) an index directory."""
         index_dir = Path(index_dir)
         manifest = load_index_manifest(index_dir)
@@ -124,7 +139,7 @@ class IndexStore:
         return cls(index_dir, manifest, db, embeddings, float_index, binary_index)
 
     @classmethod
-    def _repaired(cls, index_dir: Path, manifest: IndexManifest, db: ItemsDb, embeddings: np.ndarray) -> "IndexStore":
+    def _repaired(cls, index_dir: Path, manifest: IndexManifest, db: ItemsDb, embeddings: np.ndarray) -> IndexStore:
         _log.warning("%s: an update was interrupted; rebuilding the faiss indexes from items.sqlite", index_dir)
         ids, rows = db.id_rows()
         vectors = np.asarray(embeddings[rows], dtype=np.float32)
@@ -141,7 +156,7 @@ class IndexStore:
     def close(self) -> None:
         self._db.close()
 
-    def __enter__(self) -> "IndexStore":
+    def __enter__(self) -> IndexStore:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -170,12 +185,16 @@ class IndexStore:
             raise ItemNotFoundError(f"there is no item {item_id} in the index")
         return found
 
-    def hits(self, results: SearchResults, row: int = 0, *, exclude: int | None = None,
-             limit: int | None = None) -> list[tuple[Item, float]]:
+    def hits(
+        self, results: SearchResults, row: int = 0, *, exclude: int | None = None, limit: int | None = None
+    ) -> list[tuple[Item, float]]:
         """(item, score) pairs of one result row, best first: padding, ``exclude`` and ids gone since
         the search are dropped, and at most ``limit`` are kept. The one ids -> items path."""
-        pairs = [(int(i), float(s)) for i, s in zip(results.ids[row], results.scores[row], strict=True)
-                 if i != PAD_ID and i != exclude]
+        pairs = [
+            (int(i), float(s))
+            for i, s in zip(results.ids[row], results.scores[row], strict=True)
+            if i != PAD_ID and i != exclude
+        ]
         items = self.items([item_id for item_id, _ in pairs])
         found = [(item, score) for item, (_, score) in zip(items, pairs, strict=True) if item is not None]
         return found[:limit] if limit is not None else found
@@ -188,7 +207,7 @@ class IndexStore:
         """The stored float embedding (float32 from float16) of one item."""
         return self.embeddings_of([item_id])[0]
 
-    def embeddings_of(self, ids: Sequence[int]) -> np.ndarray:
+    def embeddings_of(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
         """Stored embeddings (n, d) float32 of existing item ids."""
         return np.asarray(self._embeddings[self._rows_of(np.asarray(ids, dtype=np.int64))], dtype=np.float32)
 
@@ -200,8 +219,9 @@ class IndexStore:
         return self._row_of_id[where]
 
     # ----- searching ---------------------------------------------------------------------
-    def search(self, vectors: np.ndarray, k: int, *, kind: Literal["float", "binary"] = "float",
-               rerank: int | None = None) -> SearchResults:
+    def search(
+        self, vectors: np.ndarray, k: int, *, kind: Literal["float", "binary"] = "float", rerank: int | None = None
+    ) -> SearchResults:
         """Top-``k`` item ids per query row, best first (``PAD_ID`` where an approximate index found fewer).
 
         Scores: inner product for float and for re-ranked binary results; ``1 - 2 * hamming /
@@ -225,8 +245,10 @@ class IndexStore:
     def _check_queries(self, vectors: np.ndarray, k: int) -> np.ndarray:
         queries = np.atleast_2d(np.asarray(vectors, dtype=np.float32))
         if queries.ndim != 2 or queries.shape[1] != self.dim:
-            raise DataError(f"query vectors have shape {queries.shape} but the index holds {self.dim}-d embeddings; "
-                            "embed queries with the model the index was built with")
+            raise DataError(
+                f"query vectors have shape {queries.shape} but the index holds {self.dim}-d embeddings; "
+                "embed queries with the model the index was built with"
+            )
         if k < 1:
             raise DataError(f"k must be at least 1, got {k}")
         if self.count == 0:
@@ -264,7 +286,9 @@ class IndexStore:
     def _add(self, records: Sequence[ImageRecord], embeddings: np.ndarray) -> list[int]:
         vectors = np.asarray(embeddings, dtype=np.float32)
         if vectors.ndim != 2 or vectors.shape[1] != self.dim or len(vectors) != len(records):
-            raise DataError(f"add() needs one {self.dim}-d embedding per record, got {vectors.shape} for {len(records)} records")
+            raise DataError(
+                f"add() needs one {self.dim}-d embedding per record, got {vectors.shape} for {len(records)} records"
+            )
         validate_labels(records)
         if not records:
             return []
@@ -303,10 +327,12 @@ class IndexStore:
     def _remove_from_faiss(self, removed: np.ndarray) -> None:
         """Flat kinds remove in place; others are reset and refilled from the stored embeddings."""
         vectors = self.embeddings_of(self._ids)
-        for index, kind, data in ((self._float, float_kind(self.manifest.float_kind), vectors),
-                                  (self._binary, binary_kind(self.manifest.binary_kind), None)):
+        for index, kind, data in (
+            (self._float, float_kind(self.manifest.float_kind), vectors),
+            (self._binary, binary_kind(self.manifest.binary_kind), None),
+        ):
             if kind.removes_in_place:
-                index.remove_ids(removed)
+                index.remove_ids(removed)  # faiss accepts an id array here (its stubs say IDSelector)
                 continue
             index.reset()
             if len(self._ids):

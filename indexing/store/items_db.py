@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.common.errors import IndexFormatError
+from retrieval.indexing.data.records import ImageRecord
 
 _SCHEMA = """
 CREATE TABLE items (
@@ -66,13 +66,13 @@ class ItemsDb:
         self.path = path
 
     @classmethod
-    def create(cls, path: Path) -> "ItemsDb":
+    def create(cls, path: Path) -> ItemsDb:
         db = sqlite3.connect(path, isolation_level=None)
         db.executescript(_SCHEMA)
         return cls(db, Path(path))
 
     @classmethod
-    def open(cls, path: Path) -> "ItemsDb":
+    def open(cls, path: Path) -> ItemsDb:
         if not Path(path).is_file():
             raise IndexFormatError(f"{path} is missing; rebuild the index with `retrieval index build`")
         db = sqlite3.connect(f"file:{path}?mode=rw", uri=True, isolation_level=None)
@@ -81,7 +81,9 @@ class ItemsDb:
             db.execute(f"SELECT {_COLUMNS} FROM items LIMIT 1").fetchall()
         except sqlite3.DatabaseError as error:
             db.close()
-            raise IndexFormatError(f"{path} is corrupt ({error}); rebuild the index with `retrieval index build`") from None
+            raise IndexFormatError(
+                f"{path} is corrupt ({error}); rebuild the index with `retrieval index build`"
+            ) from None
         return cls(db, Path(path))
 
     def close(self) -> None:
@@ -111,10 +113,17 @@ class ItemsDb:
         for record, row in zip(records, rows, strict=True):
             cursor = self._db.execute(
                 "INSERT INTO items (path, label, split, is_query, is_gallery, metadata, row) VALUES (?,?,?,?,?,?,?)",
-                (str(record.path), record.label, record.split, int(record.is_query), int(record.is_gallery),
-                 json.dumps(record.metadata, default=str, sort_keys=True), int(row)),
+                (
+                    str(record.path),
+                    record.label,
+                    record.split,
+                    int(record.is_query),
+                    int(record.is_gallery),
+                    json.dumps(record.metadata, default=str, sort_keys=True),
+                    int(row),
+                ),
             )
-            ids.append(int(cursor.lastrowid))
+            ids.append(int(cursor.lastrowid or 0))  # set by every INSERT
         return ids
 
     def delete(self, ids: Sequence[int]) -> int:

@@ -14,8 +14,8 @@ from pathlib import Path
 import faiss
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from retrieval.indexing.common.atomic_write import atomic_write_text
 from retrieval.indexing.common.artifact_names import INDEX_MANIFEST_NAME
+from retrieval.indexing.common.atomic_write import atomic_write_text
 from retrieval.indexing.common.errors import IndexFormatError
 from retrieval.indexing.model.manifest import ModelManifest
 
@@ -58,12 +58,16 @@ def load_index_manifest(index_dir: Path) -> IndexManifest:
     if not Path(index_dir).is_dir():
         raise IndexFormatError(f"{index_dir} is not an index directory; create one with `retrieval index build`")
     if not path.is_file():
-        raise IndexFormatError(f"{path} is missing; {index_dir} is not a complete index, rebuild it with `retrieval index build`")
+        raise IndexFormatError(
+            f"{path} is missing; {index_dir} is not a complete index, rebuild it with `retrieval index build`"
+        )
     try:
         manifest = IndexManifest.model_validate_json(path.read_bytes())
     except (ValidationError, ValueError, UnicodeDecodeError) as error:
         reason = str(error).splitlines()[0]
-        raise IndexFormatError(f"{path} is corrupt ({reason}); rebuild the index with `retrieval index build`") from None
+        raise IndexFormatError(
+            f"{path} is corrupt ({reason}); rebuild the index with `retrieval index build`"
+        ) from None
     if manifest.format_version != INDEX_FORMAT_VERSION:
         raise IndexFormatError(
             f"{path} has format version {manifest.format_version} but this version reads "

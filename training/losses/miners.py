@@ -6,8 +6,9 @@ A miner picks the informative pairs/triplets of a batch before a pair loss sees 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from pytorch_metric_learning import miners as pml_miners
 
@@ -53,33 +54,43 @@ def _triplet_miner(margin: float, type_of_triplets: str) -> pml_miners.TripletMa
     return pml_miners.TripletMarginMiner(margin=margin, type_of_triplets=type_of_triplets)
 
 
-register_miner(MinerSpec(
-    "semi_hard_triplet",
-    "triplets whose negative is farther than the positive but within the margin (FaceNet)",
-    {"margin": 0.2, "type_of_triplets": "semihard"},
-    _triplet_miner,
-))
-register_miner(MinerSpec(
-    "hard_triplet",
-    "triplets whose negative is closer than the positive",
-    {"margin": 0.2, "type_of_triplets": "hard"},
-    _triplet_miner,
-))
-register_miner(MinerSpec(
-    "multi_similarity",
-    "pairs that violate the hardest opposite pair by epsilon (Wang et al. 2019)",
-    {"epsilon": 0.1},
-    pml_miners.MultiSimilarityMiner,
-))
-register_miner(MinerSpec(
-    "distance_weighted",
-    "triplets with negatives drawn by inverse distance density (Wu et al. 2017)",
-    {"cutoff": 0.5, "nonzero_loss_cutoff": 1.4},
-    pml_miners.DistanceWeightedMiner,
-))
-register_miner(MinerSpec(
-    "pair_margin",
-    "positive pairs farther than pos_margin and negative pairs closer than neg_margin",
-    {"pos_margin": 0.2, "neg_margin": 0.8},
-    pml_miners.PairMarginMiner,
-))
+register_miner(
+    MinerSpec(
+        "semi_hard_triplet",
+        "triplets whose negative is farther than the positive but within the margin (FaceNet)",
+        {"margin": 0.2, "type_of_triplets": "semihard"},
+        _triplet_miner,
+    )
+)
+register_miner(
+    MinerSpec(
+        "hard_triplet",
+        "triplets whose negative is closer than the positive",
+        {"margin": 0.2, "type_of_triplets": "hard"},
+        _triplet_miner,
+    )
+)
+register_miner(
+    MinerSpec(
+        "multi_similarity",
+        "pairs that violate the hardest opposite pair by epsilon (Wang et al. 2019)",
+        {"epsilon": 0.1},
+        pml_miners.MultiSimilarityMiner,
+    )
+)
+register_miner(
+    MinerSpec(
+        "distance_weighted",
+        "triplets with negatives drawn by inverse distance density (Wu et al. 2017)",
+        {"cutoff": 0.5, "nonzero_loss_cutoff": 1.4},
+        pml_miners.DistanceWeightedMiner,
+    )
+)
+register_miner(
+    MinerSpec(
+        "pair_margin",
+        "positive pairs farther than pos_margin and negative pairs closer than neg_margin",
+        {"pos_margin": 0.2, "neg_margin": 0.8},
+        pml_miners.PairMarginMiner,
+    )
+)

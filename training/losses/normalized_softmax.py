@@ -57,7 +57,7 @@ class NormalizedSoftmaxLoss(EmbeddingLoss):
         return torch.cat([batch_classes, self._other_classes(batch_classes)])
 
     def _other_classes(self, batch_classes: torch.Tensor) -> torch.Tensor:
-        others = _complement(batch_classes, self.num_classes)
+        others = _complement(batch_classes, self.weight.shape[0])
         if not self._subsampling():
             return others
         keep = math.ceil(self.class_ratio * others.numel())

@@ -7,7 +7,8 @@ and, under torchrun, the batch gathered from all ranks. Distances are pml's defa
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from pytorch_metric_learning import losses as pml
 from pytorch_metric_learning.miners import BaseMiner
@@ -47,55 +48,122 @@ def _check_mining(mining: str) -> None:
 
 
 def _build_margin(
-    *, num_classes: int, embedding_dim: int, miner: BaseMiner | None,
-    margin: float, beta: float, nu: float, learn_beta: bool, class_specific_beta: bool,
+    *,
+    num_classes: int,
+    embedding_dim: int,
+    miner: BaseMiner | None,
+    margin: float,
+    beta: float,
+    nu: float,
+    learn_beta: bool,
+    class_specific_beta: bool,
 ) -> PmlPairLoss:
     loss = pml.MarginLoss(
-        margin=margin, beta=beta, nu=nu, learn_beta=learn_beta,
+        margin=margin,
+        beta=beta,
+        nu=nu,
+        learn_beta=learn_beta,
         num_classes=num_classes if class_specific_beta else None,
     )
     return PmlPairLoss(loss, miner, num_classes=num_classes if class_specific_beta else None)
 
 
 def _spec(
-    name: str, description: str, params: dict[str, Any], paper: str,
-    builder: Callable[..., PmlPairLoss], miner: str | None = None, **extra: Any,
+    name: str,
+    description: str,
+    params: dict[str, Any],
+    paper: str,
+    builder: Callable[..., PmlPairLoss],
+    miner: str | None = None,
+    **extra: Any,
 ) -> LossSpec:
-    return LossSpec(name=name, description=description, sampler="balanced", default_params=params,
-                    default_miner=miner, paper=paper, builder=builder, family="pair", **extra)
+    return LossSpec(
+        name=name,
+        description=description,
+        sampler="balanced",
+        default_params=params,
+        default_miner=miner,
+        paper=paper,
+        builder=builder,
+        family="pair",
+        **extra,
+    )
 
 
 for _spec_ in (
-    _spec("contrastive", "pull positive pairs together, push negatives beyond a margin",
-          {"pos_margin": 0.0, "neg_margin": 1.0},
-          "Hadsell, Chopra & LeCun, CVPR 2006", _pair_builder(pml.ContrastiveLoss)),
-    _spec("triplet", "anchor closer to its positive than to a negative by a margin; semi-hard mining",
-          {"margin": 0.2, "mining": "semihard"},
-          "Schroff et al., FaceNet, CVPR 2015", _build_triplet,
-          miner="semi_hard_triplet", choose_default_miner=_triplet_miner),
-    _spec("lifted_structure", "each positive pair against all negatives of both ends (smooth hinge)",
-          {"neg_margin": 1.0, "pos_margin": 0.0},
-          "Oh Song et al., CVPR 2016", _pair_builder(pml.LiftedStructureLoss)),
-    _spec("npairs", "softmax over one positive and N-1 negatives per anchor (one pair per class)",
-          {}, "Sohn, NeurIPS 2016", _pair_builder(pml.NPairsLoss)),
-    _spec("ntxent", "InfoNCE / NT-Xent: softmax of positive similarity over negatives at a temperature",
-          {"temperature": 0.07}, "Chen et al., SimCLR, ICML 2020 (supervised pairs)", _pair_builder(pml.NTXentLoss)),
-    _spec("angular", "bounds the angle at the negative of the anchor-positive-negative triangle",
-          {"alpha": 40.0}, "Wang et al., Deep Metric Learning with Angular Loss, ICCV 2017",
-          _pair_builder(pml.AngularLoss)),
-    _spec("margin", "positives within beta - margin, negatives beyond beta + margin; distance-weighted sampling",
-          {"margin": 0.2, "beta": 1.2, "nu": 0.0, "learn_beta": True, "class_specific_beta": False},
-          "Wu et al., Sampling Matters in Deep Embedding Learning, ICCV 2017", _build_margin,
-          miner="distance_weighted"),
-    _spec("multi_similarity", "self, positive and negative relative similarities weighted jointly; MS mining",
-          {"alpha": 2.0, "beta": 50.0, "base": 0.5},
-          "Wang et al., Multi-Similarity Loss, CVPR 2019", _pair_builder(pml.MultiSimilarityLoss),
-          miner="multi_similarity"),
-    _spec("fastap", "directly optimises a histogram approximation of average precision",
-          {"num_bins": 10}, "Cakir et al., Deep Metric Learning to Rank (FastAP), CVPR 2019",
-          _pair_builder(pml.FastAPLoss)),
-    _spec("snr", "contrastive loss on the signal-to-noise-ratio distance",
-          {"pos_margin": 0.0, "neg_margin": 1.0}, "Yuan et al., Signal-to-Noise Ratio, CVPR 2019",
-          _pair_builder(pml.SignalToNoiseRatioContrastiveLoss)),
+    _spec(
+        "contrastive",
+        "pull positive pairs together, push negatives beyond a margin",
+        {"pos_margin": 0.0, "neg_margin": 1.0},
+        "Hadsell, Chopra & LeCun, CVPR 2006",
+        _pair_builder(pml.ContrastiveLoss),
+    ),
+    _spec(
+        "triplet",
+        "anchor closer to its positive than to a negative by a margin; semi-hard mining",
+        {"margin": 0.2, "mining": "semihard"},
+        "Schroff et al., FaceNet, CVPR 2015",
+        _build_triplet,
+        miner="semi_hard_triplet",
+        choose_default_miner=_triplet_miner,
+    ),
+    _spec(
+        "lifted_structure",
+        "each positive pair against all negatives of both ends (smooth hinge)",
+        {"neg_margin": 1.0, "pos_margin": 0.0},
+        "Oh Song et al., CVPR 2016",
+        _pair_builder(pml.LiftedStructureLoss),
+    ),
+    _spec(
+        "npairs",
+        "softmax over one positive and N-1 negatives per anchor (one pair per class)",
+        {},
+        "Sohn, NeurIPS 2016",
+        _pair_builder(pml.NPairsLoss),
+    ),
+    _spec(
+        "ntxent",
+        "InfoNCE / NT-Xent: softmax of positive similarity over negatives at a temperature",
+        {"temperature": 0.07},
+        "Chen et al., SimCLR, ICML 2020 (supervised pairs)",
+        _pair_builder(pml.NTXentLoss),
+    ),
+    _spec(
+        "angular",
+        "bounds the angle at the negative of the anchor-positive-negative triangle",
+        {"alpha": 40.0},
+        "Wang et al., Deep Metric Learning with Angular Loss, ICCV 2017",
+        _pair_builder(pml.AngularLoss),
+    ),
+    _spec(
+        "margin",
+        "positives within beta - margin, negatives beyond beta + margin; distance-weighted sampling",
+        {"margin": 0.2, "beta": 1.2, "nu": 0.0, "learn_beta": True, "class_specific_beta": False},
+        "Wu et al., Sampling Matters in Deep Embedding Learning, ICCV 2017",
+        _build_margin,
+        miner="distance_weighted",
+    ),
+    _spec(
+        "multi_similarity",
+        "self, positive and negative relative similarities weighted jointly; MS mining",
+        {"alpha": 2.0, "beta": 50.0, "base": 0.5},
+        "Wang et al., Multi-Similarity Loss, CVPR 2019",
+        _pair_builder(pml.MultiSimilarityLoss),
+        miner="multi_similarity",
+    ),
+    _spec(
+        "fastap",
+        "directly optimises a histogram approximation of average precision",
+        {"num_bins": 10},
+        "Cakir et al., Deep Metric Learning to Rank (FastAP), CVPR 2019",
+        _pair_builder(pml.FastAPLoss),
+    ),
+    _spec(
+        "snr",
+        "contrastive loss on the signal-to-noise-ratio distance",
+        {"pos_margin": 0.0, "neg_margin": 1.0},
+        "Yuan et al., Signal-to-Noise Ratio, CVPR 2019",
+        _pair_builder(pml.SignalToNoiseRatioContrastiveLoss),
+    ),
 ):
     register_loss(_spec_)

@@ -19,9 +19,7 @@ def merge_params(defaults: dict[str, Any], overrides: dict[str, Any] | None, own
             accepted = ", ".join(sorted(defaults)) or "none"
             raise ConfigError(f"{owner} has no parameter {key!r}; accepted parameters: {accepted}")
         if not _same_kind(defaults[key], value):
-            raise ConfigError(
-                f"{owner} parameter {key!r} must be a {_kind(defaults[key])}, got {value!r}"
-            )
+            raise ConfigError(f"{owner} parameter {key!r} must be a {_kind(defaults[key])}, got {value!r}")
         merged[key] = value
     return merged
 

@@ -7,7 +7,8 @@ learning rate and saves them in checkpoints. Plain shuffled batches suffice.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from pytorch_metric_learning import losses as pml
 from pytorch_metric_learning.miners import BaseMiner
@@ -35,30 +36,69 @@ def _build_normalized_softmax(
 
 
 def _spec(
-    name: str, description: str, params: dict[str, Any], paper: str,
-    builder: Callable[..., EmbeddingLoss], **extra: Any,
+    name: str,
+    description: str,
+    params: dict[str, Any],
+    paper: str,
+    builder: Callable[..., EmbeddingLoss],
+    **extra: Any,
 ) -> LossSpec:
-    return LossSpec(name=name, description=description, sampler="shuffle", default_params=params,
-                    default_miner=None, paper=paper, builder=builder, family="proxy", **extra)
+    return LossSpec(
+        name=name,
+        description=description,
+        sampler="shuffle",
+        default_params=params,
+        default_miner=None,
+        paper=paper,
+        builder=builder,
+        family="proxy",
+        **extra,
+    )
 
 
 for _spec_ in (
-    _spec("proxy_nca", "NCA between each sample and one learned proxy per class",
-          {"softmax_scale": 1.0}, "Movshovitz-Attias et al., No Fuss Distance Metric Learning, ICCV 2017",
-          _proxy_builder(pml.ProxyNCALoss)),
-    _spec("proxy_anchor", "each proxy as an anchor against all batch samples (log-sum-exp, margin)",
-          {"margin": 0.1, "alpha": 32.0}, "Kim et al., Proxy Anchor Loss, CVPR 2020",
-          _proxy_builder(pml.ProxyAnchorLoss)),
-    _spec("normalized_softmax", "softmax over cosines to L2-normalised class weights / temperature; class subsampling",
-          {"temperature": 0.05, "class_ratio": 1.0},
-          "Zhai & Wu, Classification is a Strong Baseline for DML, BMVC 2019",
-          _build_normalized_softmax, accepts_miner=False),
-    _spec("cosface", "normalised softmax with an additive cosine margin on the target class",
-          {"margin": 0.35, "scale": 64.0}, "Wang et al., CosFace, CVPR 2018", _proxy_builder(pml.CosFaceLoss)),
-    _spec("arcface", "normalised softmax with an additive angular margin (degrees) on the target class",
-          {"margin": 28.6, "scale": 64.0}, "Deng et al., ArcFace, CVPR 2019", _proxy_builder(pml.ArcFaceLoss)),
-    _spec("soft_triple", "softmax over classes with several centres each (a smoothed triplet loss)",
-          {"centers_per_class": 10, "la": 20.0, "gamma": 0.1, "margin": 0.01},
-          "Qian et al., SoftTriple Loss, ICCV 2019", _proxy_builder(pml.SoftTripleLoss)),
+    _spec(
+        "proxy_nca",
+        "NCA between each sample and one learned proxy per class",
+        {"softmax_scale": 1.0},
+        "Movshovitz-Attias et al., No Fuss Distance Metric Learning, ICCV 2017",
+        _proxy_builder(pml.ProxyNCALoss),
+    ),
+    _spec(
+        "proxy_anchor",
+        "each proxy as an anchor against all batch samples (log-sum-exp, margin)",
+        {"margin": 0.1, "alpha": 32.0},
+        "Kim et al., Proxy Anchor Loss, CVPR 2020",
+        _proxy_builder(pml.ProxyAnchorLoss),
+    ),
+    _spec(
+        "normalized_softmax",
+        "softmax over cosines to L2-normalised class weights / temperature; class subsampling",
+        {"temperature": 0.05, "class_ratio": 1.0},
+        "Zhai & Wu, Classification is a Strong Baseline for DML, BMVC 2019",
+        _build_normalized_softmax,
+        accepts_miner=False,
+    ),
+    _spec(
+        "cosface",
+        "normalised softmax with an additive cosine margin on the target class",
+        {"margin": 0.35, "scale": 64.0},
+        "Wang et al., CosFace, CVPR 2018",
+        _proxy_builder(pml.CosFaceLoss),
+    ),
+    _spec(
+        "arcface",
+        "normalised softmax with an additive angular margin (degrees) on the target class",
+        {"margin": 28.6, "scale": 64.0},
+        "Deng et al., ArcFace, CVPR 2019",
+        _proxy_builder(pml.ArcFaceLoss),
+    ),
+    _spec(
+        "soft_triple",
+        "softmax over classes with several centres each (a smoothed triplet loss)",
+        {"centers_per_class": 10, "la": 20.0, "gamma": 0.1, "margin": 0.01},
+        "Qian et al., SoftTriple Loss, ICCV 2019",
+        _proxy_builder(pml.SoftTripleLoss),
+    ),
 ):
     register_loss(_spec_)

@@ -8,8 +8,9 @@ builder. The built-in losses are registered by ``pair_losses`` and ``proxy_losse
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from pytorch_metric_learning.miners import BaseMiner
 

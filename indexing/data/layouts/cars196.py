@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.layouts.layout_files import require_files_exist, require_nonempty
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.common.errors import DataError
 
 ANNOTATION_FILE = "cars_annos.mat"
 TRAIN_CLASSES = range(1, 99)

@@ -11,10 +11,10 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from retrieval.indexing.data.layouts.layout_files import require_files_exist, require_nonempty
-from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.common.artifact_names import CSV_MANIFEST_NAME
 from retrieval.indexing.common.errors import DataError
+from retrieval.indexing.data.layouts.layout_files import require_files_exist, require_nonempty
+from retrieval.indexing.data.records import ImageRecord
 
 REQUIRED_COLUMNS = ("path", "label")
 PROTOCOL_COLUMNS = ("split", "is_query", "is_gallery")
@@ -37,7 +37,7 @@ def load_csv_manifest(csv_path: Path) -> list[ImageRecord]:
     try:
         with open(csv_path, newline="", encoding="utf-8-sig") as handle:
             reader = csv.DictReader(handle)
-            _check_columns(reader.fieldnames, csv_path)
+            _check_columns(list(reader.fieldnames or []) or None, csv_path)
             records = [_parse_row(row, number, csv_path) for number, row in enumerate(reader, start=2)]
     except (OSError, UnicodeDecodeError, csv.Error) as error:
         raise DataError(f"cannot read CSV manifest {csv_path}: {error}") from None

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.layouts.layout_files import parse_int, read_rows, require_files_exist, require_nonempty
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.common.errors import DataError
 
 LIST_FILES = ("images.txt", "image_class_labels.txt", "classes.txt")
 TRAIN_CLASSES = range(1, 101)
@@ -36,14 +36,18 @@ def load_cub(path: Path) -> list[ImageRecord]:
     for image_id, class_text in read_rows(root / "image_class_labels.txt", 2):
         number, class_id = _id(image_id, root / "image_class_labels.txt"), _id(class_text, root / "classes.txt")
         if number not in images or class_id not in class_names:
-            raise DataError(f"{root / 'image_class_labels.txt'} names image {number} or class {class_id}, "
-                            "which images.txt or classes.txt does not list")
-        records.append(ImageRecord(
-            path=root / "images" / images[number],
-            label=class_names[class_id],
-            split="train" if class_id in TRAIN_CLASSES else "test",
-            metadata={"image_id": number, "class_id": class_id},
-        ))
+            raise DataError(
+                f"{root / 'image_class_labels.txt'} names image {number} or class {class_id}, "
+                "which images.txt or classes.txt does not list"
+            )
+        records.append(
+            ImageRecord(
+                path=root / "images" / images[number],
+                label=class_names[class_id],
+                split="train" if class_id in TRAIN_CLASSES else "test",
+                metadata={"image_id": number, "class_id": class_id},
+            )
+        )
     require_nonempty(records, root / "image_class_labels.txt")
     require_files_exist(records, root / "images.txt")
     return records

@@ -11,8 +11,8 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.common.errors import DataError
+from retrieval.indexing.data.records import ImageRecord
 
 IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff"})
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.layouts.layout_files import parse_int, read_rows, require_files_exist, require_nonempty
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.common.errors import DataError
 
 LIST_FILE = "list_eval_partition.txt"
 # status -> (split, is_query, is_gallery)
@@ -57,5 +57,11 @@ def _record(image_root: Path, name: str, item: str, status: str, list_file: Path
     if status not in STATUS:
         raise DataError(f"{list_file}: evaluation_status {status!r} of {name} must be train, query or gallery")
     split, is_query, is_gallery = STATUS[status]
-    return ImageRecord(path=image_root / name, label=item, split=split, is_query=is_query,
-                       is_gallery=is_gallery, metadata={"evaluation_status": status})
+    return ImageRecord(
+        path=image_root / name,
+        label=item,
+        split=split,
+        is_query=is_query,
+        is_gallery=is_gallery,
+        metadata={"evaluation_status": status},
+    )

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.common.errors import DataError
+from retrieval.indexing.data.records import ImageRecord
 
 MISSING_SHOWN = 3
 

@@ -33,13 +33,15 @@ def load_sop(path: Path) -> list[ImageRecord]:
 def _read_split(list_file: Path, split: str) -> list[ImageRecord]:
     records = []
     for image_id, class_id, super_class_id, relative in read_rows(list_file, 4, skip=1):
-        records.append(ImageRecord(
-            path=list_file.parent / relative,
-            label=f"{parse_int(class_id, list_file, 'class_id'):05d}",
-            split=split,
-            metadata={
-                "image_id": parse_int(image_id, list_file, "image_id"),
-                "super_class_id": parse_int(super_class_id, list_file, "super_class_id"),
-            },
-        ))
+        records.append(
+            ImageRecord(
+                path=list_file.parent / relative,
+                label=f"{parse_int(class_id, list_file, 'class_id'):05d}",
+                split=split,
+                metadata={
+                    "image_id": parse_int(image_id, list_file, "image_id"),
+                    "super_class_id": parse_int(super_class_id, list_file, "super_class_id"),
+                },
+            )
+        )
     return records

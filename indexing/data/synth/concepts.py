@@ -12,14 +12,22 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.synth.shapes import SHAPES
 from retrieval.indexing.data.synth.textures import TEXTURES
-from retrieval.indexing.common.errors import DataError
 
 #: Colour name -> hue in degrees; hues are at least 28 degrees apart.
 COLOURS: dict[str, float] = {
-    "red": 0, "orange": 28, "yellow": 55, "lime": 90, "green": 130,
-    "cyan": 180, "azure": 210, "blue": 240, "purple": 275, "magenta": 312,
+    "red": 0,
+    "orange": 28,
+    "yellow": 55,
+    "lime": 90,
+    "green": 130,
+    "cyan": 180,
+    "azure": 210,
+    "blue": 240,
+    "purple": 275,
+    "magenta": 312,
 }
 
 
@@ -43,8 +51,10 @@ def choose_concepts(classes: int, seed: int) -> list[Concept]:
     """``classes`` distinct concepts picked by a seeded shuffle of :func:`all_concepts`."""
     concepts = all_concepts()
     if not 1 <= classes <= len(concepts):
-        raise DataError(f"classes must be between 1 and {len(concepts)} (the number of distinct "
-                        f"shape x colour x texture concepts), got {classes}")
+        raise DataError(
+            f"classes must be between 1 and {len(concepts)} (the number of distinct "
+            f"shape x colour x texture concepts), got {classes}"
+        )
     order = np.random.default_rng([seed, 0x5EED]).permutation(len(concepts))
     return [concepts[index] for index in order[:classes]]
 

@@ -22,9 +22,9 @@ import PIL
 from PIL import Image
 from tqdm import tqdm
 
+from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.synth.concepts import Concept, choose_concepts, class_folder_name
 from retrieval.indexing.data.synth.render import render_image
-from retrieval.indexing.common.errors import DataError
 
 MARKER = "SOURCE.md"
 SOURCE_HEADING = "# Synthetic dataset written by `retrieval data synth`\n"
@@ -43,13 +43,21 @@ class SynthSummary:
     class_names: list[str]
 
     def line(self) -> str:
-        return (f"wrote {self.images} images ({self.classes} classes x {self.per_class}, {self.size} px, "
-                f"seed {self.seed}) to {self.out} in {self.seconds:.1f} s")
+        return (
+            f"wrote {self.images} images ({self.classes} classes x {self.per_class}, {self.size} px, "
+            f"seed {self.seed}) to {self.out} in {self.seconds:.1f} s"
+        )
 
 
 def generate_synthetic_dataset(
-    out: Path, *, classes: int, per_class: int, size: int = 64, seed: int = 0,
-    progress: bool = True, overwrite: bool = False,
+    out: Path,
+    *,
+    classes: int,
+    per_class: int,
+    size: int = 64,
+    seed: int = 0,
+    progress: bool = True,
+    overwrite: bool = False,
 ) -> SynthSummary:
     """Write ``out/<class>/<nnnn>.png`` plus ``out/SOURCE.md``; returns what was written.
 
@@ -70,8 +78,7 @@ def generate_synthetic_dataset(
         _move_into_place(staging, out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return SynthSummary(out, classes, per_class, size, seed, classes * per_class,
-                        time.perf_counter() - started, names)
+    return SynthSummary(out, classes, per_class, size, seed, classes * per_class, time.perf_counter() - started, names)
 
 
 def render_png(concept: Concept, size: int, seed: int, class_index: int, image_index: int) -> bytes:
@@ -97,8 +104,10 @@ def _check_target(out: Path, overwrite: bool) -> None:
     if not overwrite:
         raise DataError(f"{out} is not empty; choose a new folder or pass --overwrite to replace it")
     if not _written_by_synth(out):
-        raise DataError(f"{out} is not empty and its {MARKER} does not say it was written by `retrieval data synth`; "
-                        "refusing to replace it even with --overwrite")
+        raise DataError(
+            f"{out} is not empty and its {MARKER} does not say it was written by `retrieval data synth`; "
+            "refusing to replace it even with --overwrite"
+        )
 
 
 def _written_by_synth(out: Path) -> bool:
@@ -109,8 +118,9 @@ def _written_by_synth(out: Path) -> bool:
         return False
 
 
-def _write_images(folder: Path, concepts: list[Concept], names: list[str], per_class: int, size: int,
-                  seed: int, progress: bool) -> None:
+def _write_images(
+    folder: Path, concepts: list[Concept], names: list[str], per_class: int, size: int, seed: int, progress: bool
+) -> None:
     with tqdm(total=len(concepts) * per_class, desc="drawing", unit="img", disable=not progress) as bar:
         for class_index, (concept, name) in enumerate(zip(concepts, names)):
             (folder / name).mkdir()

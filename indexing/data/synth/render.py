@@ -72,8 +72,9 @@ def _shape_mask(shape: str, size: int, centre: tuple[float, float], radius: floa
     return np.asarray(small, dtype=np.float32) / 255.0
 
 
-def _surface(concept: Concept, size: int, centre: tuple[float, float], radius: float, angle: float,
-             rng: np.random.Generator) -> np.ndarray:
+def _surface(
+    concept: Concept, size: int, centre: tuple[float, float], radius: float, angle: float, rng: np.random.Generator
+) -> np.ndarray:
     """Per-pixel colour of the shape: the jittered class colour patterned by the texture."""
     hue = COLOURS[concept.colour] / 360 + rng.uniform(-0.02, 0.02)
     base = _hsv(hue, rng.uniform(0.75, 1.0), rng.uniform(0.8, 1.0))
