@@ -1,4 +1,4 @@
-"""Evaluation time and peak memory: retrieval's evaluate_embeddings vs pytorch-metric-learning.
+"""Evaluation time and peak memory: retrieval's evaluate_retrieval vs pytorch-metric-learning.
 
 Cases (clustered synthetic embeddings: class centre + noise, L2-normalised):
   a) N=60,000, d=512, 12,000 classes of 5   b) N=8,000, d=2048, 100 classes of 80
@@ -44,12 +44,12 @@ def clustered_embeddings(
 
 
 def run_ours(vectors: np.ndarray, labels: np.ndarray, task: str) -> dict:
-    from retrieval.indexing.eval.metrics import evaluate_embeddings
+    from retrieval.indexing.eval.metrics import evaluate_retrieval
     from retrieval.indexing.eval.nmi import nmi_kmeans
 
     if task == "nmi":
         return {"nmi": nmi_kmeans(vectors, labels, seed=0)}
-    metrics = evaluate_embeddings(vectors, labels, ks=(1,), compute_nmi=False)
+    metrics = evaluate_retrieval(vectors, labels, ks=(1,), compute_nmi=False)
     return {name: getattr(metrics, name) for name in METRIC_NAMES}
 
 

@@ -88,7 +88,9 @@ class TrainerConfig(_Strict):
     patience: int | None = Field(None, ge=1, description="stop after this many epochs without a better val MAP@R")
     seed: int = 0
     eval_batch_size: int = Field(64, ge=1)
-    recall_ks: tuple[int, ...] = (1, 2, 4, 8)
+    recall_ks: tuple[int, ...] | None = Field(
+        None, description="Recall@K cut-offs; null: the defaults `retrieval eval` uses for the gallery"
+    )
     max_steps_per_epoch: int | None = Field(None, ge=1, description="cap for quick runs")
     evaluate_untrained_test: bool = Field(
         True, description="also report the untrained model's test metrics (reported only, never used to choose)"

@@ -15,7 +15,9 @@ import logging
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
+import numpy as np
 import torch
+from PIL import Image
 from torch.utils.data import Dataset
 
 from retrieval.indexing.common.errors import DataError
@@ -24,6 +26,7 @@ from retrieval.indexing.data.records import ImageRecord
 from retrieval.training.transforms import ImageTransform
 
 logger = logging.getLogger(__name__)
+_BLANK_SIZE = (8, 8)  # stands in for an unreadable eval image; the item is dropped afterwards
 
 
 def label_index(records: Sequence[ImageRecord]) -> dict[str, int]:
@@ -46,8 +49,11 @@ def record_label_indices(records: Sequence[ImageRecord], label_to_index: Mapping
 class ImageRecordDataset(Dataset):
     """``dataset[i] -> (image tensor, label index, i)``.
 
-    ``i`` is always the requested index (so evaluation can map outputs back to records),
-    even when the pixels come from a substitute image of the same class.
+    ``i`` is always the requested index (so evaluation can map outputs back to records).
+    An image found unreadable during iteration is marked bad (``bad_mask``). Training
+    (``substitute=True``) then takes another image of the same class, so a batch keeps its
+    shape; evaluation (``substitute=False``) gets blank pixels for it and must drop the item
+    (``bad_mask``), since a duplicated image would inflate the metrics.
     """
 
     def __init__(
@@ -55,8 +61,11 @@ class ImageRecordDataset(Dataset):
         records: Sequence[ImageRecord],
         label_to_index: Mapping[str, int],
         transform: ImageTransform,
+        *,
+        substitute: bool = True,
     ) -> None:
         self.records = list(records)
+        self.substitute = substitute
         self.labels = record_label_indices(self.records, label_to_index)
         self.transform = transform
         self._class_members = _members_by_label(self.labels)
@@ -73,6 +82,8 @@ class ImageRecordDataset(Dataset):
                 image = open_rgb(self.records[candidate].path)
             except DataError as error:
                 self._mark_bad(candidate, error)
+                if not self.substitute:
+                    return self.transform(Image.new("RGB", _BLANK_SIZE)), label, index
                 continue
             return self.transform(image), label, index
         raise DataError(
@@ -80,6 +91,10 @@ class ImageRecordDataset(Dataset):
             f"{self.records[index].label!r} are unreadable now (e.g. {self.records[index].path}); "
             "fix or remove these files and restart"
         )
+
+    def bad_mask(self) -> np.ndarray:
+        """(N,) bool: items found unreadable during iteration (in any worker)."""
+        return self._bad.numpy().copy()
 
     @property
     def bad_paths(self) -> list[Path]:
@@ -99,7 +114,8 @@ class ImageRecordDataset(Dataset):
     def _mark_bad(self, index: int, error: DataError) -> None:
         if not bool(self._bad[index]):
             self._bad[index] = True
-            logger.warning("%s; substituting another image of the same class", error)
+            action = "substituting another image of the same class" if self.substitute else "leaving it out"
+            logger.warning("%s; %s", error, action)
 
 
 def _members_by_label(labels: Sequence[int]) -> dict[int, list[int]]:

@@ -17,11 +17,12 @@ from typing import Any
 import numpy as np
 import torch
 from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader
 from tqdm import tqdm
 
 from retrieval.indexing.common.atomic_write import atomic_write_text
 from retrieval.indexing.common.errors import RetrievalError
-from retrieval.indexing.eval.metrics import evaluate_embeddings
+from retrieval.indexing.eval.metrics import evaluate_retrieval
 from retrieval.indexing.search.binary import binarize
 from retrieval.training.config import TrainConfig
 from retrieval.training.curves import plot_curves
@@ -36,6 +37,7 @@ from retrieval.training.distributed import (
 )
 from retrieval.training.embed import embed_loader
 from retrieval.training.embedding_model import build_embedding_model
+from retrieval.training.image_dataset import ImageRecordDataset
 from retrieval.training.losses import build_loss, get_loss_spec
 from retrieval.training.optim import build_optimizer, build_scheduler, parameter_groups
 from retrieval.training.pretrained import load_pretrained
@@ -222,15 +224,35 @@ class Trainer:
         return float(loss.item())
 
     # ---- evaluation and selection ---------------------------------------------------------
-    def _embed(self, loader) -> tuple[np.ndarray, np.ndarray]:
-        return embed_loader(self.model, loader, self.device, self.precision, self.cfg.model.channels_last)
+    def _evaluate(self, loader: DataLoader, *, kinds: tuple[str, ...], compute_nmi: bool) -> dict[str, Any]:
+        """Metrics of a val/test loader under its records' query/gallery flags (``evaluate_retrieval``,
+        as ``retrieval eval``); images found unreadable while embedding are left out and counted."""
+        embeddings, labels = embed_loader(self.model, loader, self.device, self.precision, self.cfg.model.channels_last)
+        dataset: ImageRecordDataset = loader.dataset  # type: ignore[assignment]
+        keep = ~dataset.bad_mask()
+        is_query = np.array([record.is_query for record in dataset.records], bool)[keep]
+        is_gallery = np.array([record.is_gallery for record in dataset.records], bool)[keep]
+        vectors = {"float": (embeddings[keep], "ip"), "binary": (binarize(embeddings[keep]), "hamming")}
+        result: dict[str, Any] = {}
+        for kind in kinds:
+            values, metric = vectors[kind]
+            result[kind] = evaluate_retrieval(
+                values,
+                labels[keep],
+                is_query,
+                is_gallery,
+                ks=self.cfg.trainer.recall_ks,
+                metric=metric,
+                compute_nmi=compute_nmi,  # type: ignore[arg-type]
+            ).to_dict()
+        result["unreadable_images"] = int((~keep).sum())
+        return result
 
     def _validate(self) -> dict[str, Any] | None:
         if self.val_loader is None or not self.ctx.is_main:
             return None
-        embeddings, labels = self._embed(self.val_loader)
-        ks = self.cfg.trainer.recall_ks
-        return evaluate_embeddings(embeddings, labels, ks=ks, compute_nmi=False).to_dict()
+        result = self._evaluate(self.val_loader, kinds=("float",), compute_nmi=False)
+        return {**result["float"], "unreadable_images": result["unreadable_images"]}
 
     def _record_selection(self, epoch: int, val: dict[str, Any] | None) -> bool:
         """Best = highest validation MAP@R; without a validation split, the latest epoch."""
@@ -246,12 +268,7 @@ class Trainer:
         return patience is not None and self.val_loader is not None and self.stale_epochs >= patience
 
     def _test_metrics(self) -> dict[str, Any]:
-        embeddings, labels = self._embed(self.test_loader)
-        ks = self.cfg.trainer.recall_ks
-        return {
-            "float": evaluate_embeddings(embeddings, labels, ks=ks).to_dict(),
-            "binary": evaluate_embeddings(binarize(embeddings), labels, ks=ks, metric="hamming").to_dict(),
-        }
+        return self._evaluate(self.test_loader, kinds=("float", "binary"), compute_nmi=True)
 
     def _untrained_test(self) -> dict[str, Any] | None:
         """Test metrics of the initial weights, kept on disk so a resumed run still reports them."""

@@ -1,8 +1,8 @@
 """Offline evaluation: embed a dataset (or read an index) and measure float and binary retrieval.
 
-Two protocols, chosen from the records' flags: "same-set" (every item is a query and a
-gallery item; a query never retrieves itself) and "query-gallery" (In-Shop: separate
-``is_query`` / ``is_gallery`` items). For an index whose kinds are approximate, the main
+The protocol comes from the records' flags, through ``metrics.evaluate_retrieval``: queries are
+the ``is_query`` items, the gallery the ``is_gallery`` items, and an item that is both never
+retrieves itself ("same-set" when every item is both). For an index whose kinds are approximate, the main
 numbers are measured AS BUILT through ``IndexStore.search`` and the exact numbers are
 reported next to them, so the cost of the approximation is visible.
 """
@@ -14,21 +14,24 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.eval.metrics import (
     RetrievalMetrics,
-    default_recall_ks,
-    evaluate_embeddings,
+    evaluate_retrieval,
+    gallery_positions,
     metrics_from_neighbor_labels,
+    relevant_counts,
+    resolve_ks,
 )
 from retrieval.indexing.eval.retrieval_grid import GridRow
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.model.resolution import resolve_export_dir
 from retrieval.indexing.search.binary import binarize
-from retrieval.indexing.search.knn import iter_knn_chunks
+from retrieval.indexing.search.knn import Metric, iter_knn_chunks
 from retrieval.indexing.store.builder import embed_records
 from retrieval.indexing.store.faiss_kinds import binary_kind, float_kind
 from retrieval.indexing.store.index_store import IndexStore
@@ -94,32 +97,18 @@ class EvaluationReport:
         return document
 
 
-def resolve_ks(ks: Sequence[int] | None, data: EvalData) -> tuple[int, ...]:
-    """The given Ks, or the dataset-appropriate defaults for the gallery size."""
-    if ks:
-        return tuple(sorted(set(int(k) for k in ks)))
-    gallery_labels = data.labels[data.is_gallery]
-    return default_recall_ks(len(set(gallery_labels.tolist())), len(gallery_labels))
-
-
 def exact_metrics(
     data: EvalData, ks: Sequence[int], *, threshold: float = 0.0, seed: int = 0, progress: bool = False
 ) -> dict[str, RetrievalMetrics]:
     """Exact float (inner product) and binary (Hamming) metrics of the set."""
     codes = binarize(data.embeddings, threshold)
-    results = {}
-    for kind, vectors, metric in (("float", data.embeddings, "ip"), ("binary", codes, "hamming")):
-        if data.protocol == "same-set":
-            args = (vectors, data.labels)
-        else:
-            args = (
-                vectors[data.is_query],
-                data.labels[data.is_query],
-                vectors[data.is_gallery],
-                data.labels[data.is_gallery],
-            )
-        results[kind] = evaluate_embeddings(*args, ks=ks, metric=metric, seed=seed, progress=progress)
-    return results
+    vectors: dict[str, tuple[np.ndarray, Metric]] = {"float": (data.embeddings, "ip"), "binary": (codes, "hamming")}
+    return {
+        kind: evaluate_retrieval(
+            values, data.labels, data.is_query, data.is_gallery, ks=ks, metric=metric, seed=seed, progress=progress
+        )
+        for kind, (values, metric) in vectors.items()
+    }
 
 
 def evaluate_model(
@@ -136,7 +125,7 @@ def evaluate_model(
     embedder = OnnxEmbedder(resolve_export_dir(model_dir), threads=threads)
     kept, embeddings, failures = embed_records(embedder, list(records), batch_size=batch_size, progress=progress)
     data = EvalData.from_records(kept, embeddings)
-    chosen = resolve_ks(ks, data)
+    chosen = resolve_ks(ks, data.labels[data.is_gallery])
     metrics = exact_metrics(
         data, chosen, threshold=embedder.manifest.binarization_threshold, seed=seed, progress=progress
     )
@@ -172,7 +161,7 @@ def evaluate_index(
 ) -> tuple[EvaluationReport, EvalData]:
     """Measure an index: exact metrics of its stored embeddings, and as-built ones for approximate kinds."""
     data = index_data(store)
-    chosen = resolve_ks(ks, data)
+    chosen = resolve_ks(ks, data.labels[data.is_gallery])
     manifest = store.manifest
     exact = exact_metrics(data, chosen, threshold=manifest.binarization_threshold, seed=seed, progress=progress)
     approximate = {
@@ -203,26 +192,39 @@ def evaluate_index(
     return report, data
 
 
-def as_built_metrics(store: IndexStore, data: EvalData, ks: Sequence[int], kind: str) -> RetrievalMetrics:
-    """Metrics of what ``store.search`` returns: over-fetch, drop self and non-gallery items, score."""
+def as_built_metrics(
+    store: IndexStore, data: EvalData, ks: Sequence[int], kind: Literal["float", "binary"]
+) -> RetrievalMetrics:
+    """Metrics of what ``store.search`` returns, under the same protocol as ``evaluate_retrieval``:
+    per query, the first k results that are gallery items other than itself."""
     _, codes = np.unique(data.labels, return_inverse=True)
-    queries = np.flatnonzero(data.is_query)
-    gallery_counts = np.bincount(codes[data.is_gallery], minlength=codes.max() + 1)
-    relevant = gallery_counts[codes[queries]] - data.is_gallery[queries].astype(np.int64)
-    k = int(min(max(relevant.max(initial=0), max(ks)), data.is_gallery.sum()))
-    fetch = min(store.count, math.ceil((k + 1) * store.count / max(int(data.is_gallery.sum()), 1)) + 1)
+    queries, gallery = np.flatnonzero(data.is_query), np.flatnonzero(data.is_gallery)
+    relevant = relevant_counts(codes[queries], codes[gallery], gallery_positions(queries, gallery))
+    k = int(min(max(relevant.max(initial=0), max(ks)), len(gallery)))
     rows = []
     for start in range(0, len(queries), _SEARCH_CHUNK):
         chunk = queries[start : start + _SEARCH_CHUNK]
-        found = store.search(data.embeddings[chunk], fetch, kind=kind).ids
-        rows.append(_kept_labels(found, chunk, data, codes, k))
+        positions, valid = gallery_hits_widening(store, data, chunk, k, kind)
+        rows.append(np.where(valid, codes[positions], -1))
     return metrics_from_neighbor_labels(np.concatenate(rows), codes[queries], relevant, ks)
 
 
-def _kept_labels(found: np.ndarray, own: np.ndarray, data: EvalData, codes: np.ndarray, k: int) -> np.ndarray:
-    """Label codes of the first k gallery results of each row that are not the query itself (-1 pads)."""
-    positions, valid = first_gallery_hits(found, own, data, k)
-    return np.where(valid, codes[positions], -1)
+def gallery_hits_widening(
+    store: IndexStore, data: EvalData, chunk: np.ndarray, k: int, kind: Literal["float", "binary"]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The first k gallery hits (self excluded) of each query in ``chunk``, searching wider until every
+    row has k of them or the whole index was asked for: non-gallery items never crowd out gallery ones."""
+    share = max(int(data.is_gallery.sum()), 1) / max(store.count, 1)
+    fetch = min(store.count, math.ceil((k + 1) / share) + 1)
+    positions, valid = first_gallery_hits(store.search(data.embeddings[chunk], fetch, kind=kind).ids, chunk, data, k)
+    while fetch < store.count:
+        short = np.flatnonzero(valid.sum(axis=1) < k)
+        if len(short) == 0:
+            break
+        fetch = min(store.count, fetch * 2)
+        found = store.search(data.embeddings[chunk[short]], fetch, kind=kind).ids
+        positions[short], valid[short] = first_gallery_hits(found, chunk[short], data, k)
+    return positions, valid
 
 
 def first_gallery_hits(found: np.ndarray, own: np.ndarray, data: EvalData, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -243,8 +245,7 @@ def index_neighbors(store: IndexStore, data: EvalData, query_positions: np.ndarr
 def exact_neighbors(data: EvalData, query_positions: np.ndarray, k: int) -> np.ndarray:
     """Positions of the top-k exact float gallery neighbours of some queries (self excluded)."""
     gallery = np.flatnonzero(data.is_gallery)
-    own = np.searchsorted(gallery, query_positions)
-    own = np.where((own < len(gallery)) & (gallery[own.clip(0, len(gallery) - 1)] == query_positions), own, -1)
+    own = gallery_positions(query_positions, gallery)
     chunks = iter_knn_chunks(data.embeddings[query_positions], data.embeddings[gallery], k, query_ids=own)
     ids = np.concatenate([results.ids for _, results in chunks])
     return np.where(ids >= 0, gallery[ids.clip(0)], -1)

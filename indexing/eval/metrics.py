@@ -46,12 +46,79 @@ class RetrievalMetrics:
         return values
 
 
+def evaluate_retrieval(
+    embeddings: np.ndarray,
+    labels: np.ndarray,
+    is_query: np.ndarray | None = None,
+    is_gallery: np.ndarray | None = None,
+    *,
+    ks: Sequence[int] | None = None,
+    metric: Literal["ip", "hamming"] = "ip",
+    compute_nmi: bool = True,
+    seed: int = 0,
+    progress: bool = False,
+) -> RetrievalMetrics:
+    """THE evaluation of a labelled set under its query/gallery flags (docs/metrics.md, "Protocol").
+
+    Queries are the items flagged ``is_query``, the gallery the items flagged ``is_gallery``
+    (both default to all items). An item that is both never retrieves itself and is not counted
+    in its own R. ``ks=None`` picks ``default_recall_ks`` for the gallery. Validation, the
+    trainer's test, ``retrieval eval`` (model and index) and the benchmarks all call this.
+    """
+    n = len(np.asarray(labels))
+    is_query = np.ones(n, bool) if is_query is None else np.asarray(is_query, bool)
+    is_gallery = np.ones(n, bool) if is_gallery is None else np.asarray(is_gallery, bool)
+    if len(is_query) != n or len(is_gallery) != n:
+        raise DataError(f"got {n} labels but {len(is_query)} is_query and {len(is_gallery)} is_gallery flags.")
+    labels = np.asarray(labels)
+    chosen = resolve_ks(ks, labels[is_gallery])
+    options = {"ks": chosen, "metric": metric, "compute_nmi": compute_nmi, "seed": seed, "progress": progress}
+    if bool(np.all(is_query & is_gallery)):
+        return evaluate_embeddings(embeddings, labels, **options)
+    queries, gallery = np.flatnonzero(is_query), np.flatnonzero(is_gallery)
+    vectors = np.asarray(embeddings)
+    return evaluate_embeddings(
+        vectors[queries],
+        labels[queries],
+        vectors[gallery],
+        labels[gallery],
+        query_gallery_ids=gallery_positions(queries, gallery),
+        **options,
+    )
+
+
+def gallery_positions(items: np.ndarray, gallery: np.ndarray) -> np.ndarray:
+    """Position of each of ``items`` in the sorted ``gallery`` item array, -1 where it is not in it."""
+    where = np.searchsorted(gallery, items).clip(0, max(len(gallery) - 1, 0))
+    found = (len(gallery) > 0) & (gallery[where] == items) if len(gallery) else np.zeros(len(items), bool)
+    return np.where(found, where, -1).astype(np.int64)
+
+
+def relevant_counts(query_codes: np.ndarray, gallery_codes: np.ndarray, own: np.ndarray | None) -> np.ndarray:
+    """R of each query: gallery items of its class, minus itself when it is in the gallery (``own >= 0``)."""
+    counts = np.bincount(
+        gallery_codes, minlength=int(max(query_codes.max(initial=0), gallery_codes.max(initial=0))) + 1
+    )
+    return counts[query_codes] - (0 if own is None else (np.asarray(own) >= 0).astype(np.int64))
+
+
+def resolve_ks(ks: Sequence[int] | None, gallery_labels: np.ndarray) -> tuple[int, ...]:
+    """The given Recall@K cut-offs (validated), or the defaults for this gallery: the one rule everywhere."""
+    if ks:
+        values = tuple(sorted({int(k) for k in ks}))
+        if values[0] < 1:
+            raise DataError(f"recall ks must be positive integers, got {tuple(ks)}.")
+        return values
+    return default_recall_ks(len(np.unique(gallery_labels)), len(gallery_labels))
+
+
 def evaluate_embeddings(
     queries: np.ndarray,
     query_labels: np.ndarray,
     gallery: np.ndarray | None = None,
     gallery_labels: np.ndarray | None = None,
     *,
+    query_gallery_ids: np.ndarray | None = None,
     ks: Sequence[int] = (1, 2, 4, 8),
     metric: Literal["ip", "hamming"] = "ip",
     compute_nmi: bool = True,
@@ -60,6 +127,10 @@ def evaluate_embeddings(
 ) -> RetrievalMetrics:
     """Exact k-NN metrics of ``queries`` against ``gallery`` (None: same-set protocol, self excluded).
 
+    ``query_gallery_ids[i]`` is the gallery position of query i when it is also a gallery item
+    (-1 when not): it is excluded from its own results and from its R. Prefer ``evaluate_retrieval``,
+    which derives all of this from the records' flags.
+
     ``metric="hamming"`` takes packed codes from ``binarize``. Labels may be ints or strings.
     NMI clusters the queries (as pytorch-metric-learning does); binary codes are clustered as
     +-1 floats.
@@ -67,18 +138,19 @@ def evaluate_embeddings(
     same_set = gallery is None
     if same_set and gallery_labels is not None:
         raise DataError("gallery_labels were given without a gallery; pass both or neither.")
-    queries, gallery_vectors = check_pair(queries, queries if same_set else gallery, metric)
+    queries, gallery_vectors = check_pair(queries, queries if gallery is None else gallery, metric)
     gallery_vectors = queries if same_set else gallery_vectors
     query_codes, gallery_codes = _encode_labels(query_labels, query_labels if same_set else gallery_labels)
     _check_lengths(queries, query_codes, gallery_vectors, gallery_codes)
-    ks = _check_ks(ks)
-    relevant = np.bincount(gallery_codes, minlength=query_codes.max() + 1)[query_codes] - int(same_set)
+    ks = resolve_ks(ks, gallery_codes)
+    own = np.arange(len(queries)) if same_set else _check_own(query_gallery_ids, len(queries), len(gallery_vectors))
+    relevant = relevant_counts(query_codes, gallery_codes, own)
     if not (relevant > 0).any():
         raise DataError(
             "no query has a gallery item of its own class, so no retrieval metric is defined; check the labels."
         )
-    k = min(max(int(relevant.max()), max(ks)), len(gallery_vectors) - int(same_set))
-    search = _Search(queries, gallery_vectors, same_set, metric, progress)
+    k = min(max(int(relevant.max()), max(ks)), len(gallery_vectors) - int(own is not None and bool((own >= 0).any())))
+    search = _Search(queries, gallery_vectors, same_set, own, metric, progress)
     sums = _search_and_score(search, query_codes, gallery_codes, relevant, k, ks)
     nmi = _nmi(queries, query_codes, metric, seed) if compute_nmi else None
     return sums.metrics(nmi)
@@ -99,7 +171,7 @@ def metrics_from_neighbor_labels(
         raise DataError(
             f"neighbour labels {labels.shape}, {len(query_labels)} query labels and {len(counts)} relevant counts must agree."
         )
-    sums = _Sums(_check_ks(ks))
+    sums = _Sums(resolve_ks(ks, np.zeros(0)))
     for start in range(0, len(labels), _score_chunk(labels.shape[1])):
         rows = slice(start, start + _score_chunk(labels.shape[1]))
         sums.add(labels[rows], query_labels[rows], counts[rows])
@@ -153,6 +225,7 @@ class _Search:
     queries: np.ndarray
     gallery: np.ndarray
     same_set: bool
+    own: np.ndarray | None  # gallery position of each query (-1: not in the gallery)
     metric: Literal["ip", "hamming"]
     progress: bool
 
@@ -175,7 +248,7 @@ def _search_and_score(search: _Search, query_codes, gallery_codes, relevant, k: 
         search.gallery,
         k,
         metric=search.metric,
-        query_ids=valid if search.same_set else None,
+        query_ids=None if search.own is None else search.own[valid],
         chunk_size=_score_chunk(k),
         progress=search.progress,
     )
@@ -223,8 +296,10 @@ def _check_lengths(queries, query_codes, gallery, gallery_codes) -> None:
         )
 
 
-def _check_ks(ks: Sequence[int]) -> tuple[int, ...]:
-    values = tuple(sorted({int(k) for k in ks}))
-    if not values or values[0] < 1:
-        raise DataError(f"recall ks must be positive integers, got {tuple(ks)}.")
-    return values
+def _check_own(own: np.ndarray | None, n_queries: int, n_gallery: int) -> np.ndarray | None:
+    if own is None:
+        return None
+    own = np.asarray(own, dtype=np.int64)
+    if own.shape != (n_queries,) or (own >= n_gallery).any() or (own < -1).any():
+        raise DataError(f"query_gallery_ids must hold one gallery position (or -1) per query, got shape {own.shape}.")
+    return own
