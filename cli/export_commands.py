@@ -29,9 +29,9 @@ def export(
     ] = CheckpointChoice.best,
 ) -> None:
     """Export a trained run to ONNX, check it against torch and write model.onnx + model.json."""
-    from retrieval.training.export import TOLERANCE, export_run_with_parity  # torch loads only for this command
+    from retrieval.training.export import TOLERANCE, export_run  # torch loads only for this command
 
-    result = export_run_with_parity(run_dir, out, fp16=fp16, checkpoint=checkpoint.value)
+    result = export_run(run_dir, out, fp16=fp16, checkpoint=checkpoint.value)
     manifest = result.manifest
     typer.echo(f"wrote {result.onnx_path} and {result.manifest_path}")
     typer.echo(

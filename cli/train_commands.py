@@ -86,7 +86,9 @@ def train(
     ] = None,
     batch_size: Annotated[
         int | None,
-        typer.Option("--batch-size", help="Images per step (over all processes)."),
+        typer.Option(
+            "--batch-size", help="Images per step in each process (torchrun: the global batch is processes x this)."
+        ),
         ConfigKey("trainer.batch_size"),
     ] = None,
     images_per_class: Annotated[

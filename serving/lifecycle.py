@@ -1,8 +1,8 @@
 """The service's lifecycle: the first index load, reloads on SIGHUP, and orderly shutdown.
 
 The model and index load in the background after start-up, so ``/healthz`` answers at once and
-``/readyz`` says 503 until the service can search. ``POST /admin/reload`` (routes_admin) and
-SIGHUP both swap a freshly opened snapshot in atomically (``ServiceState.load``).
+``/readyz`` says 503 until the service can search. ``POST /admin/reload`` (routes_admin, through
+``reload``) and SIGHUP both swap a freshly opened snapshot in atomically (``ServiceState.load``).
 """
 
 from __future__ import annotations
@@ -15,8 +15,10 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from fastapi import FastAPI
 
+from retrieval.indexing.common.errors import RetrievalError
 from retrieval.serving.dependencies import Services
-from retrieval.serving.state import ServiceState
+from retrieval.serving.service_errors import ReloadFailedError
+from retrieval.serving.state import ServiceState, Snapshot
 
 _log = logging.getLogger("retrieval.serving")
 
@@ -38,6 +40,15 @@ def lifespan(services: Services) -> Callable[[FastAPI], AbstractAsyncContextMana
             services.state.close()
 
     return run
+
+
+async def reload(state: ServiceState) -> Snapshot:
+    """Reload on request; a failure is a ReloadFailedError that says what keeps serving."""
+    try:
+        return await state.load()
+    except RetrievalError as error:
+        serving = f"generation {state.current().generation} keeps serving" if state.ready else "nothing is served"
+        raise ReloadFailedError(f"reload failed, {serving}: {error}") from None
 
 
 async def reload_quietly(state: ServiceState) -> None:

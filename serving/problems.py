@@ -16,6 +16,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from retrieval.indexing.common.errors import DataError, IndexNotWritableError, ItemNotFoundError, RetrievalError
 from retrieval.serving.schemas import Problem
+from retrieval.serving.service_errors import ReloadFailedError, RetryLaterError
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 _log = logging.getLogger("retrieval.serving")
@@ -72,11 +73,13 @@ async def _on_http(_: Request, error: StarletteHTTPException) -> JSONResponse:
     return problem_response(error.status_code, detail, headers=getattr(error, "headers", None))
 
 
-# The one mapping from the product's errors to HTTP statuses, most specific first. DataError comes
-# from the client's bytes or ids; other RetrievalErrors mean the index on disk is unusable.
+# The one mapping from the product's and the service's errors to HTTP statuses, most specific first.
+# DataError comes from the client's bytes or ids; other RetrievalErrors mean the index on disk is unusable.
 ERROR_STATUSES: tuple[tuple[type[RetrievalError], int], ...] = (
     (ItemNotFoundError, 404),
     (IndexNotWritableError, 503),
+    (RetryLaterError, 503),
+    (ReloadFailedError, 503),
     (DataError, 400),
     (RetrievalError, 503),
 )
@@ -87,7 +90,8 @@ def status_of(error: RetrievalError) -> int:
 
 
 async def _on_retrieval(_: Request, error: RetrievalError) -> JSONResponse:
-    return problem_response(status_of(error), f"{error}.".replace("..", "."))
+    headers = {"Retry-After": str(error.retry_after_s)} if isinstance(error, RetryLaterError) else None
+    return problem_response(status_of(error), f"{error}.".replace("..", "."), headers=headers)
 
 
 async def _on_unexpected(_: Request, error: Exception) -> JSONResponse:

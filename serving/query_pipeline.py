@@ -13,12 +13,13 @@ import anyio
 import numpy as np
 from fastapi import UploadFile
 
+from retrieval.indexing.data.image_io import open_rgb_bytes
 from retrieval.indexing.model.preprocess import preprocess_image
 from retrieval.serving.dependencies import Services
 from retrieval.serving.problems import ProblemError
 from retrieval.serving.schemas import IndexKind, ScoreKind, SearchHit, Timings
 from retrieval.serving.state import Snapshot
-from retrieval.serving.uploads import check_content_type, decode_image, read_upload
+from retrieval.serving.uploads import check_content_type, read_upload
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,8 @@ def _ms(start: float) -> float:
 
 
 def _decode_and_preprocess(data: bytes, max_pixels: int, snapshot: Snapshot) -> np.ndarray:
-    return preprocess_image(decode_image(data, max_pixels), snapshot.embedder.manifest.preprocessing)
+    """A corrupt, non-image or too-many-pixels upload raises DataError (a 400 problem)."""
+    return preprocess_image(open_rgb_bytes(data, max_pixels=max_pixels), snapshot.embedder.manifest.preprocessing)
 
 
 @dataclass(frozen=True)

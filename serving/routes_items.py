@@ -7,7 +7,6 @@ import numpy as np
 from fastapi import APIRouter, Depends, File, Form, Path, Request, UploadFile
 from fastapi.responses import Response
 
-from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.serving.dependencies import Services, get_services, require_api_key
 from retrieval.serving.problems import ProblemError, problem_responses
@@ -43,10 +42,7 @@ async def get_thumbnail(
     request: Request, item_id: int = Path(description="item id"), services: Services = Depends(get_services)
 ) -> Response:
     record = await services.state.read(lambda snap: snap.store.item(item_id))
-    try:
-        thumb = await anyio.to_thread.run_sync(thumbnail_for, record.path, services.settings.thumbnail_px)
-    except (OSError, DataError):
-        raise ProblemError(404, f"the image file of item {item_id} is missing or unreadable on the server.") from None
+    thumb = await anyio.to_thread.run_sync(thumbnail_for, record, services.settings.thumbnail_px)
     headers = {"Cache-Control": THUMBNAIL_CACHE, "ETag": thumb.etag}
     if request.headers.get("if-none-match") == thumb.etag:
         return Response(status_code=304, headers=headers)

@@ -26,7 +26,7 @@ from retrieval.indexing.common.artifact_names import INDEX_MODEL_SUBDIR
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.store.index_store import IndexStore
 from retrieval.indexing.store.manifest import load_index_manifest
-from retrieval.serving.problems import ProblemError
+from retrieval.serving.service_errors import RetryLaterError
 from retrieval.serving.settings import ServeSettings
 
 T = TypeVar("T")
@@ -77,11 +77,11 @@ class ServiceState:
         return self._snapshot is not None
 
     def current(self) -> Snapshot:
-        """The serving snapshot, or a 503 problem while the index is loading or failed to load."""
+        """The serving snapshot; RetryLaterError while the index is loading or failed to load."""
         snapshot = self._snapshot
         if snapshot is None:
             reason = self.load_error or "the model and index are still loading; retry in a moment"
-            raise ProblemError(503, f"The service is not ready: {reason}", headers={"Retry-After": "2"})
+            raise RetryLaterError(f"The service is not ready: {reason}", retry_after_s=2)
         return snapshot
 
     async def load(self) -> Snapshot:
@@ -134,9 +134,7 @@ def _submit(snapshot: Snapshot, use: Callable[[Snapshot], T]) -> Future[T]:
     try:
         return snapshot.store_thread.submit(use, snapshot)
     except RuntimeError:  # the snapshot was retired: this request outlived a reload
-        raise ProblemError(
-            503, "the index was reloaded during this request; send it again.", headers={"Retry-After": "1"}
-        ) from None
+        raise RetryLaterError("the index was reloaded during this request; send it again", retry_after_s=1) from None
 
 
 def _retire(snapshot: Snapshot) -> None:

@@ -14,7 +14,9 @@ from pathlib import Path
 
 from PIL import Image
 
+from retrieval.indexing.common.errors import DataError, ItemNotFoundError
 from retrieval.indexing.data.image_io import open_rgb
+from retrieval.indexing.store.items_db import Item
 
 JPEG_QUALITY = 85
 
@@ -25,10 +27,16 @@ class Thumbnail:
     etag: str
 
 
-def thumbnail_for(path: str | Path, max_side: int) -> Thumbnail:
-    """A JPEG whose longer side is at most ``max_side``; raises DataError if the file is unreadable."""
-    stat = Path(path).stat()
-    return _cached(str(path), stat.st_mtime_ns, stat.st_size, max_side)
+def thumbnail_for(item: Item, max_side: int) -> Thumbnail:
+    """A JPEG of ``item`` whose longer side is at most ``max_side``.
+
+    An item whose image file is gone or unreadable has nothing to show: ItemNotFoundError.
+    """
+    try:
+        stat = Path(item.path).stat()
+        return _cached(str(item.path), stat.st_mtime_ns, stat.st_size, max_side)
+    except (OSError, DataError):
+        raise ItemNotFoundError(f"the image file of item {item.id} is missing or unreadable on the server") from None
 
 
 @lru_cache(maxsize=2048)

@@ -13,7 +13,7 @@ from pathlib import Path
 from PIL import Image
 
 from retrieval.indexing.common.atomic_write import atomic_write_bytes
-from retrieval.serving.problems import ProblemError
+from retrieval.indexing.common.errors import IndexNotWritableError
 
 UPLOADS_SUBDIR = "uploads"
 
@@ -25,16 +25,15 @@ def image_suffix(data: bytes) -> str:
 
 
 def store_upload(index_dir: Path, data: bytes) -> Path:
-    """Write ``data`` under ``index_dir/uploads`` and return its path; 503 if the directory is read-only."""
+    """Write ``data`` under ``index_dir/uploads`` and return its path; IndexNotWritableError if it cannot."""
     target = Path(index_dir) / UPLOADS_SUBDIR / (hashlib.sha256(data).hexdigest() + image_suffix(data))
     if target.is_file():
         return target
     try:
         atomic_write_bytes(target, data)
     except OSError as error:
-        raise ProblemError(
-            503,
+        raise IndexNotWritableError(
             f"cannot store the uploaded image under {target.parent} ({error.strerror}); "
-            "mount the index directory writable to add items.",
+            "mount the index directory writable to add items"
         ) from None
     return target

@@ -1,17 +1,15 @@
-"""Uploaded images: body size limit, declared content type, size of each file, decoding.
+"""Uploaded images: body size limit, declared content type, size of each file.
 
 Checks run cheapest first: the request body size (before multipart parsing, so a huge
 upload is refused without being spooled), the declared content type, the file's size,
-then decoding in a worker thread with the decompression-bomb pixel limit.
+then decoding (``image_io.open_rgb_bytes`` in a worker thread, with the decompression-bomb
+pixel limit; its DataError is a 400 through ``problems.ERROR_STATUSES``).
 """
 
 from __future__ import annotations
 
 from fastapi import UploadFile
-from PIL import Image
 
-from retrieval.indexing.common.errors import DataError
-from retrieval.indexing.data.image_io import open_rgb_bytes
 from retrieval.serving.problems import ProblemError
 
 ACCEPTED_TYPES = frozenset(
@@ -45,11 +43,3 @@ async def read_upload(upload: UploadFile, max_bytes: int) -> bytes:
     if size == 0:
         raise ProblemError(400, f"file '{upload.filename}' is empty; send an image file.")
     return b"".join(chunks)
-
-
-def decode_image(data: bytes, max_pixels: int) -> Image.Image:
-    """Decode to RGB; a corrupt, non-image or too-many-pixels image becomes a 400 problem."""
-    try:
-        return open_rgb_bytes(data, max_pixels=max_pixels)
-    except DataError as error:
-        raise ProblemError(400, str(error)) from None

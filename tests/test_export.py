@@ -20,7 +20,7 @@ from retrieval.indexing.common.errors import ConfigError, RetrievalError
 from retrieval.indexing.model.manifest import ModelManifest, file_sha256
 from retrieval.training.config import TrainConfig
 from retrieval.training.embedding_model import EmbeddingModel, build_embedding_model
-from retrieval.training.export import export_run, export_run_with_parity
+from retrieval.training.export import export_run
 from retrieval.training.run_dir import RunPaths, load_run_config, save_checkpoint, write_run_config
 
 VAL_METRICS = {"map_at_r": 0.25, "recall_at_1": 0.5, "r_precision": 0.3}
@@ -71,7 +71,7 @@ def write_run(run_dir: Path, embedding_dim: int = 32) -> Run:
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[Run, ModelManifest, float]:
     run = write_run(tmp_path_factory.mktemp("run"))
-    result = export_run_with_parity(run.run_dir)
+    result = export_run(run.run_dir)
     return run, result.manifest, result.max_abs_diff
 
 

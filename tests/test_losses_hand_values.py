@@ -149,3 +149,85 @@ def test_subsampled_loss_by_hand_uses_exactly_the_scored_classes():
     assert value.item() == pytest.approx(expected, rel=1e-5)
     full = _normalized_softmax_by_hand(points, labels, weights, 0.5, range(10))
     assert value.item() < full  # fewer negatives in the denominator
+
+
+def _npairs_by_hand(points, labels, temperature: float) -> float:
+    """Sohn's N-pairs as pml pairs it: per class, the first image is the anchor and the second its
+    positive; each anchor's softmax runs over the N positives' dot products / temperature."""
+    members: dict[int, list[int]] = {}
+    for i, y in enumerate(labels):
+        members.setdefault(y, []).append(i)
+    pairs = [(m[0], m[1]) for _, m in sorted(members.items()) if len(m) >= 2]
+    total = 0.0
+    for k, (anchor, _) in enumerate(pairs):
+        logits = [sum(a * b for a, b in zip(points[anchor], points[p])) / temperature for _, p in pairs]
+        total += -(logits[k] - math.log(sum(math.exp(v) for v in logits)))
+    return total / len(pairs)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.1])
+def test_npairs_by_hand(temperature: float):
+    expected = _npairs_by_hand(_points(), LABELS, temperature)
+    loss = build_loss("npairs", num_classes=3, embedding_dim=2, params={"temperature": temperature})
+    assert loss(*_tensors()).item() == pytest.approx(expected, rel=1e-5)
+
+
+def test_npairs_temperature_lets_perfect_clusters_reach_zero_loss():
+    # four classes on orthogonal axes, two identical images each: nothing left to learn
+    embeddings = torch.eye(4, dtype=torch.float64).repeat_interleave(2, dim=0)
+    labels = torch.arange(4).repeat_interleave(2)
+    points, label_list = embeddings.tolist(), labels.tolist()
+
+    def value(temperature: float) -> float:
+        loss = build_loss("npairs", num_classes=4, embedding_dim=4, params={"temperature": temperature})
+        return loss(embeddings, labels).item()
+
+    unscaled = value(1.0)  # pml's N-pairs on unit vectors: log(1 + 3 / e) however good the clusters
+    assert unscaled == pytest.approx(math.log(1 + 3 / math.e), rel=1e-6)  # losses run in fp32
+    assert unscaled == pytest.approx(_npairs_by_hand(points, label_list, 1.0), rel=1e-6)
+    values = [value(t) for t in (1.0, 0.5, 0.2, 0.1)]
+    assert values == sorted(values, reverse=True)
+    default = build_loss("npairs", num_classes=4, embedding_dim=4)(embeddings, labels).item()
+    assert default == pytest.approx(_npairs_by_hand(points, label_list, 0.05), abs=1e-7)
+    assert default < 1e-6
+
+
+# 3-D points: the SNR distance divides by the anchor's variance over its components
+SNR_POINTS = [
+    (0.9, 0.1, -0.4),
+    (0.8, 0.3, -0.5),
+    (-0.2, 0.9, 0.4),
+    (-0.1, 0.7, 0.7),
+    (0.3, -0.8, 0.5),
+    (0.5, -0.6, 0.6),
+]
+SNR_LABELS = [0, 0, 1, 1, 2, 2]
+
+
+def _variance(values: list[float]) -> float:
+    mean = sum(values) / len(values)
+    return sum((v - mean) ** 2 for v in values) / (len(values) - 1)  # unbiased, like torch.var
+
+
+def _snr_contrastive_by_hand(points, labels, pos_margin: float, neg_margin: float) -> float:
+    pos, neg = [], []
+    for i, x in enumerate(points):
+        for j, y in enumerate(points):
+            if i == j:
+                continue
+            snr = _variance([a - b for a, b in zip(x, y)]) / _variance(list(x))
+            if labels[i] == labels[j]:
+                pos.append(max(0.0, snr - pos_margin))
+            else:
+                neg.append(max(0.0, neg_margin - snr))
+    return _mean_nonzero(pos) + _mean_nonzero(neg)
+
+
+@pytest.mark.parametrize("weight", [0.0, 0.3])
+def test_snr_with_the_zero_mean_regulariser_by_hand(weight: float):
+    points = [tuple(v / math.sqrt(sum(c * c for c in p)) for v in p) for p in SNR_POINTS]
+    zero_mean = sum(abs(sum(p)) for p in points) / len(points)  # Yuan et al.: mean over the batch of |sum of h|
+    expected = _snr_contrastive_by_hand(points, SNR_LABELS, 0.0, 1.0) + weight * zero_mean
+    loss = build_loss("snr", num_classes=3, embedding_dim=3, params={"zero_mean_weight": weight})
+    value = loss(torch.tensor(points, dtype=torch.float64), torch.tensor(SNR_LABELS)).item()
+    assert zero_mean > 0.1 and value == pytest.approx(expected, rel=1e-6)

@@ -6,11 +6,15 @@ listed in docs/losses.md, so a wrong default or a dropped miner in the registry 
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
 from pytorch_metric_learning import losses as pml
 from pytorch_metric_learning import miners as pml_miners
+from pytorch_metric_learning import regularizers as pml_regularizers
+from pytorch_metric_learning.distances import DotProductSimilarity
 
 from retrieval.training.losses import available_losses, build_loss, get_loss_spec
 
@@ -21,12 +25,24 @@ def _semi_hard(margin=0.2):
     return pml_miners.TripletMarginMiner(margin=margin, type_of_triplets="semihard")
 
 
+class _CosinesOverTemperature(torch.nn.Module):
+    """pml's N-pairs (no scale option) on unit embeddings times 1/sqrt(T), un-normalised: logits cos / T."""
+
+    def __init__(self, temperature: float) -> None:
+        super().__init__()
+        self.loss = pml.NPairsLoss(distance=DotProductSimilarity(normalize_embeddings=False))
+        self.factor = 1 / math.sqrt(temperature)
+
+    def forward(self, embeddings, labels, indices=None):
+        return self.loss(F.normalize(embeddings, dim=1) * self.factor, labels, indices)
+
+
 # name -> (reference loss factory, reference miner factory or None, our params, our miner args)
 REFERENCES = {
     "contrastive": (lambda: pml.ContrastiveLoss(pos_margin=0.0, neg_margin=1.0), None),
     "triplet": (lambda: pml.TripletMarginLoss(margin=0.2), _semi_hard),
     "lifted_structure": (lambda: pml.LiftedStructureLoss(neg_margin=1.0, pos_margin=0.0), None),
-    "npairs": (lambda: pml.NPairsLoss(), None),
+    "npairs": (lambda: _CosinesOverTemperature(0.05), None),
     "ntxent": (lambda: pml.NTXentLoss(temperature=0.07), None),
     "angular": (lambda: pml.AngularLoss(alpha=40), None),
     "margin": (
@@ -72,6 +88,17 @@ VARIANTS = [
         None,
         lambda: pml.MarginLoss(beta=1.2, nu=0.1, learn_beta=True, num_classes=C),
         lambda: pml_miners.DistanceWeightedMiner(cutoff=0.5, nonzero_loss_cutoff=1.4),
+    ),
+    ("npairs", {"temperature": 1.0}, "default", None, lambda: pml.NPairsLoss(), None),  # pml's own N-pairs
+    (
+        "snr",
+        {"zero_mean_weight": 0.1},
+        "default",
+        None,
+        lambda: pml.SignalToNoiseRatioContrastiveLoss(
+            embedding_regularizer=pml_regularizers.ZeroMeanRegularizer(), embedding_reg_weight=0.1
+        ),
+        None,
     ),
     (
         "proxy_anchor",

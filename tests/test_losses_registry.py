@@ -59,7 +59,6 @@ def test_spec_metadata_and_sampler_match_the_family(spec: LossSpec):
     is_proxy = spec.name in PROXY_LOSSES
     assert spec.family == ("proxy" if is_proxy else "pair")
     assert spec.sampler == ("shuffle" if is_proxy else "balanced") == type(loss).sampler
-    assert type(loss).gather_across_ranks is (not is_proxy)
     assert isinstance(loss, EmbeddingLoss)
     has_parameters = is_proxy or spec.name == "margin"  # the margin loss learns beta (Wu et al.)
     assert (len(loss.loss_parameters()) > 0) is has_parameters
@@ -166,7 +165,6 @@ def test_registering_a_loss_that_owns_a_classifier_head(monkeypatch):
 
     class HeadAndBatchLoss(EmbeddingLoss):
         sampler = "balanced"
-        gather_across_ranks = True
 
         def __init__(self, num_classes: int, embedding_dim: int, weight: float):
             super().__init__(num_classes=num_classes)

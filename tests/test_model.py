@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from retrieval.indexing.common.errors import ConfigError
-from retrieval.training.backbones import build_backbone, known_backbones
+from retrieval.training.backbones import BACKBONES, build_backbone
 from retrieval.training.config import ModelConfig
 from retrieval.training.embedding_model import EmbeddingModel, GlobalPooling, build_embedding_model
 
@@ -39,7 +39,7 @@ def test_each_family_gives_unit_norm_embeddings(name: str) -> None:
 
 def test_registry_covers_required_backbones() -> None:
     required = {"resnet18", "resnet34", "resnet50", "densenet121", "mobilenet_v3_large", "mobilenet_v3_small"}
-    assert required <= set(known_backbones())
+    assert required <= set(BACKBONES.names())
     _, dim = build_backbone("resnet34")
     assert dim == 512
 
@@ -49,7 +49,7 @@ def test_unknown_backbone_lists_known_names() -> None:
         build_embedding_model(ModelConfig(backbone="resnet19"))
     message = str(error.value)
     assert "resnet19" in message
-    assert all(name in message for name in known_backbones())
+    assert all(name in message for name in BACKBONES.names())
 
 
 def test_pooling_by_hand() -> None:

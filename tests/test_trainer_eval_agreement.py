@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -37,7 +38,8 @@ def write_inshop_like_manifest(images: Path, out: Path) -> Path:
 
 @pytest.mark.slow
 def test_trainer_test_metrics_equal_retrieval_eval_of_the_export(synth_data: Path, tmp_path: Path) -> None:
-    manifest = write_inshop_like_manifest(synth_data, tmp_path / "manifest.csv")
+    images = shutil.copytree(synth_data, tmp_path / "images")  # a private copy: one image gets broken below
+    manifest = write_inshop_like_manifest(images, tmp_path / "manifest.csv")
     quick = {
         "data": {"path": str(manifest), "image_size": 32, "num_workers": 0, "val_fraction": 0.25},
         "model": {"backbone": "resnet18", "embedding_dim": 32},

@@ -81,13 +81,8 @@ BACKBONES.register(
 )
 
 
-def known_backbones() -> list[str]:
-    """Registered names; any timm model is also accepted as ``timm:NAME``."""
-    return BACKBONES.names()
-
-
 def get_backbone(name: str) -> Backbone:
-    """The registry entry for ``name``; ``timm:NAME`` builds any timm model as a trunk."""
+    """The registry entry for ``name``; ``timm:NAME`` (not listed in BACKBONES) builds any timm model as a trunk."""
     if name.startswith(TIMM_PREFIX):
         timm_name = name[len(TIMM_PREFIX) :]
         return Backbone(lambda: build_timm_trunk(timm_name), "timm_cache", timm_normalization(timm_name), timm_name)

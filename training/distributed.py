@@ -45,8 +45,7 @@ class DistContext:
 def gather_with_grad(tensor: torch.Tensor, ctx: DistContext) -> torch.Tensor:
     """Concatenate ``tensor`` from all ranks; gradients flow back to this rank's slice.
 
-    Pair-based losses see every rank's embeddings as negatives (the loss spec's
-    ``gather_across_ranks``); proxy losses do not need it.
+    Every rank then computes the loss of the whole global batch (see ``global_batch_loss_scale``).
     """
     if not ctx.enabled:
         return tensor
@@ -54,6 +53,34 @@ def gather_with_grad(tensor: torch.Tensor, ctx: DistContext) -> torch.Tensor:
     dist.all_gather(gathered, tensor.detach())
     gathered[ctx.rank] = tensor
     return torch.cat(gathered, dim=0)
+
+
+def global_batch_loss_scale(ctx: DistContext) -> float:
+    """Factor for the loss before ``backward`` so that N ranks x B images train exactly like 1 x N*B.
+
+    Each rank computes the same global loss L on the gathered batch, but its backward reaches only
+    its own slice of the embeddings; DDP then averages the model's gradients over ranks, giving
+    dL/dtheta / N. Scaling L by N undoes that average.
+    """
+    return float(ctx.world_size)
+
+
+def sync_loss_parameter_grads(parameters: list[torch.nn.Parameter], ctx: DistContext) -> None:
+    """Give the loss's own parameters (proxies, class weights, beta) the global-batch gradient on
+    every rank: each rank holds N * dL/dw (the loss was scaled by N), identical up to rounding; the
+    all-reduce makes them bit-identical, and dividing the sum by N^2 leaves dL/dw."""
+    if not ctx.enabled:
+        return
+    for parameter in parameters:
+        if parameter.grad is not None:
+            dist.all_reduce(parameter.grad)
+            parameter.grad.div_(ctx.world_size**2)
+
+
+def same_on_every_rank_seed(seed: int, step: int) -> int:
+    """The seed of the loss's randomness (miners, class subsampling) at ``step``: equal on every rank,
+    so every rank draws the same random choices for the same global batch."""
+    return int(torch.randint(0, 2**62, (1,), generator=torch.Generator().manual_seed(seed * 1_000_003 + step)))
 
 
 def average_across_ranks(value: float, ctx: DistContext) -> float:

@@ -53,19 +53,8 @@ def export_run(
     *,
     fp16: bool = False,
     checkpoint: Literal["best", "last"] = "best",
-) -> ModelManifest:
-    """Export ``run_dir``'s checkpoint to ``out_dir`` (default run_dir/export); returns the manifest."""
-    return export_run_with_parity(run_dir, out_dir, fp16=fp16, checkpoint=checkpoint).manifest
-
-
-def export_run_with_parity(
-    run_dir: Path,
-    out_dir: Path | None = None,
-    *,
-    fp16: bool = False,
-    checkpoint: Literal["best", "last"] = "best",
 ) -> ExportResult:
-    """Like ``export_run`` but also returns the file paths and the measured parity difference."""
+    """Export ``run_dir``'s checkpoint to ``out_dir`` (default run_dir/export) after the parity check."""
     paths = RunPaths(run_dir)
     if not paths.run_dir.is_dir():
         raise RetrievalError(

@@ -21,26 +21,23 @@ class RunData:
     splits: DatasetSplits
     train_label_index: dict[str, int]  # training classes -> 0..C-1 (proxy/softmax heads need this)
     eval_label_index: dict[str, int]  # every class -> an int, for metrics on val/test
-    skipped_images: list[tuple[str, str]]
 
 
 def prepare_run_data(cfg: DataConfig, *, progress: bool) -> RunData:
     if cfg.path is None:
         raise ConfigError("no dataset given: pass --data PATH (an ImageFolder directory, a CSV or a dataset root)")
     records = load_records(cfg.path)
-    records, skipped = _drop_bad_images(records, cfg.on_bad_image, progress)
+    records = _drop_bad_images(records, cfg.on_bad_image, progress)
     splits = split_records(records, val_fraction=cfg.val_fraction, val_fold=cfg.val_fold, num_folds=cfg.num_folds)
-    return RunData(splits, label_index(splits.train), label_index(records), skipped)
+    return RunData(splits, label_index(splits.train), label_index(records))
 
 
-def _drop_bad_images(
-    records: list[ImageRecord], policy: str, progress: bool
-) -> tuple[list[ImageRecord], list[tuple[str, str]]]:
+def _drop_bad_images(records: list[ImageRecord], policy: str, progress: bool) -> list[ImageRecord]:
     report = scan_images(records, progress=progress)
     if report.ok:
-        return records, []
+        return records
     if policy == "fail":
         raise DataError(f"{report.summary(limit=50)}\n(use --on-bad-image skip to leave them out)")
     log.warning("skipping unreadable images: %s", report.summary(limit=50))
     bad_paths = report.bad_paths
-    return [r for r in records if r.path not in bad_paths], [(str(p), reason) for p, reason in report.bad]
+    return [r for r in records if r.path not in bad_paths]

@@ -34,6 +34,9 @@ from retrieval.training.distributed import (
     barrier,
     broadcast_from_main,
     gather_with_grad,
+    global_batch_loss_scale,
+    same_on_every_rank_seed,
+    sync_loss_parameter_grads,
 )
 from retrieval.training.embed import embed_loader
 from retrieval.training.embedding_model import build_embedding_model
@@ -93,14 +96,16 @@ class Trainer:
         self.model.to(self.device)
         if cfg.model.channels_last:
             self.model.to(memory_format=torch.channels_last)
-        self.loss = build_loss(
-            cfg.loss.name,
-            num_classes=len(self.data.train_label_index),
-            embedding_dim=self.model.embedding_dim,
-            params=cfg.loss.params,
-            miner=cfg.loss.miner or "default",
-            miner_params=cfg.loss.miner_params,
-        ).to(self.device)
+        with torch.random.fork_rng(devices=[]):  # the same proxies on every rank (the model is DDP-broadcast)
+            torch.manual_seed(cfg.trainer.seed)
+            self.loss = build_loss(
+                cfg.loss.name,
+                num_classes=len(self.data.train_label_index),
+                embedding_dim=self.model.embedding_dim,
+                params=cfg.loss.params,
+                miner=cfg.loss.miner or "default",
+                miner_params=cfg.loss.miner_params,
+            ).to(self.device)
         self.train_model = self.model
         if self.ctx.enabled:
             ids = [self.device.index] if self.device.type == "cuda" else None
@@ -203,17 +208,19 @@ class Trainer:
             images = images.contiguous(memory_format=torch.channels_last)
         with torch.autocast(self.device.type, dtype=self.precision.dtype, enabled=self.precision.enabled):
             embeddings = self.train_model(images)
-        if self.loss.gather_across_ranks:
-            embeddings = gather_with_grad(embeddings, self.ctx)
-            labels = gather_with_grad(labels, self.ctx)
-        loss = self.loss(embeddings.float(), labels)
+        embeddings = gather_with_grad(embeddings, self.ctx)  # every rank: the loss of the global batch
+        labels = gather_with_grad(labels, self.ctx)
+        with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
+            torch.manual_seed(same_on_every_rank_seed(self.cfg.trainer.seed, self.global_step))
+            loss = self.loss(embeddings.float(), labels)
         if not torch.isfinite(loss):
             raise TrainingDiverged(
                 f"the loss became {loss.item()} at epoch {epoch}, step {step + 1}; training stopped and the last "
                 f"good checkpoint is kept in {self.paths.checkpoints_dir} (lower the learning rate and --resume)"
             )
         self.optimizer.zero_grad(set_to_none=True)
-        self.scaler.scale(loss).backward()
+        self.scaler.scale(loss * global_batch_loss_scale(self.ctx)).backward()
+        sync_loss_parameter_grads(self.loss.loss_parameters(), self.ctx)
         if self.cfg.optimizer.grad_clip_norm:
             self.scaler.unscale_(self.optimizer)
             torch.nn.utils.clip_grad_norm_(self.clip_params, self.cfg.optimizer.grad_clip_norm)

@@ -18,7 +18,7 @@ class IndexFormatError(RetrievalError):
 
 
 class ItemNotFoundError(DataError):
-    """An item id that the index does not hold (the service answers 404)."""
+    """An item id that the index does not hold, or an item whose image file is gone (the service answers 404)."""
 
 
 class IndexNotWritableError(RetrievalError):

@@ -236,9 +236,8 @@ def first_gallery_hits(found: np.ndarray, own: np.ndarray, data: EvalData, k: in
 
 
 def index_neighbors(store: IndexStore, data: EvalData, query_positions: np.ndarray, k: int) -> np.ndarray:
-    """Positions of the top-k float results of the index AS BUILT (self excluded, -1 pads)."""
-    found = store.search(data.embeddings[query_positions], min(store.count, k + 1)).ids
-    positions, valid = first_gallery_hits(found, query_positions, data, k)
+    """Positions of the top-k float gallery results of the index AS BUILT (self excluded, -1 pads)."""
+    positions, valid = gallery_hits_widening(store, data, query_positions, k, "float")
     return np.where(valid, positions, -1)
 
 

@@ -1,9 +1,9 @@
 """The one interface every deep-metric-learning loss implements: ``EmbeddingLoss``.
 
-The trainer only sees this class. It reads two class attributes to set up training
-(``sampler`` picks the batch sampler, ``gather_across_ranks`` says whether to all-gather
-the batch under torchrun), gives ``loss_parameters()`` their own optimizer group, and
-saves ``state_dict()`` in checkpoints.
+The trainer only sees this class. It reads ``sampler`` to pick the batch sampler, gives
+``loss_parameters()`` their own optimizer group, and saves ``state_dict()`` in checkpoints.
+Under torchrun every rank computes the loss on the whole global batch (``training.distributed``),
+so a loss never needs to know how many processes there are.
 
 Losses compute in fp32 even under ``torch.autocast``: the template ``forward`` turns
 autocast off and casts the embeddings once, then calls ``compute``. This matters most
@@ -34,7 +34,6 @@ class EmbeddingLoss(torch.nn.Module):
     """
 
     sampler: ClassVar[Sampler]
-    gather_across_ranks: ClassVar[bool]
 
     def __init__(self, num_classes: int | None = None) -> None:
         super().__init__()

@@ -23,7 +23,6 @@ class NormalizedSoftmaxLoss(EmbeddingLoss):
     """Mean over the batch of -log softmax(cos(x_i, w) / temperature)[y_i]."""
 
     sampler: ClassVar[Sampler] = "shuffle"
-    gather_across_ranks: ClassVar[bool] = False
 
     def __init__(
         self, num_classes: int, embedding_dim: int, temperature: float = 0.05, class_ratio: float = 1.0

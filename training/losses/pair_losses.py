@@ -12,8 +12,10 @@ from typing import Any
 
 from pytorch_metric_learning import losses as pml
 from pytorch_metric_learning.miners import BaseMiner
+from pytorch_metric_learning.regularizers import ZeroMeanRegularizer
 
 from retrieval.indexing.common.errors import ConfigError
+from retrieval.training.losses.npairs import build_npairs
 from retrieval.training.losses.pml_adapter import PmlPairLoss
 from retrieval.training.losses.registry import LossSpec, register_loss
 
@@ -68,6 +70,29 @@ def _build_margin(
     return PmlPairLoss(loss, miner, num_classes=num_classes if class_specific_beta else None)
 
 
+def _build_snr(
+    *,
+    num_classes: int,
+    embedding_dim: int,
+    miner: BaseMiner | None,
+    pos_margin: float,
+    neg_margin: float,
+    zero_mean_weight: float,
+) -> PmlPairLoss:
+    """Yuan et al. add lambda * mean_i |sum_m h_im| (pml's ``ZeroMeanRegularizer``) to keep the
+    embeddings' components zero-mean, which their SNR analysis assumes; 0 switches it off."""
+    if zero_mean_weight < 0:
+        raise ConfigError(f"snr zero_mean_weight must be >= 0, got {zero_mean_weight}")
+    regularizer = ZeroMeanRegularizer() if zero_mean_weight > 0 else None
+    loss = pml.SignalToNoiseRatioContrastiveLoss(
+        pos_margin=pos_margin,
+        neg_margin=neg_margin,
+        embedding_regularizer=regularizer,
+        embedding_reg_weight=zero_mean_weight,
+    )
+    return PmlPairLoss(loss, miner)
+
+
 def _spec(
     name: str,
     description: str,
@@ -116,10 +141,10 @@ for _spec_ in (
     ),
     _spec(
         "npairs",
-        "softmax over one positive and N-1 negatives per anchor (one pair per class)",
-        {},
+        "softmax over one positive and N-1 negatives per anchor (one pair per class), cosines / temperature",
+        {"temperature": 0.05},
         "Sohn, NeurIPS 2016",
-        _pair_builder(pml.NPairsLoss),
+        build_npairs,
     ),
     _spec(
         "ntxent",
@@ -160,10 +185,10 @@ for _spec_ in (
     ),
     _spec(
         "snr",
-        "contrastive loss on the signal-to-noise-ratio distance",
-        {"pos_margin": 0.0, "neg_margin": 1.0},
+        "contrastive loss on the signal-to-noise-ratio distance; optional zero-mean regulariser",
+        {"pos_margin": 0.0, "neg_margin": 1.0, "zero_mean_weight": 0.0},
         "Yuan et al., Signal-to-Noise Ratio, CVPR 2019",
-        _pair_builder(pml.SignalToNoiseRatioContrastiveLoss),
+        _build_snr,
     ),
 ):
     register_loss(_spec_)

@@ -32,14 +32,12 @@ class _PmlLoss(EmbeddingLoss):
 
 
 class PmlPairLoss(_PmlLoss):
-    """A pml pair/triplet loss: class-balanced C x M batches, gathered across ranks."""
+    """A pml pair/triplet loss: class-balanced C x M batches."""
 
     sampler: ClassVar[Sampler] = "balanced"
-    gather_across_ranks: ClassVar[bool] = True
 
 
 class PmlProxyLoss(_PmlLoss):
     """A pml proxy/classification loss: shuffled batches; its proxies are loss parameters."""
 
     sampler: ClassVar[Sampler] = "shuffle"
-    gather_across_ranks: ClassVar[bool] = False

@@ -1,0 +1,67 @@
+"""Faults on the server's side (a bad reload, an unwritable index, a lost image file) get the right
+status and a sentence in a problem body, and the service keeps serving what it had."""
+
+from __future__ import annotations
+
+import pytest
+from index_fixtures import make_image
+from serving_fixtures import API_KEY, GALLERY_SIZE, image_bytes, query_png, serving_client
+
+from retrieval.indexing.common.artifact_names import EMBEDDINGS_NAME, FLOAT_INDEX_NAME
+from retrieval.serving.upload_storage import UPLOADS_SUBDIR
+
+KEY = {"X-API-Key": API_KEY}
+
+
+def _problem(response, status: int) -> str:
+    """Assert a problem body with ``status``; return its detail."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    return response.json()["detail"]
+
+
+def _add(client, data: bytes):
+    files = [("images", ("new.png", data, "image/png"))]
+    return client.post("/items", files=files, data={"labels": "added"}, headers=KEY)
+
+
+def test_a_failed_reload_is_503_and_the_old_index_keeps_serving(fresh_index) -> None:
+    with serving_client(fresh_index) as client:
+        (fresh_index / FLOAT_INDEX_NAME).write_bytes(b"not a faiss index")
+        detail = _problem(client.post("/admin/reload", headers=KEY), 503)
+        assert "reload failed, generation 1 keeps serving" in detail and FLOAT_INDEX_NAME in detail
+        assert client.get("/readyz").json()["count"] == GALLERY_SIZE
+        found = client.post("/search", files={"image": ("q.png", query_png(2), "image/png")}, params={"k": 3})
+        assert found.status_code == 200 and len(found.json()["results"]) == 3
+
+
+def test_an_unwritable_uploads_folder_is_503_and_adds_nothing(fresh_index) -> None:
+    with serving_client(fresh_index) as client:
+        (fresh_index / UPLOADS_SUBDIR).write_bytes(b"")  # a file where the folder goes: it cannot be created
+        detail = _problem(_add(client, image_bytes(make_image(1, 70))), 503)
+        assert "writable" in detail
+        assert client.get("/readyz").json()["count"] == GALLERY_SIZE
+
+
+def test_an_unwritable_index_file_is_503_and_adds_nothing(fresh_index) -> None:
+    with serving_client(fresh_index) as client:
+        embeddings = fresh_index / EMBEDDINGS_NAME
+        embeddings.unlink()  # the loaded snapshot keeps its memory map; a new file cannot replace a folder
+        (embeddings / "in-the-way").mkdir(parents=True)
+        detail = _problem(_add(client, image_bytes(make_image(1, 71))), 503)
+        assert "cannot write to the index directory" in detail and "writable" in detail
+        assert client.get("/readyz").json()["count"] == GALLERY_SIZE
+
+
+@pytest.mark.parametrize("damage", ["deleted", "corrupted"])
+def test_the_thumbnail_of_an_item_whose_file_is_lost_is_404(fresh_index, damage: str) -> None:
+    with serving_client(fresh_index) as client:
+        (new_id,) = _add(client, image_bytes(make_image(2, 72))).json()["ids"]
+        (stored,) = (fresh_index / UPLOADS_SUBDIR).iterdir()
+        if damage == "deleted":
+            stored.unlink()
+        else:
+            stored.write_bytes(b"no longer an image")
+        detail = _problem(client.get(f"/items/{new_id}/thumbnail"), 404)
+        assert f"the image file of item {new_id} is missing or unreadable" in detail
+        assert client.get(f"/items/{new_id}").status_code == 200  # the item itself is still there
