@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -21,12 +22,18 @@ data_app = typer.Typer(
 
 @data_app.command("synth")
 def synth(
-    out: Path = typer.Argument(..., help="Folder to create (ImageFolder layout: OUT/<class>/<nnnn>.png + SOURCE.md)."),
-    classes: int = typer.Option(40, "--classes", min=1, help="Number of classes (visual concepts), at most 600."),
-    per_class: int = typer.Option(30, "--per-class", min=1, help="Images per class."),
-    size: int = typer.Option(64, "--size", min=16, help="Image side in pixels."),
-    seed: int = typer.Option(0, "--seed", help="Random seed; the same seed gives byte-identical files."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace OUT if it holds an earlier synthetic dataset."),
+    out: Annotated[
+        Path, typer.Argument(help="Folder to create (ImageFolder layout: OUT/<class>/<nnnn>.png + SOURCE.md).")
+    ],
+    classes: Annotated[
+        int, typer.Option("--classes", min=1, help="Number of classes (visual concepts), at most 600.")
+    ] = 40,
+    per_class: Annotated[int, typer.Option("--per-class", min=1, help="Images per class.")] = 30,
+    size: Annotated[int, typer.Option("--size", min=16, help="Image side in pixels.")] = 64,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed; the same seed gives byte-identical files.")] = 0,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace OUT if it holds an earlier synthetic dataset.")
+    ] = False,
 ) -> None:
     """Generate a synthetic retrieval dataset: each class is a shape x colour x texture concept.
 
@@ -40,10 +47,14 @@ def synth(
 
 @data_app.command("info")
 def info(
-    path: Path = typer.Argument(..., help="Dataset folder or CSV manifest."),
-    val_fraction: float = typer.Option(0.2, "--val-fraction", help="Share of training classes held out to validate."),
-    val_fold: int | None = typer.Option(None, "--val-fold", help="Validate on this fold of the training classes."),
-    num_folds: int = typer.Option(4, "--num-folds", help="Number of class folds when --val-fold is given."),
+    path: Annotated[Path, typer.Argument(help="Dataset folder or CSV manifest.")],
+    val_fraction: Annotated[
+        float, typer.Option("--val-fraction", help="Share of training classes held out to validate.")
+    ] = 0.2,
+    val_fold: Annotated[
+        int | None, typer.Option("--val-fold", help="Validate on this fold of the training classes.")
+    ] = None,
+    num_folds: Annotated[int, typer.Option("--num-folds", help="Number of class folds when --val-fold is given.")] = 4,
 ) -> None:
     """Show the detected layout and the class-disjoint train / val / test split of a dataset."""
     records = load_records(path)
@@ -56,7 +67,7 @@ def info(
 
 
 @data_app.command("check")
-def check(path: Path = typer.Argument(..., help="Dataset folder or CSV manifest.")) -> None:
+def check(path: Annotated[Path, typer.Argument(help="Dataset folder or CSV manifest.")]) -> None:
     """Try to read every image of a dataset and list the ones that cannot be read."""
     report = scan_images(load_records(path))
     typer.echo(report.summary(limit=20))

@@ -54,7 +54,7 @@ def parse_ks(text: str | None) -> tuple[int, ...] | None:
 
 def format_table(report: EvaluationReport) -> str:
     """Metrics as rows, kinds (and exact twins of approximate kinds) as columns."""
-    columns = [(kind, report.metrics[kind]) for kind in KINDS]
+    columns: list[tuple[str, RetrievalMetrics]] = [(kind, report.metrics[kind]) for kind in KINDS]
     columns += [(f"{kind} (exact)", report.exact[kind]) for kind in KINDS if report.exact]
     rows: list[tuple[str, Callable[[RetrievalMetrics], float | None]]] = [
         ("MAP@R", lambda m: m.map_at_r),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -14,14 +15,19 @@ def register(app: typer.Typer) -> None:
 
 
 def serve(
-    index: Path = typer.Option(..., "--index", help="index directory written by `retrieval index build`"),
-    host: str = typer.Option("127.0.0.1", help="address to listen on (0.0.0.0 to accept other machines)"),
-    port: int = typer.Option(8000, min=1, max=65535),
-    workers: int = typer.Option(1, min=1, help="worker processes; each loads its own model and index"),
-    api_key: str | None = typer.Option(
-        None, envvar="RETRIEVAL_API_KEY", help="key for POST/DELETE /items and /admin/reload (X-API-Key header)"
-    ),
-    threads: int | None = typer.Option(None, min=1, help="onnxruntime threads per worker (default: cores / workers)"),
+    index: Annotated[Path, typer.Option("--index", help="index directory written by `retrieval index build`")],
+    host: Annotated[str, typer.Option(help="address to listen on (0.0.0.0 to accept other machines)")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535)] = 8000,
+    workers: Annotated[int, typer.Option(min=1, help="worker processes; each loads its own model and index")] = 1,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            envvar="RETRIEVAL_API_KEY", help="key for POST/DELETE /items and /admin/reload (X-API-Key header)"
+        ),
+    ] = None,
+    threads: Annotated[
+        int | None, typer.Option(min=1, help="onnxruntime threads per worker (default: cores / workers)")
+    ] = None,
 ) -> None:
     """Serve searches over HTTP, with a web page at / and the API documented at /docs."""
     import uvicorn

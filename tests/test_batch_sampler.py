@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 
 import pytest
@@ -99,22 +100,60 @@ def test_batch_with_one_class_is_refused():
 
 def test_too_few_classes_with_m_images_is_refused():
     labels = class_labels([4, 5, 9, 3, 2])  # 3 classes qualify for M=4
-    with pytest.raises(DataError, match=r"^only 3 classes have at least 4 images but a batch needs 4 classes;"):
-        with pytest.warns(UserWarning):
-            make_batch_sampler(16, 4, labels)
+    with pytest.raises(
+        DataError, match=r"^only 3 classes have at least 4 images but a batch needs 4 classes;.*data.small_classes to pad"
+    ):
+        make_batch_sampler(16, 4, labels)
     with pytest.raises(DataError, match=r"needs 4 classes \(2 per rank x 2 ranks\)"):
-        with pytest.warns(UserWarning):
-            make_batch_sampler(8, 4, labels, world_size=2)
+        make_batch_sampler(8, 4, labels, world_size=2)
+    make_batch_sampler(16, 4, labels, small_classes="pad")  # all 5 classes take part
+    with pytest.raises(DataError, match=r"^the data has only 5 classes but a batch needs 6 classes;"):
+        make_batch_sampler(24, 4, labels, small_classes="pad")
 
 
-def test_classes_smaller_than_m_are_dropped_with_a_warning():
+NAMES = {0: "ant", 1: "bee", 2: "cat", 3: "dog", 4: "eel", 5: "fox"}
+
+
+def test_classes_smaller_than_m_are_dropped_and_the_run_log_says_so(caplog):
     labels = class_labels([8, 3, 8, 1, 8, 8])
-    names = {0: "ant", 1: "bee", 2: "cat", 3: "dog", 4: "eel", 5: "fox"}
-    with pytest.warns(UserWarning, match=r"dropping 2 classes with fewer than 4 images \('bee', 'dog'\).* 4 images"):
-        sampler = make_batch_sampler(8, 4, labels, class_names=names, batches_per_epoch=20)
+    with caplog.at_level(logging.INFO, logger="retrieval.training.batch_sampler"):
+        sampler = make_batch_sampler(8, 4, labels, class_names=NAMES, batches_per_epoch=20)
+    assert [r.levelno for r in caplog.records] == [logging.WARNING]
+    assert "dropped 2 classes with fewer than 4 images ('bee', 'dog'); their 4 images" in caplog.text
     used = {labels[i] for batch in sampler for i in batch}
     assert used == {0, 2, 4, 5}
     assert len(sampler) == 20
+
+
+def test_small_classes_can_be_padded_by_sampling_with_replacement(caplog):
+    labels = class_labels([8, 3, 8, 1, 8, 8])
+    with caplog.at_level(logging.INFO, logger="retrieval.training.batch_sampler"):
+        sampler = make_batch_sampler(8, 4, labels, class_names=NAMES, batches_per_epoch=30, small_classes="pad")
+    assert "padded 2 classes with fewer than 4 images ('bee', 'dog') by sampling their 4 images" in caplog.text
+    members = {c: {i for i, y in enumerate(labels) if y == c} for c in range(6)}
+    batches = epoch(sampler)
+    assert {labels[i] for b in batches for i in b} == set(range(6))  # the small classes take part
+    for batch in batches:
+        assert len(batch) == 8
+        for k in range(0, 8, 4):  # C blocks of M images of one class
+            block = batch[k : k + 4]
+            (label,) = {labels[i] for i in block}
+            small = len(members[label]) < 4
+            # a small class gives every one of its images, padded with repeats; the others never repeat
+            assert set(block) == members[label] if small else len(set(block)) == 4
+
+
+def test_padded_classes_shard_like_the_global_batch():
+    labels = class_labels([2, 5, 3, 6, 2, 4])
+    ranks = [make_batch_sampler(8, 4, labels, seed=1, rank=r, world_size=2, small_classes="pad") for r in (0, 1)]
+    single = make_batch_sampler(16, 4, labels, seed=1, small_classes="pad")
+    for step, global_batch in enumerate(epoch(single, 3)):
+        assert epoch(ranks[0], 3)[step] + epoch(ranks[1], 3)[step] == global_batch
+
+
+def test_unknown_small_classes_policy_is_refused():
+    with pytest.raises(ValueError, match="small_classes must be 'drop' or 'pad', got 'keep'"):
+        make_batch_sampler(8, 2, class_labels([4] * 6), small_classes="keep")
 
 
 def test_bad_rank_is_refused():

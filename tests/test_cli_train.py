@@ -113,3 +113,78 @@ def test_every_train_option_names_a_real_config_key() -> None:
     for path in keys:
         section, key = path.split(".")
         assert key in TrainConfig.model_fields[section].annotation.model_fields, path
+
+
+def _train_options() -> list:
+    """The click options typer built for ``retrieval train`` (what the user actually meets)."""
+    import typer
+
+    from retrieval.cli.main import app
+
+    return [param for param in typer.main.get_command(app).commands["train"].params if param.opts[0] != "--help"]
+
+
+def _config_key_options() -> dict[str, tuple[str, type]]:
+    """``--flag`` -> (config key, value type) for every ``train`` option that sets a config key."""
+    from typing import get_args, get_type_hints
+
+    from retrieval.cli.train_commands import ConfigKey, train
+
+    hints = get_type_hints(train, include_extras=True)
+    options = {}
+    for option in _train_options():
+        value_type, *meta = get_args(hints[option.name])
+        keys = [m.path for m in meta if isinstance(m, ConfigKey)]
+        if keys:
+            options[option.opts[0]] = (keys[0], next(t for t in get_args(value_type) if t is not type(None)))
+    return options
+
+
+def test_every_train_option_sets_its_config_key_over_the_recipe(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each option's value reaches its config key (command line over --recipe); the rest keep their defaults."""
+    from typer.testing import CliRunner
+
+    import retrieval.training.trainer
+    from retrieval.cli.main import app
+    from retrieval.training.config import TrainConfig
+
+    class Configured(Exception):
+        pass
+
+    def capture(cfg: TrainConfig, *args: object, **kwargs: object) -> None:
+        raise Configured(cfg)
+
+    monkeypatch.setattr(retrieval.training.trainer, "Trainer", capture)
+    strings = {"--loss": "triplet", "--backbone": "resnet34", "--device": "cpu", "--on-bad-image": "fail"}
+    values: dict[type, object] = {int: 3, float: 0.25, Path: tmp_path / "data"}
+    args, expected = ["train", "--out", str(tmp_path / "run"), "--recipe", "normsoftmax"], {}
+    options = _config_key_options()
+    assert len(options) >= 15
+    for flag, (key, value_type) in options.items():
+        value = strings.get(flag, "weights.pt") if value_type is str else values[value_type]
+        args += [flag, str(value)]
+        expected[key] = value
+    result = CliRunner().invoke(app, [*args, "--set", "trainer.patience=2"])
+    assert isinstance(result.exception, Configured), result.output
+    cfg = result.exception.args[0].model_dump()
+    for key, value in expected.items():
+        section, name = key.split(".")
+        assert cfg[section][name] == value, key
+    assert cfg["trainer"]["patience"] == 2 and cfg["loss"]["params"] == {"temperature": 0.05}  # --set and recipe
+    assert cfg["model"]["pooling"] == "avg"  # no option for it: the recipe/default value stays
+
+
+def test_train_help_lists_every_option_with_its_help() -> None:
+    from typer.testing import CliRunner
+
+    from retrieval.cli.main import app
+
+    result = CliRunner().invoke(app, ["train", "--help"], terminal_width=300, env={"COLUMNS": "300"})
+    assert result.exit_code == 0
+    output = " ".join(result.output.split())
+    options = _train_options()
+    assert len(options) >= 20 and all(option.help for option in options)
+    for option in options:
+        assert option.opts[0] in output and " ".join(option.help.split()) in output, option.opts[0]

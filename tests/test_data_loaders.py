@@ -10,6 +10,7 @@ import pytest
 import torch
 from PIL import Image
 
+from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.image_io import open_rgb
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.training.config import DataConfig, TrainConfig, TrainerConfig
@@ -112,3 +113,20 @@ def test_eval_loader_keeps_record_order_and_uses_eval_transform(records, workers
 def test_unknown_sampler_kind_lists_the_known_ones(records):
     with pytest.raises(ValueError, match="unknown sampler kind 'auto'; known: 'balanced', 'shuffle'"):
         build_train_loader(records, label_index(records), config(0), sampler_kind="auto")
+
+
+def test_data_small_classes_pads_classes_smaller_than_m(records):
+    # every class has 4 images; M = 5 drops them all unless they are padded with repeats
+    index = label_index(records)
+
+    def cfg(small_classes: str) -> TrainConfig:
+        data = DataConfig(image_size=32, images_per_class=5, num_workers=0, small_classes=small_classes)
+        return TrainConfig(data=data, trainer=TrainerConfig(batch_size=10, seed=7))
+
+    with pytest.raises(DataError, match="only 0 classes have at least 5 images"):
+        build_train_loader(records, index, cfg("drop"), sampler_kind="balanced")
+    loader = build_train_loader(records, index, cfg("pad"), sampler_kind="balanced")
+    for batch in loader.batch_sampler:
+        for block in (batch[:5], batch[5:]):
+            (label,) = {records[i].label for i in block}
+            assert set(block) == {i for i, r in enumerate(records) if r.label == label}  # all 4, one repeated

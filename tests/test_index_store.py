@@ -231,3 +231,20 @@ def test_unreadable_gallery_images_are_reported_and_skipped(
     assert report.count == 5 and [path for path, _ in report.failures] == [corrupt]
     with IndexStore.open(tmp_path / "index") as store:
         assert [item.path for item in store.all_items()] == [str(r.path) for r in records if r.path != corrupt]
+
+
+def test_hits_are_a_result_row_as_items_without_padding_excluded_or_removed_ids(index_copy: Path) -> None:
+    from retrieval.indexing.search.results import PAD_ID, SearchResults
+
+    with IndexStore.open(index_copy) as store:
+        a, b, c, gone = store.ids()[:4].tolist()
+        store.remove([gone])
+        row = SearchResults(
+            ids=np.array([[c, a, PAD_ID, b], [a, gone, b, c]], dtype=np.int64),
+            scores=np.array([[0.1, 0.2, -np.inf, 0.3], [0.9, 0.8, 0.7, 0.6]], dtype=np.float32),
+        )
+        got = [(item.id, item.path, score) for item, score in store.hits(row, 1, exclude=a)]
+        expected = [(i, store.item(i).path, s) for i, s in ((b, 0.7), (c, 0.6))]
+        assert [(i, p) for i, p, _ in got] == [(i, p) for i, p, _ in expected]
+        np.testing.assert_allclose([s for *_, s in got], [s for *_, s in expected], rtol=1e-6)
+        assert [item.id for item, _ in store.hits(row, limit=3)] == [c, a, b]  # row 0: the padding is no hit

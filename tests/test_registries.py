@@ -1,12 +1,14 @@
 """Every entry of every registry builds from its defaults and works; unknown names list the known ones.
 
 One registry shape (``retrieval.indexing.common.registry.Registry``) serves losses, miners,
-backbones, optimizers, dataset layouts and faiss index kinds, so one table of checks covers them.
+backbones, optimizers, schedules, recipes, dataset layouts and faiss index kinds, so one table of
+checks covers them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import get_args
 
 import faiss
 import numpy as np
@@ -18,16 +20,20 @@ from retrieval.indexing.common.registry import Registry
 from retrieval.indexing.data.sources import LAYOUTS
 from retrieval.indexing.store.faiss_kinds import BINARY_KINDS, FLOAT_KINDS, build_binary_index, build_float_index
 from retrieval.training.backbones import BACKBONES
+from retrieval.training.config import OptimizerConfig, ScheduleConfig
 from retrieval.training.losses import build_loss
 from retrieval.training.losses.miners import MINERS, build_miner
 from retrieval.training.losses.registry import LOSSES
-from retrieval.training.optim import OPTIMIZERS
+from retrieval.training.optim import OPTIMIZERS, SCHEDULES, build_optimizer, build_scheduler
+from retrieval.training.recipes import recipe_registry
 
 REGISTRIES: dict[str, Registry] = {
     "loss": LOSSES,
     "miner": MINERS,
     "backbone": BACKBONES,
     "optimizer": OPTIMIZERS,
+    "schedule": SCHEDULES,
+    "recipe": recipe_registry(),
     "layout": LAYOUTS,
     "float kind": FLOAT_KINDS,
     "binary kind": BINARY_KINDS,
@@ -69,14 +75,44 @@ def test_every_backbone_builds_and_maps_images_to_a_feature_map(name: str) -> No
 
 @pytest.mark.parametrize("name", OPTIMIZERS.names())
 def test_every_optimizer_builds_and_steps(name: str) -> None:
-    from retrieval.training.config import OptimizerConfig
-    from retrieval.training.optim import build_optimizer
-
     weight = torch.nn.Parameter(torch.ones(3))
     optimizer = build_optimizer([{"params": [weight]}], OptimizerConfig(name=name, lr=0.1))
     (weight**2).sum().backward()
     optimizer.step()
     assert (weight.detach() < 1).all()
+
+
+def _learning_rates(cfg: ScheduleConfig, *, steps_per_epoch: int, epochs: int) -> list[float]:
+    """The learning rate of every optimizer step under ``cfg``, for a base rate of 1."""
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1.0)
+    scheduler = build_scheduler(optimizer, cfg, steps_per_epoch=steps_per_epoch, epochs=epochs)
+    rates = []
+    for _ in range(steps_per_epoch * epochs):
+        rates.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+    return rates
+
+
+@pytest.mark.parametrize("name", SCHEDULES.names())
+def test_every_schedule_builds_and_warms_up_linearly_to_the_base_rate(name: str) -> None:
+    rates = _learning_rates(ScheduleConfig(name=name, warmup_epochs=1), steps_per_epoch=4, epochs=3)
+    assert rates[:5] == pytest.approx([0.25, 0.5, 0.75, 1.0, 1.0])  # the shape starts at the base rate
+    assert all(0 < rate <= 1 for rate in rates)
+
+
+def test_step_and_cosine_schedules_by_hand() -> None:
+    step = _learning_rates(ScheduleConfig(name="step", step_epochs=2, step_gamma=0.1), steps_per_epoch=3, epochs=5)
+    assert step == pytest.approx([1.0] * 6 + [0.1] * 6 + [0.01] * 3)
+    cosine = _learning_rates(ScheduleConfig(name="cosine", min_lr_ratio=0.2), steps_per_epoch=2, epochs=2)
+    # progress 0, 1/4, 1/2, 3/4: 0.2 + 0.8 * (1 + cos(pi * progress)) / 2
+    assert cosine == pytest.approx([1.0, 0.2 + 0.4 * (1 + 2**-0.5), 0.6, 0.2 + 0.4 * (1 - 2**-0.5)])
+
+
+@pytest.mark.parametrize(("section", "registry"), [(OptimizerConfig, OPTIMIZERS), (ScheduleConfig, SCHEDULES)])
+def test_config_accepts_exactly_the_registered_names(section: type, registry: Registry) -> None:
+    """The config's Literal (which gives the key-naming validation error) and the registry agree."""
+    assert sorted(get_args(section.model_fields["name"].annotation)) == registry.names()
 
 
 @pytest.mark.parametrize("name", LAYOUTS.names())

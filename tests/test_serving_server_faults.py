@@ -4,10 +4,13 @@ status and a sentence in a problem body, and the service keeps serving what it h
 from __future__ import annotations
 
 import pytest
+from fastapi.testclient import TestClient
 from index_fixtures import make_image
 from serving_fixtures import API_KEY, GALLERY_SIZE, image_bytes, query_png, serving_client
 
 from retrieval.indexing.common.artifact_names import EMBEDDINGS_NAME, FLOAT_INDEX_NAME
+from retrieval.serving.app import create_app
+from retrieval.serving.settings import make_settings
 from retrieval.serving.upload_storage import UPLOADS_SUBDIR
 
 KEY = {"X-API-Key": API_KEY}
@@ -65,3 +68,10 @@ def test_the_thumbnail_of_an_item_whose_file_is_lost_is_404(fresh_index, damage:
         detail = _problem(client.get(f"/items/{new_id}/thumbnail"), 404)
         assert f"the image file of item {new_id} is missing or unreadable" in detail
         assert client.get(f"/items/{new_id}").status_code == 200  # the item itself is still there
+
+
+def test_a_service_that_is_not_ready_says_when_to_retry(tmp_path) -> None:
+    with TestClient(create_app(make_settings(index_dir=tmp_path / "missing"))) as client:
+        ready = client.get("/readyz")  # still loading, or failed: both are 503 with Retry-After
+        assert "The service is not ready" in _problem(ready, 503)
+        assert ready.headers["retry-after"] == "2"

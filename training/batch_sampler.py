@@ -10,18 +10,27 @@ in DDP. Every rank computes the same global order; the class-balanced sampler dr
 ``r*C .. (r+1)*C - 1`` with their M images each, so ranks never share a class or an image
 within a step. The shuffle sampler permutes all indices and deals them out round-robin.
 
-Classes with fewer than M images are dropped with a warning (listing them): sampling them
-with replacement would put duplicate images in a batch, i.e. trivially easy positives.
+Classes with fewer than M images (``small_classes``): ``"drop"`` (the default) leaves them
+out, since padding puts duplicate images in a batch, i.e. trivially easy positives;
+``"pad"`` keeps them, each batch taking all of such a class's images plus repeats drawn with
+replacement (like pml's ``MPerClassSampler``), which matters where most classes are small
+(Stanford Online Products: many classes of 2-3 images). Rank 0 logs how many classes were
+dropped or padded, naming them, in the run log.
 """
 
 from __future__ import annotations
 
-import warnings
+import logging
 from collections.abc import Iterator, Mapping, Sequence
+from typing import Literal
 
 import numpy as np
 
 from retrieval.indexing.common.errors import DataError
+
+SmallClasses = Literal["drop", "pad"]
+
+log = logging.getLogger(__name__)
 
 
 class _DistinctCycle:
@@ -48,6 +57,19 @@ class _DistinctCycle:
         return np.concatenate([taken, usable[:need]])
 
 
+class _PaddedDraw:
+    """``draw(k)`` for a class with fewer than k images: all of them, then k - n repeats drawn
+    with replacement, shuffled, so every image is used and no repeat is forced."""
+
+    def __init__(self, items: np.ndarray, rng: np.random.Generator) -> None:
+        self._items = items
+        self._rng = rng
+
+    def draw(self, k: int) -> np.ndarray:
+        repeats = self._rng.choice(self._items, size=k - len(self._items), replace=True)
+        return self._rng.permutation(np.concatenate([self._items, repeats]))
+
+
 def _epoch_rng(seed: int, epoch: int) -> np.random.Generator:
     return np.random.default_rng([seed, epoch])
 
@@ -62,7 +84,8 @@ class ClassBalancedBatchSampler:
 
     Classes are drawn without replacement inside a global batch, cycling through reshuffled
     passes over all classes; a class's images are drawn without replacement, cycling
-    through reshuffled passes over that class. Default ``batches_per_epoch`` =
+    through reshuffled passes over that class (a class smaller than M, kept with
+    ``small_classes="pad"``, gives all its images plus repeats). Default ``batches_per_epoch`` =
     floor(images of sampled classes / (C * M * world_size)): about one pass over the data.
     """
 
@@ -77,15 +100,19 @@ class ClassBalancedBatchSampler:
         rank: int = 0,
         world_size: int = 1,
         class_names: Mapping[int, str] | None = None,
+        small_classes: SmallClasses = "drop",
     ) -> None:
         if classes_per_batch < 1 or images_per_class < 1:
             raise ValueError("classes_per_batch and images_per_class must be at least 1")
+        if small_classes not in ("drop", "pad"):
+            raise ValueError(f"small_classes must be 'drop' or 'pad', got {small_classes!r}")
         if batches_per_epoch is not None and batches_per_epoch < 1:
             raise ValueError(f"batches_per_epoch must be at least 1, got {batches_per_epoch}")
         _check_shard(rank, world_size)
         self.classes_per_batch = classes_per_batch
         self.images_per_class = images_per_class
         self.seed, self.rank, self.world_size, self.epoch = seed, rank, world_size, 0
+        self.small_classes = small_classes
         self._members = self._usable_classes(np.asarray(labels, dtype=np.int64), class_names or {})
         images = sum(len(m) for m in self._members.values())
         self.batches_per_epoch = batches_per_epoch or images // (self.batch_size * world_size)
@@ -95,25 +122,50 @@ class ClassBalancedBatchSampler:
         return self.classes_per_batch * self.images_per_class
 
     def _usable_classes(self, labels: np.ndarray, class_names: Mapping[int, str]) -> dict[int, np.ndarray]:
-        M, needed = self.images_per_class, self.classes_per_batch * self.world_size
+        M, needed, pad = self.images_per_class, self.classes_per_batch * self.world_size, self.small_classes == "pad"
         classes, counts = np.unique(labels, return_counts=True)
-        small = [int(c) for c, n in zip(classes, counts) if n < M]
-        if small:
-            shown = ", ".join(repr(class_names.get(c, c)) for c in small[:10]) + (", ..." if len(small) > 10 else "")
-            warnings.warn(
-                f"dropping {len(small)} classes with fewer than {M} images ({shown}) from the "
-                f"class-balanced sampler; their {int(counts[counts < M].sum())} images are never sampled",
-                stacklevel=3,
-            )
-        usable = int((counts >= M).sum())
+        if self.rank == 0:
+            self._log_small_classes(classes, counts, class_names)
+        usable = len(classes) if pad else int((counts >= M).sum())
         if usable < needed:
             shard = f" ({self.classes_per_batch} per rank x {self.world_size} ranks)" if self.world_size > 1 else ""
+            if pad:
+                raise DataError(
+                    f"the data has only {usable} classes but a batch needs {needed} classes{shard}; "
+                    "lower trainer.batch_size or raise data.images_per_class, or add classes"
+                )
             raise DataError(
                 f"only {usable} classes have at least {M} images but a batch needs {needed} classes{shard}; "
-                "lower trainer.batch_size or data.images_per_class, or add images"
+                "lower trainer.batch_size or data.images_per_class, set data.small_classes to pad, or add images"
             )
         groups = np.split(np.argsort(labels, kind="stable"), np.cumsum(counts)[:-1])
-        return {int(c): members for c, members in zip(classes, groups) if len(members) >= M}
+        return {int(c): members for c, members in zip(classes, groups) if pad or len(members) >= M}
+
+    def _log_small_classes(self, classes: np.ndarray, counts: np.ndarray, class_names: Mapping[int, str]) -> None:
+        M = self.images_per_class
+        small = [int(c) for c, n in zip(classes, counts) if n < M]
+        if not small:
+            return
+        shown = ", ".join(repr(class_names.get(c, c)) for c in small[:10]) + (", ..." if len(small) > 10 else "")
+        images = int(counts[counts < M].sum())
+        if self.small_classes == "pad":
+            log.info(
+                "class-balanced sampler: padded %d classes with fewer than %d images (%s) by sampling "
+                "their %d images with replacement",
+                len(small),
+                M,
+                shown,
+                images,
+            )
+        else:
+            log.warning(
+                "class-balanced sampler: dropped %d classes with fewer than %d images (%s); their %d images "
+                "are never sampled (data.small_classes: pad keeps them)",
+                len(small),
+                M,
+                shown,
+                images,
+            )
 
     def set_epoch(self, epoch: int) -> None:
         """Choose the epoch whose order ``__iter__`` yields (``DistributedSampler`` semantics)."""
@@ -125,8 +177,10 @@ class ClassBalancedBatchSampler:
     def __iter__(self) -> Iterator[list[int]]:
         rng = _epoch_rng(self.seed, self.epoch)
         class_cycle = _DistinctCycle(np.fromiter(self._members, dtype=np.int64), rng)
-        image_cycles = {c: _DistinctCycle(m, rng) for c, m in self._members.items()}
         C, M = self.classes_per_batch, self.images_per_class
+        image_cycles = {
+            c: _DistinctCycle(m, rng) if len(m) >= M else _PaddedDraw(m, rng) for c, m in self._members.items()
+        }
         for _ in range(self.batches_per_epoch):
             # every rank draws the whole global batch so all ranks consume the rng alike
             global_batch = [image_cycles[int(c)].draw(M) for c in class_cycle.draw(C * self.world_size)]
@@ -143,6 +197,7 @@ def make_batch_sampler(
     rank: int = 0,
     world_size: int = 1,
     class_names: Mapping[int, str] | None = None,
+    small_classes: SmallClasses = "drop",
 ) -> ClassBalancedBatchSampler:
     """A class-balanced sampler with C = ``batch_size // images_per_class`` classes per batch."""
     M = images_per_class
@@ -167,6 +222,7 @@ def make_batch_sampler(
         rank=rank,
         world_size=world_size,
         class_names=class_names,
+        small_classes=small_classes,
     )
 
 

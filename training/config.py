@@ -35,6 +35,11 @@ class DataConfig(_Strict):
         "auto", description="auto: class-balanced C x M for pair losses, plain shuffling for classification losses"
     )
     images_per_class: int = Field(4, ge=1, description="M of the class-balanced sampler")
+    small_classes: Literal["drop", "pad"] = Field(
+        "drop",
+        description="balanced sampler, classes with fewer than M images: drop them, or pad them with repeats "
+        "drawn with replacement (pml's MPerClassSampler; SOP has many classes of 2-3 images)",
+    )
     batches_per_epoch: int | None = Field(None, ge=1, description="balanced sampler: default = images // batch size")
     num_workers: int = Field(2, ge=0)
     on_bad_image: Literal["skip", "fail"] = "skip"

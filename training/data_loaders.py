@@ -98,6 +98,7 @@ def _train_batch_sampler(
         rank=rank,
         world_size=world_size,
         class_names={index: label for label, index in label_to_index.items()},
+        small_classes=cfg.data.small_classes,
     )
 
 

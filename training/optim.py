@@ -1,4 +1,7 @@
-"""Optimizer with separate parameter groups (backbone, new layers, loss parameters) and per-step schedules."""
+"""Optimizer with separate parameter groups (backbone, new layers, loss parameters) and per-step schedules.
+
+``OPTIMIZERS`` and ``SCHEDULES`` map the names of ``optimizer.name`` and ``schedule.name`` to code.
+"""
 
 from __future__ import annotations
 
@@ -49,18 +52,40 @@ def build_optimizer(groups: list[dict], cfg: OptimizerConfig) -> torch.optim.Opt
     return OPTIMIZERS.get(cfg.name)(groups, cfg)
 
 
-def lr_factor(step: int, *, total_steps: int, steps_per_epoch: int, cfg: ScheduleConfig) -> float:
-    """Multiplier of every group's base learning rate at optimizer step ``step`` (0-based)."""
-    warmup = int(cfg.warmup_epochs * steps_per_epoch)
-    if step < warmup:
-        return (step + 1) / warmup
-    if cfg.name == "constant":
-        return 1.0
-    if cfg.name == "step":
-        return cfg.step_gamma ** (step // (cfg.step_epochs * steps_per_epoch))
+# (step, total_steps, steps_per_epoch, cfg) -> multiplier of the base learning rates, after warmup
+ScheduleShape = Callable[[int, int, int, ScheduleConfig], float]
+
+
+def _warmup_steps(cfg: ScheduleConfig, steps_per_epoch: int) -> int:
+    return int(cfg.warmup_epochs * steps_per_epoch)
+
+
+def _cosine(step: int, total_steps: int, steps_per_epoch: int, cfg: ScheduleConfig) -> float:
+    """Half a cosine from 1 down to ``min_lr_ratio`` over the steps after warmup."""
+    warmup = _warmup_steps(cfg, steps_per_epoch)
     progress = (step - warmup) / max(1, total_steps - warmup)
     cosine = 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
     return cfg.min_lr_ratio + (1.0 - cfg.min_lr_ratio) * cosine
+
+
+def _step(step: int, total_steps: int, steps_per_epoch: int, cfg: ScheduleConfig) -> float:
+    """Multiply by ``step_gamma`` every ``step_epochs`` epochs."""
+    return cfg.step_gamma ** (step // (cfg.step_epochs * steps_per_epoch))
+
+
+SCHEDULES: Registry[ScheduleShape] = Registry("schedule")
+SCHEDULES.register("constant", lambda step, total_steps, steps_per_epoch, cfg: 1.0)
+SCHEDULES.register("step", _step)
+SCHEDULES.register("cosine", _cosine)
+
+
+def lr_factor(step: int, *, total_steps: int, steps_per_epoch: int, cfg: ScheduleConfig) -> float:
+    """Multiplier of every group's base learning rate at optimizer step ``step`` (0-based): linear warmup, then the shape."""
+    shape = SCHEDULES.get(cfg.name)
+    warmup = _warmup_steps(cfg, steps_per_epoch)
+    if step < warmup:
+        return (step + 1) / warmup
+    return shape(step, total_steps, steps_per_epoch, cfg)
 
 
 def build_scheduler(

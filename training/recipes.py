@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from retrieval.indexing.common.errors import ConfigError
+from retrieval.indexing.common.registry import Registry
 
 BASE_RECIPE: dict[str, Any] = {
     "model": {"layer_norm": True, "embedding_dim": 2048, "pooling": "avg"},
@@ -36,20 +36,25 @@ _LOSS_OVERRIDES: dict[str, dict[str, Any]] = {
 ALIASES = {"normsoftmax": "normalized_softmax", "ms": "multi_similarity", "proxyanchor": "proxy_anchor"}
 
 
-def recipe_names() -> list[str]:
+def recipe_registry() -> Registry[str]:
+    """Recipe names (every registered loss, plus short aliases) -> the loss each trains.
+
+    Built on each call, so a loss registered after import has a recipe too.
+    """
     from retrieval.training.losses import available_losses
 
-    return sorted({spec.name for spec in available_losses()} | set(ALIASES))
+    table: Registry[str] = Registry("recipe")
+    for spec in available_losses():
+        table.register(spec.name, spec.name)
+    for alias, loss_name in ALIASES.items():
+        table.register(alias, loss_name)
+    return table
 
 
 def recipe(name: str) -> dict[str, Any]:
     """The config layer for ``--recipe name`` (a loss name or an alias)."""
     from retrieval.training.config import merge_dicts
-    from retrieval.training.losses import available_losses
 
-    loss_name = ALIASES.get(name, name)
-    known = {spec.name for spec in available_losses()}
-    if loss_name not in known:
-        raise ConfigError(f"unknown recipe '{name}'; known recipes: {', '.join(recipe_names())}")
+    loss_name = recipe_registry().get(name)
     layer = merge_dicts(BASE_RECIPE, {"loss": {"name": loss_name}})
     return merge_dicts(layer, _LOSS_OVERRIDES.get(loss_name, {}))

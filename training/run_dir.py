@@ -38,7 +38,9 @@ class Checkpoint(TypedDict):
     epoch: int  # completed epochs
     global_step: int
     best_map_at_r: float
-    val_metrics: dict[str, float]
+    best_epoch: int
+    stale_epochs: int  # epochs since the best one (early stopping)
+    val_metrics: dict[str, Any]
     num_classes: int
     config: dict[str, Any]  # resolved TrainConfig, model_dump(mode="json")
     loss_name: str

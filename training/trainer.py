@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from retrieval.indexing.common.atomic_write import atomic_write_text
 from retrieval.indexing.common.errors import RetrievalError
 from retrieval.indexing.eval.metrics import evaluate_retrieval
 from retrieval.indexing.search.binary import binarize
+from retrieval.indexing.search.knn import Metric
 from retrieval.training.config import TrainConfig
 from retrieval.training.curves import plot_curves
 from retrieval.training.data_loaders import build_eval_loader, build_train_loader, set_loader_epoch
@@ -45,7 +45,7 @@ from retrieval.training.losses import build_loss, get_loss_spec
 from retrieval.training.optim import build_optimizer, build_scheduler, parameter_groups
 from retrieval.training.pretrained import load_pretrained
 from retrieval.training.run_data import RunData, prepare_run_data
-from retrieval.training.run_dir import RunPaths, load_checkpoint, save_checkpoint, write_run_config
+from retrieval.training.run_dir import Checkpoint, RunPaths, load_checkpoint, save_checkpoint, write_run_config
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ class Trainer:
                 miner=cfg.loss.miner or "default",
                 miner_params=cfg.loss.miner_params,
             ).to(self.device)
-        self.train_model = self.model
+        self.train_model: torch.nn.Module = self.model
         if self.ctx.enabled:
             ids = [self.device.index] if self.device.type == "cuda" else None
             # warm-start epochs freeze the backbone: its parameters then get no gradient
@@ -239,7 +239,10 @@ class Trainer:
         keep = ~dataset.bad_mask()
         is_query = np.array([record.is_query for record in dataset.records], bool)[keep]
         is_gallery = np.array([record.is_gallery for record in dataset.records], bool)[keep]
-        vectors = {"float": (embeddings[keep], "ip"), "binary": (binarize(embeddings[keep]), "hamming")}
+        vectors: dict[str, tuple[np.ndarray, Metric]] = {
+            "float": (embeddings[keep], "ip"),
+            "binary": (binarize(embeddings[keep]), "hamming"),
+        }
         result: dict[str, Any] = {}
         for kind in kinds:
             values, metric = vectors[kind]
@@ -250,7 +253,7 @@ class Trainer:
                 is_gallery,
                 ks=self.cfg.trainer.recall_ks,
                 metric=metric,
-                compute_nmi=compute_nmi,  # type: ignore[arg-type]
+                compute_nmi=compute_nmi,
             ).to_dict()
         result["unreadable_images"] = int((~keep).sum())
         return result
@@ -307,7 +310,7 @@ class Trainer:
         return result, best.get("val_metrics")
 
     # ---- persistence --------------------------------------------------------------------
-    def _state(self, epoch: int, val: dict[str, Any] | None) -> dict[str, Any]:
+    def _state(self, epoch: int, val: dict[str, Any] | None) -> Checkpoint:
         return {
             "model": self.model.state_dict(),
             "loss": self.loss.state_dict(),
@@ -349,11 +352,13 @@ class Trainer:
     def _log_epoch(self, epoch: int, stats: dict[str, float] | None, val: dict[str, Any] | None) -> None:
         if not self.ctx.is_main:
             return
-        row = {"epoch": epoch, "global_step": self.global_step, **(stats or {"train_loss": None}), "val": val}
+        row: dict[str, Any] = {"epoch": epoch, "global_step": self.global_step, **(stats or {"train_loss": None})}
+        row["val"] = val
         with open(self.paths.metrics, "a") as handle:
             handle.write(json.dumps(row) + "\n")
         plot_curves(self.paths.metrics, self.paths.curves, title=f"{self.cfg.loss.name} / {self.cfg.model.backbone}")
-        if epoch and self.progress:
+        if epoch and self.progress and stats:
             shown = f"val MAP@R {val['map_at_r']:.4f} P@1 {val['precision_at_1']:.4f}" if val else "no validation"
-            loss = stats["train_loss"] if stats else math.nan
-            tqdm.write(f"epoch {epoch}: loss {loss:.4f}  {shown}  ({stats['images_per_second']:.1f} img/s)")
+            tqdm.write(
+                f"epoch {epoch}: loss {stats['train_loss']:.4f}  {shown}  ({stats['images_per_second']:.1f} img/s)"
+            )

@@ -36,7 +36,8 @@ from retrieval.indexing.store.builder import embed_records
 from retrieval.indexing.store.faiss_kinds import binary_kind, float_kind
 from retrieval.indexing.store.index_store import IndexStore
 
-KINDS = ("float", "binary")
+SearchKind = Literal["float", "binary"]
+KINDS: tuple[SearchKind, ...] = ("float", "binary")
 _SEARCH_CHUNK = 1024
 
 
@@ -168,7 +169,7 @@ def evaluate_index(
         "float": not float_kind(manifest.float_kind).exact,
         "binary": not binary_kind(manifest.binary_kind).exact,
     }
-    metrics = {
+    metrics: dict[str, RetrievalMetrics] = {
         kind: dataclasses.replace(as_built_metrics(store, data, chosen, kind), nmi=exact[kind].nmi)
         if approximate[kind]
         else exact[kind]
@@ -229,6 +230,8 @@ def gallery_hits_widening(
 
 def first_gallery_hits(found: np.ndarray, own: np.ndarray, data: EvalData, k: int) -> tuple[np.ndarray, np.ndarray]:
     """(positions, valid) of the first k results per row that are gallery items other than ``own``."""
+    if data.ids is None:
+        raise ValueError("first_gallery_hits needs EvalData read from an index (with item ids)")
     positions = np.searchsorted(data.ids, found).clip(0, len(data.ids) - 1)
     keep = (found >= 0) & (data.ids[positions] == found) & data.is_gallery[positions] & (positions != own[:, None])
     order = np.argsort(~keep, axis=1, kind="stable")[:, :k]

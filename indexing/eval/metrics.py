@@ -72,9 +72,10 @@ def evaluate_retrieval(
         raise DataError(f"got {n} labels but {len(is_query)} is_query and {len(is_gallery)} is_gallery flags.")
     labels = np.asarray(labels)
     chosen = resolve_ks(ks, labels[is_gallery])
-    options = {"ks": chosen, "metric": metric, "compute_nmi": compute_nmi, "seed": seed, "progress": progress}
     if bool(np.all(is_query & is_gallery)):
-        return evaluate_embeddings(embeddings, labels, **options)
+        return evaluate_embeddings(
+            embeddings, labels, ks=chosen, metric=metric, compute_nmi=compute_nmi, seed=seed, progress=progress
+        )
     queries, gallery = np.flatnonzero(is_query), np.flatnonzero(is_gallery)
     vectors = np.asarray(embeddings)
     return evaluate_embeddings(
@@ -83,7 +84,11 @@ def evaluate_retrieval(
         vectors[gallery],
         labels[gallery],
         query_gallery_ids=gallery_positions(queries, gallery),
-        **options,
+        ks=chosen,
+        metric=metric,
+        compute_nmi=compute_nmi,
+        seed=seed,
+        progress=progress,
     )
 
 
