@@ -59,7 +59,12 @@ def train(
     ] = None,
     config: Annotated[Path | None, typer.Option("--config", help="YAML config; CLI options override it.")] = None,
     recipe: Annotated[
-        str | None, typer.Option("--recipe", help="Start from a loss's paper defaults, e.g. normsoftmax, triplet.")
+        str | None,
+        typer.Option(
+            "--recipe",
+            help="Start from a loss's paper defaults on a shared base, e.g. normsoftmax, triplet; "
+            "zhai_wu: Zhai & Wu's own setup.",
+        ),
     ] = None,
     loss: Annotated[
         str | None, typer.Option("--loss", help="Loss name (see `retrieval losses`)."), ConfigKey("loss.name")
@@ -143,6 +148,7 @@ def train(
     """Fit an embedder: class-disjoint split, validation MAP@R picks the best epoch, test metrics at the end."""
     from retrieval.training.config import build_config, read_yaml
     from retrieval.training.distributed import DistContext
+    from retrieval.training.recipes import describe_recipe
     from retrieval.training.recipes import recipe as recipe_layer
     from retrieval.training.run_dir import RunPaths
     from retrieval.training.trainer import Trainer
@@ -160,6 +166,8 @@ def train(
     layers.append(("--set", _parse_set(set_ or [])))
     cfg = build_config(layers)
     ctx = DistContext.from_environment()  # torchrun sets RANK / WORLD_SIZE; a plain run is rank 0 of 1
+    if recipe and ctx.is_main:
+        logging.getLogger(__name__).info("recipe %s: %s", recipe, describe_recipe(recipe))
     result = Trainer(cfg, out, resume=resume, progress=not quiet, ctx=ctx).fit()
     if ctx.is_main:
         _print_summary(result)
@@ -171,9 +179,10 @@ def _print_summary(result) -> None:
         metrics = result.test[kind]
         recall = ", ".join(f"R@{k} {v:.4f}" for k, v in metrics["recall_at_k"].items())
         typer.echo(f"test {kind:6s}: MAP@R {metrics['map_at_r']:.4f}  P@1 {metrics['precision_at_1']:.4f}  {recall}")
-    if "untrained" in result.test:
-        before = result.test["untrained"]["float"]
-        typer.echo(f"untrained float: MAP@R {before['map_at_r']:.4f}  P@1 {before['precision_at_1']:.4f}")
+    for reference in ("pretrained", "untrained"):  # the starting weights on the same test classes
+        if reference in result.test:
+            before = result.test[reference]["float"]
+            typer.echo(f"{reference} float: MAP@R {before['map_at_r']:.4f}  P@1 {before['precision_at_1']:.4f}")
     typer.echo(f"next: retrieval export {result.run_dir}")
 
 

@@ -65,3 +65,70 @@ def test_lite0_mapping_refuses_a_model_of_another_shape() -> None:
     trunk, _ = build_timm_trunk("resnet18")
     with pytest.raises(ConfigError, match="Lite0"):
         lite0_state_dict(trunk.state_dict())
+
+
+def test_pretrained_imagenet_loads_the_lite0_weights_into_the_embedder(caltech_dir: Path) -> None:
+    from retrieval.training.config import ModelConfig
+    from retrieval.training.embedding_model import build_embedding_model
+    from retrieval.training.pretrained import load_pretrained
+
+    model = build_embedding_model(ModelConfig(backbone="efficientnet_lite0", embedding_dim=16))
+    report = load_pretrained(model, "imagenet")
+    assert (report.loaded, report.missing) == (294, 0)
+    images = _photos(caltech_dir)
+    state = torch.load(lite0_weights_file(), map_location="cpu", weights_only=True)
+    with torch.no_grad():
+        logits = model.backbone.eval()(images).mean(dim=(2, 3)) @ state["_fc.weight"].T + state["_fc.bias"]
+    assert torch.equal(logits.argmax(1), _reference_logits(images).argmax(1))
+
+
+def test_lite0_onnx_export_matches_torch() -> None:
+    from retrieval.training.config import ModelConfig
+    from retrieval.training.embedding_model import build_embedding_model
+    from retrieval.training.export import onnx_export_bytes, parity_max_abs_diff
+    from retrieval.training.pretrained import load_pretrained
+
+    model = build_embedding_model(ModelConfig(backbone="efficientnet_lite0", embedding_dim=32))
+    load_pretrained(model, "imagenet")
+    assert parity_max_abs_diff(model, onnx_export_bytes(model, 96), 96) < 1e-4
+
+
+def test_model_json_preprocessing_follows_the_backbone_normalisation() -> None:
+    from retrieval.training.config import DataConfig
+    from retrieval.training.transforms import eval_preprocessing
+
+    assert eval_preprocessing(DataConfig(), "efficientnet_lite0").mean == (0.5, 0.5, 0.5)
+    assert eval_preprocessing(DataConfig(), "efficientnet_lite0").std == (0.5, 0.5, 0.5)
+    assert eval_preprocessing(DataConfig(), "resnet18").mean == (0.485, 0.456, 0.406)
+    assert eval_preprocessing(DataConfig(), "timm:resnet18").std == (0.229, 0.224, 0.225)
+
+
+def test_timm_backbone_loads_imagenet_weights_from_the_local_cache_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cache lookup is replaced by a file this test writes; nothing is downloaded."""
+    import huggingface_hub
+    import timm
+
+    from retrieval.indexing.common.errors import ConfigError
+    from retrieval.training.config import ModelConfig
+    from retrieval.training.embedding_model import build_embedding_model
+    from retrieval.training.pretrained import load_pretrained
+
+    source = timm.create_model("resnet18", pretrained=False).state_dict()  # with its classifier
+    torch.save(source, tmp_path / "pytorch_model.bin")
+    asked: list[tuple[str, str]] = []
+
+    def cached(repo: str, filename: str) -> str | None:
+        asked.append((repo, filename))
+        return str(tmp_path / filename) if (tmp_path / filename).is_file() else None
+
+    monkeypatch.setattr(huggingface_hub, "try_to_load_from_cache", cached)
+    model = build_embedding_model(ModelConfig(backbone="timm:resnet18", embedding_dim=8))
+    report = load_pretrained(model, "imagenet")
+    assert report.loaded == len(model.backbone.state_dict()) and report.missing == 0
+    assert torch.equal(model.backbone.state_dict()["conv1.weight"], source["conv1.weight"])
+    assert asked and asked[0][0].startswith("timm/resnet18")
+    (tmp_path / "pytorch_model.bin").unlink()
+    with pytest.raises(ConfigError, match="not in the local Hugging Face cache"):
+        load_pretrained(build_embedding_model(ModelConfig(backbone="timm:resnet18", embedding_dim=8)), "imagenet")

@@ -47,7 +47,10 @@ class DataConfig(_Strict):
 
 class ModelConfig(_Strict):
     backbone: str = "resnet18"
-    pretrained: str | None = Field(None, description="'torchvision' (local cache) or a state-dict file path")
+    pretrained: str | None = Field(
+        None,
+        description="'imagenet' (the backbone's ImageNet weights, offline), 'torchvision' (local cache) or a file",
+    )
     pooling: Literal["avg", "max", "avgmax"] = "avg"
     layer_norm: bool = Field(True, description="LayerNorm without affine after pooling (Zhai & Wu)")
     embedding_dim: int | None = Field(

@@ -36,7 +36,7 @@ def build_train_loader(
     device: torch.device | str = "cpu",
 ) -> DataLoader:
     """Augmented images in class-balanced (C x M) or shuffled batches of ``trainer.batch_size`` per rank."""
-    dataset = ImageRecordDataset(records, label_to_index, build_train_transform(cfg.data))
+    dataset = ImageRecordDataset(records, label_to_index, build_train_transform(cfg.data, cfg.model.backbone))
     batch_sampler = _train_batch_sampler(dataset.labels, label_to_index, cfg, sampler_kind, rank, world_size)
     workers = cfg.data.num_workers
     return DataLoader(
@@ -56,7 +56,7 @@ def build_eval_loader(
     device: torch.device | str = "cpu",
 ) -> DataLoader:
     """Eval-transformed images in record order, ``trainer.eval_batch_size`` per batch."""
-    dataset = ImageRecordDataset(records, label_to_index, build_eval_transform(cfg.data), substitute=False)
+    dataset = ImageRecordDataset(records, label_to_index, build_eval_transform(cfg.data, cfg.model.backbone), substitute=False)
     return DataLoader(
         dataset,
         batch_size=cfg.trainer.eval_batch_size,

@@ -150,7 +150,7 @@ def build_manifest(
         l2_normalized=True,
         binarization_threshold=0.0,
         precision=precision,
-        preprocessing=eval_preprocessing(config.data),
+        preprocessing=eval_preprocessing(config.data, config.model.backbone),
         backbone=config.model.backbone,
         loss=str(state.get("loss_name") or config.loss.name),
         config_hash=config.config_hash(),

