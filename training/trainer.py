@@ -92,7 +92,7 @@ class Trainer:
         self.model = build_embedding_model(cfg.model)
         if cfg.model.pretrained and not self.resume:
             report = load_pretrained(self.model, cfg.model.pretrained)
-            log.info("pretrained weights: %s", report)
+            log.info("pretrained weights: %s", report.summary())
         self.model.to(self.device)
         if cfg.model.channels_last:
             self.model.to(memory_format=torch.channels_last)
