@@ -11,7 +11,7 @@ from retrieval.indexing.data.records import ImageRecord
 from retrieval.serving.dependencies import Services, get_services, require_api_key
 from retrieval.serving.problems import ProblemError, problem_responses
 from retrieval.serving.query_pipeline import embed_upload, thumbnail_url
-from retrieval.serving.schemas import AddItemsResponse, DeleteItemResponse, ItemResponse
+from retrieval.serving.schemas import MAX_ITEM_ID, AddItemsResponse, DeleteItemResponse, ItemResponse
 from retrieval.serving.state import Snapshot
 from retrieval.serving.thumbnails import thumbnail_for
 from retrieval.serving.upload_storage import store_upload
@@ -24,7 +24,7 @@ THUMBNAIL_CACHE = "public, max-age=3600"
 
 @router.get("/items/{item_id}", response_model=ItemResponse, responses=ITEM_PROBLEMS, summary="One stored item")
 async def get_item(
-    item_id: int = Path(description="item id"), services: Services = Depends(get_services)
+    item_id: int = Path(ge=1, le=MAX_ITEM_ID, description="item id"), services: Services = Depends(get_services)
 ) -> ItemResponse:
     record = await services.state.read(lambda snap: snap.store.item(item_id))
     return ItemResponse(
@@ -39,7 +39,9 @@ async def get_item(
     summary="A small JPEG of a stored item",
 )
 async def get_thumbnail(
-    request: Request, item_id: int = Path(description="item id"), services: Services = Depends(get_services)
+    request: Request,
+    item_id: int = Path(ge=1, le=MAX_ITEM_ID, description="item id"),
+    services: Services = Depends(get_services),
 ) -> Response:
     record = await services.state.read(lambda snap: snap.store.item(item_id))
     thumb = await anyio.to_thread.run_sync(thumbnail_for, record, services.settings.thumbnail_px)
@@ -90,7 +92,7 @@ async def add_items(
     summary="Remove an item from the index (API key)",
 )
 async def delete_item(
-    item_id: int = Path(description="item id"), services: Services = Depends(get_services)
+    item_id: int = Path(ge=1, le=MAX_ITEM_ID, description="item id"), services: Services = Depends(get_services)
 ) -> DeleteItemResponse:
     def remove(current: Snapshot) -> DeleteItemResponse:
         current.store.item(item_id)  # 404 for an unknown id

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, File, Form, Path, Query, UploadFile
 from retrieval.serving.dependencies import Services, get_services
 from retrieval.serving.problems import problem_responses
 from retrieval.serving.query_pipeline import embed_upload, hits_for, resolve_search_params, score_kind, search_hits
-from retrieval.serving.schemas import EmbedResponse, IndexKind, SearchResponse, Timings
+from retrieval.serving.schemas import MAX_ITEM_ID, EmbedResponse, IndexKind, SearchResponse, Timings
 from retrieval.serving.state import Snapshot
 
 router = APIRouter(tags=["search"])
@@ -74,7 +74,7 @@ async def embed(
     summary="Find the items most similar to a stored item (the item itself excluded)",
 )
 async def similar(
-    item_id: int = Path(description="item id"),
+    item_id: int = Path(ge=1, le=MAX_ITEM_ID, description="item id"),
     k: int | None = Query(None, description=_K),
     index: IndexKind | None = Query(None, description=_INDEX),
     rerank: int | None = Query(None, description=_RERANK),

@@ -9,6 +9,9 @@ from pydantic import BaseModel, ConfigDict, Field
 IndexKind = Literal["float", "binary"]
 ScoreKind = Literal["cosine", "hamming"]
 
+MAX_ITEM_ID = 2**63 - 1
+"""Item ids are SQLite INTEGER PRIMARY KEYs (>= 1); a larger path value is a 422, never an overflow."""
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", protected_namespaces=())

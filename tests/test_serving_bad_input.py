@@ -148,3 +148,13 @@ def test_bad_writes_change_nothing(client) -> None:
     assert_problem(client.delete("/items/424242", headers=key), 404)
     assert_problem(client.delete("/items/1", headers={"X-API-Key": ""}), 401)
     assert client.get("/readyz").json()["count"] == GALLERY_SIZE
+
+
+@pytest.mark.parametrize("path", ["/items/{id}", "/items/{id}/similar", "/items/{id}/thumbnail"])
+@pytest.mark.parametrize("item_id", ["9223372036854775808", "0", "-5"])
+def test_item_ids_outside_sqlite_range_are_422_not_500(path: str, item_id: str, tiny_index_template) -> None:
+    with serving_client(tiny_index_template) as client:
+        answer = client.get(path.format(id=item_id))
+        deleted = client.delete(f"/items/{item_id}", headers={"X-API-Key": API_KEY})
+    assert answer.status_code == 422 and answer.headers["content-type"] == "application/problem+json"
+    assert deleted.status_code == 422
