@@ -101,7 +101,8 @@ def test_batch_with_one_class_is_refused():
 def test_too_few_classes_with_m_images_is_refused():
     labels = class_labels([4, 5, 9, 3, 2])  # 3 classes qualify for M=4
     with pytest.raises(
-        DataError, match=r"^only 3 classes have at least 4 images but a batch needs 4 classes;.*data.small_classes to pad"
+        DataError,
+        match=r"^only 3 classes have at least 4 images but a batch needs 4 classes;.*data.small_classes to pad",
     ):
         make_batch_sampler(16, 4, labels)
     with pytest.raises(DataError, match=r"needs 4 classes \(2 per rank x 2 ranks\)"):
