@@ -34,8 +34,12 @@ def eight_birds(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _train(data: Path, run: Path, pretrained: str | None) -> dict:
     settings = {
         "data": {"path": str(data), "image_size": 96, "num_workers": 0, "val_fraction": 0.25},
-        "model": {"backbone": "efficientnet_lite0", "pretrained": pretrained, "embedding_dim": 128,
-                  "freeze_batchnorm": True},
+        "model": {
+            "backbone": "efficientnet_lite0",
+            "pretrained": pretrained,
+            "embedding_dim": 128,
+            "freeze_batchnorm": True,
+        },
         "optimizer": {"lr": 1e-4, "head_lr": 1e-3},
         "trainer": {"epochs": 2, "batch_size": 32, "device": "cpu", "seed": 0, "warm_start_epochs": 1},
     }

@@ -56,7 +56,9 @@ def build_eval_loader(
     device: torch.device | str = "cpu",
 ) -> DataLoader:
     """Eval-transformed images in record order, ``trainer.eval_batch_size`` per batch."""
-    dataset = ImageRecordDataset(records, label_to_index, build_eval_transform(cfg.data, cfg.model.backbone), substitute=False)
+    dataset = ImageRecordDataset(
+        records, label_to_index, build_eval_transform(cfg.data, cfg.model.backbone), substitute=False
+    )
     return DataLoader(
         dataset,
         batch_size=cfg.trainer.eval_batch_size,

@@ -61,8 +61,8 @@ def timm_cached_state_dict(name: str) -> dict[str, torch.Tensor]:
     from huggingface_hub import try_to_load_from_cache
 
     repo = getattr(timm.models.get_pretrained_cfg(name), "hf_hub_id", None)
-    for filename in HUB_FILES if repo else ():
-        path = try_to_load_from_cache(repo, filename)
+    for filename in HUB_FILES if isinstance(repo, str) else ():
+        path = try_to_load_from_cache(str(repo), filename)
         if isinstance(path, str):
             return _read_weights(path)
     raise ConfigError(
