@@ -14,7 +14,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -81,6 +81,20 @@ class EvaluationReport:
     exact: dict[str, RetrievalMetrics] = field(default_factory=dict)
     details: dict[str, object] = field(default_factory=dict)
 
+    @classmethod
+    def of(
+        cls,
+        data: EvalData,
+        metrics: dict[str, RetrievalMetrics],
+        ks: tuple[int, ...],
+        model_sha256: str,
+        source: str,
+        **extra: Any,
+    ) -> EvaluationReport:
+        """A report of ``metrics`` measured on ``data`` (protocol and set sizes read from its flags)."""
+        counts = int(data.is_query.sum()), int(data.is_gallery.sum())
+        return cls(metrics, data.protocol, *counts, ks, model_sha256, source, **extra)
+
     def to_json(self) -> dict[str, object]:
         """The ``metrics.json`` document: top-level ``float`` and ``binary`` plus metadata."""
         document: dict[str, object] = {kind: self.metrics[kind].to_dict() for kind in KINDS}
@@ -130,16 +144,8 @@ def evaluate_model(
     metrics = exact_metrics(
         data, chosen, threshold=embedder.manifest.binarization_threshold, seed=seed, progress=progress
     )
-    report = EvaluationReport(
-        metrics,
-        data.protocol,
-        int(data.is_query.sum()),
-        int(data.is_gallery.sum()),
-        chosen,
-        embedder.model_sha256,
-        "model",
-        details={"unreadable_images": len(failures)},
-    )
+    report = EvaluationReport.of(data, metrics, chosen, embedder.model_sha256, "model")
+    report.details["unreadable_images"] = len(failures)
     return report, data
 
 
@@ -175,11 +181,9 @@ def evaluate_index(
         else exact[kind]
         for kind in KINDS
     }
-    report = EvaluationReport(
+    report = EvaluationReport.of(
+        data,
         metrics,
-        data.protocol,
-        int(data.is_query.sum()),
-        int(data.is_gallery.sum()),
         chosen,
         manifest.model_sha256,
         "index",
