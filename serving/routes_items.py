@@ -7,7 +7,7 @@ import numpy as np
 from fastapi import APIRouter, Depends, File, Form, Path, Request, UploadFile
 from fastapi.responses import Response
 
-from retrieval.indexing.data.records import ImageRecord
+from retrieval.indexing.data.records import ImageRecord, is_blank_label
 from retrieval.serving.dependencies import Services, get_services, require_api_key
 from retrieval.serving.problems import ProblemError, problem_responses
 from retrieval.serving.query_pipeline import embed_upload, thumbnail_url
@@ -106,7 +106,7 @@ def _match_labels(labels: list[str], count: int, max_files: int) -> list[str]:
     if count > max_files:
         raise ProblemError(413, f"{count} images in one request exceed the limit of {max_files}; send them in parts.")
     labels = [label.strip() for label in labels]
-    if any(not label for label in labels):
+    if any(is_blank_label(label) for label in labels):
         raise ProblemError(422, "form field 'labels': every label must be a non-empty string.")
     if len(labels) == 1:
         return labels * count

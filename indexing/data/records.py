@@ -28,3 +28,9 @@ class ImageRecord:
     is_query: bool = True
     is_gallery: bool = True
     metadata: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+
+def is_blank_label(label: object) -> bool:
+    """True for a label that is empty or only white space: it would silently form its own class.
+    The one rule for the index builder, ``index add`` and ``POST /items``."""
+    return not str(label).strip()

@@ -33,7 +33,7 @@ from retrieval.indexing.common.artifact_names import (
 )
 from retrieval.indexing.common.atomic_write import atomic_write_with
 from retrieval.indexing.common.errors import DataError, IndexFormatError, IndexNotWritableError, ItemNotFoundError
-from retrieval.indexing.data.records import ImageRecord
+from retrieval.indexing.data.records import ImageRecord, is_blank_label
 from retrieval.indexing.search.binary import binarize, hamming_to_similarity
 from retrieval.indexing.search.results import PAD_ID, SearchResults
 from retrieval.indexing.store.faiss_gpu import binary_searcher, float_searcher
@@ -365,7 +365,7 @@ def _padded(ids: np.ndarray, scores: np.ndarray) -> SearchResults:
 def validate_labels(records: Sequence[ImageRecord]) -> None:
     """Every item needs a class label; an empty one would silently form its own class."""
     for record in records:
-        if not str(record.label).strip():
+        if is_blank_label(record.label):
             raise DataError(f"image {record.path} has an empty label; give every image a class name")
 
 
