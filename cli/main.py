@@ -22,6 +22,8 @@ from retrieval.cli import (  # noqa: E402
 )
 from retrieval.indexing.common.errors import RetrievalError  # noqa: E402
 
+INTERRUPTED = 130  # the shell's code for a command ended by SIGINT (128 + 2)
+
 app = typer.Typer(
     name="retrieval",
     help="Train an image embedder with deep-metric-learning losses, export it to ONNX, "
@@ -38,7 +40,7 @@ for module in (data_commands, train_commands, export_commands, index_commands, e
 def main() -> None:
     """Console-script entry point: user errors print one sentence and exit 2, never a traceback."""
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)
     except RetrievalError as error:
         typer.secho(f"error: {error}", fg=typer.colors.RED, err=True)
         sys.exit(2)
@@ -48,6 +50,12 @@ def main() -> None:
     except typer.TyperException as error:  # usage errors (bad option values) with standalone_mode=False
         error.show()  # type: ignore[attr-defined]  # click's UsageError/BadParameter carry show()
         sys.exit(error.exit_code)
+    # Without standalone mode, typer RETURNS the exit code of typer.Exit and of Ctrl-C (130)
+    # instead of exiting: pass it on, or an interrupted command would report success.
+    if isinstance(code, int) and code != 0:
+        if code == INTERRUPTED:
+            typer.secho("interrupted", err=True)
+        sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -140,6 +140,9 @@ def train(
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Any config key, e.g. --set trainer.patience=3 (repeatable).")
     ] = None,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace the run already in --out (its checkpoints and export).")
+    ] = False,
     resume: Annotated[
         bool, typer.Option("--resume", help="Continue from RUN_DIR/checkpoints/last.pt with its saved config.")
     ] = False,
@@ -150,11 +153,12 @@ def train(
     from retrieval.training.distributed import DistContext
     from retrieval.training.recipes import describe_recipe
     from retrieval.training.recipes import recipe as recipe_layer
-    from retrieval.training.run_dir import RunPaths
+    from retrieval.training.run_dir import RunPaths, claim_run_dir
     from retrieval.training.trainer import Trainer
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     layers: list[tuple[str, dict[str, Any]]] = []
+    claim_run_dir(out, resume=resume, overwrite=overwrite)
     saved = RunPaths(out).config
     if resume and saved.is_file():
         layers.append((str(saved), read_yaml(saved)))
@@ -168,7 +172,15 @@ def train(
     ctx = DistContext.from_environment()  # torchrun sets RANK / WORLD_SIZE; a plain run is rank 0 of 1
     if recipe and ctx.is_main:
         logging.getLogger(__name__).info("recipe %s: %s", recipe, describe_recipe(recipe))
-    result = Trainer(cfg, out, resume=resume, progress=not quiet, ctx=ctx).fit()
+    trainer = Trainer(cfg, out, resume=resume, progress=not quiet, ctx=ctx)
+    try:
+        result = trainer.fit()
+    except KeyboardInterrupt:
+        if ctx.is_main:
+            last = RunPaths(out).last_checkpoint
+            kept = f"{last} holds the last finished epoch" if last.is_file() else "no epoch had finished"
+            typer.secho(f"training interrupted: {kept}; continue with `retrieval train --out {out} --resume`", err=True)
+        raise
     if ctx.is_main:
         _print_summary(result)
 

@@ -13,7 +13,7 @@ LR=${LR:-1e-3}
 COMMON=(--data "$DATA" --backbone resnet18 --image-size 112 --embedding-dim 512 --epochs "$EPOCHS"
         --batch-size 64 --lr "$LR" --workers 2 --device auto --quiet)
 for loss in normsoftmax triplet; do
-  "$RETRIEVAL" train --out "$OUT/$loss" --recipe "$loss" "${COMMON[@]}" --set optimizer.head_lr=1e-3
+  "$RETRIEVAL" train --out "$OUT/$loss" --overwrite --recipe "$loss" "${COMMON[@]}" --set optimizer.head_lr=1e-3
 done
 "$(dirname "$RETRIEVAL")/python" - "$OUT" <<'PY'
 import json, sys

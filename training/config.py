@@ -9,16 +9,28 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from retrieval.indexing.common.errors import ConfigError
+
+MAX_EMBEDDING_DIM = 65_536  # 2048 is the papers' size; far larger only exhausts memory (a D x D head)
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_booleans_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        """YAML's ``true`` is not the number 1: a bool given for a numeric key is an error."""
+        field = cls.model_fields.get(info.field_name or "")
+        accepted = set(get_args(field.annotation)) | {field.annotation} if field else set()
+        if isinstance(value, bool) and bool not in accepted and accepted & {int, float}:
+            raise ValueError(f"expects a number, got {str(value).lower()}")
+        return value
 
 
 class DataConfig(_Strict):
@@ -54,7 +66,10 @@ class ModelConfig(_Strict):
     pooling: Literal["avg", "max", "avgmax"] = "avg"
     layer_norm: bool = Field(True, description="LayerNorm without affine after pooling (Zhai & Wu)")
     embedding_dim: int | None = Field(
-        2048, gt=0, description="None: no linear layer, the pooled features are the embedding"
+        2048,
+        gt=0,
+        le=MAX_EMBEDDING_DIM,
+        description="None: no linear layer, the pooled features are the embedding",
     )
     freeze_batchnorm: bool = False
     channels_last: bool = True
@@ -162,7 +177,9 @@ def read_yaml(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise ConfigError(f"config file {path} does not exist")
     try:
-        loaded = yaml.safe_load(path.read_text())
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(f"config file {path} is not UTF-8 text; save it as UTF-8 YAML") from None
     except yaml.YAMLError as error:
         raise ConfigError(f"config file {path} is not valid YAML: {error}") from None
     if loaded is None:

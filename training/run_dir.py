@@ -15,6 +15,7 @@ with ``torch.load(weights_only=True)``.
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
@@ -23,7 +24,7 @@ import torch
 import yaml
 from pydantic import ValidationError
 
-from retrieval.indexing.common.artifact_names import RUN_EXPORT_SUBDIR
+from retrieval.indexing.common.artifact_names import RUN_BEST_CHECKPOINT_NAME, RUN_CHECKPOINTS_SUBDIR, RUN_EXPORT_SUBDIR
 from retrieval.indexing.common.atomic_write import atomic_write_text, atomic_write_with
 from retrieval.indexing.common.errors import ConfigError, RetrievalError
 from retrieval.training.config import TrainConfig, describe_validation_error, read_yaml
@@ -63,11 +64,11 @@ class RunPaths:
 
     @property
     def checkpoints_dir(self) -> Path:
-        return self.run_dir / "checkpoints"
+        return self.run_dir / RUN_CHECKPOINTS_SUBDIR
 
     @property
     def best_checkpoint(self) -> Path:
-        return self.checkpoints_dir / "best.pt"
+        return self.checkpoints_dir / RUN_BEST_CHECKPOINT_NAME
 
     @property
     def last_checkpoint(self) -> Path:
@@ -124,3 +125,26 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
     if not isinstance(loaded, dict):
         raise RetrievalError(f"checkpoint {path} holds a {type(loaded).__name__}, expected a dict with a 'model' key")
     return loaded
+
+
+RUN_ARTIFACTS = ("config.yaml", "metrics.jsonl", "curves.png", "test_metrics.json", "untrained_test_metrics.json")
+
+
+def claim_run_dir(run_dir: Path, *, resume: bool, overwrite: bool) -> None:
+    """Refuse to train into a directory that already holds a run, unless resuming or replacing it.
+
+    ``overwrite`` removes the previous run's artifacts (config, logs, checkpoints, export) and
+    nothing else, so a run directory placed inside a user's folder cannot take other files with it.
+    """
+    paths = RunPaths(run_dir)
+    if resume or not (paths.config.is_file() or paths.checkpoints_dir.is_dir()):
+        return
+    if not overwrite:
+        raise ConfigError(
+            f"{paths.run_dir} already holds a training run; pass --resume to continue it "
+            "or --overwrite to replace it (its checkpoints and export are deleted)"
+        )
+    for name in RUN_ARTIFACTS:
+        (paths.run_dir / name).unlink(missing_ok=True)
+    for folder in (paths.checkpoints_dir, paths.export_dir):
+        shutil.rmtree(folder, ignore_errors=True)

@@ -10,7 +10,9 @@ from __future__ import annotations
 MODEL_ONNX_NAME = "model.onnx"
 MODEL_MANIFEST_NAME = "model.json"
 
-# A training run directory keeps its export here.
+# A training run directory keeps its checkpoints and its export here.
+RUN_CHECKPOINTS_SUBDIR = "checkpoints"
+RUN_BEST_CHECKPOINT_NAME = "best.pt"
 RUN_EXPORT_SUBDIR = "export"
 
 # An index directory.

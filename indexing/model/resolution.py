@@ -12,6 +12,8 @@ from retrieval.indexing.common.artifact_names import (
     INDEX_MODEL_SUBDIR,
     MODEL_MANIFEST_NAME,
     MODEL_ONNX_NAME,
+    RUN_BEST_CHECKPOINT_NAME,
+    RUN_CHECKPOINTS_SUBDIR,
     RUN_EXPORT_SUBDIR,
 )
 from retrieval.indexing.common.errors import ConfigError
@@ -30,11 +32,24 @@ def resolve_export_dir(model: Path) -> Path:
         raise ConfigError(f"model path {model} is a file; pass the directory that holds model.onnx and model.json")
     for candidate in (model, model / RUN_EXPORT_SUBDIR, model / INDEX_MODEL_SUBDIR):
         if is_export_dir(candidate):
+            if candidate == model / RUN_EXPORT_SUBDIR:
+                _refuse_stale_export(model, candidate)
             return candidate.resolve()
     raise ConfigError(
         f"{model} holds no model.onnx + model.json (nor does {model / RUN_EXPORT_SUBDIR}); "
         f"if it is a training run, run `retrieval export {model}` first"
     )
+
+
+def _refuse_stale_export(run_dir: Path, export_dir: Path) -> None:
+    """A run's export must be newer than its best checkpoint: after more training (``--resume``,
+    ``--overwrite``) an old export would silently index with the previous model."""
+    checkpoint = run_dir / RUN_CHECKPOINTS_SUBDIR / RUN_BEST_CHECKPOINT_NAME
+    if checkpoint.is_file() and checkpoint.stat().st_mtime > (export_dir / MODEL_ONNX_NAME).stat().st_mtime:
+        raise ConfigError(
+            f"the export in {export_dir} is older than the checkpoint {checkpoint}; "
+            f"refresh it with `retrieval export {run_dir}`"
+        )
 
 
 def resolve_query_model(index_dir: Path, recorded_model_dir: str, model: Path | None = None) -> Path:
