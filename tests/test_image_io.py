@@ -168,3 +168,19 @@ def test_scan_images_lists_each_bad_file_with_its_reason(tmp_path: Path) -> None
     assert reasons[missing] == "file not found"
     assert "3 of 4 images cannot be read" in report.summary()
     assert scan_images(records[:1], progress=False).ok
+
+
+def test_uploads_reach_only_the_accepted_decoders() -> None:
+    """A format Pillow can read but the service does not accept (here PPM; EPS would run Ghostscript)
+    is refused by content, not by the declared type; files on disk keep every decoder."""
+    import io
+
+    from retrieval.indexing.data.image_io import open_rgb_bytes
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (8, 8), (10, 20, 30)).save(buffer, format="PPM")
+    with pytest.raises(DataError, match="not a recognised image format"):
+        open_rgb_bytes(buffer.getvalue())
+    png = io.BytesIO()
+    Image.new("RGB", (8, 8), (10, 20, 30)).save(png, format="PNG")
+    assert open_rgb_bytes(png.getvalue()).getpixel((0, 0)) == (10, 20, 30)

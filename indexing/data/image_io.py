@@ -36,14 +36,23 @@ def open_rgb(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image.Image:
     return _read(lambda: open(path, "rb"), str(path), max_pixels)
 
 
+#: The only decoders an upload may reach, whatever its declared type says and whatever plugins
+#: are installed (no EPS -> Ghostscript, no exotic formats): JPEG (its opener also reads MPO), PNG, WebP,
+#: GIF, BMP and TIFF, the types the service accepts.
+UPLOAD_FORMATS = ("JPEG", "PNG", "WEBP", "GIF", "BMP", "TIFF")
+
+
 def open_rgb_bytes(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS, name: str = "<upload>") -> Image.Image:
-    """Like :func:`open_rgb` for an in-memory file (an HTTP upload); ``name`` labels errors."""
-    return _read(lambda: io.BytesIO(data), name, max_pixels)
+    """Like :func:`open_rgb` for an in-memory file (an HTTP upload); ``name`` labels errors.
+    Only the ``UPLOAD_FORMATS`` decoders are tried: decoding follows these, not the content."""
+    return _read(lambda: io.BytesIO(data), name, max_pixels, UPLOAD_FORMATS)
 
 
-def _read(opener: Callable[[], IO[bytes]], name: str, max_pixels: int) -> Image.Image:
+def _read(
+    opener: Callable[[], IO[bytes]], name: str, max_pixels: int, formats: tuple[str, ...] | None = None
+) -> Image.Image:
     try:
-        with opener() as handle, Image.open(handle) as image:
+        with opener() as handle, Image.open(handle, formats=formats) as image:
             check_pixel_limit(image.size, max_pixels)
             image.load()
             return to_rgb(ImageOps.exif_transpose(image))
