@@ -14,7 +14,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from retrieval.indexing.common.errors import DataError, IndexNotWritableError, ItemNotFoundError, RetrievalError
+from retrieval.indexing.common.errors import (
+    DataError,
+    IndexChangedError,
+    IndexNotWritableError,
+    ItemNotFoundError,
+    RetrievalError,
+)
 from retrieval.serving.schemas import Problem
 from retrieval.serving.service_errors import ReloadFailedError, RetryLaterError
 
@@ -77,6 +83,7 @@ async def _on_http(_: Request, error: StarletteHTTPException) -> JSONResponse:
 # DataError comes from the client's bytes or ids; other RetrievalErrors mean the index on disk is unusable.
 ERROR_STATUSES: tuple[tuple[type[RetrievalError], int], ...] = (
     (ItemNotFoundError, 404),
+    (IndexChangedError, 409),
     (IndexNotWritableError, 503),
     (RetryLaterError, 503),
     (ReloadFailedError, 503),

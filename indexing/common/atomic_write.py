@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -65,3 +67,41 @@ def _fsync_dir(directory: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def replace_directory(staging: Path, target: Path) -> None:
+    """Move ``staging`` to ``target``, replacing an existing ``target`` directory."""
+    if not target.exists():
+        os.replace(staging, target)
+        return
+    old = target.parent / f".{target.name}.old-{os.getpid()}"
+    shutil.rmtree(old, ignore_errors=True)
+    os.replace(target, old)
+    os.replace(staging, target)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+_LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?:building|old)-(?P<pid>\d+)$")
+
+
+def remove_dead_writers_leftovers(target: Path) -> list[Path]:
+    """Delete the staging (``.NAME.building-PID``) and swap (``.NAME.old-PID``) directories that
+    killed writers left beside ``target``; those of live processes are kept. Returns what went."""
+    target = Path(target)
+    removed = []
+    for sibling in target.parent.glob(f".{target.name}.*-*") if target.parent.is_dir() else ():
+        match = _LEFTOVER.match(sibling.name)
+        if match and match["name"] == target.name and not _alive(int(match["pid"])):
+            shutil.rmtree(sibling, ignore_errors=True)
+            removed.append(sibling)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True

@@ -21,5 +21,9 @@ class ItemNotFoundError(DataError):
     """An item id that the index does not hold, or an item whose image file is gone (the service answers 404)."""
 
 
+class IndexChangedError(RetrievalError):
+    """Another process rewrote the index since this one opened it (the service answers 409)."""
+
+
 class IndexNotWritableError(RetrievalError):
     """The index directory cannot be written (read-only mount, full disk); the service answers 503."""

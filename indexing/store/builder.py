@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +24,7 @@ from retrieval.indexing.common.artifact_names import (
     ITEMS_DB_NAME,
     MODEL_MANIFEST_NAME,
 )
-from retrieval.indexing.common.atomic_write import atomic_write_bytes
+from retrieval.indexing.common.atomic_write import atomic_write_bytes, remove_dead_writers_leftovers, replace_directory
 from retrieval.indexing.common.errors import ConfigError, DataError
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
@@ -39,6 +40,7 @@ from retrieval.indexing.store.faiss_kinds import (
 from retrieval.indexing.store.index_store import validate_labels, write_embeddings, write_faiss_files
 from retrieval.indexing.store.items_db import ItemsDb
 from retrieval.indexing.store.manifest import IndexManifest, save_index_manifest, utc_now
+from retrieval.indexing.store.write_lock import exclusive_writer
 
 
 @dataclass
@@ -124,11 +126,13 @@ def write_index(
 ) -> IndexManifest:
     """Write all files in a staging directory, then swap it in place of ``out_dir``."""
     check_out_dir(out_dir)
+    remove_dead_writers_leftovers(out_dir)
     staging = out_dir.parent / f".{out_dir.name}.building-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     try:
         manifest = write_index_files(staging, embedder, records, embeddings, kinds, progress=progress)
-        replace_directory(staging, out_dir)
+        with exclusive_writer(out_dir):  # no add/remove of another process runs into the swap
+            replace_directory(staging, out_dir)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return manifest
@@ -173,6 +177,7 @@ def write_index_files(
         num_labels=num_labels,
         generation=0,
         created_at=now,
+        build_id=uuid.uuid4().hex,
         updated_at=now,
     )
     save_index_manifest(index_dir, manifest)
@@ -184,15 +189,3 @@ def copy_model(embedder: OnnxEmbedder, target: Path) -> None:
     source = embedder.export_dir
     for name in (embedder.manifest.onnx_file, MODEL_MANIFEST_NAME):
         atomic_write_bytes(target / name, (source / name).read_bytes())
-
-
-def replace_directory(staging: Path, target: Path) -> None:
-    """Move ``staging`` to ``target``, replacing an existing ``target`` directory."""
-    if not target.exists():
-        os.replace(staging, target)
-        return
-    old = target.parent / f".{target.name}.old-{os.getpid()}"
-    shutil.rmtree(old, ignore_errors=True)
-    os.replace(target, old)
-    os.replace(staging, target)
-    shutil.rmtree(old, ignore_errors=True)

@@ -32,7 +32,13 @@ from retrieval.indexing.common.artifact_names import (
     ITEMS_DB_NAME,
 )
 from retrieval.indexing.common.atomic_write import atomic_write_with
-from retrieval.indexing.common.errors import DataError, IndexFormatError, IndexNotWritableError, ItemNotFoundError
+from retrieval.indexing.common.errors import (
+    DataError,
+    IndexChangedError,
+    IndexFormatError,
+    IndexNotWritableError,
+    ItemNotFoundError,
+)
 from retrieval.indexing.data.records import ImageRecord, is_blank_label
 from retrieval.indexing.search.binary import binarize, hamming_to_similarity
 from retrieval.indexing.search.results import PAD_ID, SearchResults
@@ -40,6 +46,7 @@ from retrieval.indexing.store.faiss_gpu import binary_searcher, float_searcher
 from retrieval.indexing.store.faiss_kinds import binary_kind, build_binary_index, build_float_index, float_kind
 from retrieval.indexing.store.items_db import Item, ItemsDb
 from retrieval.indexing.store.manifest import IndexManifest, load_index_manifest, save_index_manifest, utc_now
+from retrieval.indexing.store.write_lock import exclusive_writer
 
 _log = logging.getLogger(__name__)
 _REBUILD = "rebuild the index with `retrieval index build`"
@@ -148,7 +155,8 @@ class IndexStore:
         binary_index = build_binary_index(binary_kind(manifest.binary_kind), codes, ids, manifest.bits)
         store = cls(index_dir, manifest, db, embeddings, float_index, binary_index)
         try:
-            store._commit_faiss(db.generation)
+            with exclusive_writer(index_dir):
+                store._commit_faiss(db.generation)
         except OSError as error:  # e.g. a read-only mount: serve the repaired copy from memory
             _log.warning("%s: could not save the repaired index (%s)", index_dir, error)
         return store
@@ -274,14 +282,28 @@ class IndexStore:
 
     @contextmanager
     def _writing(self) -> Iterator[None]:
-        """A failed write into the directory (read-only mount, full disk) is an IndexNotWritableError."""
+        """Hold the cross-process writer lock and check that the directory on disk is still the
+        generation this store extends; a failed write (read-only mount, full disk) is an
+        IndexNotWritableError."""
         try:
-            yield
+            with exclusive_writer(self.index_dir):
+                self._check_unchanged_on_disk()
+                yield
         except OSError as error:
             raise IndexNotWritableError(
                 f"cannot write to the index directory {self.index_dir} ({error.strerror or error}); "
                 "mount it writable to add or remove items"
             ) from None
+
+    def _check_unchanged_on_disk(self) -> None:
+        on_disk = load_index_manifest(self.index_dir)
+        mine = (self.manifest.generation, self.manifest.build_id, self.manifest.created_at)
+        if (on_disk.generation, on_disk.build_id, on_disk.created_at) != mine:
+            raise IndexChangedError(
+                f"{self.index_dir} was changed by another writer (generation {on_disk.generation} built "
+                f"{on_disk.created_at} on disk, {self.manifest.generation} built {self.manifest.created_at} "
+                "here); reopen it (the service: POST /admin/reload) and retry"
+            )
 
     def _add(self, records: Sequence[ImageRecord], embeddings: np.ndarray) -> list[int]:
         vectors = np.asarray(embeddings, dtype=np.float32)

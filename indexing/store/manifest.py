@@ -44,6 +44,7 @@ class IndexManifest(BaseModel):
     num_labels: int = Field(ge=0)
     generation: int = Field(ge=0, description="must equal the generation committed in items.sqlite")
     created_at: str
+    build_id: str = Field("", description="random id of the build; a rebuild of the same directory gets a new one")
     updated_at: str
     faiss_version: str = faiss.__version__
 

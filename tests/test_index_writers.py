@@ -1,0 +1,135 @@
+"""One writer per index across processes: nobody extends a generation that another writer replaced.
+
+Before: ``retrieval index add`` while the service ran, then one ``POST /items``, left an index whose
+embeddings file had fewer rows than items.sqlite referenced (unopenable, CLI items lost), and a
+rebuild under a running service did the same.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from index_fixtures import make_image
+from serving_fixtures import API_KEY, serving_client
+
+from retrieval.indexing.common.errors import IndexChangedError
+from retrieval.indexing.data.records import ImageRecord
+from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.store.builder import build_index
+from retrieval.indexing.store.index_store import IndexStore
+
+
+def _new_record(tmp_path: Path, name: str, class_index: int = 1) -> tuple[ImageRecord, np.ndarray]:
+    path = tmp_path / f"{name}.png"
+    make_image(class_index, 77).save(path)
+    return ImageRecord(path=path, label=f"class_{class_index}"), np.asarray([path])
+
+
+def _embed(index_dir: Path, paths: np.ndarray) -> np.ndarray:
+    return OnnxEmbedder(index_dir / "model").embed_paths([Path(p) for p in paths], progress=False).embeddings
+
+
+def test_a_writer_never_extends_a_generation_another_writer_replaced(fresh_index: Path, tmp_path: Path) -> None:
+    record, paths = _new_record(tmp_path, "cli")
+    vectors = _embed(fresh_index, paths)
+    with IndexStore.open(fresh_index) as service, IndexStore.open(fresh_index) as cli:
+        before = service.count
+        (new_id,) = cli.add([record], vectors)
+        with pytest.raises(IndexChangedError, match="changed by another writer"):
+            service.add([record], vectors)
+        with pytest.raises(IndexChangedError):
+            service.remove([new_id])
+    with IndexStore.open(fresh_index) as reopened:  # intact, with the CLI's item
+        assert reopened.count == before + 1 and reopened.item(new_id).path == str(record.path)
+
+
+def test_a_rebuild_under_an_open_store_is_detected(
+    fresh_index: Path, tmp_path: Path, gallery_records: list[ImageRecord]
+) -> None:
+    record, paths = _new_record(tmp_path, "late")
+    with IndexStore.open(fresh_index) as service:
+        build_index(fresh_index / "model", gallery_records[:12], fresh_index, progress=False)
+        with pytest.raises(IndexChangedError):
+            service.add([record], _embed(fresh_index, paths))
+    with IndexStore.open(fresh_index) as rebuilt:
+        assert rebuilt.count == 12
+
+
+def test_writers_in_other_processes_wait_for_the_lock(fresh_index: Path, tmp_path: Path) -> None:
+    """A process holds the lock and writes a marker just before releasing it: our add must finish after."""
+    marker, ready = tmp_path / "released", tmp_path / "holding"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
+        import time
+        from pathlib import Path
+        from retrieval.indexing.store.write_lock import exclusive_writer
+        with exclusive_writer(Path({str(fresh_index)!r})):
+            Path({str(ready)!r}).touch()
+            time.sleep(1.5)
+            Path({str(marker)!r}).touch()
+    """),
+        ]
+    )
+    try:
+        while not ready.exists():
+            assert holder.poll() is None
+            time.sleep(0.05)
+        record, paths = _new_record(tmp_path, "waiting")
+        with IndexStore.open(fresh_index) as store:
+            store.add([record], _embed(fresh_index, paths))
+        assert marker.exists()  # the add could only commit once the other writer was done
+    finally:
+        holder.wait(timeout=30)
+
+
+def test_the_service_answers_409_when_the_cli_wrote_first(fresh_index: Path, tmp_path: Path) -> None:
+    record, paths = _new_record(tmp_path, "cli")
+    png = (tmp_path / "cli.png").read_bytes()
+    with serving_client(fresh_index) as client:
+        with IndexStore.open(fresh_index) as cli:
+            cli.add([record], _embed(fresh_index, paths))
+        answer = client.post(
+            "/items",
+            files=[("images", ("x.png", png, "image/png"))],
+            data={"labels": "x"},
+            headers={"X-API-Key": API_KEY},
+        )
+        assert answer.status_code == 409, answer.text
+        assert "another writer" in answer.json()["detail"]
+        assert client.post("/admin/reload", headers={"X-API-Key": API_KEY}).status_code == 200
+        again = client.post(
+            "/items",
+            files=[("images", ("x.png", png, "image/png"))],
+            data={"labels": "x"},
+            headers={"X-API-Key": API_KEY},
+        )
+        assert again.status_code == 201, again.text
+    with IndexStore.open(fresh_index) as store:
+        assert store.count == 32  # 30 + the CLI's item + the service's item
+
+
+def test_a_build_removes_what_killed_writers_left_and_keeps_live_ones(
+    tmp_path: Path, tiny_model_dir: Path, gallery_records: list[ImageRecord]
+) -> None:
+    import os
+
+    out = tmp_path / "index"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(dead.stdout)  # that process has exited
+    leftovers = [tmp_path / f".index.building-{dead_pid}", tmp_path / f".index.old-{dead_pid}"]
+    live = tmp_path / f".index.building-{os.getppid()}"
+    for folder in [*leftovers, live]:
+        (folder / "junk").mkdir(parents=True)
+    build_index(tiny_model_dir, gallery_records[:6], out, progress=False)
+    assert not any(folder.exists() for folder in leftovers)
+    assert live.exists()  # another running writer's staging directory is not ours to delete
+    assert IndexStore.open(out).count == 6
