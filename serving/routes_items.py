@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path as FilePath
+
 import anyio
 import numpy as np
 from fastapi import APIRouter, Depends, File, Form, Path, Request, UploadFile
@@ -14,7 +16,7 @@ from retrieval.serving.query_pipeline import embed_upload, thumbnail_url
 from retrieval.serving.schemas import MAX_ITEM_ID, AddItemsResponse, DeleteItemResponse, ItemResponse
 from retrieval.serving.state import Snapshot
 from retrieval.serving.thumbnails import thumbnail_for
-from retrieval.serving.upload_storage import store_upload
+from retrieval.serving.upload_storage import discard_unused_uploads, store_upload, upload_path
 
 router = APIRouter(tags=["items"])
 ITEM_PROBLEMS = problem_responses(404, 422, 503)
@@ -67,18 +69,24 @@ async def add_items(
     settings = services.settings
     labels = _match_labels(labels, len(images), settings.max_files_per_upload)
     snapshot = services.state.current()
-    records, vectors = [], []
-    for upload, label in zip(images, labels, strict=True):
-        embedded = await embed_upload(services, upload, snapshot=snapshot)
-        path = await anyio.to_thread.run_sync(store_upload, settings.index_dir, embedded.data)
-        records.append(ImageRecord(path=path, label=label, metadata={"filename": upload.filename or ""}))
-        vectors.append(embedded.vector)
-    embeddings = np.stack(vectors).astype(np.float32)
+    embedded = [await embed_upload(services, upload, snapshot=snapshot) for upload in images]
+    embeddings = np.stack([item.vector for item in embedded]).astype(np.float32)
 
     def add(current: Snapshot) -> AddItemsResponse:
+        """Files are stored only once every image passed validation, and removed again if the add fails."""
         if current is not snapshot:
             raise ProblemError(409, "the index was reloaded while the images were being embedded; send them again.")
-        ids = current.store.add(records, embeddings)
+        new = [path for item in embedded if not (path := upload_path(settings.index_dir, item.data)).is_file()]
+        paths = [store_upload(settings.index_dir, item.data) for item in embedded]
+        records = [
+            ImageRecord(path=path, label=label, metadata={"filename": upload.filename or ""})
+            for path, label, upload in zip(paths, labels, images, strict=True)
+        ]
+        try:
+            ids = current.store.add(records, embeddings)
+        except BaseException:
+            discard_unused_uploads(settings.index_dir, new, current.store.paths_in_use([str(p) for p in new]))
+            raise
         return AddItemsResponse(ids=[int(i) for i in ids], count=current.store.count)
 
     return await services.state.write(add)
@@ -95,8 +103,9 @@ async def delete_item(
     item_id: int = Path(ge=1, le=MAX_ITEM_ID, description="item id"), services: Services = Depends(get_services)
 ) -> DeleteItemResponse:
     def remove(current: Snapshot) -> DeleteItemResponse:
-        current.store.item(item_id)  # 404 for an unknown id
+        path = FilePath(current.store.item(item_id).path)  # 404 for an unknown id
         current.store.remove([item_id])
+        discard_unused_uploads(services.settings.index_dir, [path], current.store.paths_in_use([str(path)]))
         return DeleteItemResponse(id=item_id, count=current.store.count)
 
     return await services.state.write(remove)

@@ -24,9 +24,25 @@ def image_suffix(data: bytes) -> str:
         return "." + (image.format or "img").lower()
 
 
+def upload_path(index_dir: Path, data: bytes) -> Path:
+    return Path(index_dir) / UPLOADS_SUBDIR / (hashlib.sha256(data).hexdigest() + image_suffix(data))
+
+
+def is_upload(index_dir: Path, path: str | Path) -> bool:
+    """Whether ``path`` is a file the service stored (and so may delete with its last item)."""
+    return Path(path).parent == Path(index_dir) / UPLOADS_SUBDIR
+
+
+def discard_unused_uploads(index_dir: Path, paths: list[Path], in_use: set[str]) -> None:
+    """Delete stored uploads that no item points to any more (after a DELETE or a failed add)."""
+    for path in paths:
+        if is_upload(index_dir, path) and str(path) not in in_use:
+            path.unlink(missing_ok=True)
+
+
 def store_upload(index_dir: Path, data: bytes) -> Path:
     """Write ``data`` under ``index_dir/uploads`` and return its path; IndexNotWritableError if it cannot."""
-    target = Path(index_dir) / UPLOADS_SUBDIR / (hashlib.sha256(data).hexdigest() + image_suffix(data))
+    target = upload_path(index_dir, data)
     if target.is_file():
         return target
     try:

@@ -133,3 +133,40 @@ def test_a_build_removes_what_killed_writers_left_and_keeps_live_ones(
     assert not any(folder.exists() for folder in leftovers)
     assert live.exists()  # another running writer's staging directory is not ours to delete
     assert IndexStore.open(out).count == 6
+
+
+def _uploads(index_dir: Path) -> set[str]:
+    folder = index_dir / "uploads"
+    return {p.name for p in folder.iterdir()} if folder.is_dir() else set()
+
+
+def test_uploads_are_stored_only_for_accepted_requests_and_leave_with_their_items(
+    fresh_index: Path, tmp_path: Path
+) -> None:
+    from serving_fixtures import image_bytes
+
+    key = {"X-API-Key": API_KEY}
+    good, other = image_bytes(make_image(2, 91)), image_bytes(make_image(3, 92))
+    with serving_client(fresh_index) as client:
+        refused = client.post(  # the second file is not an image: nothing of the request is kept
+            "/items",
+            files=[("images", ("a.png", good, "image/png")), ("images", ("b.png", b"not an image", "image/png"))],
+            data={"labels": "x"},
+            headers=key,
+        )
+        assert refused.status_code == 400 and _uploads(fresh_index) == set()
+        first = client.post(
+            "/items", files=[("images", ("a.png", good, "image/png"))], data={"labels": "x"}, headers=key
+        ).json()["ids"][0]
+        twin = client.post(
+            "/items", files=[("images", ("a2.png", good, "image/png"))], data={"labels": "x"}, headers=key
+        ).json()["ids"][0]  # same bytes: one stored file, two items
+        third = client.post(
+            "/items", files=[("images", ("c.png", other, "image/png"))], data={"labels": "y"}, headers=key
+        ).json()["ids"][0]
+        assert len(_uploads(fresh_index)) == 2
+        assert client.delete(f"/items/{first}", headers=key).status_code == 200
+        assert len(_uploads(fresh_index)) == 2  # the twin still uses the file
+        client.delete(f"/items/{twin}", headers=key)
+        client.delete(f"/items/{third}", headers=key)
+        assert _uploads(fresh_index) == set()

@@ -207,6 +207,10 @@ class IndexStore:
         found = [(item, score) for item, (_, score) in zip(items, pairs, strict=True) if item is not None]
         return found[:limit] if limit is not None else found
 
+    def paths_in_use(self, paths: Sequence[str]) -> set[str]:
+        """Which of ``paths`` some item of the index still points to."""
+        return self._db.paths_in_use(list(paths)) if paths else set()
+
     def all_items(self) -> list[Item]:
         """Every item, ascending by id."""
         return self._db.all_items()

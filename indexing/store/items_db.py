@@ -159,5 +159,10 @@ class ItemsDb:
     def all_items(self) -> list[Item]:
         return [_item(row) for row in self._db.execute(f"SELECT {_COLUMNS} FROM items ORDER BY id")]
 
+    def paths_in_use(self, paths: Sequence[str]) -> set[str]:
+        """Which of ``paths`` some item still points to."""
+        marks = ",".join("?" * len(paths))
+        return {row[0] for row in self._db.execute(f"SELECT DISTINCT path FROM items WHERE path IN ({marks})", paths)}
+
     def labels(self) -> list[str]:
         return [row[0] for row in self._db.execute("SELECT DISTINCT label FROM items ORDER BY label")]
