@@ -6,7 +6,7 @@ from pathlib import Path as FilePath
 
 import anyio
 import numpy as np
-from fastapi import APIRouter, Depends, File, Form, Path, Request, UploadFile
+from fastapi import APIRouter, Depends, File, Form, Header, Path, Request, UploadFile
 from fastapi.responses import Response
 
 from retrieval.indexing.data.records import ImageRecord, is_blank_label
@@ -64,10 +64,22 @@ async def get_thumbnail(
 async def add_items(
     images: list[UploadFile] = File(description="one or more images"),
     labels: list[str] = Form(description="one label per image, or a single label for all"),
+    idempotency_key: str | None = Header(
+        None,
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=200,
+        description="any unique string per logical request: a retry with the same key gets the first answer "
+        "and adds nothing",
+    ),
     services: Services = Depends(get_services),
 ) -> AddItemsResponse:
     settings = services.settings
     labels = _match_labels(labels, len(images), settings.max_files_per_upload)
+    if idempotency_key is not None:
+        first = await services.state.read(lambda snap: snap.store.recall(idempotency_key))
+        if first is not None:
+            return AddItemsResponse(**first)
     snapshot = services.state.current()
     embedded = [await embed_upload(services, upload, snapshot=snapshot) for upload in images]
     embeddings = np.stack([item.vector for item in embedded]).astype(np.float32)
@@ -76,6 +88,8 @@ async def add_items(
         """Files are stored only once every image passed validation, and removed again if the add fails."""
         if current is not snapshot:
             raise ProblemError(409, "the index was reloaded while the images were being embedded; send them again.")
+        if idempotency_key is not None and (first := current.store.recall(idempotency_key)) is not None:
+            return AddItemsResponse(**first)  # a concurrent retry committed first
         new = [path for item in embedded if not (path := upload_path(settings.index_dir, item.data)).is_file()]
         paths = [store_upload(settings.index_dir, item.data) for item in embedded]
         records = [
@@ -83,7 +97,7 @@ async def add_items(
             for path, label, upload in zip(paths, labels, images, strict=True)
         ]
         try:
-            ids = current.store.add(records, embeddings)
+            ids = current.store.add(records, embeddings, idempotency_key=idempotency_key)
         except BaseException:
             discard_unused_uploads(settings.index_dir, new, current.store.paths_in_use([str(p) for p in new]))
             raise

@@ -170,3 +170,27 @@ def test_uploads_are_stored_only_for_accepted_requests_and_leave_with_their_item
         client.delete(f"/items/{twin}", headers=key)
         client.delete(f"/items/{third}", headers=key)
         assert _uploads(fresh_index) == set()
+
+
+def test_a_retried_post_with_the_same_idempotency_key_adds_nothing(fresh_index: Path) -> None:
+    from serving_fixtures import image_bytes
+
+    png = image_bytes(make_image(4, 93))
+    headers = {"X-API-Key": API_KEY, "Idempotency-Key": "upload-7f3a"}
+
+    def post(key_headers: dict[str, str]):
+        return client.post(
+            "/items", files=[("images", ("a.png", png, "image/png"))], data={"labels": "x"}, headers=key_headers
+        )
+
+    with serving_client(fresh_index) as client:
+        first = post(headers)
+        retry = post(headers)  # the response to the first was "lost"
+        assert first.status_code == retry.status_code == 201
+        assert retry.json() == first.json() == {"ids": first.json()["ids"], "count": 31}
+        other = post({**headers, "Idempotency-Key": "upload-8b4c"})  # a new key is a new request
+        assert other.json()["count"] == 32 and other.json()["ids"] != first.json()["ids"]
+        assert client.post("/admin/reload", headers={"X-API-Key": API_KEY}).status_code == 200
+        assert post(headers).json() == first.json()  # remembered with the index, across reloads
+    with IndexStore.open(fresh_index) as store:
+        assert store.count == 32

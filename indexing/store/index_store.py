@@ -279,10 +279,20 @@ class IndexStore:
         return SearchResults(ids=ids, scores=scores)
 
     # ----- updating ----------------------------------------------------------------------
-    def add(self, records: Sequence[ImageRecord], embeddings: np.ndarray) -> list[int]:
-        """Add items with their (n, d) embeddings; returns the new item ids."""
+    def add(
+        self, records: Sequence[ImageRecord], embeddings: np.ndarray, *, idempotency_key: str | None = None
+    ) -> list[int]:
+        """Add items with their (n, d) embeddings; returns the new item ids.
+
+        With ``idempotency_key``, the ids and the count after this add are recorded in the same
+        transaction as the items, so a retried request can be answered from ``recall`` instead of
+        adding the items twice."""
         with self._writing():
-            return self._add(records, embeddings)
+            return self._add(records, embeddings, idempotency_key)
+
+    def recall(self, idempotency_key: str) -> dict[str, Any] | None:
+        """``{"ids": [...], "count": n}`` of the add first made under this key, or None."""
+        return self._db.recall(idempotency_key)
 
     @contextmanager
     def _writing(self) -> Iterator[None]:
@@ -309,7 +319,7 @@ class IndexStore:
                 "here); reopen it (the service: POST /admin/reload) and retry"
             )
 
-    def _add(self, records: Sequence[ImageRecord], embeddings: np.ndarray) -> list[int]:
+    def _add(self, records: Sequence[ImageRecord], embeddings: np.ndarray, key: str | None) -> list[int]:
         vectors = np.asarray(embeddings, dtype=np.float32)
         if vectors.ndim != 2 or vectors.shape[1] != self.dim or len(vectors) != len(records):
             raise DataError(
@@ -324,6 +334,8 @@ class IndexStore:
         with self._db.transaction():
             ids = self._db.insert(records, range(start, start + len(records)))
             self._db.set_generation(generation)
+            if key is not None:
+                self._db.remember(key, {"ids": ids, "count": self._db.count})
         self._embeddings = load_embeddings(self.index_dir, self.dim)
         id_array = np.asarray(ids, dtype=np.int64)
         self._float.add_with_ids(np.ascontiguousarray(vectors), id_array)

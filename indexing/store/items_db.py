@@ -126,6 +126,19 @@ class ItemsDb:
             ids.append(int(cursor.lastrowid or 0))  # set by every INSERT
         return ids
 
+    def remember(self, key: str, result: dict[str, Any]) -> None:
+        """Record the result of the write made under an idempotency key (inside that write's transaction)."""
+        self._db.execute("CREATE TABLE IF NOT EXISTS idempotency (key TEXT PRIMARY KEY, result TEXT NOT NULL)")
+        self._db.execute("INSERT INTO idempotency (key, result) VALUES (?, ?)", (key, json.dumps(result)))
+
+    def recall(self, key: str) -> dict[str, Any] | None:
+        """The result first recorded under ``key``, or None (also for indexes that never recorded one)."""
+        try:
+            row = self._db.execute("SELECT result FROM idempotency WHERE key = ?", (key,)).fetchone()
+        except sqlite3.OperationalError:  # no such table yet
+            return None
+        return None if row is None else dict(json.loads(row[0]))
+
     def delete(self, ids: Sequence[int]) -> int:
         """Delete the given ids (unknown ones are ignored); returns how many were deleted."""
         deleted = 0
