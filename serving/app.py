@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import anyio
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import FileResponse
@@ -59,7 +60,9 @@ def _make_services(settings: ServeSettings) -> Services:
         metrics.index_generation.set(snapshot.generation)
 
     batcher = MicroBatcher(settings.batch_max_size, settings.batch_max_wait_ms, on_batch=metrics.batch_size.observe)
-    return Services(settings=settings, state=ServiceState(settings, on_change), batcher=batcher, metrics=metrics)
+    decodes = anyio.CapacityLimiter(settings.max_concurrent_decodes)
+    state = ServiceState(settings, on_change)
+    return Services(settings=settings, state=state, batcher=batcher, metrics=metrics, decode_limiter=decodes)
 
 
 def _add_page(app: FastAPI) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hmac
 from dataclasses import dataclass
 
+import anyio
 from fastapi import Depends, Request, Security
 from fastapi.security import APIKeyHeader
 
@@ -26,6 +27,7 @@ class Services:
     state: ServiceState
     batcher: MicroBatcher
     metrics: ServiceMetrics
+    decode_limiter: anyio.CapacityLimiter  # uploads decoded at once (settings.max_concurrent_decodes)
 
 
 def get_services(request: Request) -> Services:

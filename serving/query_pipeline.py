@@ -18,6 +18,7 @@ from retrieval.indexing.model.preprocess import preprocess_image
 from retrieval.serving.dependencies import Services
 from retrieval.serving.problems import ProblemError
 from retrieval.serving.schemas import IndexKind, ScoreKind, SearchHit, Timings
+from retrieval.serving.settings import ServeSettings
 from retrieval.serving.state import Snapshot
 from retrieval.serving.uploads import check_content_type, read_upload
 
@@ -46,9 +47,10 @@ def _ms(start: float) -> float:
     return round((time.perf_counter() - start) * 1000.0, 3)
 
 
-def _decode_and_preprocess(data: bytes, max_pixels: int, snapshot: Snapshot) -> np.ndarray:
+def _decode_and_preprocess(data: bytes, settings: ServeSettings, snapshot: Snapshot) -> np.ndarray:
     """A corrupt, non-image or too-many-pixels upload raises DataError (a 400 problem)."""
-    return preprocess_image(open_rgb_bytes(data, max_pixels=max_pixels), snapshot.embedder.manifest.preprocessing)
+    image = open_rgb_bytes(data, max_pixels=settings.max_pixels, max_decode_bytes=settings.max_decode_mb << 20)
+    return preprocess_image(image, snapshot.embedder.manifest.preprocessing)
 
 
 @dataclass(frozen=True)
@@ -69,7 +71,9 @@ async def embed_upload(
     snapshot = snapshot or services.state.current()
     start = time.perf_counter()
     data = await read_upload(upload, settings.max_upload_bytes)
-    pixels = await anyio.to_thread.run_sync(_decode_and_preprocess, data, settings.max_pixels, snapshot)
+    pixels = await anyio.to_thread.run_sync(
+        _decode_and_preprocess, data, settings, snapshot, limiter=services.decode_limiter
+    )
     timings.decode_ms = _ms(start)
     start = time.perf_counter()
     vector = await services.batcher.embed(snapshot.embedder, pixels)

@@ -26,6 +26,12 @@ class ServeSettings(BaseModel):
     api_key: str | None = Field(None, min_length=8, description="required for writes; writes are refused without it")
     max_upload_bytes: int = Field(10 * 1024 * 1024, gt=0, description="larger uploads get 413")
     max_pixels: int = Field(40_000_000, gt=0, description="decompression-bomb limit: width x height")
+    max_decode_mb: int = Field(
+        400, ge=16, description="an upload whose decoding (estimated from its header) needs more memory gets 400"
+    )
+    max_concurrent_decodes: int = Field(
+        2, ge=1, description="uploads decoded at once; memory of decoding <= this x max_decode_mb"
+    )
     k_max: int = Field(100, ge=1, description="largest k a client may ask for")
     batch_max_size: int = Field(16, ge=1, description="images embedded per onnxruntime call at most")
     batch_max_wait_ms: float = Field(4.0, ge=0, description="how long the first image waits for company")

@@ -184,3 +184,33 @@ def test_uploads_reach_only_the_accepted_decoders() -> None:
     png = io.BytesIO()
     Image.new("RGB", (8, 8), (10, 20, 30)).save(png, format="PNG")
     assert open_rgb_bytes(png.getvalue()).getpixel((0, 0)) == (10, 20, 30)
+
+
+def test_high_depth_conversion_in_strips_equals_the_whole_image_reference(tmp_path) -> None:
+    """16-bit images are scaled to 8 bits strip by strip (bounded memory); values equal a one-shot reference."""
+    import numpy as np
+
+    from retrieval.indexing.data.image_io import open_rgb
+
+    rng = np.random.default_rng(0)
+    values = rng.integers(0, 65536, (1300, 70), dtype=np.uint16)  # more rows than one strip
+    path = tmp_path / "deep.png"
+    Image.fromarray(values).save(path)
+    expected = np.clip(values / 257.0, 0, 255).round().astype(np.uint8)
+    decoded = np.asarray(open_rgb(path))
+    assert np.array_equal(decoded[..., 0], expected) and np.array_equal(decoded[..., 2], expected)
+
+
+def test_uploads_whose_decoding_would_exceed_the_memory_budget_are_refused_from_the_header() -> None:
+    import io
+
+    from retrieval.indexing.data.image_io import decode_bytes_estimate, open_rgb_bytes
+
+    buffer = io.BytesIO()
+    Image.new("I;16", (2000, 1500)).save(buffer, format="PNG")  # a few KB on the wire
+    data = buffer.getvalue()
+    needed = decode_bytes_estimate("I;16", (2000, 1500))
+    assert needed == 2000 * 1500 * (2 + 4 + 3)
+    with pytest.raises(DataError, match=r"2000x1500 I;16 image would need about \d+ MB, over the limit of 16 MB"):
+        open_rgb_bytes(data, max_decode_bytes=16 << 20)
+    assert open_rgb_bytes(data, max_decode_bytes=needed).size == (2000, 1500)

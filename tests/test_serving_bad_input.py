@@ -158,3 +158,12 @@ def test_item_ids_outside_sqlite_range_are_422_not_500(path: str, item_id: str, 
         deleted = client.delete(f"/items/{item_id}", headers={"X-API-Key": API_KEY})
     assert answer.status_code == 422 and answer.headers["content-type"] == "application/problem+json"
     assert deleted.status_code == 422
+
+
+def test_an_upload_too_costly_to_decode_is_400_before_decoding(tiny_index_template) -> None:
+    """A 77 KB 16-bit PNG can need most of a gigabyte to decode; the header says so, and that is enough."""
+    image = Image.new("I;16", (3000, 2000))
+    with serving_client(tiny_index_template, max_decode_mb=32) as client:
+        answer = client.post("/search", files={"image": ("deep.png", image_bytes(image), "image/png")})
+    assert answer.status_code == 400
+    assert "would need about" in answer.json()["detail"] and "limit of 32 MB" in answer.json()["detail"]

@@ -42,18 +42,26 @@ def open_rgb(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image.Image:
 UPLOAD_FORMATS = ("JPEG", "PNG", "WEBP", "GIF", "BMP", "TIFF")
 
 
-def open_rgb_bytes(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS, name: str = "<upload>") -> Image.Image:
+def open_rgb_bytes(
+    data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS, name: str = "<upload>", max_decode_bytes: int | None = None
+) -> Image.Image:
     """Like :func:`open_rgb` for an in-memory file (an HTTP upload); ``name`` labels errors.
-    Only the ``UPLOAD_FORMATS`` decoders are tried: decoding follows these, not the content."""
-    return _read(lambda: io.BytesIO(data), name, max_pixels, UPLOAD_FORMATS)
+    Only the ``UPLOAD_FORMATS`` decoders are tried: decoding follows these, not the content.
+    ``max_decode_bytes`` refuses, from the header, an image whose decoding would need more memory."""
+    return _read(lambda: io.BytesIO(data), name, max_pixels, UPLOAD_FORMATS, max_decode_bytes)
 
 
 def _read(
-    opener: Callable[[], IO[bytes]], name: str, max_pixels: int, formats: tuple[str, ...] | None = None
+    opener: Callable[[], IO[bytes]],
+    name: str,
+    max_pixels: int,
+    formats: tuple[str, ...] | None = None,
+    max_decode_bytes: int | None = None,
 ) -> Image.Image:
     try:
         with opener() as handle, Image.open(handle, formats=formats) as image:
             check_pixel_limit(image.size, max_pixels)
+            check_decode_budget(image.mode, image.size, max_decode_bytes)
             image.load()
             return to_rgb(ImageOps.exif_transpose(image))
     except DECODE_ERRORS as error:
@@ -112,12 +120,35 @@ def to_rgb(image: Image.Image) -> Image.Image:
     return image.convert("RGB")
 
 
+_STRIP_ROWS = 512  # rows converted at once: float temporaries stay ~ 512 x width x 4 bytes
+
+
 def _high_depth_to_rgb(image: Image.Image) -> Image.Image:
-    """16-bit (or float) greyscale -> 8-bit: Pillow's own convert would clip instead of scale."""
-    values = np.asarray(image, dtype=np.float64)
-    if image.mode == "F" and values.size and np.nanmax(values) <= 1.0:
-        values = values * 255.0
-    elif image.mode != "F":
-        values = values / 257.0  # 0..65535 -> 0..255
-    grey = np.clip(np.nan_to_num(values), 0, 255).round().astype(np.uint8)
+    """16-bit (or float) greyscale -> 8-bit: Pillow's own convert would clip instead of scale.
+    Converted in strips of rows, so a huge 16-bit image never gets a full-size float copy."""
+    source = np.asarray(image)
+    unit_floats = image.mode == "F" and source.size > 0 and float(np.nanmax(source)) <= 1.0
+    scale = 255.0 if unit_floats else (1.0 if image.mode == "F" else 1.0 / 257.0)  # 0..65535 -> 0..255
+    grey = np.empty(source.shape, dtype=np.uint8)
+    for start in range(0, source.shape[0], _STRIP_ROWS):
+        strip = source[start : start + _STRIP_ROWS].astype(np.float32) * np.float32(scale)
+        grey[start : start + _STRIP_ROWS] = np.clip(np.nan_to_num(strip), 0, 255).round()
     return Image.fromarray(grey).convert("RGB")
+
+
+def decode_bytes_estimate(mode: str, size: tuple[int, int]) -> int:
+    """Peak bytes of decoding an image of ``mode`` and ``size`` to RGB here, from its header alone:
+    the decoded pixels, a same-size RGBA or greyscale intermediate, and the RGB result."""
+    try:
+        decoded = len(Image.new(mode, (1, 1)).tobytes())
+    except (ValueError, OSError):
+        decoded = 4
+    return size[0] * size[1] * (decoded + 4 + 3)
+
+
+def check_decode_budget(mode: str, size: tuple[int, int], max_bytes: int | None) -> None:
+    if max_bytes is not None and (needed := decode_bytes_estimate(mode, size)) > max_bytes:
+        raise DataError(
+            f"decoding this {size[0]}x{size[1]} {mode} image would need about {needed >> 20} MB, over the "
+            f"limit of {max_bytes >> 20} MB; send a smaller image"
+        )
