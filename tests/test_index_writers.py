@@ -194,3 +194,21 @@ def test_a_retried_post_with_the_same_idempotency_key_adds_nothing(fresh_index: 
         assert post(headers).json() == first.json()  # remembered with the index, across reloads
     with IndexStore.open(fresh_index) as store:
         assert store.count == 32
+
+
+def test_a_class_folder_name_that_is_not_utf8_is_one_sentence(tmp_path: Path, tiny_model_dir: Path) -> None:
+    import os
+
+    from retrieval.indexing.common.errors import DataError
+    from retrieval.indexing.data.sources import load_records
+
+    root = tmp_path / "data"
+    root.mkdir()
+    for name in (b"caf\xe9", b"plain"):  # Latin-1 bytes: not UTF-8
+        folder = os.path.join(os.fsencode(root), name)
+        os.mkdir(folder)
+        make_image(0, 1).save(os.fsdecode(os.path.join(folder, b"a.png")))
+    records = load_records(root)
+    with pytest.raises(DataError, match=r'label "caf\\xe9" is not valid UTF-8'):
+        build_index(tiny_model_dir, records, tmp_path / "index", progress=False)
+    assert not (tmp_path / "index").exists()

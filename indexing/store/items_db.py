@@ -9,6 +9,7 @@ transaction, which makes this file the source of truth after a crash.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -18,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from retrieval.indexing.common.errors import IndexFormatError
+from retrieval.indexing.common.errors import DataError, IndexFormatError
 from retrieval.indexing.data.records import ImageRecord
 
 _SCHEMA = """
@@ -56,6 +57,20 @@ class Item:
 def _item(row: tuple) -> Item:
     id_, path, label, split, is_query, is_gallery, metadata, emb_row = row
     return Item(id_, path, label, split, bool(is_query), bool(is_gallery), json.loads(metadata), emb_row)
+
+
+def _check_text(record: ImageRecord) -> None:
+    """SQLite stores UTF-8: a path or label decoded from undecodable file-name bytes (Python's
+    surrogate escapes) cannot be stored, so say which one instead of failing deep in sqlite3."""
+    for what, text in (("label", record.label), ("path", str(record.path))):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = os.fsencode(text).decode("utf-8", "backslashreplace")
+            raise DataError(
+                f'the {what} "{shown}" is not valid UTF-8 (a file or folder name in another encoding); '
+                "rename it, e.g. with convmv, and build again"
+            ) from None
 
 
 class ItemsDb:
@@ -111,6 +126,7 @@ class ItemsDb:
         """Insert records whose embeddings sit at ``rows``; returns their new ids in order."""
         ids = []
         for record, row in zip(records, rows, strict=True):
+            _check_text(record)
             cursor = self._db.execute(
                 "INSERT INTO items (path, label, split, is_query, is_gallery, metadata, row) VALUES (?,?,?,?,?,?,?)",
                 (
