@@ -151,6 +151,7 @@ def train(
     """Fit an embedder: class-disjoint split, validation MAP@R picks the best epoch, test metrics at the end."""
     from retrieval.training.config import build_config, read_yaml
     from retrieval.training.distributed import DistContext
+    from retrieval.training.interrupt import interrupt_at_safe_points
     from retrieval.training.recipes import describe_recipe
     from retrieval.training.recipes import recipe as recipe_layer
     from retrieval.training.run_dir import RunPaths, claim_run_dir
@@ -174,7 +175,9 @@ def train(
         logging.getLogger(__name__).info("recipe %s: %s", recipe, describe_recipe(recipe))
     trainer = Trainer(cfg, out, resume=resume, progress=not quiet, ctx=ctx)
     try:
-        result = trainer.fit()
+        with interrupt_at_safe_points() as interrupt:
+            trainer.stop_check = interrupt.check
+            result = trainer.fit()
     except KeyboardInterrupt:
         if ctx.is_main:
             last = RunPaths(out).last_checkpoint

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,6 +85,7 @@ class Trainer:
         self._build_loaders()
         self._build_optimization()
         self.best_map, self.best_epoch, self.stale_epochs, self.global_step = -1.0, 0, 0, 0
+        self.stop_check: Callable[[], None] = lambda: None
 
     # ---- construction -------------------------------------------------------------------
     def _build_model_and_loss(self) -> None:
@@ -188,6 +190,7 @@ class Trainer:
             images, labels, _ = next(batches)
             wait_s += time.perf_counter() - t0
             losses.append(self._step(images, labels, epoch, step))
+            self.stop_check()  # a Ctrl-C takes effect here, between steps (training.interrupt)
             images_seen += len(images)
             rate = images_seen / (time.perf_counter() - started)
             bar.set_postfix(loss=f"{losses[-1]:.4f}", img_s=f"{rate:.1f}")
