@@ -67,6 +67,9 @@ def test_resume_continues_from_the_saved_epoch(synth_data: Path, tmp_path: Path)
     second = load_checkpoint(run / "checkpoints" / "last.pt")
     assert (second["epoch"], second["global_step"]) == (2, 4)
     assert [r["epoch"] for r in _rows(run)] == [0, 1, 2]
+    from retrieval.training.run_dir import load_run_config
+
+    assert load_run_config(run).trainer.epochs == 2  # --resume rewrote config.yaml with what it resolved
     assert "untrained" in json.loads((run / "test_metrics.json").read_text())
 
 

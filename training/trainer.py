@@ -163,12 +163,13 @@ class Trainer:
 
     def _start(self) -> int:
         self.paths.run_dir.mkdir(parents=True, exist_ok=True)
+        if self.ctx.is_main:  # what this run actually resolved, also when resuming with new options
+            write_run_config(self.paths.run_dir, self.cfg)
         if self.resume and self.paths.last_checkpoint.is_file():
             return self._restore(load_checkpoint(self.paths.last_checkpoint))
         if self.resume:
             log.warning("--resume: no checkpoint in %s, starting from scratch", self.paths.checkpoints_dir)
         if self.ctx.is_main:
-            write_run_config(self.paths.run_dir, self.cfg)
             atomic_write_text(self.paths.metrics, "")
             self._log_epoch(0, None, self._validate())
         return 0
