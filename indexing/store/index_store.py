@@ -46,7 +46,7 @@ from retrieval.indexing.store.faiss_gpu import binary_searcher, float_searcher
 from retrieval.indexing.store.faiss_kinds import binary_kind, build_binary_index, build_float_index, float_kind
 from retrieval.indexing.store.items_db import Item, ItemsDb
 from retrieval.indexing.store.manifest import IndexManifest, load_index_manifest, save_index_manifest, utc_now
-from retrieval.indexing.store.write_lock import exclusive_writer
+from retrieval.indexing.store.write_lock import exclusive_writer, remove_temp_files
 
 _log = logging.getLogger(__name__)
 _REBUILD = "rebuild the index with `retrieval index build`"
@@ -302,6 +302,7 @@ class IndexStore:
         try:
             with exclusive_writer(self.index_dir):
                 self._check_unchanged_on_disk()
+                remove_temp_files(self.index_dir)  # only writers write there, and we are the only one
                 yield
         except OSError as error:
             raise IndexNotWritableError(

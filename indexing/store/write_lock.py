@@ -30,3 +30,12 @@ def exclusive_writer(index_dir: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def remove_temp_files(index_dir: Path) -> list[Path]:
+    """Delete the temporary files (``.NAME.*.tmp``, see ``atomic_write``) that a writer killed mid-update
+    left in the index directory. Call with the writer lock held: then no live writer owns any."""
+    leftovers = sorted(Path(index_dir).glob(".*.tmp"))
+    for path in leftovers:
+        path.unlink(missing_ok=True)
+    return leftovers
