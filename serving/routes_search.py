@@ -8,8 +8,15 @@ from fastapi import APIRouter, Depends, File, Form, Path, Query, UploadFile
 
 from retrieval.serving.dependencies import Services, get_services
 from retrieval.serving.problems import problem_responses
-from retrieval.serving.query_pipeline import embed_upload, hits_for, resolve_search_params, score_kind, search_hits
-from retrieval.serving.schemas import MAX_ITEM_ID, EmbedResponse, IndexKind, SearchResponse, Timings
+from retrieval.serving.query_pipeline import (
+    SearchParams,
+    embed_upload,
+    hits_for,
+    resolve_search_params,
+    score_kind,
+    search_hits,
+)
+from retrieval.serving.schemas import MAX_ITEM_ID, EmbedResponse, IndexKind, SearchHit, SearchResponse, Timings
 from retrieval.serving.state import Snapshot
 
 router = APIRouter(tags=["search"])
@@ -42,14 +49,7 @@ async def search(
     upload = await embed_upload(services, image, timings)
     results = await search_hits(services, upload.snapshot, upload.vector, params, timings)
     timings.total_ms = round((time.perf_counter() - start) * 1000.0, 3)
-    return SearchResponse(
-        index=params.index,
-        k=params.k,
-        rerank=params.rerank,
-        score_kind=score_kind(params),
-        results=results,
-        timings=timings,
-    )
+    return _response(params, results, timings)
 
 
 @router.post(
@@ -89,6 +89,14 @@ async def similar(
 
     results = await services.state.read(find)
     timings.search_ms = timings.total_ms = round((time.perf_counter() - start) * 1000.0, 3)
+    return _response(params, results, timings)
+
+
+def _first(*values):
+    return next((value for value in values if value is not None), None)
+
+
+def _response(params: SearchParams, results: list[SearchHit], timings: Timings) -> SearchResponse:
     return SearchResponse(
         index=params.index,
         k=params.k,
@@ -97,7 +105,3 @@ async def similar(
         results=results,
         timings=timings,
     )
-
-
-def _first(*values):
-    return next((value for value in values if value is not None), None)

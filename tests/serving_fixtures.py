@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from free_port import free_port
 from index_fixtures import NUM_CLASSES, PER_CLASS, export_tiny_model, make_gallery, make_image
+from launching import free_port
 from PIL import Image
 
 from retrieval.indexing.store.builder import build_index

@@ -12,7 +12,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from free_port import free_port
+from launching import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 

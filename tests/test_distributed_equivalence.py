@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from free_port import free_port
+from launching import torchrun_prefix
 
 SCRIPT = Path(__file__).resolve().parent / "distributed_steps.py"
 
@@ -35,18 +35,7 @@ def _single_env() -> dict[str, str]:
 def test_two_ranks_equal_one_process_on_the_global_batch(loss: str, synth_data: Path, tmp_path: Path) -> None:
     env = _single_env() | {"OMP_NUM_THREADS": "1"}
     _run([sys.executable, str(SCRIPT), str(synth_data), str(tmp_path), loss], env)
-    torchrun = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc_per_node",
-        "2",
-        "--master_addr",
-        "127.0.0.1",
-        "--master_port",
-        str(free_port()),
-    ]
-    _run([*torchrun, str(SCRIPT), str(synth_data), str(tmp_path), loss], env)
+    _run([*torchrun_prefix(2), str(SCRIPT), str(synth_data), str(tmp_path), loss], env)
     single = torch.load(tmp_path / "rank0_of1.pt", weights_only=True)
     ranks = [torch.load(tmp_path / f"rank{r}_of2.pt", weights_only=True) for r in range(2)]
     assert ranks[0]["loss"] and ranks[0]["loss"].keys() == ranks[1]["loss"].keys()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from free_port import free_port
+from launching import torchrun_prefix
 
 from retrieval.training.distributed import DistContext, broadcast_from_main, gather_with_grad
 
@@ -27,15 +27,7 @@ def test_single_process_helpers_are_identity() -> None:
 def test_two_ranks_train_a_pair_loss_with_gathered_embeddings(synth_data: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
     command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc_per_node",
-        "2",
-        "--master_addr",
-        "127.0.0.1",
-        "--master_port",
-        str(free_port()),
+        *torchrun_prefix(2),
         str(Path(sys.executable).parent / "retrieval"),
         "train",
         "--data",
