@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from retrieval.cli.index_commands import QuietOpt
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.bad_images import scan_images
 from retrieval.indexing.data.sources import describe_layout, load_records
@@ -34,13 +36,14 @@ def synth(
     overwrite: Annotated[
         bool, typer.Option("--overwrite", help="Replace OUT if it holds an earlier synthetic dataset.")
     ] = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Generate a synthetic retrieval dataset: each class is a shape x colour x texture concept.
 
     Within a class, rotation, scale, position, background, clutter and noise vary. Class folders are numbered in a seeded random concept order, so the default split (first half of the sorted classes trains, second half tests) mixes attributes in both halves.
     """
     summary = generate_synthetic_dataset(
-        out, classes=classes, per_class=per_class, size=size, seed=seed, overwrite=overwrite
+        out, classes=classes, per_class=per_class, size=size, seed=seed, overwrite=overwrite, progress=not quiet
     )
     typer.echo(summary.line())
 
@@ -58,8 +61,16 @@ def info(
 ) -> None:
     """Show the detected layout and the class-disjoint train / val / test split of a dataset."""
     records = load_records(path)
-    splits = split_records(records, val_fraction=val_fraction, val_fold=val_fold, num_folds=num_folds)
-    typer.echo(f"{path}: {describe_layout(path)}, {len(records)} images")
+    sizes = Counter(record.label for record in records).values()
+    typer.echo(
+        f"{path}: {describe_layout(path)}, {len(records)} images of {len(sizes)} classes "
+        f"({min(sizes, default=0)}-{max(sizes, default=0)} per class)"
+    )
+    try:
+        splits = split_records(records, val_fraction=val_fraction, val_fold=val_fold, num_folds=num_folds)
+    except DataError as error:  # too small to train on is still worth describing
+        typer.echo(f"  no class-disjoint split: {error}")
+        return
     for name in ("train", "val", "test"):
         classes = getattr(splits, f"{name}_classes")
         shown = ", ".join(classes[:3]) + (", ..." if len(classes) > 3 else "")
@@ -67,9 +78,11 @@ def info(
 
 
 @data_app.command("check")
-def check(path: Annotated[Path, typer.Argument(help="Dataset folder or CSV manifest.")]) -> None:
+def check(
+    path: Annotated[Path, typer.Argument(help="Dataset folder or CSV manifest.")], quiet: QuietOpt = False
+) -> None:
     """Try to read every image of a dataset and list the ones that cannot be read."""
-    report = scan_images(load_records(path))
+    report = scan_images(load_records(path), progress=not quiet)
     typer.echo(report.summary(limit=20))
     if not report.ok:
         raise DataError(f"{len(report.bad)} unreadable images in {path}; fix or remove them")

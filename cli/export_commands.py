@@ -34,10 +34,22 @@ def export(
     result = export_run(run_dir, out, fp16=fp16, checkpoint=checkpoint.value)
     manifest = result.manifest
     typer.echo(f"wrote {result.onnx_path} and {result.manifest_path}")
+    members = manifest.ensemble_members
+    joined = f" = {members} members x {manifest.embedding_dim // members}, joined" if members > 1 else ""
     typer.echo(
-        f"embedding dim {manifest.embedding_dim} ({manifest.precision}, {manifest.backbone}); "
+        f"embedding dim {manifest.embedding_dim}{joined} ({manifest.precision}, {manifest.backbone}); "
         f"onnxruntime vs torch max abs diff {result.max_abs_diff:.2e} (tolerance {TOLERANCE[manifest.precision]:g})"
     )
+    typer.echo(f"next: {next_command(run_dir, out)}")
+
+
+def next_command(run_dir: Path, out: Path | None) -> str:
+    """The ``index build`` command for this export: the run's test classes, its own data path."""
+    from retrieval.training.run_dir import load_run_config
+
+    data = load_run_config(run_dir).data.path or "DATA"
+    model = out if out is not None else run_dir
+    return f"retrieval index build --model {model} --data {data} --split test --out {Path(run_dir) / 'index'}"
 
 
 def register(app: typer.Typer) -> None:

@@ -1,15 +1,15 @@
-"""``retrieval index build|info|add|remove`` and ``retrieval search``: the index directory from the shell."""
+"""``retrieval index build|info|add|remove``: the index directory from the shell (``search``: search_commands)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from retrieval.indexing.common.errors import DataError
-from retrieval.indexing.data.image_io import open_rgb
+from retrieval.indexing.common.errors import ItemNotFoundError
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import select_split
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
@@ -17,6 +17,7 @@ from retrieval.indexing.model.resolution import resolve_query_model
 from retrieval.indexing.store.builder import build_index, embed_records
 from retrieval.indexing.store.faiss_kinds import BINARY_KINDS, FLOAT_KINDS
 from retrieval.indexing.store.index_store import IndexStore
+from retrieval.indexing.store.item_filter import parse_metadata
 from retrieval.indexing.store.manifest import load_index_manifest
 
 MAX_LISTED_FAILURES = 10
@@ -29,6 +30,7 @@ ModelOpt = Annotated[Path, typer.Option("--model", help="export dir (model.onnx 
 DataOpt = Annotated[Path, typer.Option("--data", help="dataset folder / CSV (any layout `retrieval data` reads)")]
 ThreadsOpt = Annotated[int | None, typer.Option("--threads", help="onnxruntime intra-op threads (default: all cores)")]
 BatchOpt = Annotated[int, typer.Option("--batch-size", min=1, help="images per inference batch")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", help="no progress bars (for logs and scripts)")]
 
 
 def echo_failures(failures: Sequence[tuple[Path, str]]) -> None:
@@ -52,17 +54,28 @@ def build(
     batch_size: BatchOpt = 32,
     split: Annotated[str, typer.Option("--split", help="all, train, val or test")] = "all",
     threads: ThreadsOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Embed a dataset with an exported model and write a float + binary index directory."""
     records = select_split(load_records(data), split)
     report = build_index(
-        model, records, out, float_kind=float_kind, binary_kind=binary_kind, batch_size=batch_size, threads=threads
+        model,
+        records,
+        out,
+        float_kind=float_kind,
+        binary_kind=binary_kind,
+        batch_size=batch_size,
+        threads=threads,
+        progress=not quiet,
     )
     echo_failures(report.failures)
     typer.echo(
         f"indexed {report.count} images of {report.num_labels} classes into {report.index_dir} "
         f"(float {report.float_kind}, binary {report.binary_kind}, model {report.model_sha256[:12]}) "
         f"in {report.total_seconds:.1f} s"
+    )
+    typer.echo(
+        f"next: retrieval eval --index {out}   (or: retrieval search {out} IMAGE..., retrieval serve --index {out})"
     )
 
 
@@ -97,13 +110,23 @@ def add(
     data: DataOpt,
     batch_size: BatchOpt = 32,
     threads: ThreadsOpt = None,
+    metadata: Annotated[
+        str | None,
+        typer.Option(
+            "--metadata",
+            help='JSON object stored with every added image, e.g. \'{"shop": "berlin"}\' (over a CSV\'s own '
+            "columns); search filters match it",
+        ),
+    ] = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Embed more images with the index's own model and add them (new ids, old ids unchanged)."""
+    extra = parse_metadata(metadata, "--metadata") if metadata is not None else {}
     manifest = load_index_manifest(index_dir)
     embedder = OnnxEmbedder(resolve_query_model(index_dir, manifest.model_dir), threads=threads)
-    records = load_records(data)
+    records = [replace(record, metadata={**record.metadata, **extra}) for record in load_records(data)]
     with IndexStore.open(index_dir, expected_model_sha256=embedder.model_sha256) as store:
-        kept, embeddings, failures = embed_records(embedder, records, batch_size=batch_size)
+        kept, embeddings, failures = embed_records(embedder, records, batch_size=batch_size, progress=not quiet)
         ids = store.add(kept, embeddings)
         echo_failures(failures)
         typer.echo(
@@ -117,37 +140,21 @@ def remove(
     index_dir: Annotated[Path, typer.Argument(help="index directory")],
     ids: Annotated[list[int], typer.Argument(help="item ids to remove")],
 ) -> None:
-    """Remove items by id (ids are never reused)."""
+    """Remove items by id (ids are never reused); an unknown id removes nothing and fails."""
     with IndexStore.open(index_dir) as store:
+        unknown = sorted(set(ids) - set(store.ids().tolist()))
+        if unknown:
+            shown = ", ".join(map(str, unknown[:MAX_LISTED_FAILURES])) + (
+                " ..." if len(unknown) > MAX_LISTED_FAILURES else ""
+            )
+            raise ItemNotFoundError(
+                f"{len(unknown)} of the ids are not in {index_dir} ({shown}); nothing was removed "
+                "(`retrieval index info` shows what the index holds)"
+            )
         removed = store.remove(ids)
-        unknown = len(set(ids)) - removed
-        note = f" ({unknown} id(s) were not in the index)" if unknown else ""
-        typer.echo(f"removed {removed} item(s){note}; the index now holds {store.count}")
-
-
-def search(
-    index_dir: Annotated[Path, typer.Argument(help="index directory")],
-    image: Annotated[Path, typer.Argument(help="query image")],
-    k: Annotated[int, typer.Option("-k", "--k", min=1, help="number of results")] = 10,
-    binary: Annotated[bool, typer.Option("--binary", help="search the binary (Hamming) index")] = False,
-    rerank: Annotated[int | None, typer.Option("--rerank", min=1, help="binary shortlist re-ranked by float")] = None,
-    model: Annotated[Path | None, typer.Option("--model", help="query model (default: the index's own copy)")] = None,
-    force: Annotated[bool, typer.Option("--force", help="search even if the model differs from the index's")] = False,
-) -> None:
-    """Find the images of an index most similar to IMAGE and print them as a table."""
-    manifest = load_index_manifest(index_dir)
-    embedder = OnnxEmbedder(resolve_query_model(index_dir, manifest.model_dir, model))
-    with IndexStore.open(index_dir, expected_model_sha256=embedder.model_sha256, force=force) as store:
-        if rerank and not binary:
-            raise DataError("--rerank re-orders a binary shortlist; add --binary")
-        query = embedder.embed_images([open_rgb(image)])
-        results = store.search(query, k, kind="binary" if binary else "float", rerank=rerank)
-        typer.echo(f"{'rank':>4}  {'id':>8}  {'score':>7}  {'label':<20}  path")
-        for rank, (item, score) in enumerate(store.hits(results), start=1):
-            typer.echo(f"{rank:>4}  {item.id:>8}  {score:>7.4f}  {item.label:<20}  {item.path}")
+        typer.echo(f"removed {removed} item(s); the index now holds {store.count}")
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``index ...`` and ``search`` to the top-level app."""
+    """Add ``index ...`` to the top-level app."""
     app.add_typer(index_app, name="index")
-    app.command("search")(search)

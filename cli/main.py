@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
+from importlib import metadata
+from typing import Annotated
 
 # OpenMP threads (faiss, onnxruntime's dependencies, torch) spin-wait between parallel regions by
 # default; on shared or CPU-limited machines that starves the other threads (a single binary query
@@ -14,12 +16,16 @@ import typer  # noqa: E402
 
 from retrieval.cli import (  # noqa: E402
     data_commands,
+    embed_commands,
     eval_commands,
     export_commands,
     index_commands,
+    search_commands,
     serve_commands,
+    study_commands,
     train_commands,
 )
+from retrieval.cli.help_display import show_flags_as_flags  # noqa: E402
 from retrieval.indexing.common.errors import RetrievalError  # noqa: E402
 
 INTERRUPTED = 130  # the shell's code for a command ended by SIGINT (128 + 2)
@@ -33,8 +39,43 @@ app = typer.Typer(
     add_completion=False,
 )
 
-for module in (data_commands, train_commands, export_commands, index_commands, eval_commands, serve_commands):
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"retrieval {package_version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Options of the ``retrieval`` command itself (each sub-command has its own)."""
+
+
+def package_version() -> str:
+    """The installed distribution's version (pyproject.toml's ``version``)."""
+    try:
+        return metadata.version("retrieval")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
+for module in (
+    data_commands,
+    train_commands,
+    study_commands,
+    export_commands,
+    index_commands,
+    search_commands,
+    embed_commands,
+    eval_commands,
+    serve_commands,
+):
     module.register(app)
+show_flags_as_flags(app)  # after every command is registered
 
 
 def main() -> None:

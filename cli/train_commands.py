@@ -4,70 +4,53 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, get_args, get_type_hints
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from retrieval.cli.config_options import ConfigKey, config_layer, show_config_defaults
 from retrieval.indexing.common.errors import ConfigError
 
-
-@dataclass(frozen=True)
-class ConfigKey:
-    """Marks a ``train`` option as the command-line spelling of a config key (``section.key``)."""
-
-    path: str
-
-
-def _cli_layer(command: Callable[..., Any], values: dict[str, Any]) -> dict[str, Any]:
-    """The config overrides of the options marked with ``ConfigKey``; options left unset override nothing."""
-    layer: dict[str, Any] = {}
-    for name, hint in get_type_hints(command, include_extras=True).items():
-        keys = [meta for meta in get_args(hint)[1:] if isinstance(meta, ConfigKey)]
-        if keys and values.get(name) is not None:
-            section, key = keys[0].path.split(".")
-            value = values[name]
-            layer.setdefault(section, {})[key] = str(value) if isinstance(value, Path) else value
-    return layer
-
-
-def _parse_set(assignments: list[str]) -> dict[str, Any]:
-    """``--set trainer.patience=3`` -> {"trainer": {"patience": 3}} (values parsed as YAML)."""
-    import yaml
-
-    layer: dict[str, Any] = {}
-    for assignment in assignments:
-        key, sep, raw = assignment.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--set expects KEY=VALUE (e.g. trainer.patience=3), got '{assignment}'")
-        *parents, leaf = key.split(".")
-        node = layer
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = yaml.safe_load(raw)
-    return layer
+if TYPE_CHECKING:  # torch loads only when a command needs it
+    from retrieval.training.config import TrainConfig
+    from retrieval.training.distributed import DistContext
+    from retrieval.training.ensemble import EnsembleSpec
 
 
 def train(
-    out: Annotated[Path, typer.Option("--out", help="Run directory (config, metrics.jsonl, checkpoints, curves.png).")],
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Run directory (config, metrics.jsonl, checkpoints, curves.png); required, except with "
+            "--print-config.",
+            show_default="none",
+        ),
+    ] = None,
     data: Annotated[
         Path | None,
         typer.Option("--data", help="ImageFolder dir, CSV manifest, or CUB/Cars196/SOP/In-Shop root."),
         ConfigKey("data.path"),
     ] = None,
-    config: Annotated[Path | None, typer.Option("--config", help="YAML config; CLI options override it.")] = None,
+    config: Annotated[
+        Path | None, typer.Option("--config", help="YAML config; CLI options override it.", show_default="none")
+    ] = None,
     recipe: Annotated[
         str | None,
         typer.Option(
             "--recipe",
             help="Start from a loss's paper defaults on a shared base, e.g. normsoftmax, triplet; "
             "zhai_wu: Zhai & Wu's own setup.",
+            show_default="none: the configuration's defaults",
         ),
     ] = None,
     loss: Annotated[
-        str | None, typer.Option("--loss", help="Loss name (see `retrieval losses`)."), ConfigKey("loss.name")
+        str | None,
+        typer.Option(
+            "--loss", help="Loss name (see `retrieval losses`).", show_default="normalized_softmax; --recipe: its loss"
+        ),
+        ConfigKey("loss.name"),
     ] = None,
     backbone: Annotated[
         str | None,
@@ -128,51 +111,93 @@ def train(
     ] = None,
     on_bad_image: Annotated[
         str | None,
-        typer.Option("--on-bad-image", help="skip (default) or fail on unreadable images."),
+        typer.Option("--on-bad-image", help="skip or fail on unreadable images."),
         ConfigKey("data.on_bad_image"),
     ] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Random seed."), ConfigKey("trainer.seed")] = None,
+    ensemble: Annotated[
+        int | None,
+        typer.Option(
+            "--ensemble",
+            help="Train L models (seeds seed..seed+L-1) into RUN_DIR/members/ and evaluate their joined "
+            "embedding (L x embedding-dim); `retrieval export` writes them as one model.",
+            show_default="none: one model",
+        ),
+    ] = None,
+    meta_classes: Annotated[
+        int | None,
+        typer.Option(
+            "--meta-classes",
+            help="DREML: train on a random grouping (drawn from the seed) of the training classes into D "
+            "meta-classes; with --ensemble each member gets its own grouping.",
+        ),
+        ConfigKey("data.meta_classes"),
+    ] = None,
     max_steps_per_epoch: Annotated[
         int | None,
         typer.Option("--max-steps-per-epoch", help="Cap steps per epoch (quick runs)."),
         ConfigKey("trainer.max_steps_per_epoch"),
     ] = None,
-    set_: Annotated[
-        list[str] | None, typer.Option("--set", help="Any config key, e.g. --set trainer.patience=3 (repeatable).")
+    tensorboard: Annotated[
+        bool | None,
+        typer.Option(
+            "--tensorboard",
+            help="Also write TensorBoard event files to RUN_DIR/tensorboard: losses, learning rates, validation "
+            "metrics, retrieval grids (`tensorboard --logdir RUN_DIR`).",
+        ),
+        ConfigKey("trainer.tensorboard"),
     ] = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="Any config key, e.g. --set trainer.patience=3 (repeatable).", show_default="none"),
+    ] = None,
+    print_config: Annotated[
+        bool,
+        typer.Option(
+            "--print-config",
+            help="Print the resolved configuration as YAML and exit (reads no data, writes nothing).",
+        ),
+    ] = False,
     overwrite: Annotated[
         bool, typer.Option("--overwrite", help="Replace the run already in --out (its checkpoints and export).")
     ] = False,
     resume: Annotated[
         bool, typer.Option("--resume", help="Continue from RUN_DIR/checkpoints/last.pt with its saved config.")
     ] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", help="No progress bars.")] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", help="No progress bars (the run summary and results still print).")
+    ] = False,
 ) -> None:
-    """Fit an embedder: class-disjoint split, validation MAP@R picks the best epoch, test metrics at the end."""
-    from retrieval.training.config import build_config, read_yaml
+    """Fit an embedder: class-disjoint split, validation MAP@R picks the best epoch, test metrics at the end.
+
+    The configuration is built in layers: the defaults shown below, then --recipe, then --config, then these
+    options, then --set (--print-config shows the result). A default that a recipe changes says so, e.g.
+    "10; --recipe zhai_wu: 31".
+    """
     from retrieval.training.distributed import DistContext
+    from retrieval.training.ensemble import resolve_ensemble
     from retrieval.training.interrupt import interrupt_at_safe_points
     from retrieval.training.recipes import describe_recipe
-    from retrieval.training.recipes import recipe as recipe_layer
     from retrieval.training.run_dir import RunPaths, claim_run_dir
     from retrieval.training.trainer import Trainer
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    layers: list[tuple[str, dict[str, Any]]] = []
-    claim_run_dir(out, resume=resume, overwrite=overwrite)
-    saved = RunPaths(out).config
-    if resume and saved.is_file():
-        layers.append((str(saved), read_yaml(saved)))
-    if recipe:
-        layers.append((f"recipe {recipe}", recipe_layer(recipe)))
-    if config:
-        layers.append((str(config), read_yaml(config)))
-    layers.append(("command-line options", _cli_layer(train, locals())))
-    layers.append(("--set", _parse_set(set_ or [])))
-    cfg = build_config(layers)
+    if out is None and not print_config:
+        raise ConfigError("--out is required: the run directory to train into (e.g. --out runs/first)")
+    if out is not None and not print_config:
+        claim_run_dir(out, resume=resume, overwrite=overwrite)
+    cfg = _resolved_config(out if resume else None, recipe, config, config_layer(train, locals()), set_ or [])
+    if print_config:
+        _print_config(cfg)
+        return
+    assert out is not None  # checked above
+    spec = resolve_ensemble(out, ensemble, resume=resume)
     ctx = DistContext.from_environment()  # torchrun sets RANK / WORLD_SIZE; a plain run is rank 0 of 1
     if recipe and ctx.is_main:
         logging.getLogger(__name__).info("recipe %s: %s", recipe, describe_recipe(recipe))
+    if spec is not None:
+        _train_ensemble(cfg, out, spec, progress=not quiet, ctx=ctx)
+        return
     trainer = Trainer(cfg, out, resume=resume, progress=not quiet, ctx=ctx)
     try:
         with interrupt_at_safe_points() as interrupt:
@@ -188,17 +213,89 @@ def train(
         _print_summary(result)
 
 
+def _resolved_config(
+    resumed: Path | None, recipe: str | None, config: Path | None, options: dict[str, Any], assignments: list[str]
+) -> TrainConfig:
+    """The layers in order: a resumed run's saved config, the recipe, the config file, the options, --set."""
+    from retrieval.training.config import build_config, parse_set, read_yaml
+    from retrieval.training.recipes import recipe as recipe_layer
+    from retrieval.training.run_dir import RunPaths
+
+    layers: list[tuple[str, dict[str, Any]]] = []
+    saved = RunPaths(resumed).config if resumed is not None else None
+    if saved is not None and saved.is_file():
+        layers.append((str(saved), read_yaml(saved)))
+    if recipe:
+        layers.append((f"recipe {recipe}", recipe_layer(recipe)))
+    if config:
+        layers.append((str(config), read_yaml(config)))
+    layers.append(("command-line options", options))
+    layers.append(("--set", parse_set(assignments)))
+    return build_config(layers)
+
+
+def _print_config(cfg: TrainConfig) -> None:
+    """``--print-config``: the YAML a run would save as config.yaml (and --config reads back)."""
+    from retrieval.training.config import config_yaml
+    from retrieval.training.losses import get_loss_spec
+
+    get_loss_spec(cfg.loss.name)  # a misspelt loss is an error here too, not a printed config
+    typer.echo(config_yaml(cfg), nl=False)
+
+
+def _train_ensemble(cfg: TrainConfig, out: Path, spec: EnsembleSpec, *, progress: bool, ctx: DistContext) -> None:
+    """``--ensemble L``: the members one after the other (training.ensemble), then the joined metrics."""
+    from retrieval.training.ensemble import train_ensemble
+    from retrieval.training.interrupt import interrupt_at_safe_points
+
+    try:
+        with interrupt_at_safe_points() as interrupt:
+            result = train_ensemble(cfg, out, spec, progress=progress, ctx=ctx, stop_check=interrupt.check)
+    except KeyboardInterrupt:
+        if ctx.is_main:
+            typer.secho(
+                f"training interrupted: finished members and the last finished epoch of the current one are kept; "
+                f"continue with `retrieval train --out {out} --resume`",
+                err=True,
+            )
+        raise
+    if result is not None:
+        _print_ensemble_summary(result.run_dir, result.metrics)
+
+
 def _print_summary(result) -> None:
     typer.echo(f"run directory: {result.run_dir}  (best epoch {result.best_epoch} of {result.epochs_completed})")
     for kind in ("float", "binary"):
         metrics = result.test[kind]
         recall = ", ".join(f"R@{k} {v:.4f}" for k, v in metrics["recall_at_k"].items())
         typer.echo(f"test {kind:6s}: MAP@R {metrics['map_at_r']:.4f}  P@1 {metrics['precision_at_1']:.4f}  {recall}")
-    for reference in ("pretrained", "untrained"):  # the starting weights on the same test classes
+    for reference in ("pretrained", "untrained"):  # the starting backbone's pooled features, same test classes
         if reference in result.test:
-            before = result.test[reference]["float"]
-            typer.echo(f"{reference} float: MAP@R {before['map_at_r']:.4f}  P@1 {before['precision_at_1']:.4f}")
+            before = {kind: result.test[reference][kind] for kind in ("float", "binary")}
+            typer.echo(
+                f"{reference} (pooled features): float MAP@R {before['float']['map_at_r']:.4f}  "
+                f"P@1 {before['float']['precision_at_1']:.4f}  binary MAP@R {before['binary']['map_at_r']:.4f}"
+            )
     typer.echo(f"next: retrieval export {result.run_dir}")
+
+
+def _print_ensemble_summary(run_dir: Path, metrics: dict[str, Any]) -> None:
+    members, dim = metrics["members"], metrics["member_embedding_dim"]
+    grouping = f", each on its own grouping into {metrics['meta_classes']} meta-classes (DREML)"
+    typer.echo(f"ensemble of {members} members in {run_dir}{grouping if metrics['meta_classes'] else ''}")
+    typer.echo(
+        f"embedding dim {members} x {dim} = {metrics['embedding_dim']} "
+        f"(the binary index has {metrics['embedding_dim']} bits)"
+    )
+    rows = [(f"member {i}", member["test"]) for i, member in enumerate(metrics["member_metrics"])]
+    rows.append(("ensemble", metrics["test"]))
+    for name, test in rows:
+        float_, binary = test["float"], test["binary"]
+        typer.echo(
+            f"test {name:9s}: float MAP@R {float_['map_at_r']:.4f}  P@1 {float_['precision_at_1']:.4f}  "
+            f"binary MAP@R {binary['map_at_r']:.4f}"
+        )
+    typer.echo(f"next: retrieval export {run_dir}")
 
 
 def losses(as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
@@ -228,5 +325,6 @@ def losses(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
 
 
 def register(app: typer.Typer) -> None:
+    show_config_defaults(train)
     app.command("train")(train)
     app.command("losses")(losses)

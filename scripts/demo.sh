@@ -20,8 +20,8 @@ step "1/6 generate $CLASSES classes x $PER_CLASS images (first half of classes t
 
 step "2/6 train resnet18 with normalized softmax + LayerNorm ($EPOCHS epochs, CPU unless a GPU is present)"
 rm -rf "$DEMO_DIR/run"
-"$RETRIEVAL" train --data "$DEMO_DIR/data" --out "$DEMO_DIR/run" --recipe normsoftmax --backbone resnet18 \
-  --image-size 64 --embedding-dim 2048 --epochs "$EPOCHS" --batch-size "$BATCH" --lr 1e-3 --device auto
+"$RETRIEVAL" train --config configs/demo.yaml --data "$DEMO_DIR/data" --out "$DEMO_DIR/run" \
+  --epochs "$EPOCHS" --batch-size "$BATCH"
 
 step "3/6 export to ONNX (parity with torch checked)"
 "$RETRIEVAL" export "$DEMO_DIR/run"

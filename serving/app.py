@@ -14,12 +14,14 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
+from fastapi_offline import FastAPIOffline
 
 from retrieval.serving import routes_admin, routes_health, routes_items, routes_search
 from retrieval.serving.batcher import MicroBatcher
 from retrieval.serving.dependencies import API_KEY_HEADER, Services
 from retrieval.serving.lifecycle import lifespan
-from retrieval.serving.middleware import BodySizeLimit, MetricsMiddleware, RequestTimeout
+from retrieval.serving.middleware import AllowedMethods, BodySizeLimit, MetricsMiddleware, RequestTimeout
+from retrieval.serving.openapi import install_openapi
 from retrieval.serving.problems import install_problem_handlers
 from retrieval.serving.prometheus import ServiceMetrics
 from retrieval.serving.settings import ServeSettings, settings_from_env
@@ -27,12 +29,14 @@ from retrieval.serving.state import ServiceState, Snapshot
 from retrieval.serving.uploads import MULTIPART_SLACK_BYTES
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
+ROUTERS = (routes_search.router, routes_items.router, routes_admin.router, routes_health.router)
 
 
 def create_app(settings: ServeSettings) -> FastAPI:
     """A ready-to-run app for ``settings``; nothing is loaded until the app starts."""
     services = _make_services(settings)
-    app = FastAPI(
+    # /docs and /redoc load Swagger UI and ReDoc from files in the fastapi-offline wheel, not a CDN.
+    app = FastAPIOffline(
         title="retrieval search service",
         summary="Find similar images with a deep-metric-learning embedder and faiss (float or binary codes).",
         version="0.1.0",
@@ -40,7 +44,8 @@ def create_app(settings: ServeSettings) -> FastAPI:
     )
     app.state.services = services
     install_problem_handlers(app)
-    for router in (routes_search.router, routes_items.router, routes_admin.router, routes_health.router):
+    install_openapi(app, settings.k_max)
+    for router in ROUTERS:
         app.include_router(router)
     _add_page(app)
     _add_middleware(app, services)
@@ -74,8 +79,10 @@ def _add_page(app: FastAPI) -> None:
 
 
 def _add_middleware(app: FastAPI, services: Services) -> None:
-    """Outermost last: metrics see every response, including 413s and 504s made by the others."""
+    """Outermost last: metrics see every response, including 413s and 504s made by the others; CORS
+    answers preflights before ``AllowedMethods`` answers other ``OPTIONS`` requests."""
     settings = services.settings
+    app.add_middleware(AllowedMethods, routes=[*app.routes, *(route for router in ROUTERS for route in router.routes)])
     app.add_middleware(RequestTimeout, timeout_s=settings.request_timeout_s)
     body_limit = settings.max_upload_bytes + MULTIPART_SLACK_BYTES
     app.add_middleware(BodySizeLimit, max_bytes=body_limit)

@@ -16,6 +16,8 @@ from retrieval.serving.settings import ServeSettings
 from retrieval.serving.state import ServiceState
 
 API_KEY_HEADER = "X-API-Key"
+API_KEY_STATUSES = (401, 403)
+"""What ``require_api_key`` answers: no key sent, or a wrong key (or writes disabled)."""
 _api_key_header = APIKeyHeader(name=API_KEY_HEADER, auto_error=False, description="required for writes and reloads")
 
 

@@ -2,6 +2,8 @@
 
 - ``MetricsMiddleware`` counts and times every request by route template and method.
 - ``BodySizeLimit`` refuses a body over the limit (413) before multipart parsing spools it.
+- ``AllowedMethods`` answers ``OPTIONS`` with every method the path accepts, and lists them all in
+  the ``Allow`` header of a 405 (the router alone names only the first route matching the path).
 - ``RequestTimeout`` cancels a request that runs longer than the limit and answers 504. Work
   already handed to a thread (an onnxruntime call) cannot be interrupted; it finishes in the
   background and its result is dropped. Health, readiness and metrics are never timed out, so a
@@ -12,8 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterable
 
+from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Mount
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from retrieval.serving.problems import problem_response
@@ -22,6 +28,44 @@ from retrieval.serving.prometheus import ServiceMetrics
 EXEMPT_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 # Metric label values are bounded: a method a client invents is counted as "other".
 KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+class AllowedMethods:
+    """``OPTIONS`` on a path answers 204 with ``Allow``: every method of every route with that path.
+
+    It sits inside CORS (when CORS is on), so a browser's preflight is still answered by CORS; it
+    answers before routing, so no dependency (the API-key check) runs for it. Requests with other
+    methods pass through untouched, except that a 405 gets the complete ``Allow`` header."""
+
+    def __init__(self, app: ASGIApp, routes: Iterable[BaseRoute]):
+        self.app = app
+        self.routes = [route for route in routes if hasattr(route, "path_regex")]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        matching = self._matching(scope["path"]) if scope["type"] == "http" else []
+        if not matching:
+            await self.app(scope, receive, send)
+            return
+        allow = ", ".join(sorted(set().union(*map(_methods, matching)) | {"OPTIONS"}))
+        if scope["method"] == "OPTIONS":
+            scope["route"] = matching[0]  # metrics count it under the route's template
+            await Response(status_code=204, headers={"Allow": allow})(scope, receive, send)
+            return
+
+        async def send_with_allow(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] == 405:
+                MutableHeaders(scope=message)["Allow"] = allow
+            await send(message)
+
+        await self.app(scope, receive, send_with_allow)
+
+    def _matching(self, path: str) -> list[BaseRoute]:
+        return [route for route in self.routes if route.path_regex.match(path)]
+
+
+def _methods(route: BaseRoute) -> set[str]:
+    """A route's methods; a mount (the static files) serves GET and HEAD."""
+    return set(getattr(route, "methods", None) or ({"GET", "HEAD"} if isinstance(route, Mount) else ()))
 
 
 class RequestTimeout:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from http import HTTPStatus
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -43,7 +44,7 @@ def problem_response(
     status: int, detail: str, *, title: str | None = None, headers: dict[str, str] | None = None
 ) -> JSONResponse:
     body = Problem(
-        type=f"https://httpstatuses.io/{status}",
+        type=_type_uri(status),
         title=title or HTTPStatus(status).phrase,
         status=status,
         detail=detail,
@@ -51,9 +52,48 @@ def problem_response(
     return JSONResponse(body.model_dump(), status_code=status, media_type=PROBLEM_MEDIA_TYPE, headers=headers)
 
 
-def problem_responses(*statuses: int) -> dict[int | str, dict]:
-    """OpenAPI ``responses=`` entries documenting problem bodies for ``statuses``."""
-    return {status: {"model": Problem, "content": {PROBLEM_MEDIA_TYPE: {}}} for status in statuses}
+ProblemCause = int | type[RetrievalError]
+"""What can make a route fail: an error type (its status comes from ``ERROR_STATUSES``) or a status."""
+
+
+def problem_responses(*causes: ProblemCause) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses=`` entries for the problem bodies a route can return, each with an example.
+
+    Error types are mapped through ``ERROR_STATUSES``, the table the handlers answer with, so the
+    documented statuses and the real ones come from one place. ``openapi.install_openapi`` moves the
+    ``Problem`` schema under ``application/problem+json``, the media type these responses carry."""
+    statuses = sorted({cause if isinstance(cause, int) else status_for(cause) for cause in causes})
+    return {
+        status: {
+            "model": Problem,
+            "description": HTTPStatus(status).phrase,
+            "content": {PROBLEM_MEDIA_TYPE: {"example": _example_problem(status)}},
+        }
+        for status in statuses
+    }
+
+
+_EXAMPLE_DETAILS = {
+    400: "cannot read image 'query.jpg': not a recognised image format.",
+    401: "this endpoint needs an API key; send it in the X-API-Key header.",
+    403: "the API key in the X-API-Key header is wrong.",
+    404: "there is no item 42 in the index.",
+    409: "the index was reloaded while the images were being embedded; send them again.",
+    413: "the request body is larger than the limit of 10551296 bytes; send a smaller image.",
+    415: "file 'notes.txt' was sent as 'text/plain'; upload a JPEG, PNG, WebP, GIF, BMP or TIFF image.",
+    422: "k must be between 1 and 100, got 0.",
+    503: "The service is not ready: the model and index are still loading; retry in a moment.",
+    504: "the request took longer than the limit of 30 s; retry, or send a smaller image.",
+}
+
+
+def _example_problem(status: int) -> dict[str, Any]:
+    detail = _EXAMPLE_DETAILS.get(status, HTTPStatus(status).phrase)
+    return Problem(type=_type_uri(status), title=HTTPStatus(status).phrase, status=status, detail=detail).model_dump()
+
+
+def _type_uri(status: int) -> str:
+    return f"https://httpstatuses.io/{status}"
 
 
 def validation_detail(error: RequestValidationError) -> str:
@@ -92,8 +132,13 @@ ERROR_STATUSES: tuple[tuple[type[RetrievalError], int], ...] = (
 )
 
 
+def status_for(kind: type[RetrievalError]) -> int:
+    """The HTTP status an error of type ``kind`` is answered with."""
+    return next(status for handled, status in ERROR_STATUSES if issubclass(kind, handled))
+
+
 def status_of(error: RetrievalError) -> int:
-    return next(status for kind, status in ERROR_STATUSES if isinstance(error, kind))
+    return status_for(type(error))
 
 
 async def _on_retrieval(_: Request, error: RetrievalError) -> JSONResponse:

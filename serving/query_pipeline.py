@@ -13,11 +13,15 @@ import anyio
 import numpy as np
 from fastapi import UploadFile
 
+from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.image_io import open_rgb_bytes
 from retrieval.indexing.model.preprocess import preprocess_image
+from retrieval.indexing.store.item_filter import ItemFilter, parse_filter
+from retrieval.indexing.store.item_search import ranked_hits
+from retrieval.indexing.store.item_search import score_kind as score_kind_of
 from retrieval.serving.dependencies import Services
 from retrieval.serving.problems import ProblemError
-from retrieval.serving.schemas import IndexKind, ScoreKind, SearchHit, Timings
+from retrieval.serving.schemas import DEFAULT_K, RERANK_FACTOR, IndexKind, ScoreKind, SearchHit, Timings
 from retrieval.serving.settings import ServeSettings
 from retrieval.serving.state import Snapshot
 from retrieval.serving.uploads import check_content_type, read_upload
@@ -28,28 +32,35 @@ class SearchParams:
     k: int
     index: IndexKind = "float"
     rerank: int | None = None
+    where: ItemFilter | None = None
 
 
 def resolve_search_params(
-    services: Services, k: int | None, index: IndexKind | None, rerank: int | None
+    services: Services, k: int | None, index: IndexKind | None, rerank: int | None, filter_json: str | None = None
 ) -> SearchParams:
-    """Apply defaults and the configured limits; out-of-range values are a 422 problem."""
+    """Apply defaults and the configured limits; out-of-range values and a bad filter are a 422 problem."""
     k_max = services.settings.k_max
-    k = 10 if k is None else k
+    k = DEFAULT_K if k is None else k
     if not 1 <= k <= k_max:
         raise ProblemError(422, f"k must be between 1 and {k_max}, got {k}.")
-    if rerank is not None and not k <= rerank <= 10 * k_max:
-        raise ProblemError(422, f"rerank must be between k ({k}) and {10 * k_max}, got {rerank}.")
-    return SearchParams(k=min(k, k_max), index=index or "float", rerank=rerank)
+    if rerank is not None and not k <= rerank <= RERANK_FACTOR * k_max:
+        raise ProblemError(422, f"rerank must be between k ({k}) and {RERANK_FACTOR * k_max}, got {rerank}.")
+    try:
+        where = parse_filter(filter_json, "parameter 'filter'")
+    except DataError as error:
+        raise ProblemError(422, f"{error}.") from None
+    return SearchParams(k=min(k, k_max), index=index or "float", rerank=rerank, where=where)
 
 
 def _ms(start: float) -> float:
     return round((time.perf_counter() - start) * 1000.0, 3)
 
 
-def _decode_and_preprocess(data: bytes, settings: ServeSettings, snapshot: Snapshot) -> np.ndarray:
-    """A corrupt, non-image or too-many-pixels upload raises DataError (a 400 problem)."""
-    image = open_rgb_bytes(data, max_pixels=settings.max_pixels, max_decode_bytes=settings.max_decode_mb << 20)
+def _decode_and_preprocess(data: bytes, name: str, settings: ServeSettings, snapshot: Snapshot) -> np.ndarray:
+    """A corrupt, non-image or too-many-pixels upload raises DataError (a 400 problem naming ``name``)."""
+    image = open_rgb_bytes(
+        data, max_pixels=settings.max_pixels, name=name, max_decode_bytes=settings.max_decode_mb << 20
+    )
     return preprocess_image(image, snapshot.embedder.manifest.preprocessing)
 
 
@@ -72,7 +83,12 @@ async def embed_upload(
     start = time.perf_counter()
     data = await read_upload(upload, settings.max_upload_bytes)
     pixels = await anyio.to_thread.run_sync(
-        _decode_and_preprocess, data, settings, snapshot, limiter=services.decode_limiter
+        _decode_and_preprocess,
+        data,
+        repr(upload.filename or "upload"),
+        settings,
+        snapshot,
+        limiter=services.decode_limiter,
     )
     timings.decode_ms = _ms(start)
     start = time.perf_counter()
@@ -87,9 +103,15 @@ def hits_for(
     """Search the store (caller holds the read lock) and attach labels/metadata; ``exclude`` drops one id."""
     if snapshot.store.count == 0:
         return []
-    wanted = params.k + (1 if exclude is not None else 0)
-    rerank = max(params.rerank, wanted) if params.rerank is not None else None
-    found = snapshot.store.search(vector.reshape(1, -1).astype(np.float32), wanted, kind=params.index, rerank=rerank)
+    (found,) = ranked_hits(
+        snapshot.store,
+        vector.reshape(1, -1),
+        params.k,
+        kind=params.index,
+        rerank=params.rerank,
+        exclude=[exclude],
+        where=params.where,
+    )
     return [
         SearchHit(
             id=item.id,
@@ -98,13 +120,12 @@ def hits_for(
             metadata=dict(item.metadata),
             thumbnail_url=thumbnail_url(item.id),
         )
-        for item, score in snapshot.store.hits(found, exclude=exclude, limit=params.k)
+        for item, score in found
     ]
 
 
 def score_kind(params: SearchParams) -> ScoreKind:
-    """Float and re-ranked binary searches score by cosine; plain binary ones by 1 - 2 * Hamming / bits."""
-    return "hamming" if params.index == "binary" and not params.rerank else "cosine"
+    return score_kind_of(params.index, params.rerank)
 
 
 def thumbnail_url(item_id: int) -> str:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends
 
-from retrieval.serving.dependencies import Services, get_services, require_api_key
+from retrieval.serving import api_examples
+from retrieval.serving.dependencies import API_KEY_STATUSES, Services, get_services, require_api_key
 from retrieval.serving.lifecycle import reload
 from retrieval.serving.problems import problem_responses
 from retrieval.serving.schemas import ReloadResponse
+from retrieval.serving.service_errors import ReloadFailedError
 
 router = APIRouter(tags=["admin"])
 
@@ -16,7 +18,10 @@ router = APIRouter(tags=["admin"])
     "/admin/reload",
     response_model=ReloadResponse,
     dependencies=[Depends(require_api_key)],
-    responses=problem_responses(401, 403, 503),
+    responses={
+        **api_examples.example(api_examples.RELOAD),
+        **problem_responses(ReloadFailedError, *API_KEY_STATUSES, 504),
+    },
     summary="Reload the index from disk (API key); the old one serves until the new one is ready",
 )
 async def reload_index(services: Services = Depends(get_services)) -> ReloadResponse:

@@ -5,14 +5,21 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 
+from retrieval.serving import api_examples
 from retrieval.serving.dependencies import Services, get_services
 from retrieval.serving.problems import problem_responses
 from retrieval.serving.schemas import HealthResponse, ReadyResponse
+from retrieval.serving.service_errors import RetryLaterError
 
 router = APIRouter(tags=["health"])
 
 
-@router.get("/healthz", response_model=HealthResponse, summary="Liveness: the process answers")
+@router.get(
+    "/healthz",
+    response_model=HealthResponse,
+    responses=api_examples.example(api_examples.HEALTH),
+    summary="Liveness: the process answers",
+)
 async def healthz() -> HealthResponse:
     return HealthResponse()
 
@@ -20,7 +27,7 @@ async def healthz() -> HealthResponse:
 @router.get(
     "/readyz",
     response_model=ReadyResponse,
-    responses=problem_responses(503),
+    responses={**api_examples.example(api_examples.READY), **problem_responses(RetryLaterError)},
     summary="Readiness: 503 until the model and the index are loaded",
 )
 async def readyz(services: Services = Depends(get_services)) -> ReadyResponse:
@@ -36,7 +43,7 @@ async def readyz(services: Services = Depends(get_services)) -> ReadyResponse:
     "/metrics",
     response_class=Response,
     summary="Prometheus metrics (text format)",
-    responses={200: {"content": {"text/plain": {}}}},
+    responses=api_examples.example(api_examples.METRICS, media_type="text/plain"),
 )
 async def metrics(services: Services = Depends(get_services)) -> Response:
     body, content_type = services.metrics.render()

@@ -3,28 +3,42 @@
 from __future__ import annotations
 
 from pathlib import Path as FilePath
+from typing import Annotated
 
 import anyio
 import numpy as np
 from fastapi import APIRouter, Depends, File, Form, Header, Path, Request, UploadFile
 from fastapi.responses import Response
+from pydantic import Field
 
+from retrieval.indexing.common.errors import DataError, IndexChangedError, IndexNotWritableError, ItemNotFoundError
 from retrieval.indexing.data.records import ImageRecord, is_blank_label
-from retrieval.serving.dependencies import Services, get_services, require_api_key
+from retrieval.indexing.store.item_filter import MAX_JSON_BYTES, MAX_KEYS, Scalar, parse_metadata_for
+from retrieval.serving import api_examples
+from retrieval.serving.dependencies import API_KEY_STATUSES, Services, get_services, require_api_key
 from retrieval.serving.problems import ProblemError, problem_responses
 from retrieval.serving.query_pipeline import embed_upload, thumbnail_url
 from retrieval.serving.schemas import MAX_ITEM_ID, AddItemsResponse, DeleteItemResponse, ItemResponse
+from retrieval.serving.service_errors import RetryLaterError
 from retrieval.serving.state import Snapshot
 from retrieval.serving.thumbnails import thumbnail_for
 from retrieval.serving.upload_storage import discard_unused_uploads, store_upload, upload_path
 
 router = APIRouter(tags=["items"])
-ITEM_PROBLEMS = problem_responses(404, 422, 503)
-WRITE_PROBLEMS = problem_responses(400, 401, 403, 404, 409, 413, 415, 422, 503)
+# 422: parameters; 504: RequestTimeout; 413/415: body or file too large, not an image type (uploads.py).
+ITEM_PROBLEMS = problem_responses(ItemNotFoundError, RetryLaterError, 422, 504)
+_WRITE_CAUSES = (IndexChangedError, IndexNotWritableError, RetryLaterError, *API_KEY_STATUSES, 422, 504)
+ADD_PROBLEMS = problem_responses(DataError, *_WRITE_CAUSES, 413, 415)
+DELETE_PROBLEMS = problem_responses(ItemNotFoundError, *_WRITE_CAUSES)
 THUMBNAIL_CACHE = "public, max-age=3600"
 
 
-@router.get("/items/{item_id}", response_model=ItemResponse, responses=ITEM_PROBLEMS, summary="One stored item")
+@router.get(
+    "/items/{item_id}",
+    response_model=ItemResponse,
+    responses={**api_examples.example(api_examples.ITEM), **ITEM_PROBLEMS},
+    summary="One stored item",
+)
 async def get_item(
     item_id: int = Path(ge=1, le=MAX_ITEM_ID, description="item id"), services: Services = Depends(get_services)
 ) -> ItemResponse:
@@ -36,7 +50,11 @@ async def get_item(
 
 @router.get(
     "/items/{item_id}/thumbnail",
-    responses={200: {"content": {"image/jpeg": {}}}, **ITEM_PROBLEMS},
+    responses={
+        200: {"content": {"image/jpeg": {}}, "description": "the thumbnail"},
+        304: {"description": "Not Modified: the If-None-Match header named the current ETag"},
+        **ITEM_PROBLEMS,
+    },
     response_class=Response,
     summary="A small JPEG of a stored item",
 )
@@ -57,13 +75,23 @@ async def get_thumbnail(
     "/items",
     response_model=AddItemsResponse,
     status_code=201,
-    responses=WRITE_PROBLEMS,
+    responses={**api_examples.example(api_examples.ADD_ITEMS, status=201), **ADD_PROBLEMS},
     dependencies=[Depends(require_api_key)],
     summary="Add images to the index (API key)",
 )
 async def add_items(
-    images: list[UploadFile] = File(description="one or more images"),
-    labels: list[str] = Form(description="one label per image, or a single label for all"),
+    images: list[UploadFile] = File(min_length=1, description="one or more images"),
+    labels: list[Annotated[str, Field(min_length=1)]] = Form(
+        min_length=1, description="one non-blank label per image, or a single label for all"
+    ),
+    metadata: str | None = Form(
+        None,
+        description="per-item metadata as JSON: one object for every image, or an array of one object per image; "
+        f"string keys (not 'label') to strings, numbers, booleans or null, at most {MAX_KEYS} keys and "
+        f"{MAX_JSON_BYTES} bytes per object. Returned with the item and usable in the searches' filter; "
+        "the uploaded file name is kept as 'filename' unless given",
+        examples=['{"shop": "berlin", "price": 12.5, "in_stock": true}'],
+    ),
     idempotency_key: str | None = Header(
         None,
         alias="Idempotency-Key",
@@ -76,6 +104,7 @@ async def add_items(
 ) -> AddItemsResponse:
     settings = services.settings
     labels = _match_labels(labels, len(images), settings.max_files_per_upload)
+    extra = _match_metadata(metadata, len(images))
     if idempotency_key is not None:
         first = await services.state.read(lambda snap: snap.store.recall(idempotency_key))
         if first is not None:
@@ -93,8 +122,8 @@ async def add_items(
         new = [path for item in embedded if not (path := upload_path(settings.index_dir, item.data)).is_file()]
         paths = [store_upload(settings.index_dir, item.data) for item in embedded]
         records = [
-            ImageRecord(path=path, label=label, metadata={"filename": upload.filename or ""})
-            for path, label, upload in zip(paths, labels, images, strict=True)
+            ImageRecord(path=path, label=label, metadata={"filename": upload.filename or "", **more})
+            for path, label, upload, more in zip(paths, labels, images, extra, strict=True)
         ]
         try:
             ids = current.store.add(records, embeddings, idempotency_key=idempotency_key)
@@ -109,7 +138,7 @@ async def add_items(
 @router.delete(
     "/items/{item_id}",
     response_model=DeleteItemResponse,
-    responses=WRITE_PROBLEMS,
+    responses={**api_examples.example(api_examples.DELETE_ITEM), **DELETE_PROBLEMS},
     dependencies=[Depends(require_api_key)],
     summary="Remove an item from the index (API key)",
 )
@@ -123,6 +152,15 @@ async def delete_item(
         return DeleteItemResponse(id=item_id, count=current.store.count)
 
     return await services.state.write(remove)
+
+
+def _match_metadata(text: str | None, count: int) -> list[dict[str, Scalar]]:
+    if text is None or not text.strip():
+        return [{} for _ in range(count)]
+    try:
+        return parse_metadata_for(text, count, "form field 'metadata'")
+    except DataError as error:
+        raise ProblemError(422, f"{error}.") from None
 
 
 def _match_labels(labels: list[str], count: int, max_files: int) -> list[str]:

@@ -5,7 +5,10 @@ from __future__ import annotations
 import time
 
 from fastapi import APIRouter, Depends, File, Form, Path, Query, UploadFile
+from fastapi.openapi.models import Example
 
+from retrieval.indexing.common.errors import DataError, ItemNotFoundError
+from retrieval.serving import api_examples
 from retrieval.serving.dependencies import Services, get_services
 from retrieval.serving.problems import problem_responses
 from retrieval.serving.query_pipeline import (
@@ -16,35 +19,59 @@ from retrieval.serving.query_pipeline import (
     score_kind,
     search_hits,
 )
-from retrieval.serving.schemas import MAX_ITEM_ID, EmbedResponse, IndexKind, SearchHit, SearchResponse, Timings
+from retrieval.serving.schemas import (
+    DEFAULT_K,
+    MAX_ITEM_ID,
+    EmbedResponse,
+    IndexKind,
+    SearchHit,
+    SearchResponse,
+    Timings,
+)
+from retrieval.serving.service_errors import RetryLaterError
 from retrieval.serving.state import Snapshot
 
 router = APIRouter(tags=["search"])
-UPLOAD_PROBLEMS = problem_responses(400, 413, 415, 422, 503, 504)
+# 413/415: body or file too large, not an image type (uploads.py); 422: parameters; 504: RequestTimeout.
+UPLOAD_PROBLEMS = problem_responses(DataError, RetryLaterError, 413, 415, 422, 504)
+SIMILAR_PROBLEMS = problem_responses(ItemNotFoundError, RetryLaterError, 422, 504)
 
-_K = "number of results (1..k_max of the server, default 10)"
+_K = "number of results (1..k_max of the server)"
 _INDEX = "'float' (exact cosine) or 'binary' (2048-bit Hamming, 32x smaller)"
-_RERANK = "binary only: fetch this many candidates by Hamming distance, re-rank them by float cosine"
+_RERANK = "binary only: fetch this many candidates (k <= rerank <= 10 x k_max) by Hamming distance, re-rank them by float cosine"
+_FILTER = (
+    'only items that match this JSON object: "label" is the exact label, any other key an equal metadata value, '
+    'and all keys must match, e.g. {"label": "shoe", "shop": "berlin"}; still k results when at least k match'
+)
+_FILTER_EXAMPLES: dict[str, Example] = {"label and metadata": {"value": '{"label": "shoe", "shop": "berlin"}'}}
 
 
 @router.post(
     "/search",
     response_model=SearchResponse,
-    responses=UPLOAD_PROBLEMS,
+    responses={**api_examples.example(api_examples.SEARCH), **UPLOAD_PROBLEMS},
     summary="Find the items most similar to an image",
 )
 async def search(
     image: UploadFile = File(description="the query image (JPEG, PNG, WebP, GIF, BMP, TIFF)"),
-    k: int | None = Query(None, description=_K),
+    k: int = Query(DEFAULT_K, description=_K),
     index: IndexKind | None = Query(None, description=_INDEX),
     rerank: int | None = Query(None, description=_RERANK),
     k_form: int | None = Form(None, alias="k", description="same as the query parameter k"),
     index_form: IndexKind | None = Form(None, alias="index", description="same as the query parameter index"),
+    filter_: str | None = Query(None, alias="filter", description=_FILTER, openapi_examples=_FILTER_EXAMPLES),
     rerank_form: int | None = Form(None, alias="rerank", description="same as the query parameter rerank"),
+    filter_form: str | None = Form(None, alias="filter", description="same as the query parameter filter"),
     services: Services = Depends(get_services),
 ) -> SearchResponse:
     start = time.perf_counter()
-    params = resolve_search_params(services, _first(k_form, k), _first(index_form, index), _first(rerank_form, rerank))
+    params = resolve_search_params(
+        services,
+        _first(k_form, k),
+        _first(index_form, index),
+        _first(rerank_form, rerank),
+        _first(filter_form, filter_),
+    )
     timings = Timings()
     upload = await embed_upload(services, image, timings)
     results = await search_hits(services, upload.snapshot, upload.vector, params, timings)
@@ -53,7 +80,10 @@ async def search(
 
 
 @router.post(
-    "/embed", response_model=EmbedResponse, responses=UPLOAD_PROBLEMS, summary="Embed an image with the served model"
+    "/embed",
+    response_model=EmbedResponse,
+    responses={**api_examples.example(api_examples.EMBED), **UPLOAD_PROBLEMS},
+    summary="Embed an image with the served model",
 )
 async def embed(
     image: UploadFile = File(description="the image to embed"),
@@ -70,18 +100,19 @@ async def embed(
 @router.get(
     "/items/{item_id}/similar",
     response_model=SearchResponse,
-    responses=problem_responses(404, 422, 503, 504),
+    responses={**api_examples.example(api_examples.SEARCH), **SIMILAR_PROBLEMS},
     summary="Find the items most similar to a stored item (the item itself excluded)",
 )
 async def similar(
     item_id: int = Path(ge=1, le=MAX_ITEM_ID, description="item id"),
-    k: int | None = Query(None, description=_K),
+    k: int = Query(DEFAULT_K, description=_K),
     index: IndexKind | None = Query(None, description=_INDEX),
     rerank: int | None = Query(None, description=_RERANK),
+    filter_: str | None = Query(None, alias="filter", description=_FILTER, openapi_examples=_FILTER_EXAMPLES),
     services: Services = Depends(get_services),
 ) -> SearchResponse:
     start = time.perf_counter()
-    params = resolve_search_params(services, k, index, rerank)
+    params = resolve_search_params(services, k, index, rerank, filter_)
     timings = Timings()
 
     def find(snapshot: Snapshot):

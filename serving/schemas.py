@@ -11,6 +11,16 @@ ScoreKind = Literal["cosine", "hamming"]
 
 MAX_ITEM_ID = 2**63 - 1
 """Item ids are SQLite INTEGER PRIMARY KEYs (>= 1); a larger path value is a 422, never an overflow."""
+DEFAULT_K = 10
+"""Results per search when the client does not say; the web page starts from the same number."""
+RERANK_FACTOR = 10
+"""``rerank`` may fetch up to this many times ``k_max`` candidates."""
+
+
+_METADATA = (
+    "the item's metadata: what POST /items was given (and the uploaded file name as 'filename'), "
+    "or a CSV manifest's extra columns; match it with the searches' filter"
+)
 
 
 class _Strict(BaseModel):
@@ -30,7 +40,7 @@ class SearchHit(_Strict):
     id: int = Field(description="item id in the index")
     score: float = Field(description="higher is closer; see score_kind")
     label: str
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict, description=_METADATA)
     thumbnail_url: str
 
 
@@ -62,7 +72,7 @@ class EmbedResponse(_Strict):
 class ItemResponse(_Strict):
     id: int
     label: str
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict, description=_METADATA)
     thumbnail_url: str
 
 

@@ -1,12 +1,20 @@
-"""The web page in a real browser: upload a query, see k thumbnails load, switch to the binary index."""
+"""The web page and the API docs in a real browser (Debian's chromium through Playwright), offline.
+
+Every request to a host other than this server is aborted and recorded, so a page that needs a
+CDN shows up as a failure here, as it would for a user without internet.
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import urlparse
 
+import httpx
+import numpy as np
 import pytest
 from index_fixtures import make_image
+from PIL import Image
 from serving_fixtures import running_server
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -18,7 +26,11 @@ LAUNCH_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-SCREENSHOT = Path(os.environ.get("RETRIEVAL_SCREENSHOT", "/tmp/retrieval-search-page.png"))
+SCREENSHOTS = Path(os.environ.get("RETRIEVAL_SCREENSHOT_DIR", "/tmp"))
+VIEWPORTS = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
+LOCAL_HOSTS = {"127.0.0.1", "localhost"}
+REDOC_BADGE = "https://cdn.redoc.ly/redoc/logo-mini.svg"
+ALL_LOADED = "[...document.querySelectorAll('#results img')].every(i => i.complete && i.naturalWidth > 0)"
 
 pytestmark = [
     pytest.mark.slow,
@@ -27,47 +39,232 @@ pytestmark = [
 ]
 
 
-def _loaded_thumbnails(page) -> list[int]:
-    return page.eval_on_selector_all("#results img", "imgs => imgs.map(img => img.complete ? img.naturalWidth : 0)")
+@pytest.fixture(scope="module")
+def base_url(tiny_index_template: Path):
+    with running_server(tiny_index_template) as base:
+        yield base
 
 
-def test_search_page_shows_results_and_switches_index(tiny_index_template, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def browser():
     playwright = pytest.importorskip("playwright.sync_api")
-    query = tmp_path / "query.png"
-    make_image(2, 321, size=(96, 80)).save(query)
-    k = 6
-    with running_server(tiny_index_template) as base, playwright.sync_playwright() as p:
+    with playwright.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=LAUNCH_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1100, "height": 760})
-            page.goto(base + "/")
-            page.wait_for_function("document.getElementById('status').textContent.includes('images indexed')")
-            page.fill("#k", str(k))
-            page.set_input_files("input[type=file]", str(query))
-            page.wait_for_function(f"document.querySelectorAll('#results img').length === {k}")
-            page.wait_for_function(
-                "[...document.querySelectorAll('#results img')].every(i => i.complete && i.naturalWidth > 0)"
-            )
-            assert len(_loaded_thumbnails(page)) == k and all(width > 0 for width in _loaded_thumbnails(page))
-            assert page.get_attribute("#results", "data-index") == "float"
-            assert page.eval_on_selector("#preview", "img => img.naturalWidth") == 96
-            float_scores = page.eval_on_selector_all("#results .score", "els => els.map(e => e.textContent)")
+        yield browser
+        browser.close()
 
-            page.check("input[name=index][value=binary]")
-            page.wait_for_function("document.getElementById('results').dataset.index === 'binary'")
-            page.wait_for_function(
-                "[...document.querySelectorAll('#results img')].every(i => i.complete && i.naturalWidth > 0)"
-            )
-            assert len(_loaded_thumbnails(page)) == k
-            assert "binary" in page.text_content("#timings")
-            binary_scores = page.eval_on_selector_all("#results .score", "els => els.map(e => e.textContent)")
-            assert binary_scores != float_scores, "the binary index scores by Hamming similarity, not cosine"
-            assert page.is_hidden("#error")
-            page.screenshot(path=str(SCREENSHOT), full_page=True)
 
-            page.fill("#k", "0")  # out of range: the server's problem detail shows up on the page
-            page.dispatch_event("#k", "change")
-            page.wait_for_selector("#error:not([hidden])")
-            assert "k must be between 1 and" in page.text_content("#error")
-        finally:
-            browser.close()
+def offline_page(browser, viewport: dict | None = None):
+    """A page that can reach only this machine; ``page.blocked`` lists what it tried to fetch elsewhere."""
+    page = browser.new_page(viewport=viewport or VIEWPORTS["desktop"])
+    page.blocked = []
+
+    def only_local(route) -> None:
+        if urlparse(route.request.url).hostname in LOCAL_HOSTS:
+            route.continue_()
+        else:
+            page.blocked.append(route.request.url)
+            route.abort()
+
+    page.route("**/*", only_local)
+    return page
+
+
+def query_file(tmp_path: Path) -> Path:
+    path = tmp_path / "query.png"
+    make_image(2, 321, size=(96, 80)).save(path)
+    return path
+
+
+def open_search_page(browser, base_url: str, viewport: dict | None = None):
+    page = offline_page(browser, viewport)
+    page.goto(base_url + "/")
+    page.wait_for_function("document.getElementById('status').textContent.includes('images indexed')")
+    return page
+
+
+def shown_ids(page) -> list[int]:
+    return [int(i) for i in page.eval_on_selector_all("#results .hit", "els => els.map(e => e.dataset.id)")]
+
+
+def api_ids(base_url: str, path: str, **kwargs) -> list[int]:
+    method = "POST" if path == "/search" else "GET"
+    response = httpx.request(method, base_url + path, timeout=30, **kwargs)
+    response.raise_for_status()
+    return [hit["id"] for hit in response.json()["results"]]
+
+
+def contrast(first: str, second: str) -> float:
+    """WCAG contrast ratio of two CSS ``rgb(...)`` colours."""
+
+    def luminance(css: str) -> float:
+        channels = np.array([float(v) for v in css[css.index("(") + 1 : -1].split(",")[:3]]) / 255
+        linear = np.where(channels <= 0.03928, channels / 12.92, ((channels + 0.055) / 1.055) ** 2.4)
+        return float(linear @ [0.2126, 0.7152, 0.0722])
+
+    high, low = sorted([luminance(first), luminance(second)], reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+@pytest.mark.parametrize(
+    ("page_path", "operation_selector", "outside"),
+    [("/docs", ".opblock", set()), ("/redoc", "[id^='operation/']", {REDOC_BADGE})],
+)
+def test_api_docs_render_offline(
+    browser, base_url: str, page_path: str, operation_selector: str, outside: set[str]
+) -> None:
+    operations = sum(len(item) for item in httpx.get(base_url + "/openapi.json").json()["paths"].values())
+    page = offline_page(browser)
+    try:
+        page.goto(base_url + page_path)
+        page.wait_for_function(f'document.querySelectorAll("{operation_selector}").length === {operations}')
+        assert "/items/{item_id}/similar" in page.text_content("body")
+        # ReDoc's "API docs by Redocly" badge is its one outside request; the badge removes itself
+        # when the image cannot load, so nothing broken is left on the page.
+        assert set(page.blocked) <= outside, "the docs page needs another host"
+        page.wait_for_function(f"!document.querySelector(\"img[src='{REDOC_BADGE}']\")")
+    finally:
+        page.close()
+
+
+def test_search_click_to_search_loading_and_index_switch(browser, base_url: str, tmp_path: Path) -> None:
+    query = query_file(tmp_path)
+    page = open_search_page(browser, base_url)
+    try:
+        parameters = httpx.get(base_url + "/openapi.json").json()["paths"]["/search"]["post"]["parameters"]
+        default_k = next(p["schema"]["default"] for p in parameters if p["name"] == "k")
+        assert page.input_value("#k") == str(default_k)  # the page starts from the API's default
+        k = 6
+        page.fill("#k", str(k))
+
+        held = []  # the first search is held back so its loading state can be seen
+        page.route("**/search?*", lambda route: held.append(route))
+        page.set_input_files("input[type=file]", str(query))
+        page.wait_for_function("document.getElementById('results-section').getAttribute('aria-busy') === 'true'")
+        assert page.is_visible("#loading") and "Searching" in page.text_content("#loading")
+        page.unroute("**/search?*")
+        held[0].fallback()  # on to the offline guard, then the server
+        page.wait_for_function("document.getElementById('results-section').getAttribute('aria-busy') === 'false'")
+        assert page.is_hidden("#loading")
+        page.wait_for_function(ALL_LOADED)
+
+        expected = api_ids(base_url, "/search", params={"k": k}, files={"image": ("q.png", query.read_bytes())})
+        assert shown_ids(page) == expected
+        first = page.locator("#results .hit").first
+        hit = httpx.get(f"{base_url}/items/{expected[0]}").json()
+        assert first.locator(".item-id").text_content() == f"#{hit['id']}"
+        assert first.locator(".label").text_content() == hit["label"]  # the whole label, wrapped, not cut
+        assert first.locator(".meta dt").all_text_contents() == list(hit["metadata"])
+        assert "query.png" in page.text_content("#timings")
+
+        first.locator("button").click()  # click-to-search: the neighbours of that item
+        page.wait_for_function(f"document.getElementById('results').dataset.query === 'item:{expected[0]}'")
+        page.wait_for_function(ALL_LOADED)
+        assert shown_ids(page) == api_ids(base_url, f"/items/{expected[0]}/similar", params={"k": k})
+        assert expected[0] not in shown_ids(page)
+        assert f"/items/{expected[0]}/thumbnail" in page.get_attribute("#preview", "src")
+        assert f"item #{expected[0]}" in page.text_content("#timings")
+
+        float_scores = page.eval_on_selector_all("#results .score", "els => els.map(e => e.textContent)")
+        page.check("input[name=index][value=binary]")  # the same item query, now on the binary index
+        page.wait_for_function("document.getElementById('results').dataset.index === 'binary'")
+        page.wait_for_function(ALL_LOADED)
+        binary = api_ids(base_url, f"/items/{expected[0]}/similar", params={"k": k, "index": "binary"})
+        assert shown_ids(page) == binary and "binary" in page.text_content("#timings")
+        binary_scores = page.eval_on_selector_all("#results .score", "els => els.map(e => e.textContent)")
+        assert binary_scores != float_scores, "the binary index scores by Hamming similarity, not cosine"
+        assert page.is_hidden("#error") and page.blocked == []
+    finally:
+        page.close()
+
+
+def test_errors_name_the_file_and_clear_stale_results(browser, base_url: str, tmp_path: Path) -> None:
+    broken = tmp_path / "broken.png"
+    broken.write_bytes(b"this is not a PNG at all")
+    page = open_search_page(browser, base_url)
+    try:
+        page.set_input_files("input[type=file]", str(query_file(tmp_path)))
+        page.wait_for_function("document.querySelectorAll('#results .hit').length > 0")
+
+        page.set_input_files("input[type=file]", str(broken))
+        page.wait_for_selector("#error:not([hidden])")
+        error = page.text_content("#error")
+        assert '"broken.png"' in error and "(400)" in error and "cannot read image" in error
+        page.wait_for_function("document.getElementById('results-section').getAttribute('aria-busy') === 'false'")
+        assert page.eval_on_selector_all("#results .hit", "els => els.length") == 0
+        assert page.text_content("#timings") == ""  # no stale "N results ..." line
+        assert page.is_hidden("#preview") and page.is_visible("#drop-hint")  # no broken-image preview
+
+        page.set_input_files("input[type=file]", str(query_file(tmp_path)))  # a good file clears the error
+        page.wait_for_function("document.querySelectorAll('#results .hit').length > 0")
+        assert page.is_hidden("#error") and page.is_visible("#preview")
+        page.fill("#k", "0")  # out of range: the server's problem detail shows up, naming the query
+        page.dispatch_event("#k", "change")
+        page.wait_for_selector("#error:not([hidden])")
+        assert "k must be between 1 and" in page.text_content("#error") and "query.png" in page.text_content("#error")
+        assert page.text_content("#timings") == "" and page.is_visible("#preview")  # the query itself was fine
+    finally:
+        page.close()
+
+
+def test_keyboard_focus_and_contrast(browser, base_url: str, tmp_path: Path) -> None:
+    page = open_search_page(browser, base_url)
+    try:
+        page.set_input_files("input[type=file]", str(query_file(tmp_path)))
+        page.wait_for_function("document.querySelectorAll('#results .hit').length > 0")
+        for _ in range(10):  # Tab from the top of the page to the hidden file input
+            page.keyboard.press("Tab")
+            if page.evaluate("document.activeElement.id") == "file":
+                break
+        ring = page.eval_on_selector(
+            "#drop", "e => { const s = getComputedStyle(e); return [s.outlineStyle, s.outlineWidth, s.outlineColor]; }"
+        )
+        paper = page.eval_on_selector("body", "e => getComputedStyle(document.documentElement).backgroundColor")
+        assert ring[0] != "none" and float(ring[1].removesuffix("px")) >= 2 and contrast(ring[2], paper) >= 3
+
+        def colour(selector: str, prop: str) -> str:
+            return page.eval_on_selector(selector, f"e => getComputedStyle(e).{prop}")
+
+        assert contrast(colour("footer a", "color"), paper) >= 4.5  # links
+        assert contrast(colour(".status", "color"), paper) >= 4.5  # muted text
+        assert contrast(colour(".hit .score", "color"), colour(".hit", "backgroundColor")) >= 4.5
+        for control in ("#drop", "fieldset", "#k", ".hit"):  # borders of controls: 3:1 (WCAG 1.4.11)
+            assert contrast(colour(control, "borderTopColor"), paper) >= 3, control
+    finally:
+        page.close()
+
+
+@pytest.mark.parametrize("width_name", list(VIEWPORTS))
+def test_result_grid_fits_desktop_and_phone(browser, base_url: str, tmp_path: Path, width_name: str) -> None:
+    viewport = VIEWPORTS[width_name]
+    page = open_search_page(browser, base_url, viewport)
+    try:
+        page.set_input_files("input[type=file]", str(query_file(tmp_path)))
+        page.wait_for_function("document.querySelectorAll('#results .hit').length === 10")
+        page.wait_for_function(ALL_LOADED)
+        boxes = [hit.bounding_box() for hit in page.locator("#results .hit").all()]
+        assert all(box["width"] > 50 and box["height"] > 50 for box in boxes)
+        assert all(box["x"] >= 0 and box["x"] + box["width"] <= viewport["width"] for box in boxes)
+        assert page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]  # no sideways scroll
+        assert len({round(box["x"]) for box in boxes}) >= 2, "the grid has columns even on a phone"
+
+        shot = SCREENSHOTS / f"retrieval-search-page-{width_name}.png"
+        page.screenshot(path=str(shot), full_page=True)
+        image = np.asarray(Image.open(shot).convert("RGB"), dtype=np.float32)
+        assert image.shape[1] == viewport["width"]
+        grid = page.locator("#results").bounding_box()
+        scroll = page.evaluate("window.scrollY")
+        top, left = int(grid["y"] + scroll), int(grid["x"])
+        region = image[top : top + int(grid["height"]), left : left + int(grid["width"])]
+        assert region.size and region.std() > 20, "the grid area of the screenshot is blank"
+
+        long_label = "Black_footed_Albatross_over_the_north_Pacific_at_dawn_" * 2  # wraps, is never cut
+        label = page.locator("#results .hit .label").first
+        label.evaluate("(e, text) => { e.textContent = text; }", long_label)
+        size = label.evaluate(
+            "e => [e.scrollWidth, e.clientWidth, e.clientHeight, parseFloat(getComputedStyle(e).fontSize)]"
+        )
+        assert size[0] <= size[1] and size[2] > 3 * size[3]  # no overflow; several lines tall
+        assert page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
+    finally:
+        page.close()

@@ -91,6 +91,16 @@ def test_train_then_export_on_the_command_line(synth_data: Path, tmp_path: Path)
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "test float" in result.stdout and "MAP@R" in result.stdout
+    summary = {line.split()[0]: " ".join(line.split()[1:]) for line in result.stderr.splitlines() if line.strip()}
+    assert summary["run"] == str(run) and summary["device"] == "cpu (float32)"
+    # synth_data: 24 classes x 12 images; the first 12 classes train, round(0.2 x 12) = 2 of them validate
+    split = "train 10 classes / 120 images, val 2 classes / 24 images, test 12 classes / 144 images"
+    assert summary["data"] == f"{synth_data}: {split}"
+    assert summary["model"] == "resnet18, random initialisation, 32-d embedding, 32 px crops"
+    assert summary["loss"].startswith("triplet(") and "margin=0.1" in summary["loss"]  # the recipe's margin
+    assert summary["loss"].endswith("miner: semi_hard_triplet")  # triplet's default mining
+    assert summary["batches"] == "16 images (class-balanced, 4 classes x 4 images), 2 steps per epoch"
+    assert summary["epochs"] == "1 (1 warm-start epoch training only the new layers)"
     result = run_cli("export", str(run))
     assert result.returncode == 0, result.stderr[-2000:]
     assert (run / "export" / "model.onnx").is_file() and (run / "export" / "model.json").is_file()
@@ -163,6 +173,10 @@ def test_every_train_option_sets_its_config_key_over_the_recipe(
     options = _config_key_options()
     assert len(options) >= 15
     for flag, (key, value_type) in options.items():
+        if value_type is bool:  # a flag: given means on
+            args.append(flag)
+            expected[key] = True
+            continue
         value = strings.get(flag, "weights.pt") if value_type is str else values[value_type]
         args += [flag, str(value)]
         expected[key] = value
@@ -188,3 +202,122 @@ def test_train_help_lists_every_option_with_its_help() -> None:
     assert len(options) >= 20 and all(option.help for option in options)
     for option in options:
         assert option.opts[0] in output and " ".join(option.help.split()) in output, option.opts[0]
+
+
+def _help_rows(*command: str) -> dict[str, str]:
+    """``--option`` -> its row of the rendered ``--help`` (continuation lines joined)."""
+    import re
+
+    from typer.testing import CliRunner
+
+    from retrieval.cli.main import app
+
+    result = CliRunner().invoke(app, [*command, "--help"], terminal_width=300, env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    rows: dict[str, str] = {}
+    current = None
+    for line in result.output.splitlines():
+        match = re.match(r"^│\s+(?:\*\s+)?(--[\w-]+)", line)
+        if match:
+            current = match.group(1)
+            rows[current] = line
+        elif current and line.startswith("│"):
+            rows[current] += " " + line.strip("│ ")
+    return rows
+
+
+def test_train_help_shows_the_default_each_option_stands_for() -> None:
+    """Every option that takes a value shows its default: the configuration's, then where the
+    zhai_wu recipe (the one that changes command-line keys) sets another; flags show no type."""
+    import re
+
+    from retrieval.training.config import TrainConfig
+    from retrieval.training.recipes import recipe
+
+    rows = _help_rows("train")
+    for option in _train_options():
+        row = rows[option.opts[0]]
+        assert "<bool>" not in row, row
+        if not option.is_flag:
+            assert "[default: (" in row, row
+    defaults, zhai_wu = TrainConfig().model_dump(), recipe("zhai_wu")
+    for flag, (key, _) in _config_key_options().items():
+        section, name = key.split(".")
+        shown = re.search(r"\[default: \((.*?)\)\]", rows[flag]).group(1).split("; ")
+        default = defaults[section][name]
+        if isinstance(default, bool):
+            assert shown[0] == ("on" if default else "off"), flag
+        elif isinstance(default, float):
+            assert float(shown[0]) == default, flag
+        else:
+            assert shown[0] == ("none" if default is None else str(default)), flag
+        other = zhai_wu.get(section, {}).get(name, default)
+        assert (other != default) == any(part.startswith("--recipe zhai_wu: ") for part in shown), flag
+    assert "[default: (10; --recipe zhai_wu: 31)]" in rows["--epochs"]
+    assert "[default: (0.0001; --recipe zhai_wu: 0.01)]" in rows["--lr"]
+    assert "[default: (2048)]" in rows["--embedding-dim"] and "[default: (off)]" in rows["--tensorboard"]
+
+
+def test_no_command_shows_flags_as_taking_a_value() -> None:
+    """typer prints every option's type; a flag (``--quiet``, ``--help``) must not read as ``--quiet <bool>``."""
+    import click
+    import typer
+
+    from retrieval.cli.main import app
+
+    def paths(command: click.Command, prefix: tuple[str, ...]) -> list[tuple[str, ...]]:
+        found = [prefix]
+        for name, sub in getattr(command, "commands", {}).items():
+            found += paths(sub, (*prefix, name))
+        return found
+
+    commands = paths(typer.main.get_command(app), ())
+    assert len(commands) >= 15  # the app, its groups and their commands
+    for command in commands:
+        rows = _help_rows(*command)
+        assert rows["--help"] and all("<bool>" not in row for row in rows.values()), command
+    assert "--quiet" in _help_rows("index", "build") and "--quiet" in _help_rows("eval")
+
+
+def test_print_config_prints_the_resolved_configuration_and_touches_nothing(tmp_path: Path) -> None:
+    import yaml
+    from typer.testing import CliRunner
+
+    from retrieval.cli.main import app
+    from retrieval.training.config import TrainConfig, build_config, read_yaml
+    from retrieval.training.recipes import recipe
+
+    config = tmp_path / "cfg.yaml"
+    config.write_text("trainer:\n  epochs: 5\n  eval_batch_size: 7\nmodel:\n  pooling: max\n")
+    run, data = tmp_path / "run", tmp_path / "no-data-here"
+    args = ["train", "--print-config", "--recipe", "triplet", "--config", str(config), "--data", str(data)]
+    result = CliRunner().invoke(app, [*args, "--epochs", "3", "--out", str(run), "--set", "trainer.patience=2"])
+    assert result.exit_code == 0, result.output
+    printed = yaml.safe_load(result.stdout)
+    expected = build_config(
+        [
+            ("recipe", recipe("triplet")),
+            ("file", read_yaml(config)),
+            ("options", {"trainer": {"epochs": 3}, "data": {"path": str(data)}}),
+            ("--set", {"trainer": {"patience": 2}}),
+        ]
+    )
+    assert printed == expected.model_dump(mode="json") and TrainConfig.model_validate(printed) == expected
+    trainer = printed["trainer"]
+    assert (trainer["epochs"], trainer["eval_batch_size"], trainer["patience"]) == (3, 7, 2)  # option > file
+    assert printed["model"]["pooling"] == "max" and printed["loss"]["params"]["margin"] == 0.1  # file, recipe
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["cfg.yaml"]  # no run directory, no data read
+    saved = tmp_path / "printed.yaml"
+    saved.write_text(result.stdout)
+    again = CliRunner().invoke(app, ["train", "--print-config", "--config", str(saved)])  # no --out needed
+    assert again.exit_code == 0 and again.stdout == result.stdout
+
+
+def test_train_without_out_is_one_sentence(synth_data: Path) -> None:
+    from typer.testing import CliRunner
+
+    from retrieval.cli.main import app
+    from retrieval.indexing.common.errors import ConfigError
+
+    result = CliRunner().invoke(app, ["train", "--data", str(synth_data)])
+    assert isinstance(result.exception, ConfigError) and "--out is required" in str(result.exception)

@@ -13,7 +13,7 @@ from index_fixtures import make_image
 from typer.testing import CliRunner
 
 from retrieval.cli.main import app
-from retrieval.indexing.common.errors import ConfigError, DataError, IndexFormatError
+from retrieval.indexing.common.errors import ConfigError, DataError, IndexFormatError, ItemNotFoundError
 from retrieval.indexing.store.index_store import IndexStore
 
 runner = CliRunner()
@@ -99,8 +99,14 @@ def test_add_then_remove(cli_index: Path, tmp_path: Path) -> None:
     assert added.exit_code == 0, added.output
     assert "added 2 images (ids 31..32); the index now holds 32" in added.output
     assert "skipped 1 unreadable image(s)" in added.output and "broken.png" in added.output
-    removed = invoke("index", "remove", index, 31, 5, 400)
-    assert "removed 2 item(s) (1 id(s) were not in the index); the index now holds 30" in removed.output
+    refused = invoke("index", "remove", index, 31, 5, 400)
+    assert isinstance(refused.exception, ItemNotFoundError) and refused.exit_code != 0
+    message = str(refused.exception)
+    assert "1 of the ids are not in" in message and "(400); nothing was removed" in message
+    with IndexStore.open(index) as store:
+        assert store.count == 32  # an unknown id removes nothing, not even the known ones
+    removed = invoke("index", "remove", index, 31, 5)
+    assert "removed 2 item(s); the index now holds 30" in removed.output
     with IndexStore.open(index) as store:
         assert 31 not in store.ids() and 32 in store.ids() and 5 not in store.ids()
 

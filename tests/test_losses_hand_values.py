@@ -231,3 +231,67 @@ def test_snr_with_the_zero_mean_regulariser_by_hand(weight: float):
     loss = build_loss("snr", num_classes=3, embedding_dim=3, params={"zero_mean_weight": weight})
     value = loss(torch.tensor(points, dtype=torch.float64), torch.tensor(SNR_LABELS)).item()
     assert zero_mean > 0.1 and value == pytest.approx(expected, rel=1e-6)
+
+
+# class 0 has 4 images (2 support, 2 queries), classes 1 and 2 have 2 (1 + 1), class 3 one (left out)
+PROTO_POINTS = [(1.0, 0.1), (0.3, 0.9), (0.9, -0.2), (0.8, 0.5), (-0.7, 0.6), (-0.9, 0.1), (0.2, -1.0), (-0.1, -0.8)]
+PROTO_POINTS += [(0.6, 0.6)]
+PROTO_LABELS = [0, 2, 0, 1, 2, 1, 0, 0, 3]
+
+
+def _prototypical_by_hand(points, labels, temperature: float) -> float:
+    members: dict[int, list[tuple[float, float]]] = {}
+    for p, y in zip(points, labels):
+        members.setdefault(y, []).append(p)
+    episode = {y: ps for y, ps in members.items() if len(ps) >= 2}
+    prototypes, queries = {}, []
+    for y, ps in episode.items():
+        support = ps[: len(ps) // 2]
+        prototypes[y] = (sum(p[0] for p in support) / len(support), sum(p[1] for p in support) / len(support))
+        queries += [(q, y) for q in ps[len(ps) // 2 :]]
+    total = 0.0
+    for q, y in queries:
+        logits = {k: -((q[0] - c[0]) ** 2 + (q[1] - c[1]) ** 2) / temperature for k, c in prototypes.items()}
+        total += -(logits[y] - math.log(sum(math.exp(v) for v in logits.values())))
+    return total / len(queries)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.2])
+def test_prototypical_by_hand(temperature: float):
+    expected = _prototypical_by_hand(PROTO_POINTS, PROTO_LABELS, temperature)
+    loss = build_loss("prototypical", num_classes=4, embedding_dim=2, params={"temperature": temperature})
+    value = loss(torch.tensor(PROTO_POINTS, dtype=torch.float64), torch.tensor(PROTO_LABELS))
+    assert value.item() == pytest.approx(expected, rel=1e-5)
+
+
+def test_prototypical_ignores_the_image_of_a_single_image_class():
+    loss = build_loss("prototypical", num_classes=4, embedding_dim=2)
+    with_single = loss(torch.tensor(PROTO_POINTS), torch.tensor(PROTO_LABELS))
+    without = loss(torch.tensor(PROTO_POINTS[:-1]), torch.tensor(PROTO_LABELS[:-1]))
+    torch.testing.assert_close(with_single, without)
+
+
+PROXIES = [(2.0, 0.5), (-0.3, 1.0), (-1.0, -2.0), (0.7, -0.7)]
+
+
+def _proxy_triplet_by_hand(points, labels, proxies, margin: float) -> float:
+    unit = [(p[0] / math.hypot(*p), p[1] / math.hypot(*p)) for p in proxies]
+    total = 0.0
+    for x, y in zip(points, labels):
+        positive = _dist(x, unit[y])
+        hardest = min(_dist(x, p) for k, p in enumerate(unit) if k != y)
+        total += max(0.0, positive - hardest + margin)
+    return total / len(labels)
+
+
+@pytest.mark.parametrize("margin", [0.1, 0.5])
+def test_proxy_triplet_by_hand(margin: float):
+    points = [(1.0, 0.0), (0.6, 0.8), (-0.8, 0.6), (0.0, -1.0), (0.8, -0.6)]
+    labels = [0, 1, 1, 2, 0]
+    expected = _proxy_triplet_by_hand(points, labels, PROXIES, margin)
+    assert expected > 0
+    loss = build_loss("proxy_triplet", num_classes=4, embedding_dim=2, params={"margin": margin})
+    with torch.no_grad():
+        loss.proxies.copy_(torch.tensor(PROXIES))  # deliberately not unit norm
+    value = loss(torch.tensor(points, dtype=torch.float64), torch.tensor(labels))
+    assert value.item() == pytest.approx(expected, rel=1e-5)

@@ -7,6 +7,7 @@ listed in docs/losses.md, so a wrong default or a dropped miner in the registry 
 from __future__ import annotations
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -37,6 +38,12 @@ class _CosinesOverTemperature(torch.nn.Module):
         return self.loss(F.normalize(embeddings, dim=1) * self.factor, labels, indices)
 
 
+def _ranked_list(**params) -> pml.RankedListLoss:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # pml warns about T_n > 5, which the paper uses
+        return pml.RankedListLoss(**params)
+
+
 # name -> (reference loss factory, reference miner factory or None, our params, our miner args)
 REFERENCES = {
     "contrastive": (lambda: pml.ContrastiveLoss(pos_margin=0.0, neg_margin=1.0), None),
@@ -55,6 +62,8 @@ REFERENCES = {
     ),
     "fastap": (lambda: pml.FastAPLoss(num_bins=10), None),
     "snr": (lambda: pml.SignalToNoiseRatioContrastiveLoss(pos_margin=0.0, neg_margin=1.0), None),
+    # the authors' CUB-200 configuration: negative boundary 1.4, margin 0.2, T_n 10, T_p 0
+    "ranked_list": (lambda: _ranked_list(margin=0.2, Tn=10, imbalance=0.5, alpha=1.4, Tp=0), None),
     "proxy_nca": (lambda: pml.ProxyNCALoss(C, D, softmax_scale=1), None),
     "proxy_anchor": (lambda: pml.ProxyAnchorLoss(C, D, margin=0.1, alpha=32), None),
     "cosface": (lambda: pml.CosFaceLoss(C, D, margin=0.35, scale=64), None),
@@ -101,6 +110,14 @@ VARIANTS = [
         None,
     ),
     (
+        "ranked_list",
+        {"margin": 0.4, "alpha": 1.2, "neg_temperature": 5.0, "pos_temperature": 1.0, "imbalance": 0.3},
+        "default",
+        None,
+        lambda: _ranked_list(margin=0.4, Tn=5, imbalance=0.3, alpha=1.2, Tp=1),
+        None,
+    ),
+    (
         "proxy_anchor",
         {"margin": 0.2, "alpha": 16.0},
         "default",
@@ -140,8 +157,11 @@ def _compare(ours, reference_loss, reference_miner):
     torch.testing.assert_close(grad, expected_grad)
 
 
+OUR_OWN = {"normalized_softmax", "group_loss", "prototypical", "proxy_triplet", "facility_location"}  # hand tests
+
+
 def test_the_reference_table_covers_every_pml_backed_loss():
-    assert set(REFERENCES) | {"normalized_softmax"} == {spec.name for spec in available_losses()}
+    assert set(REFERENCES) | OUR_OWN == {spec.name for spec in available_losses()}
 
 
 @pytest.mark.parametrize("name", sorted(REFERENCES))

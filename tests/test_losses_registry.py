@@ -35,8 +35,15 @@ REQUIRED_LOSSES = {
     "soft_triple",
     "fastap",
     "snr",
+    "ranked_list",
+    "group_loss",
+    "prototypical",
+    "proxy_triplet",
+    "facility_location",
 }
-PROXY_LOSSES = {"proxy_nca", "proxy_anchor", "normalized_softmax", "cosface", "arcface", "soft_triple"}
+PROXY_LOSSES = {"proxy_nca", "proxy_anchor", "normalized_softmax", "cosface", "arcface", "soft_triple", "proxy_triplet"}
+# pair-family losses that own parameters: the margin loss learns beta (Wu et al.), Group Loss a classifier head
+PAIR_LOSSES_WITH_PARAMETERS = {"margin", "group_loss"}
 
 
 def test_all_required_losses_are_registered_and_sorted():
@@ -60,7 +67,7 @@ def test_spec_metadata_and_sampler_match_the_family(spec: LossSpec):
     assert spec.family == ("proxy" if is_proxy else "pair")
     assert spec.sampler == ("shuffle" if is_proxy else "balanced") == type(loss).sampler
     assert isinstance(loss, EmbeddingLoss)
-    has_parameters = is_proxy or spec.name == "margin"  # the margin loss learns beta (Wu et al.)
+    has_parameters = is_proxy or spec.name in PAIR_LOSSES_WITH_PARAMETERS
     assert (len(loss.loss_parameters()) > 0) is has_parameters
 
 

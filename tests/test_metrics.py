@@ -14,7 +14,12 @@ from retrieval.indexing.eval.metrics import (
     evaluate_embeddings,
     metrics_from_neighbor_labels,
 )
-from retrieval.indexing.eval.nmi import kmeans_assignments, nmi_kmeans, normalized_mutual_info
+from retrieval.indexing.eval.nmi import (
+    kmeans_assignments,
+    nmi_kmeans,
+    normalized_mutual_info,
+    normalized_mutual_info_rows,
+)
 from retrieval.indexing.search.binary import binarize, codes_to_signs
 
 
@@ -194,6 +199,16 @@ def test_normalized_mutual_info_matches_sklearn(seed):
     assert normalized_mutual_info(truth, truth + 3) == pytest.approx(1.0)
     assert normalized_mutual_info(np.zeros(5), np.arange(5)) == normalized_mutual_info_score(np.zeros(5), np.arange(5))
     assert normalized_mutual_info(np.zeros(5), np.zeros(5)) == 1.0
+
+
+def test_nmi_of_many_clusterings_at_once_matches_sklearn_row_by_row():
+    rng = np.random.default_rng(0)
+    truth = rng.integers(0, 4, 30)
+    rows = np.stack([truth, truth + 7, np.zeros(30, dtype=int), rng.integers(0, 6, 30), np.arange(30)])
+    expected = [normalized_mutual_info_score(truth, row) for row in rows]
+    np.testing.assert_allclose(normalized_mutual_info_rows(truth, rows), expected, atol=1e-12)
+    with pytest.raises(DataError, match="labellings of the 30 items"):
+        normalized_mutual_info_rows(truth, rows[:, :5])
 
 
 def test_nmi_kmeans_scores_its_own_clustering_and_is_deterministic():

@@ -1,8 +1,8 @@
 """Fine-tuning from ImageNet weights on real photos: not worse than where it started, far better than scratch.
 
 Eight CUB-200-2011 classes (cub50 in ../shared) at 96 px: the first four train (one of them
-validates), the last four are only ever retrieved. The pretrained reference row is the same
-backbone before training, on the same test classes.
+validates), the last four are only ever retrieved. The pretrained reference row is the backbone's
+pooled features before training (``training.reference``), on the same test classes.
 """
 
 from __future__ import annotations
@@ -51,8 +51,10 @@ def _train(data: Path, run: Path, pretrained: str | None) -> dict:
 def test_finetuning_keeps_the_pretrained_quality_and_beats_scratch(eight_birds: Path, tmp_path: Path) -> None:
     tuned = _train(eight_birds, tmp_path / "tuned", "imagenet")
     scratch = _train(eight_birds, tmp_path / "scratch", None)
-    reference = tuned["pretrained"]["float"]["map_at_r"]
-    # measured on this CPU (seed 0): pretrained 0.276, fine-tuned 0.297 (binary 0.247), from scratch 0.102
-    assert tuned["float"]["map_at_r"] > reference - 0.05, (tuned["float"], reference)
+    reference = tuned["pretrained"]
+    # measured on this CPU (seed 0), MAP@R float (binary): the pretrained reference (pooled features, PCA to
+    # 128 fitted on the 238 training-class images) 0.329 (0.266), fine-tuned 0.297 (0.247), from scratch 0.102
+    assert reference["reference"]["reduction"] == "pca" and reference["reference"]["dim"] == 128
+    for kind in ("float", "binary"):
+        assert tuned[kind]["map_at_r"] > reference[kind]["map_at_r"] - 0.05, (kind, tuned[kind], reference[kind])
     assert tuned["float"]["map_at_r"] > scratch["float"]["map_at_r"] + 0.1, (tuned["float"], scratch["float"])
-    assert tuned["binary"]["map_at_r"] > reference - 0.08

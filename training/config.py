@@ -6,6 +6,7 @@ default. ``load_config`` turns pydantic's errors into one sentence naming the ke
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 from pathlib import Path
@@ -40,6 +41,12 @@ class DataConfig(_Strict):
         None, ge=0, description="use fold i of num_folds (Reality Check) instead of val_fraction"
     )
     num_folds: int = Field(4, ge=2)
+    max_images_per_class: int | None = Field(
+        None,
+        ge=2,
+        description="keep at most this many images of each class, a deterministic subsample applied before "
+        "splitting (so in every split); for quick runs",
+    )
     image_size: int = Field(224, gt=0, description="crop size; eval resizes the shorter side to image_size * 8/7")
     train_crop_scale: tuple[float, float] = (0.16, 1.0)
     horizontal_flip: bool = True
@@ -47,6 +54,12 @@ class DataConfig(_Strict):
         "auto", description="auto: class-balanced C x M for pair losses, plain shuffling for classification losses"
     )
     images_per_class: int = Field(4, ge=1, description="M of the class-balanced sampler")
+    meta_classes: int | None = Field(
+        None,
+        ge=2,
+        description="DREML: train on the training classes randomly grouped into this many meta-classes "
+        "(seeded by trainer.seed; validation and test keep the true classes)",
+    )
     small_classes: Literal["drop", "pad"] = Field(
         "drop",
         description="balanced sampler, classes with fewer than M images: drop them, or pad them with repeats "
@@ -116,7 +129,12 @@ class TrainerConfig(_Strict):
     )
     max_steps_per_epoch: int | None = Field(None, ge=1, description="cap for quick runs")
     evaluate_untrained_test: bool = Field(
-        True, description="also report the untrained model's test metrics (reported only, never used to choose)"
+        True,
+        description="also report the reference row: the starting backbone's pooled features on the test classes "
+        "('pretrained' or 'untrained'; training.reference; reported only, never used to choose)",
+    )
+    tensorboard: bool = Field(
+        False, description="also write TensorBoard event files to RUN_DIR/tensorboard (training.tracking)"
     )
 
 
@@ -132,7 +150,19 @@ class TrainConfig(_Strict):
         """Hash of everything that shapes the model (not the data path), for manifests."""
         payload = self.model_dump(mode="json")
         payload["data"].pop("path", None)
+        payload["trainer"].pop("tensorboard", None)  # where metrics go does not shape the model
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def config_default(path: str) -> Any:
+    """The default of the key ``section.key`` (what a run gets when no layer sets it)."""
+    section, key = path.split(".")
+    return getattr(getattr(TrainConfig(), section), key)
+
+
+def config_yaml(config: TrainConfig) -> str:
+    """The resolved configuration as YAML: ``config.yaml`` of a run, ``retrieval train --print-config``."""
+    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
 
 
 def describe_validation_error(error: ValidationError, source: str) -> str:
@@ -140,9 +170,25 @@ def describe_validation_error(error: ValidationError, source: str) -> str:
     parts = []
     for item in error.errors():
         key = ".".join(str(p) for p in item["loc"]) or "(root)"
-        message = "unknown key" if item["type"] == "extra_forbidden" else item["msg"]
+        message = _unknown_key(item["loc"]) if item["type"] == "extra_forbidden" else item["msg"]
         parts.append(f"{key}: {message}")
     return f"invalid configuration in {source}: " + "; ".join(parts)
+
+
+def _unknown_key(loc: tuple[int | str, ...]) -> str:
+    """'unknown key' plus the keys valid at that place (and the closest one), e.g. for ``--set``."""
+    section: type[BaseModel] = TrainConfig
+    for part in loc[:-1]:
+        field = section.model_fields.get(str(part))
+        annotation = field.annotation if field else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return "unknown key"
+        section = annotation
+    known = list(section.model_fields)
+    close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+    hint = f"did you mean {close[0]}? " if close else ""
+    where = "sections" if len(loc) == 1 else f"keys of {'.'.join(map(str, loc[:-1]))}"
+    return f"unknown key ({hint}{where}: {', '.join(known)})"
 
 
 def merge_dicts(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -153,6 +199,24 @@ def merge_dicts(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any
         else:
             merged[key] = value
     return merged
+
+
+def parse_set(assignments: list[str]) -> dict[str, Any]:
+    """``--set trainer.patience=3`` -> {"trainer": {"patience": 3}} (values parsed as YAML)."""
+    layer: dict[str, Any] = {}
+    for assignment in assignments:
+        key, sep, raw = assignment.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--set expects KEY=VALUE (e.g. trainer.patience=3), got '{assignment}'")
+        *parents, leaf = key.split(".")
+        node = layer
+        for part in parents:
+            node = node.setdefault(part, {})
+        try:
+            node[leaf] = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            raise ConfigError(f"--set {key}: the value {raw!r} is not valid YAML") from None
+    return layer
 
 
 def build_config(layers: list[tuple[str, dict[str, Any]]]) -> TrainConfig:

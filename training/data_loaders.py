@@ -37,7 +37,7 @@ def build_train_loader(
 ) -> DataLoader:
     """Augmented images in class-balanced (C x M) or shuffled batches of ``trainer.batch_size`` per rank."""
     dataset = ImageRecordDataset(records, label_to_index, build_train_transform(cfg.data, cfg.model.backbone))
-    batch_sampler = _train_batch_sampler(dataset.labels, label_to_index, cfg, sampler_kind, rank, world_size)
+    batch_sampler = train_batch_sampler(dataset.labels, label_to_index, cfg, sampler_kind, rank, world_size)
     workers = cfg.data.num_workers
     return DataLoader(
         dataset,
@@ -76,14 +76,16 @@ def set_loader_epoch(loader: DataLoader, epoch: int) -> None:
             set_epoch(epoch)
 
 
-def _train_batch_sampler(
+def train_batch_sampler(
     labels: Sequence[int],
     label_to_index: dict[str, int],
     cfg: TrainConfig,
     sampler_kind: SamplerKind,
-    rank: int,
-    world_size: int,
+    rank: int = 0,
+    world_size: int = 1,
 ) -> ClassBalancedBatchSampler | ShuffleBatchSampler:
+    """The training batches (of item positions in ``labels``): class-balanced C x M or shuffled;
+    also used by ``retrieval study`` on cached features."""
     seed, batch_size = cfg.trainer.seed, cfg.trainer.batch_size
     if sampler_kind == "shuffle":
         return ShuffleBatchSampler(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import io
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -54,28 +55,38 @@ def export_run(
     fp16: bool = False,
     checkpoint: Literal["best", "last"] = "best",
 ) -> ExportResult:
-    """Export ``run_dir``'s checkpoint to ``out_dir`` (default run_dir/export) after the parity check."""
+    """Export ``run_dir``'s checkpoint to ``out_dir`` (default run_dir/export) after the parity check.
+
+    An ensemble run (``retrieval train --ensemble``) exports its members joined into one model."""
     paths = RunPaths(run_dir)
     if not paths.run_dir.is_dir():
         raise RetrievalError(
             f"run directory {paths.run_dir} does not exist; pass the directory `retrieval train` wrote"
         )
+    if paths.ensemble_spec.is_file():
+        from retrieval.training.ensemble_export import export_ensemble  # it builds on this module
+
+        return export_ensemble(paths.run_dir, out_dir, fp16=fp16, checkpoint=checkpoint)
+    config, state, model = load_run_model(paths.run_dir, checkpoint)
+    return write_checked_export(
+        model,
+        config.data.image_size,
+        Path(out_dir) if out_dir is not None else paths.export_dir,
+        fp16=fp16,
+        manifest_for=lambda onnx_bytes, precision: build_manifest(
+            config, state, onnx_bytes, model.embedding_dim, precision
+        ),
+    )
+
+
+def load_run_model(
+    run_dir: Path, checkpoint: Literal["best", "last"] = "best"
+) -> tuple[TrainConfig, dict[str, Any], EmbeddingModel]:
+    """A run's config, its checkpoint and the eval-mode model restored from it (clear errors if they don't fit)."""
+    paths = RunPaths(run_dir)
     config = load_run_config(paths.run_dir)
     state = load_checkpoint(paths.best_checkpoint if checkpoint == "best" else paths.last_checkpoint)
-    model = _restore_model(config, state, paths.run_dir)
-    precision = "fp16" if fp16 else "fp32"
-    onnx_bytes = onnx_export_bytes(model, config.data.image_size, fp16=fp16)
-    max_diff = parity_max_abs_diff(model, onnx_bytes, config.data.image_size)
-    if not max_diff <= TOLERANCE[precision]:
-        raise RetrievalError(
-            f"the exported {precision} ONNX model differs from torch by {max_diff:.3g} "
-            f"(tolerance {TOLERANCE[precision]:g}); nothing was written, report this with the run's config.yaml"
-        )
-    out_dir = Path(out_dir) if out_dir is not None else paths.export_dir
-    manifest = build_manifest(config, state, onnx_bytes, model.embedding_dim, precision)
-    atomic_write_bytes(out_dir / MODEL_ONNX_NAME, onnx_bytes)
-    atomic_write_text(out_dir / MODEL_MANIFEST_NAME, manifest_json(manifest))
-    return ExportResult(manifest, out_dir / MODEL_ONNX_NAME, out_dir / MODEL_MANIFEST_NAME, max_diff)
+    return config, state, _restore_model(config, state, paths.run_dir)
 
 
 def _restore_model(config: TrainConfig, state: dict[str, Any], run_dir: Path) -> EmbeddingModel:
@@ -94,7 +105,30 @@ def _restore_model(config: TrainConfig, state: dict[str, Any], run_dir: Path) ->
     return model.eval()
 
 
-def onnx_export_bytes(model: EmbeddingModel, image_size: int, *, fp16: bool = False) -> bytes:
+def write_checked_export(
+    model: torch.nn.Module,
+    image_size: int,
+    out_dir: Path,
+    *,
+    fp16: bool,
+    manifest_for: Callable[[bytes, str], ModelManifest],
+) -> ExportResult:
+    """Export ``model`` to ONNX, compare it with torch and, only within tolerance, write it with its manifest."""
+    precision = "fp16" if fp16 else "fp32"
+    onnx_bytes = onnx_export_bytes(model, image_size, fp16=fp16)
+    max_diff = parity_max_abs_diff(model, onnx_bytes, image_size)
+    if not max_diff <= TOLERANCE[precision]:
+        raise RetrievalError(
+            f"the exported {precision} ONNX model differs from torch by {max_diff:.3g} "
+            f"(tolerance {TOLERANCE[precision]:g}); nothing was written, report this with the run's config.yaml"
+        )
+    manifest = manifest_for(onnx_bytes, precision)
+    atomic_write_bytes(out_dir / MODEL_ONNX_NAME, onnx_bytes)
+    atomic_write_text(out_dir / MODEL_MANIFEST_NAME, manifest_json(manifest))
+    return ExportResult(manifest, out_dir / MODEL_ONNX_NAME, out_dir / MODEL_MANIFEST_NAME, max_diff)
+
+
+def onnx_export_bytes(model: torch.nn.Module, image_size: int, *, fp16: bool = False) -> bytes:
     """Serialise the eval-mode model to ONNX (dynamic batch); fp16 converts weights, keeps fp32 I/O."""
     model = model.eval()
     dummy = torch.zeros(2, 3, image_size, image_size)
@@ -124,7 +158,7 @@ def _to_fp16(onnx_bytes: bytes) -> bytes:
     return converted.SerializeToString()
 
 
-def parity_max_abs_diff(model: EmbeddingModel, onnx_bytes: bytes, image_size: int, seed: int = 0) -> float:
+def parity_max_abs_diff(model: torch.nn.Module, onnx_bytes: bytes, image_size: int, seed: int = 0) -> float:
     """Max |onnxruntime - torch| on a batch of random normalised-image-like inputs."""
     import onnxruntime as ort
 
@@ -155,6 +189,7 @@ def build_manifest(
         loss=str(state.get("loss_name") or config.loss.name),
         config_hash=config.config_hash(),
         validation_metrics=_numeric_metrics(state.get("val_metrics")),
+        training_classes=[str(label) for label in state.get("training_classes") or []],
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
 

@@ -33,6 +33,8 @@ _LOSS_OVERRIDES: dict[str, dict[str, Any]] = {
     "arcface": {"loss": {"lr": 1e-2}},
     "cosface": {"loss": {"lr": 1e-2}},
     "soft_triple": {"loss": {"lr": 1e-2}},
+    "proxy_triplet": {"loss": {"lr": 1e-2}},
+    "group_loss": {"loss": {"lr": 1e-2}},  # its classifier head, like proxies
 }
 
 ALIASES = {"normsoftmax": "normalized_softmax", "ms": "multi_similarity", "proxyanchor": "proxy_anchor"}
@@ -79,6 +81,42 @@ _DESCRIPTIONS = {
         "class-balanced batches of 75 = 3 classes x 25 images (SOP: --images-per-class 5); it keeps "
         "our RandomResizedCrop augmentation instead of their 224 crops of 256x256 images"
     ),
+    "group_loss": (
+        "Group Loss with the authors' CUB-200 settings (dvl-tum/group_loss train.py): softmax temperature 24 "
+        "for the priors, 2 anchors per class, 1 iteration of replicator dynamics, the head's cross-entropy "
+        "added at weight 1, on the shared base (the head learns at lr 1e-2). Small batches: it needs several "
+        "images per class besides the anchors; the paper samples 6 classes x 9 images (CUB), and the base's "
+        "4 images per class leave only 2 unlabelled ones per class, so prefer --images-per-class 9 "
+        f"--batch-size 54 where memory allows. Base: {_BASE_DESCRIPTION}"
+    ),
+    "prototypical": (
+        "Prototypical loss with Snell et al.'s squared Euclidean distance (temperature 1): each class's "
+        "images in a batch split into a support half (the prototype) and queries. Small batches: with the "
+        "base's 4 images per class a prototype is the mean of 2 images, and classes with fewer than 2 images "
+        "are skipped; the Unbiased Evaluation found it needs long training and gains from more than one "
+        f"episode per step (larger batches, more images per class). Base: {_BASE_DESCRIPTION}"
+    ),
+    "facility_location": (
+        "Structured clustering via facility location (Oh Song et al.), gamma 1, greedy loss-augmented "
+        "inference then 5 rounds of PAM-style medoid refinement. Cost per batch of B images and C classes: "
+        "C greedy steps over B candidates, each scored with facility location and NMI, O(B^2 * C) in NumPy on "
+        "the CPU whatever the device, plus B NMIs per refinement round; measured on a 2-core CPU at 2048-d: "
+        "about 0.05 s at B=32 (8 classes), 0.1 s at 64 (16), 0.4 s at 128 (32) and 1.5 s at 256 (64), so "
+        "batches up to a few hundred. Small batches: too few classes per batch gives a weak clustering "
+        "signal and too many destabilises it (the Unbiased Evaluation found it the most unstable method, with "
+        f"the best NMI but weaker retrieval). Base: {_BASE_DESCRIPTION}"
+    ),
+    "proxy_triplet": (
+        "Proxy-triplet at margin 0.1 on Euclidean distances between unit vectors: the No Fuss paper gives no "
+        "triplet margin (it reports the NCA form), and 0.1 is the Reality Check's best triplet margin; the "
+        f"proxies learn at lr 1e-2. Base: {_BASE_DESCRIPTION}"
+    ),
+    "ranked_list": (
+        "Ranked list loss with the authors' CUB-200 configuration (alpha 1.4, margin 0.2, T_n 10, T_p 0 = "
+        "RLL-Simpler). Small batches: it learns a hypersphere per class from the positives in the batch; "
+        "the Unbiased Evaluation never made it converge on SOP, which has few images per class. "
+        f"Base: {_BASE_DESCRIPTION}"
+    ),
 }
 
 
@@ -107,6 +145,14 @@ def recipe(name: str) -> dict[str, Any]:
     layer = merge_dicts(BASE_RECIPE, {"loss": {"name": loss_name}})
     layer = merge_dicts(layer, _LOSS_OVERRIDES.get(loss_name, {}))
     return merge_dicts(layer, _PAPER_RECIPES[name][1]) if name in _PAPER_RECIPES else layer
+
+
+def recipe_values(path: str) -> dict[str, Any]:
+    """Where recipes set the key ``section.key``: {"every recipe": value} for the shared base, then
+    {recipe name: value} for a loss's or a paper's own layer. Read from the tables alone (no torch)."""
+    section, key = path.split(".")
+    layers = {"every recipe": BASE_RECIPE, **_LOSS_OVERRIDES, **{n: layer for n, (_, layer) in _PAPER_RECIPES.items()}}
+    return {name: layer[section][key] for name, layer in layers.items() if key in layer.get(section, {})}
 
 
 def describe_recipe(name: str) -> str:

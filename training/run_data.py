@@ -10,6 +10,8 @@ from retrieval.indexing.data.bad_images import scan_images
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import DatasetSplits, split_records
+from retrieval.indexing.data.subsample import cap_images_per_class
+from retrieval.training.class_grouping import group_classes
 from retrieval.training.config import DataConfig
 from retrieval.training.image_dataset import label_index
 
@@ -19,17 +21,34 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class RunData:
     splits: DatasetSplits
-    train_label_index: dict[str, int]  # training classes -> 0..C-1 (proxy/softmax heads need this)
+    train_label_index: dict[str, int]  # training classes -> 0..C-1, or their meta-class (data.meta_classes)
     eval_label_index: dict[str, int]  # every class -> an int, for metrics on val/test
 
+    @property
+    def num_train_labels(self) -> int:
+        """Outputs the loss needs (classes, or DREML meta-classes; proxy/softmax heads)."""
+        return len(set(self.train_label_index.values()))
 
-def prepare_run_data(cfg: DataConfig, *, progress: bool) -> RunData:
+
+def prepare_run_data(cfg: DataConfig, *, progress: bool, grouping_seed: int = 0) -> RunData:
+    """Load, scan and split the data; ``grouping_seed`` draws the DREML grouping when ``cfg.meta_classes`` is set."""
     if cfg.path is None:
         raise ConfigError("no dataset given: pass --data PATH (an ImageFolder directory, a CSV or a dataset root)")
     records = load_records(cfg.path)
+    if cfg.max_images_per_class is not None:
+        records = cap_images_per_class(records, cfg.max_images_per_class)
     records = _drop_bad_images(records, cfg.on_bad_image, progress)
     splits = split_records(records, val_fraction=cfg.val_fraction, val_fold=cfg.val_fold, num_folds=cfg.num_folds)
-    return RunData(splits, label_index(splits.train), label_index(records))
+    train_index = label_index(splits.train)
+    if cfg.meta_classes is not None:
+        train_index = group_classes(train_index, cfg.meta_classes, grouping_seed)
+        log.info(
+            "DREML: %d training classes grouped into %d meta-classes (seed %d)",
+            len(train_index),
+            cfg.meta_classes,
+            grouping_seed,
+        )
+    return RunData(splits, train_index, label_index(records))
 
 
 def _drop_bad_images(records: list[ImageRecord], policy: str, progress: bool) -> list[ImageRecord]:

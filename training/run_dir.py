@@ -9,6 +9,10 @@
       test_metrics.json      metrics on the test split
       export/                model.onnx + model.json (``retrieval export``)
 
+An ensemble run (``retrieval train --ensemble L``, ``training.ensemble``) holds the base
+``config.yaml``, ``ensemble.json`` (the member count), ``members/0..L-1/`` (each a run directory
+as above), ``ensemble_metrics.json`` (the joined embedding's metrics) and ``export/``.
+
 A checkpoint is a plain dict (``Checkpoint``) of tensors and Python primitives, so it loads
 with ``torch.load(weights_only=True)``.
 """
@@ -21,13 +25,18 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 import torch
-import yaml
 from pydantic import ValidationError
 
-from retrieval.indexing.common.artifact_names import RUN_BEST_CHECKPOINT_NAME, RUN_CHECKPOINTS_SUBDIR, RUN_EXPORT_SUBDIR
+from retrieval.indexing.common.artifact_names import (
+    ENSEMBLE_MEMBERS_SUBDIR,
+    RUN_BEST_CHECKPOINT_NAME,
+    RUN_CHECKPOINTS_SUBDIR,
+    RUN_CONFIG_NAME,
+    RUN_EXPORT_SUBDIR,
+)
 from retrieval.indexing.common.atomic_write import atomic_write_text, atomic_write_with
 from retrieval.indexing.common.errors import ConfigError, RetrievalError
-from retrieval.training.config import TrainConfig, describe_validation_error, read_yaml
+from retrieval.training.config import TrainConfig, config_yaml, describe_validation_error, read_yaml
 
 
 class Checkpoint(TypedDict):
@@ -45,6 +54,7 @@ class Checkpoint(TypedDict):
     num_classes: int
     config: dict[str, Any]  # resolved TrainConfig, model_dump(mode="json")
     loss_name: str
+    training_classes: list[str]  # fitted + validation classes (export records them in model.json)
 
 
 @dataclass(frozen=True)
@@ -56,7 +66,7 @@ class RunPaths:
 
     @property
     def config(self) -> Path:
-        return self.run_dir / "config.yaml"
+        return self.run_dir / RUN_CONFIG_NAME
 
     @property
     def metrics(self) -> Path:
@@ -86,11 +96,26 @@ class RunPaths:
     def export_dir(self) -> Path:
         return self.run_dir / RUN_EXPORT_SUBDIR
 
+    @property
+    def ensemble_spec(self) -> Path:
+        return self.run_dir / "ensemble.json"
+
+    @property
+    def ensemble_metrics(self) -> Path:
+        return self.run_dir / "ensemble_metrics.json"
+
+    @property
+    def members_dir(self) -> Path:
+        return self.run_dir / ENSEMBLE_MEMBERS_SUBDIR
+
+    def member_dir(self, index: int) -> Path:
+        return self.members_dir / str(index)
+
 
 def write_run_config(run_dir: Path, config: TrainConfig) -> Path:
     """Write ``config.yaml`` atomically; returns its path."""
     path = RunPaths(run_dir).config
-    atomic_write_text(path, yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False))
+    atomic_write_text(path, config_yaml(config))
     return path
 
 
@@ -127,13 +152,21 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
     return loaded
 
 
-RUN_ARTIFACTS = ("config.yaml", "metrics.jsonl", "curves.png", "test_metrics.json", "untrained_test_metrics.json")
+RUN_ARTIFACTS = (
+    "config.yaml",
+    "metrics.jsonl",
+    "curves.png",
+    "test_metrics.json",
+    "untrained_test_metrics.json",
+    "ensemble.json",
+    "ensemble_metrics.json",
+)
 
 
 def claim_run_dir(run_dir: Path, *, resume: bool, overwrite: bool) -> None:
     """Refuse to train into a directory that already holds a run, unless resuming or replacing it.
 
-    ``overwrite`` removes the previous run's artifacts (config, logs, checkpoints, export) and
+    ``overwrite`` removes the previous run's artifacts (config, logs, checkpoints, ensemble members, export) and
     nothing else, so a run directory placed inside a user's folder cannot take other files with it.
     """
     paths = RunPaths(run_dir)
@@ -146,5 +179,5 @@ def claim_run_dir(run_dir: Path, *, resume: bool, overwrite: bool) -> None:
         )
     for name in RUN_ARTIFACTS:
         (paths.run_dir / name).unlink(missing_ok=True)
-    for folder in (paths.checkpoints_dir, paths.export_dir):
+    for folder in (paths.checkpoints_dir, paths.export_dir, paths.members_dir):
         shutil.rmtree(folder, ignore_errors=True)

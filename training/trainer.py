@@ -22,9 +22,6 @@ from tqdm import tqdm
 
 from retrieval.indexing.common.atomic_write import atomic_write_text
 from retrieval.indexing.common.errors import RetrievalError
-from retrieval.indexing.eval.metrics import evaluate_retrieval
-from retrieval.indexing.search.binary import binarize
-from retrieval.indexing.search.knn import Metric
 from retrieval.training.config import TrainConfig
 from retrieval.training.curves import plot_curves
 from retrieval.training.data_loaders import build_eval_loader, build_train_loader, set_loader_epoch
@@ -45,8 +42,12 @@ from retrieval.training.image_dataset import ImageRecordDataset
 from retrieval.training.losses import build_loss, get_loss_spec
 from retrieval.training.optim import build_optimizer, build_scheduler, parameter_groups
 from retrieval.training.pretrained import load_pretrained
+from retrieval.training.reference import pretrained_reference, reference_name
 from retrieval.training.run_data import RunData, prepare_run_data
 from retrieval.training.run_dir import Checkpoint, RunPaths, load_checkpoint, save_checkpoint, write_run_config
+from retrieval.training.run_summary import RunSetup, log_summary, training_rows
+from retrieval.training.split_metrics import split_metrics
+from retrieval.training.tracking import open_tracker
 
 log = logging.getLogger(__name__)
 
@@ -73,14 +74,24 @@ class Trainer:
         resume: bool = False,
         progress: bool = True,
         ctx: DistContext | None = None,
+        evaluate_test: bool = True,
+        summary: bool = True,
     ) -> None:
+        """``evaluate_test=False`` never embeds the test split (``retrieval study``'s fold runs, which
+        evaluate the test classes themselves, once per chosen model); ``fit`` then returns ``test={}``.
+        ``summary=False`` leaves out the start-of-run summary (``training.run_summary``)."""
         self.cfg, self.paths, self.resume = cfg, RunPaths(Path(run_dir)), resume
+        self.evaluate_test, self.summary = evaluate_test, summary
         self.ctx = ctx or DistContext.single()
         self.progress = progress and self.ctx.is_main
         torch.manual_seed(cfg.trainer.seed + self.ctx.rank)
         self.device = resolve_device(cfg.trainer.device, self.ctx.local_rank)
         self.precision = resolve_precision(self.device, cfg.trainer.amp)
-        self.data: RunData = prepare_run_data(cfg.data, progress=self.progress)
+        get_loss_spec(cfg.loss.name)  # a misspelt loss fails here, not after scanning every image
+        self.tracker = open_tracker(
+            run_dir, enabled=cfg.trainer.tensorboard, main_process=self.ctx.is_main, resume=resume
+        )  # likewise a missing tensorboard package
+        self.data: RunData = prepare_run_data(cfg.data, progress=self.progress, grouping_seed=cfg.trainer.seed)
         self._build_model_and_loss()
         self._build_loaders()
         self._build_optimization()
@@ -102,7 +113,7 @@ class Trainer:
             torch.manual_seed(cfg.trainer.seed)
             self.loss = build_loss(
                 cfg.loss.name,
-                num_classes=len(self.data.train_label_index),
+                num_classes=self.data.num_train_labels,
                 embedding_dim=self.model.embedding_dim,
                 params=cfg.loss.params,
                 miner=cfg.loss.miner or "default",
@@ -145,8 +156,16 @@ class Trainer:
 
     # ---- the loop -------------------------------------------------------------------------
     def fit(self) -> TrainResult:
+        try:
+            return self._fit()
+        finally:
+            self.tracker.close()
+
+    def _fit(self) -> TrainResult:
+        if self.summary and self.ctx.is_main:
+            log_summary(training_rows(self.cfg, self.data, self._setup()))
         start_epoch = self._start()
-        untrained_test = self._untrained_test() if start_epoch == 0 else None
+        reference_test = self._reference_test() if start_epoch == 0 and self.evaluate_test else None
         epoch = start_epoch
         for epoch in range(start_epoch + 1, self.cfg.trainer.epochs + 1):
             self.model.set_backbone_trainable(epoch > self.cfg.trainer.warm_start_epochs)
@@ -158,8 +177,24 @@ class Trainer:
             if self._should_stop():
                 log.info("early stopping: no better validation MAP@R for %d epochs", self.stale_epochs)
                 break
-        test, best_val = self._final_test(untrained_test)
+        if not self.evaluate_test:
+            barrier(self.ctx)
+            best_val = load_checkpoint(self.paths.best_checkpoint).get("val_metrics") if self.ctx.is_main else None
+            return TrainResult(self.paths.run_dir, epoch, self.best_epoch, best_val or None, {})
+        test, best_val = self._final_test(reference_test)
         return TrainResult(self.paths.run_dir, epoch, self.best_epoch, best_val, test)
+
+    def _setup(self) -> RunSetup:
+        return RunSetup(
+            run_dir=self.paths.run_dir,
+            device=self.device,
+            precision=self.precision,
+            sampler=self.sampler_kind,
+            steps_per_epoch=self.steps_per_epoch,
+            embedding_dim=self.model.embedding_dim,
+            world_size=self.ctx.world_size,
+            resuming=self.resume and self.paths.last_checkpoint.is_file(),
+        )
 
     def _start(self) -> int:
         self.paths.run_dir.mkdir(parents=True, exist_ok=True)
@@ -191,6 +226,7 @@ class Trainer:
             images, labels, _ = next(batches)
             wait_s += time.perf_counter() - t0
             losses.append(self._step(images, labels, epoch, step))
+            self.tracker.log_step(self.global_step, losses[-1], self.optimizer.param_groups)
             self.stop_check()  # a Ctrl-C takes effect here, between steps (training.interrupt)
             images_seen += len(images)
             rate = images_seen / (time.perf_counter() - started)
@@ -240,27 +276,11 @@ class Trainer:
         as ``retrieval eval``); images found unreadable while embedding are left out and counted."""
         embeddings, labels = embed_loader(self.model, loader, self.device, self.precision, self.cfg.model.channels_last)
         dataset: ImageRecordDataset = loader.dataset  # type: ignore[assignment]
-        keep = ~dataset.bad_mask()
-        is_query = np.array([record.is_query for record in dataset.records], bool)[keep]
-        is_gallery = np.array([record.is_gallery for record in dataset.records], bool)[keep]
-        vectors: dict[str, tuple[np.ndarray, Metric]] = {
-            "float": (embeddings[keep], "ip"),
-            "binary": (binarize(embeddings[keep]), "hamming"),
-        }
-        result: dict[str, Any] = {}
-        for kind in kinds:
-            values, metric = vectors[kind]
-            result[kind] = evaluate_retrieval(
-                values,
-                labels[keep],
-                is_query,
-                is_gallery,
-                ks=self.cfg.trainer.recall_ks,
-                metric=metric,
-                compute_nmi=compute_nmi,
-            ).to_dict()
-        result["unreadable_images"] = int((~keep).sum())
-        return result
+        split = "val" if loader is self.val_loader else "test"
+        self.tracker.log_retrieval_grid(split, dataset, embeddings, self.global_step)
+        return split_metrics(
+            embeddings, labels, dataset, kinds=kinds, ks=self.cfg.trainer.recall_ks, compute_nmi=compute_nmi
+        )
 
     def _validate(self) -> dict[str, Any] | None:
         if self.val_loader is None or not self.ctx.is_main:
@@ -284,19 +304,39 @@ class Trainer:
     def _test_metrics(self) -> dict[str, Any]:
         return self._evaluate(self.test_loader, kinds=("float", "binary"), compute_nmi=True)
 
-    def _untrained_test(self) -> dict[str, Any] | None:
-        """Test metrics of the initial weights, kept on disk so a resumed run still reports them."""
+    def _reference_test(self) -> dict[str, Any] | None:
+        """Test metrics of the starting backbone's pooled features (``training.reference``: "pretrained", or
+        "untrained" without pretrained weights), kept on disk so a resumed run still reports them."""
         if not (self.cfg.trainer.evaluate_untrained_test and self.ctx.is_main):
             return None
-        metrics = self._test_metrics()
-        atomic_write_text(self._untrained_path, json.dumps(metrics, indent=2) + "\n")
+        splits = self.data.splits
+        with torch.random.fork_rng(devices=[]):  # the data loaders draw seeds; training must not depend on this
+            reference = pretrained_reference(
+                self.model,
+                self.cfg,
+                splits.test,
+                splits.train + splits.val,  # the training half, as model.json's training_classes
+                dim=self.model.embedding_dim,
+                device=self.device,
+                precision=self.precision,
+            )
+        metrics = split_metrics(
+            reference.embeddings,
+            reference.labels,
+            reference.dataset,
+            kinds=("float", "binary"),
+            ks=self.cfg.trainer.recall_ks,
+            compute_nmi=True,
+        )
+        metrics["reference"] = reference.details()
+        atomic_write_text(self._reference_path, json.dumps(metrics, indent=2) + "\n")
         return metrics
 
     @property
-    def _untrained_path(self) -> Path:
-        return self.paths.run_dir / "untrained_test_metrics.json"
+    def _reference_path(self) -> Path:
+        return self.paths.run_dir / "untrained_test_metrics.json"  # the name predates the "pretrained" row
 
-    def _final_test(self, untrained: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    def _final_test(self, reference: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """Test metrics of the best checkpoint, and that checkpoint's validation metrics."""
         barrier(self.ctx)
         if not self.ctx.is_main:
@@ -304,10 +344,10 @@ class Trainer:
         best = load_checkpoint(self.paths.best_checkpoint)
         self.model.load_state_dict(best["model"])
         result = {"best_epoch": best["epoch"], "split": "test", **self._test_metrics()}
-        if untrained is None and self._untrained_path.is_file():
-            untrained = json.loads(self._untrained_path.read_text())
-        if untrained is not None:  # the starting weights: "pretrained" when training began from them
-            result["pretrained" if self.cfg.model.pretrained else "untrained"] = untrained
+        if reference is None and self._reference_path.is_file():
+            reference = json.loads(self._reference_path.read_text())
+        if reference is not None:  # the starting backbone's pooled features: "pretrained" or "untrained"
+            result[reference_name(self.cfg.model)] = reference
         result["num_test_classes"] = len(self.data.splits.test_classes)
         result["num_test_images"] = len(self.data.splits.test)
         atomic_write_text(self.paths.test_metrics, json.dumps(result, indent=2) + "\n")
@@ -327,9 +367,10 @@ class Trainer:
             "best_epoch": self.best_epoch,
             "stale_epochs": self.stale_epochs,
             "val_metrics": val or {},
-            "num_classes": len(self.data.train_label_index),
+            "num_classes": self.data.num_train_labels,
             "config": self.cfg.model_dump(mode="json"),
             "loss_name": self.cfg.loss.name,
+            "training_classes": self.data.splits.train_classes + self.data.splits.val_classes,
         }
 
     def _save(self, epoch: int, val: dict[str, Any] | None, improved: bool) -> None:
@@ -360,7 +401,9 @@ class Trainer:
         row["val"] = val
         with open(self.paths.metrics, "a") as handle:
             handle.write(json.dumps(row) + "\n")
-        plot_curves(self.paths.metrics, self.paths.curves, title=f"{self.cfg.loss.name} / {self.cfg.model.backbone}")
+        self.tracker.log_epoch(row)
+        title = f"{self.cfg.loss.name} / {self.cfg.model.backbone}"
+        plot_curves(self.paths.metrics, self.paths.curves, title=title, best_epoch=self.best_epoch)
         if epoch and self.progress and stats:
             shown = f"val MAP@R {val['map_at_r']:.4f} P@1 {val['precision_at_1']:.4f}" if val else "no validation"
             tqdm.write(

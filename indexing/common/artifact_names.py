@@ -10,10 +10,13 @@ from __future__ import annotations
 MODEL_ONNX_NAME = "model.onnx"
 MODEL_MANIFEST_NAME = "model.json"
 
-# A training run directory keeps its checkpoints and its export here.
+# A training run directory: its resolved config, and where it keeps its checkpoints and its export.
+RUN_CONFIG_NAME = "config.yaml"
 RUN_CHECKPOINTS_SUBDIR = "checkpoints"
 RUN_BEST_CHECKPOINT_NAME = "best.pt"
 RUN_EXPORT_SUBDIR = "export"
+# An ensemble run (``retrieval train --ensemble L``) keeps its members' run directories in members/0..L-1.
+ENSEMBLE_MEMBERS_SUBDIR = "members"
 
 # An index directory.
 INDEX_MANIFEST_NAME = "manifest.json"

@@ -69,6 +69,27 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+@contextmanager
+def atomic_directory(target: Path) -> Iterator[Path]:
+    """Yield an empty staging directory beside ``target``; on success it replaces ``target``.
+
+    For trees written file by file (a generated dataset). On an exception the staging directory
+    is removed and ``target`` is untouched. The staging directory gets the permissions a plain
+    ``mkdir`` gives (``0o777`` minus the umask): ``tempfile.mkdtemp`` makes it 0700, and the
+    rename would hand that mode to ``target``, hiding the result from other users and containers.
+    """
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    try:
+        os.chmod(staging, 0o777 & ~_current_umask())
+        yield staging
+        replace_directory(staging, target)
+        _fsync_dir(target.parent)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
 def replace_directory(staging: Path, target: Path) -> None:
     """Move ``staging`` to ``target``, replacing an existing ``target`` directory."""
     if not target.exists():

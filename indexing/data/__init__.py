@@ -2,7 +2,8 @@
 
 ``records`` holds the one record type; ``sources.load_records`` recognises a dataset layout
 (``layouts/``: ImageFolder, CSV manifest, CUB-200-2011, Cars196, SOP, In-Shop); ``splits`` makes the
-class-disjoint train / validation / test splits; ``image_io`` decodes any image to 8-bit RGB or fails
-with one sentence, and ``bad_images`` scans a dataset for unreadable files up front; ``synth/``
-generates the built-in shapes x colours x textures dataset.
+class-disjoint train / validation / test splits (``subsample`` first caps the images per class, for
+quick runs); ``image_io`` decodes any image to 8-bit RGB or fails with one sentence, and
+``bad_images`` scans a dataset for unreadable files up front; ``synth/`` generates the built-in
+shapes x colours x textures dataset.
 """

@@ -68,6 +68,19 @@ class EvalData:
 
 
 @dataclass
+class ReferenceRow:
+    """Another embedding of the same items, measured under the same protocol next to the model's
+    (``retrieval eval --model``: the backbone the model was trained from, see ``training.reference``)."""
+
+    name: str  # "pretrained" or "untrained"
+    metrics: dict[str, RetrievalMetrics]
+    details: dict[str, object] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, object]:
+        return {"name": self.name, **{kind: self.metrics[kind].to_dict() for kind in KINDS}, **self.details}
+
+
+@dataclass
 class EvaluationReport:
     """Metrics per kind ("float", "binary") plus how they were measured."""
 
@@ -80,6 +93,7 @@ class EvaluationReport:
     source: str
     exact: dict[str, RetrievalMetrics] = field(default_factory=dict)
     details: dict[str, object] = field(default_factory=dict)
+    reference: ReferenceRow | None = None
 
     @classmethod
     def of(
@@ -100,6 +114,8 @@ class EvaluationReport:
         document: dict[str, object] = {kind: self.metrics[kind].to_dict() for kind in KINDS}
         if self.exact:
             document["exact"] = {kind: self.exact[kind].to_dict() for kind in KINDS}
+        if self.reference is not None:
+            document["reference"] = self.reference.to_json()
         document.update(
             protocol=self.protocol,
             num_queries=self.num_queries,
@@ -266,12 +282,21 @@ def grid_queries(data: EvalData, count: int) -> np.ndarray:
 
 
 def grid_rows(data: EvalData, query_positions: np.ndarray, neighbors: np.ndarray) -> list[GridRow]:
-    """Rows for ``retrieval_grid``: each query with its (path, label) neighbours."""
-    return [
-        GridRow(
-            Path(data.paths[q]),
-            str(data.labels[q]),
-            [(Path(data.paths[n]), str(data.labels[n])) for n in row if n >= 0],
+    """Rows for ``retrieval_grid``: each query with its (path, label) neighbours and their cosine scores."""
+    rows = []
+    for q, row in zip(query_positions, neighbors):
+        found = row[row >= 0]
+        rows.append(
+            GridRow(
+                Path(data.paths[q]),
+                str(data.labels[q]),
+                [(Path(data.paths[n]), str(data.labels[n])) for n in found],
+                scores=_cosine(data.embeddings[found], data.embeddings[q]).tolist(),
+            )
         )
-        for q, row in zip(query_positions, neighbors)
-    ]
+    return rows
+
+
+def _cosine(vectors: np.ndarray, query: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=1) * np.linalg.norm(query)
+    return (vectors @ query) / np.maximum(norms, 1e-12)

@@ -35,28 +35,57 @@ def kmeans_assignments(vectors: np.ndarray, n_clusters: int, *, seed: int = 0, n
 
 def normalized_mutual_info(labels_true: np.ndarray, labels_pred: np.ndarray) -> float:
     """NMI with arithmetic normalisation; same edge cases as ``sklearn.metrics.normalized_mutual_info_score``."""
+    pred = np.asarray(labels_pred).ravel()
+    if len(np.asarray(labels_true).ravel()) != len(pred):
+        raise DataError(
+            f"NMI needs two labellings of the same items, got {len(np.asarray(labels_true))} and {len(pred)}."
+        )
+    return float(normalized_mutual_info_rows(labels_true, pred[None, :])[0])
+
+
+def normalized_mutual_info_rows(labels_true: np.ndarray, predictions: np.ndarray) -> np.ndarray:
+    """(K,) NMI of each row of ``predictions`` (K, n) against the same ``labels_true`` (n,).
+
+    One pass over a sparse contingency table of all rows at once, for callers that score many
+    candidate clusterings (the facility-location loss's loss-augmented search).
+    """
     true = np.unique(np.asarray(labels_true), return_inverse=True)[1].ravel().astype(np.int64)
-    pred = np.unique(np.asarray(labels_pred), return_inverse=True)[1].ravel().astype(np.int64)
-    if len(true) != len(pred):
-        raise DataError(f"NMI needs two labellings of the same items, got {len(true)} and {len(pred)}.")
-    n_true, n_pred = int(true.max(initial=-1)) + 1, int(pred.max(initial=-1)) + 1
-    if n_true == n_pred and n_true <= 1:
-        return 1.0  # both labellings put everything in one group (or there is nothing): a perfect match
-    mutual_info = _mutual_info(true, pred, n_pred)
-    if mutual_info == 0.0:
-        return 0.0
-    normalizer = (_entropy(np.bincount(true)) + _entropy(np.bincount(pred))) / 2.0
-    return float(mutual_info / normalizer)
+    given = np.asarray(predictions)
+    if given.ndim != 2 or given.shape[-1] != len(true):
+        raise DataError(f"NMI needs labellings of the {len(true)} items, got predictions of shape {given.shape}.")
+    pred = np.unique(given, return_inverse=True)[1].reshape(given.shape).astype(np.int64)
+    rows, n_true, n_pred = len(pred), int(true.max(initial=-1)) + 1, int(pred.max(initial=-1)) + 1
+    if len(true) == 0:
+        return np.ones(rows)  # nothing to label: a perfect match, as sklearn
+    row = np.repeat(np.arange(rows), len(true))
+    pred_cells, pred_counts = np.unique(row * n_pred + pred.ravel(), return_counts=True)
+    groups_per_row = np.bincount(pred_cells // n_pred, minlength=rows)
+    pred_entropy = _row_entropies(pred_cells // n_pred, pred_counts, rows, len(true))
+    true_counts = np.bincount(true, minlength=n_true)
+    true_entropy = _entropy(true_counts)
+    mutual_info = _mutual_info_rows(row, true, pred, true_counts, n_true, n_pred)
+    normalizer = np.maximum((true_entropy + pred_entropy) / 2.0, np.finfo(np.float64).tiny)
+    scores = np.where(mutual_info == 0.0, 0.0, mutual_info / normalizer)
+    # both labellings put everything in one group (or there is nothing): a perfect match
+    return np.where((groups_per_row == n_true) & (n_true <= 1), 1.0, scores)
 
 
-def _mutual_info(true: np.ndarray, pred: np.ndarray, n_pred: int) -> float:
-    cells, joint = np.unique(true * n_pred + pred, return_counts=True)
-    total = float(len(true))
-    row_sums, col_sums = np.bincount(true).astype(np.float64), np.bincount(pred).astype(np.float64)
-    outer = row_sums[cells // n_pred] * col_sums[cells % n_pred]
+def _mutual_info_rows(
+    row: np.ndarray, true: np.ndarray, pred: np.ndarray, true_counts: np.ndarray, n_true: int, n_pred: int
+) -> np.ndarray:
+    rows, total = len(pred), float(len(true))
+    cells, joint = np.unique((row * n_true + np.tile(true, rows)) * n_pred + pred.ravel(), return_counts=True)
+    cell_row, cell_true, cell_pred = cells // (n_true * n_pred), (cells // n_pred) % n_true, cells % n_pred
+    pred_counts = np.bincount(row * n_pred + pred.ravel(), minlength=rows * n_pred).astype(np.float64)
+    outer = true_counts[cell_true].astype(np.float64) * pred_counts[cell_row * n_pred + cell_pred]
     joint = joint.astype(np.float64)
     terms = joint / total * (np.log(joint) + np.log(total) - np.log(outer))
-    return max(float(terms.sum()), 0.0)
+    return np.maximum(np.bincount(cell_row, weights=terms, minlength=rows), 0.0)
+
+
+def _row_entropies(cell_row: np.ndarray, counts: np.ndarray, rows: int, total: int) -> np.ndarray:
+    probabilities = counts / total
+    return -np.bincount(cell_row, weights=probabilities * np.log(probabilities), minlength=rows)
 
 
 def _entropy(counts: np.ndarray) -> float:

@@ -49,6 +49,14 @@ class ModelManifest(BaseModel):
     loss: str
     config_hash: str
     validation_metrics: dict[str, float] = {}
+    training_classes: list[str] = Field(
+        default_factory=list,
+        description="labels of the training half (fitted or used to pick the epoch); `retrieval eval` warns "
+        "when they are evaluated, since retrieval on them overstates quality on unseen classes",
+    )
+    ensemble_members: int = Field(
+        1, ge=1, description="models whose L2-normalised embeddings the graph concatenates and normalises again"
+    )
     created_at: str
 
     @classmethod

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from retrieval.indexing.common.artifact_names import (
+    ENSEMBLE_MEMBERS_SUBDIR,
     INDEX_MODEL_SUBDIR,
     MODEL_MANIFEST_NAME,
     MODEL_ONNX_NAME,
@@ -42,14 +43,17 @@ def resolve_export_dir(model: Path) -> Path:
 
 
 def _refuse_stale_export(run_dir: Path, export_dir: Path) -> None:
-    """A run's export must be newer than its best checkpoint: after more training (``--resume``,
-    ``--overwrite``) an old export would silently index with the previous model."""
-    checkpoint = run_dir / RUN_CHECKPOINTS_SUBDIR / RUN_BEST_CHECKPOINT_NAME
-    if checkpoint.is_file() and checkpoint.stat().st_mtime > (export_dir / MODEL_ONNX_NAME).stat().st_mtime:
-        raise ConfigError(
-            f"the export in {export_dir} is older than the checkpoint {checkpoint}; "
-            f"refresh it with `retrieval export {run_dir}`"
-        )
+    """A run's export must be newer than its best checkpoint (an ensemble's: each member's): after more
+    training (``--resume``, ``--overwrite``) an old export would silently index with the previous model."""
+    relative = Path(RUN_CHECKPOINTS_SUBDIR) / RUN_BEST_CHECKPOINT_NAME
+    members = sorted((run_dir / ENSEMBLE_MEMBERS_SUBDIR).glob(f"*/{relative.as_posix()}"))
+    exported = (export_dir / MODEL_ONNX_NAME).stat().st_mtime
+    for checkpoint in [run_dir / relative, *members]:
+        if checkpoint.is_file() and checkpoint.stat().st_mtime > exported:
+            raise ConfigError(
+                f"the export in {export_dir} is older than the checkpoint {checkpoint}; "
+                f"refresh it with `retrieval export {run_dir}`"
+            )
 
 
 def resolve_query_model(index_dir: Path, recorded_model_dir: str, model: Path | None = None) -> Path:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -41,9 +42,12 @@ from retrieval.indexing.common.errors import (
 )
 from retrieval.indexing.data.records import ImageRecord, is_blank_label
 from retrieval.indexing.search.binary import binarize, hamming_to_similarity
+from retrieval.indexing.search.knn import Metric
 from retrieval.indexing.search.results import PAD_ID, SearchResults
 from retrieval.indexing.store.faiss_gpu import binary_searcher, float_searcher
 from retrieval.indexing.store.faiss_kinds import binary_kind, build_binary_index, build_float_index, float_kind
+from retrieval.indexing.store.filtered_search import exact_selected, selected_search
+from retrieval.indexing.store.item_filter import ItemFilter
 from retrieval.indexing.store.items_db import Item, ItemsDb
 from retrieval.indexing.store.manifest import IndexManifest, load_index_manifest, save_index_manifest, utc_now
 from retrieval.indexing.store.write_lock import exclusive_writer, remove_temp_files
@@ -232,15 +236,24 @@ class IndexStore:
 
     # ----- searching ---------------------------------------------------------------------
     def search(
-        self, vectors: np.ndarray, k: int, *, kind: Literal["float", "binary"] = "float", rerank: int | None = None
+        self,
+        vectors: np.ndarray,
+        k: int,
+        *,
+        kind: Literal["float", "binary"] = "float",
+        rerank: int | None = None,
+        where: ItemFilter | None = None,
     ) -> SearchResults:
         """Top-``k`` item ids per query row, best first (``PAD_ID`` where an approximate index found fewer).
 
         Scores: inner product for float and for re-ranked binary results; ``1 - 2 * hamming /
         bits`` for plain binary results. ``rerank=N`` re-orders a binary top-N shortlist by the
-        exact inner product with the stored (float16) embeddings.
+        exact inner product with the stored (float16) embeddings. ``where`` keeps only the items
+        that pass the filter (``filtered_search``): min(k, matches) results per row.
         """
         queries = self._check_queries(vectors, k)
+        if where is not None:
+            return self._search_where(queries, k, kind, rerank, self._db.matching_ids(where))
         k = min(k, self.count)
         if kind == "float":
             scores, ids = self._search_float(queries, k)
@@ -253,6 +266,40 @@ class IndexStore:
             return self._rerank(queries, shortlist, k)
         distances, ids = self._search_binary(codes, k)
         return _padded(ids, hamming_to_similarity(distances, self.manifest.bits))
+
+    def _search_where(
+        self, queries: np.ndarray, k: int, kind: str, rerank: int | None, allowed: np.ndarray
+    ) -> SearchResults:
+        k = min(k, len(allowed))
+        if k == 0:
+            return SearchResults(np.full((len(queries), 0), PAD_ID, np.int64), np.zeros((len(queries), 0), np.float32))
+        if kind == "float":
+            exact = partial(self._exact_where, queries, allowed, k, "ip")
+            approximate = not float_kind(self.manifest.float_kind).exact
+            return selected_search(
+                self._float, queries, k, allowed, approximate=approximate, to_scores=lambda d: d, exact=exact
+            )
+        if kind != "binary":
+            raise DataError(f"unknown search kind {kind!r}; use 'float' or 'binary'")
+        codes = binarize(queries, self.manifest.binarization_threshold)
+        wanted = min(max(rerank, k), len(allowed)) if rerank else k
+        exact = partial(self._exact_where, codes, allowed, wanted, "hamming")
+        approximate = not binary_kind(self.manifest.binary_kind).exact
+        found = selected_search(
+            self._binary, codes, wanted, allowed, approximate=approximate, to_scores=self._hamming_scores, exact=exact
+        )
+        return self._rerank(queries, found.ids, k) if rerank else found
+
+    def _exact_where(
+        self, queries: np.ndarray, allowed: np.ndarray, k: int, metric: Metric, rows: np.ndarray
+    ) -> SearchResults:
+        """Exact search of ``queries[rows]`` over the allowed items' stored embeddings (or their codes)."""
+        threshold = self.manifest.binarization_threshold
+        vectors = self.embeddings_of if metric == "ip" else lambda ids: binarize(self.embeddings_of(ids), threshold)
+        return exact_selected(queries[rows], allowed, k, vectors, metric, dim=self.dim)
+
+    def _hamming_scores(self, distances: np.ndarray) -> np.ndarray:
+        return hamming_to_similarity(distances, self.manifest.bits)
 
     def _check_queries(self, vectors: np.ndarray, k: int) -> np.ndarray:
         queries = np.atleast_2d(np.asarray(vectors, dtype=np.float32))

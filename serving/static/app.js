@@ -1,12 +1,19 @@
-// The search page: pick or drop an image, POST it to /search, show the hits as a grid.
+// The search page: pick or drop an image (or click a result), search, show the hits as a grid.
 // No framework, no build step, no network access beyond this server.
 "use strict";
 
+const DEFAULT_K = 10; // the API's default k (serving/schemas.py DEFAULT_K)
+const FILE_REJECTED = new Set([400, 413, 415]); // the server could not use the uploaded file
 const $ = (id) => document.getElementById(id);
-const state = { file: null, previewUrl: null, requestId: 0 };
+// query: { kind: "file", file } or { kind: "item", id, label }
+const state = { query: null, previewUrl: null, requestId: 0 };
 
 function chosenIndex() {
   return document.querySelector('input[name="index"]:checked').value;
+}
+
+function describe(query) {
+  return query.kind === "file" ? `"${query.file.name}"` : `item #${query.id} (${query.label})`;
 }
 
 function showError(message) {
@@ -25,76 +32,148 @@ async function problemMessage(response) {
   }
 }
 
-function setPreview(file) {
-  if (state.previewUrl) URL.revokeObjectURL(state.previewUrl);
-  state.previewUrl = URL.createObjectURL(file);
-  $("preview").src = state.previewUrl;
+function showPreview(src, name) {
+  $("preview").src = src;
+  $("preview").alt = `query: ${name}`;
   $("preview").hidden = false;
   $("drop-hint").hidden = true;
+  $("query-name").textContent = name;
+}
+
+function clearPreview() {
+  if (state.previewUrl) URL.revokeObjectURL(state.previewUrl);
+  state.previewUrl = null;
+  $("preview").removeAttribute("src");
+  $("preview").hidden = true;
+  $("drop-hint").hidden = false;
+  $("query-name").textContent = "";
+}
+
+function setBusy(busy) {
+  $("results-section").setAttribute("aria-busy", String(busy));
+  $("loading").hidden = !busy;
+  document.body.classList.toggle("busy", busy);
+}
+
+function metadataList(metadata) {
+  const entries = Object.entries(metadata || {});
+  if (!entries.length) return null;
+  const list = document.createElement("dl");
+  list.className = "meta";
+  for (const [key, value] of entries) {
+    const term = document.createElement("dt");
+    term.textContent = key;
+    const text = document.createElement("dd");
+    text.textContent = typeof value === "object" ? JSON.stringify(value) : String(value);
+    list.append(term, text);
+  }
+  return list;
+}
+
+function span(className, text) {
+  const element = document.createElement("span");
+  element.className = className;
+  element.textContent = text;
+  return element;
 }
 
 function hitElement(hit, scoreKind) {
   const item = document.createElement("li");
   item.className = "hit";
   item.dataset.id = hit.id;
+  const button = document.createElement("button");
+  button.type = "button";
+  button.className = "hit-button";
+  button.title = `Find images like item #${hit.id} (${hit.label})`;
   const img = document.createElement("img");
   img.src = hit.thumbnail_url;
   img.alt = hit.label;
   img.loading = "lazy";
-  const caption = document.createElement("div");
-  caption.className = "caption";
-  const label = document.createElement("span");
-  label.className = "label";
-  label.textContent = hit.label;
-  const score = document.createElement("span");
-  score.className = "score";
-  score.textContent = hit.score.toFixed(3);
+  const score = span("score", hit.score.toFixed(3));
   score.title = scoreKind === "hamming"
     ? "1 - 2 x Hamming distance / bits (higher is closer)"
     : "cosine similarity (higher is closer)";
-  caption.append(label, score);
-  item.append(img, caption);
+  const top = span("caption-top", "");
+  top.append(span("item-id", `#${hit.id}`), score);
+  button.append(img, top, span("label", hit.label));
+  button.addEventListener("click", () => searchByItem(hit));
+  item.append(button);
+  const metadata = metadataList(hit.metadata);
+  if (metadata) item.append(metadata);
   return item;
 }
 
-function showResults(body) {
+function showResults(body, query) {
   const grid = $("results");
   grid.replaceChildren(...body.results.map((hit) => hitElement(hit, body.score_kind)));
   grid.dataset.index = body.index;
+  grid.dataset.query = query.kind === "item" ? `item:${query.id}` : "file";
+  $("results-hint").hidden = !body.results.length;
   const t = body.timings;
   $("timings").textContent =
-    `${body.results.length} results from the ${body.index} index · decode ${t.decode_ms.toFixed(1)} ms · ` +
-    `embed ${t.embed_ms.toFixed(1)} ms · search ${t.search_ms.toFixed(1)} ms · total ${t.total_ms.toFixed(1)} ms`;
+    `${body.results.length} results like ${describe(query)} from the ${body.index} index · ` +
+    `decode ${t.decode_ms.toFixed(1)} ms · embed ${t.embed_ms.toFixed(1)} ms · ` +
+    `search ${t.search_ms.toFixed(1)} ms · total ${t.total_ms.toFixed(1)} ms`;
+}
+
+// After an error nothing stale stays on screen: no old results, no old timings line, and no
+// preview of a file the server (or the browser) could not read.
+function showFailure(query, message, status) {
+  showError(`Could not search with ${describe(query)}: ${message}`);
+  $("results").replaceChildren();
+  $("results-hint").hidden = true;
+  $("timings").textContent = "";
+  if (query.kind === "file" && FILE_REJECTED.has(status)) {
+    state.query = null;
+    clearPreview();
+  }
+}
+
+function request(query) {
+  const params = new URLSearchParams({ k: $("k").value || String(DEFAULT_K), index: chosenIndex() });
+  if (query.kind === "item") return fetch(`/items/${query.id}/similar?${params}`);
+  const form = new FormData();
+  form.append("image", query.file, query.file.name);
+  return fetch(`/search?${params}`, { method: "POST", body: form });
 }
 
 async function search() {
-  if (!state.file) return;
+  const query = state.query;
+  if (!query) return;
   const requestId = ++state.requestId;
-  const form = new FormData();
-  form.append("image", state.file, state.file.name);
-  const params = new URLSearchParams({ k: $("k").value || "8", index: chosenIndex() });
-  document.body.classList.add("busy");
+  setBusy(true);
   try {
-    const response = await fetch(`/search?${params}`, { method: "POST", body: form });
+    const response = await request(query);
     if (requestId !== state.requestId) return; // a newer search replaced this one
     if (!response.ok) {
-      showError(await problemMessage(response));
-      $("results").replaceChildren();
+      const message = await problemMessage(response);
+      if (requestId === state.requestId) showFailure(query, message, response.status);
       return;
     }
+    const body = await response.json();
+    if (requestId !== state.requestId) return;
     showError("");
-    showResults(await response.json());
+    showResults(body, query);
   } catch (error) {
-    if (requestId === state.requestId) showError(`The server could not be reached: ${error.message}`);
+    if (requestId === state.requestId) showFailure(query, `the server could not be reached (${error.message})`, 0);
   } finally {
-    if (requestId === state.requestId) document.body.classList.remove("busy");
+    if (requestId === state.requestId) setBusy(false);
   }
 }
 
 function choose(file) {
   if (!file) return;
-  state.file = file;
-  setPreview(file);
+  clearPreview();
+  state.query = { kind: "file", file };
+  state.previewUrl = URL.createObjectURL(file);
+  showPreview(state.previewUrl, file.name);
+  search();
+}
+
+function searchByItem(hit) {
+  clearPreview();
+  state.query = { kind: "item", id: hit.id, label: hit.label };
+  showPreview(hit.thumbnail_url, `item #${hit.id} · ${hit.label}`);
   search();
 }
 
@@ -118,7 +197,17 @@ function wireDropZone() {
   ["dragleave", "drop"].forEach((name) =>
     drop.addEventListener(name, (event) => { event.preventDefault(); drop.classList.remove("over"); }));
   drop.addEventListener("drop", (event) => choose(event.dataTransfer.files[0]));
-  $("file").addEventListener("change", (event) => choose(event.target.files[0]));
+  $("file").addEventListener("change", (event) => {
+    choose(event.target.files[0]);
+    event.target.value = ""; // choosing the same file again searches again
+  });
+  // A file the browser cannot display: show the hint instead of a broken-image icon.
+  $("preview").addEventListener("error", () => {
+    if ($("preview").getAttribute("src")) {
+      $("preview").hidden = true;
+      $("drop-hint").hidden = false;
+    }
+  });
 }
 
 wireDropZone();

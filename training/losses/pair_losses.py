@@ -1,12 +1,14 @@
-"""The pair/triplet losses (pytorch-metric-learning), registered with their defaults.
+"""The pair-family losses, registered with their defaults: pml's pair/triplet losses and ours.
 
 They learn from relations inside one batch, so they want class-balanced C x M batches
 and, under torchrun, the batch gathered from all ranks. Distances are pml's defaults
-(Euclidean on unit vectors unless the loss is similarity-based).
+(Euclidean on unit vectors unless the loss is similarity-based). Group Loss, the
+prototypical loss and the facility-location loss are ours (modules named after them).
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -15,8 +17,12 @@ from pytorch_metric_learning.miners import BaseMiner
 from pytorch_metric_learning.regularizers import ZeroMeanRegularizer
 
 from retrieval.indexing.common.errors import ConfigError
+from retrieval.training.losses.base import EmbeddingLoss
+from retrieval.training.losses.facility_location import FacilityLocationLoss
+from retrieval.training.losses.group_loss import GroupLoss
 from retrieval.training.losses.npairs import build_npairs
 from retrieval.training.losses.pml_adapter import PmlPairLoss
+from retrieval.training.losses.prototypical import PrototypicalLoss
 from retrieval.training.losses.registry import LossSpec, register_loss
 
 TRIPLET_MINING = {"semihard": "semi_hard_triplet", "hard": "hard_triplet", "all": None}
@@ -93,12 +99,51 @@ def _build_snr(
     return PmlPairLoss(loss, miner)
 
 
+def _build_ranked_list(
+    *,
+    num_classes: int,
+    embedding_dim: int,
+    miner: BaseMiner | None,
+    margin: float,
+    alpha: float,
+    neg_temperature: float,
+    pos_temperature: float,
+    imbalance: float,
+) -> PmlPairLoss:
+    if not 0 <= imbalance <= 1:
+        raise ConfigError(f"ranked_list imbalance must be in [0, 1], got {imbalance}")
+    with warnings.catch_warnings():
+        # pml warns above 5 against overflow; its weights are exp(T * (alpha - d)) with d >= 0 on unit
+        # vectors, at most exp(10 * 1.4) at the paper's T_n = 10, far from fp32's limit
+        warnings.filterwarnings("ignore", message="Values of Tp or Tn are too high")
+        loss = pml.RankedListLoss(
+            margin=margin, Tn=neg_temperature, imbalance=imbalance, alpha=alpha, Tp=pos_temperature
+        )
+    return PmlPairLoss(loss, miner)
+
+
+def _build_group_loss(*, num_classes: int, embedding_dim: int, miner: BaseMiner | None, **params: Any) -> GroupLoss:
+    return GroupLoss(num_classes, embedding_dim, **params)
+
+
+def _build_prototypical(
+    *, num_classes: int, embedding_dim: int, miner: BaseMiner | None, temperature: float
+) -> PrototypicalLoss:
+    return PrototypicalLoss(temperature)
+
+
+def _build_facility_location(
+    *, num_classes: int, embedding_dim: int, miner: BaseMiner | None, gamma: float, pam_iterations: int
+) -> FacilityLocationLoss:
+    return FacilityLocationLoss(gamma, pam_iterations)
+
+
 def _spec(
     name: str,
     description: str,
     params: dict[str, Any],
     paper: str,
-    builder: Callable[..., PmlPairLoss],
+    builder: Callable[..., EmbeddingLoss],
     miner: str | None = None,
     **extra: Any,
 ) -> LossSpec:
@@ -122,6 +167,7 @@ for _spec_ in (
         {"pos_margin": 0.0, "neg_margin": 1.0},
         "Hadsell, Chopra & LeCun, CVPR 2006",
         _pair_builder(pml.ContrastiveLoss),
+        search_space={"pos_margin": ("float", 0.0, 0.5), "neg_margin": ("float", 0.3, 1.5)},
     ),
     _spec(
         "triplet",
@@ -131,6 +177,7 @@ for _spec_ in (
         _build_triplet,
         miner="semi_hard_triplet",
         choose_default_miner=_triplet_miner,
+        search_space={"margin": ("float", 0.01, 0.5)},
     ),
     _spec(
         "lifted_structure",
@@ -138,6 +185,7 @@ for _spec_ in (
         {"neg_margin": 1.0, "pos_margin": 0.0},
         "Oh Song et al., CVPR 2016",
         _pair_builder(pml.LiftedStructureLoss),
+        search_space={"neg_margin": ("float", 0.3, 1.5), "pos_margin": ("float", 0.0, 0.5)},
     ),
     _spec(
         "npairs",
@@ -145,6 +193,7 @@ for _spec_ in (
         {"temperature": 0.05},
         "Sohn, NeurIPS 2016",
         build_npairs,
+        search_space={"temperature": ("log", 0.01, 0.5)},
     ),
     _spec(
         "ntxent",
@@ -152,6 +201,7 @@ for _spec_ in (
         {"temperature": 0.07},
         "Chen et al., SimCLR, ICML 2020 (supervised pairs)",
         _pair_builder(pml.NTXentLoss),
+        search_space={"temperature": ("log", 0.01, 0.5)},
     ),
     _spec(
         "angular",
@@ -159,6 +209,7 @@ for _spec_ in (
         {"alpha": 40.0},
         "Wang et al., Deep Metric Learning with Angular Loss, ICCV 2017",
         _pair_builder(pml.AngularLoss),
+        search_space={"alpha": ("float", 20.0, 55.0)},
     ),
     _spec(
         "margin",
@@ -167,6 +218,7 @@ for _spec_ in (
         "Wu et al., Sampling Matters in Deep Embedding Learning, ICCV 2017",
         _build_margin,
         miner="distance_weighted",
+        search_space={"margin": ("float", 0.01, 0.5), "beta": ("float", 0.5, 1.6)},
     ),
     _spec(
         "multi_similarity",
@@ -175,6 +227,7 @@ for _spec_ in (
         "Wang et al., Multi-Similarity Loss, CVPR 2019",
         _pair_builder(pml.MultiSimilarityLoss),
         miner="multi_similarity",
+        search_space={"alpha": ("log", 0.5, 20.0), "beta": ("log", 10.0, 100.0), "base": ("float", 0.1, 0.9)},
     ),
     _spec(
         "fastap",
@@ -182,6 +235,7 @@ for _spec_ in (
         {"num_bins": 10},
         "Cakir et al., Deep Metric Learning to Rank (FastAP), CVPR 2019",
         _pair_builder(pml.FastAPLoss),
+        search_space={"num_bins": ("int", 5, 50)},
     ),
     _spec(
         "snr",
@@ -189,6 +243,51 @@ for _spec_ in (
         {"pos_margin": 0.0, "neg_margin": 1.0, "zero_mean_weight": 0.0},
         "Yuan et al., Signal-to-Noise Ratio, CVPR 2019",
         _build_snr,
+        search_space={"pos_margin": ("float", 0.0, 0.5), "neg_margin": ("float", 0.3, 1.5)},
+    ),
+    _spec(
+        "ranked_list",
+        "positives inside a class hypersphere (alpha - margin), negatives beyond alpha, weighted by violation",
+        {"margin": 0.2, "alpha": 1.4, "neg_temperature": 10.0, "pos_temperature": 0.0, "imbalance": 0.5},
+        "Wang et al., Ranked List Loss, CVPR 2019 (defaults: the authors' CUB-200 configuration)",
+        _build_ranked_list,
+        accepts_miner=False,
+        search_space={
+            "margin": ("float", 0.1, 0.6),
+            "alpha": ("float", 0.8, 1.6),
+            "neg_temperature": ("log", 1.0, 20.0),
+        },
+    ),
+    _spec(
+        "group_loss",
+        "replicator dynamics over batch Pearson correlations refine a classifier head's priors; cross-entropy",
+        {"temperature": 24.0, "num_anchors": 2, "iterations": 1, "ce_weight": 1.0},
+        "Elezi et al., The Group Loss for Deep Metric Learning, ECCV 2020 (defaults: dvl-tum/group_loss, CUB-200)",
+        _build_group_loss,
+        accepts_miner=False,
+        search_space={
+            "temperature": ("log", 1.0, 100.0),
+            "num_anchors": ("int", 0, 3),
+            "iterations": ("int", 1, 5),
+        },
+    ),
+    _spec(
+        "prototypical",
+        "episodic: queries softmax over -squared distances to class means of the batch's support halves",
+        {"temperature": 1.0},
+        "Snell, Swersky & Zemel, Prototypical Networks, NeurIPS 2017",
+        _build_prototypical,
+        accepts_miner=False,
+        search_space={"temperature": ("log", 0.01, 1.0)},
+    ),
+    _spec(
+        "facility_location",
+        "structured hinge: ground-truth medoids vs greedy loss-augmented clustering (facility location + NMI)",
+        {"gamma": 1.0, "pam_iterations": 5},
+        "Oh Song et al., Deep Metric Learning via Facility Location, CVPR 2017",
+        _build_facility_location,
+        accepts_miner=False,
+        search_space={"gamma": ("log", 0.1, 10.0)},
     ),
 ):
     register_loss(_spec_)

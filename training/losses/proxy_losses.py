@@ -16,6 +16,7 @@ from pytorch_metric_learning.miners import BaseMiner
 from retrieval.training.losses.base import EmbeddingLoss
 from retrieval.training.losses.normalized_softmax import NormalizedSoftmaxLoss
 from retrieval.training.losses.pml_adapter import PmlProxyLoss
+from retrieval.training.losses.proxy_triplet import ProxyTripletLoss
 from retrieval.training.losses.registry import LossSpec, register_loss
 
 
@@ -33,6 +34,12 @@ def _build_normalized_softmax(
     *, num_classes: int, embedding_dim: int, miner: BaseMiner | None, **params: Any
 ) -> NormalizedSoftmaxLoss:
     return NormalizedSoftmaxLoss(num_classes, embedding_dim, **params)
+
+
+def _build_proxy_triplet(
+    *, num_classes: int, embedding_dim: int, miner: BaseMiner | None, margin: float
+) -> ProxyTripletLoss:
+    return ProxyTripletLoss(num_classes, embedding_dim, margin=margin)
 
 
 def _spec(
@@ -63,6 +70,7 @@ for _spec_ in (
         {"softmax_scale": 1.0},
         "Movshovitz-Attias et al., No Fuss Distance Metric Learning, ICCV 2017",
         _proxy_builder(pml.ProxyNCALoss),
+        search_space={"softmax_scale": ("log", 1.0, 64.0)},
     ),
     _spec(
         "proxy_anchor",
@@ -70,6 +78,7 @@ for _spec_ in (
         {"margin": 0.1, "alpha": 32.0},
         "Kim et al., Proxy Anchor Loss, CVPR 2020",
         _proxy_builder(pml.ProxyAnchorLoss),
+        search_space={"margin": ("float", 0.0, 0.5), "alpha": ("log", 4.0, 64.0)},
     ),
     _spec(
         "normalized_softmax",
@@ -78,6 +87,7 @@ for _spec_ in (
         "Zhai & Wu, Classification is a Strong Baseline for DML, BMVC 2019",
         _build_normalized_softmax,
         accepts_miner=False,
+        search_space={"temperature": ("log", 0.01, 0.2)},
     ),
     _spec(
         "cosface",
@@ -85,6 +95,7 @@ for _spec_ in (
         {"margin": 0.35, "scale": 64.0},
         "Wang et al., CosFace, CVPR 2018",
         _proxy_builder(pml.CosFaceLoss),
+        search_space={"margin": ("float", 0.1, 0.5), "scale": ("log", 8.0, 64.0)},
     ),
     _spec(
         "arcface",
@@ -92,6 +103,7 @@ for _spec_ in (
         {"margin": 28.6, "scale": 64.0},
         "Deng et al., ArcFace, CVPR 2019",
         _proxy_builder(pml.ArcFaceLoss),
+        search_space={"margin": ("float", 10.0, 40.0), "scale": ("log", 8.0, 64.0)},
     ),
     _spec(
         "soft_triple",
@@ -99,6 +111,16 @@ for _spec_ in (
         {"centers_per_class": 10, "la": 20.0, "gamma": 0.1, "margin": 0.01},
         "Qian et al., SoftTriple Loss, ICCV 2019",
         _proxy_builder(pml.SoftTripleLoss),
+        search_space={"la": ("log", 5.0, 50.0), "gamma": ("log", 0.03, 0.5), "margin": ("float", 0.0, 0.05)},
+    ),
+    _spec(
+        "proxy_triplet",
+        "triplet margin between a sample, its class proxy and the nearest other proxy",
+        {"margin": 0.1},
+        "Movshovitz-Attias et al., No Fuss Distance Metric Learning, ICCV 2017 (triplet form)",
+        _build_proxy_triplet,
+        accepts_miner=False,
+        search_space={"margin": ("float", 0.01, 0.5)},
     ),
 ):
     register_loss(_spec_)

@@ -21,6 +21,9 @@ from retrieval.training.losses.miners import build_miner, get_miner_spec
 from retrieval.training.losses.params import merge_params
 
 MinerChoice = Callable[[dict[str, Any]], tuple[str | None, dict[str, Any]]]
+# A hyperparameter range searched by `retrieval study`: param -> ("log" | "float" | "int", low, high)
+# or ("categorical", [choices]); see retrieval.training.study.search_space.
+SearchSpace = dict[str, tuple[Any, ...]]
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,9 @@ class LossSpec:
     # Optional: the default miner chosen from the loss params, e.g. triplet's `mining`
     # param picks semi-hard or hard and passes its margin on. Returns (name, miner params).
     choose_default_miner: MinerChoice | None = field(default=None, repr=False)
+    # Ranges of loss params that `retrieval study` searches (the learning rates are always searched);
+    # empty: only the learning rates.
+    search_space: SearchSpace = field(default_factory=dict, repr=False)
 
 
 LOSSES: Registry[LossSpec] = Registry("loss", "losses")
@@ -79,6 +85,16 @@ def build_loss(
     return spec.builder(num_classes=num_classes, embedding_dim=embedding_dim, miner=resolved, **merged)
 
 
+def chosen_miner(spec: LossSpec, params: dict[str, Any], miner: str | None) -> tuple[str | None, dict[str, Any]]:
+    """(the miner name that ``miner`` stands for, parameters the loss passes on to it): ``"default"`` is the
+    spec's default (or its choice from the loss ``params``), ``"none"`` and None are no miner."""
+    if miner == "none" or miner is None:
+        return None, {}
+    if miner == "default" and spec.choose_default_miner is not None:
+        return spec.choose_default_miner(params)
+    return (spec.default_miner if miner == "default" else miner), {}
+
+
 def resolve_miner(
     spec: LossSpec, params: dict[str, Any], miner: str | None, miner_params: dict | None
 ) -> BaseMiner | None:
@@ -87,13 +103,7 @@ def resolve_miner(
     ``"none"`` is accepted like ``None`` so a YAML config (where null means "default")
     can switch a default miner off.
     """
-    derived: dict[str, Any] = {}
-    if miner == "none":
-        miner = None
-    if miner == "default":
-        miner = spec.default_miner
-        if spec.choose_default_miner is not None:
-            miner, derived = spec.choose_default_miner(params)
+    miner, derived = chosen_miner(spec, params, miner)
     if miner is None:
         if miner_params:
             raise ConfigError(f"miner_params were given but loss {spec.name!r} uses no miner; name one with `miner`")

@@ -10,9 +10,6 @@ never leaves a half-written dataset.
 from __future__ import annotations
 
 import io
-import os
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +19,7 @@ import PIL
 from PIL import Image
 from tqdm import tqdm
 
+from retrieval.indexing.common.atomic_write import atomic_directory
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.synth.concepts import Concept, choose_concepts, class_folder_name
 from retrieval.indexing.data.synth.render import render_image
@@ -70,14 +68,9 @@ def generate_synthetic_dataset(
     _check_target(out, overwrite)
     names = [class_folder_name(index, concept, classes) for index, concept in enumerate(concepts)]
     started = time.perf_counter()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    try:
+    with atomic_directory(out) as staging:  # an old tree is moved aside, then deleted
         _write_images(staging, concepts, names, per_class, size, seed, progress)
         (staging / MARKER).write_text(source_markdown(classes, per_class, size, seed, names), encoding="utf-8")
-        _move_into_place(staging, out)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     return SynthSummary(out, classes, per_class, size, seed, classes * per_class, time.perf_counter() - started, names)
 
 
@@ -128,17 +121,6 @@ def _write_images(
                 data = render_png(concept, size, seed, class_index, image_index)
                 (folder / name / f"{image_index:04d}.png").write_bytes(data)
                 bar.update()
-
-
-def _move_into_place(staging: Path, out: Path) -> None:
-    """Rename the finished tree over ``out``; an old tree is moved aside first, then deleted."""
-    old = None
-    if out.exists():
-        old = out.parent / f".{out.name}.old-{os.getpid()}"
-        os.replace(out, old)
-    os.replace(staging, out)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def source_markdown(classes: int, per_class: int, size: int, seed: int, names: list[str]) -> str:

@@ -1,0 +1,115 @@
+"""``retrieval search INDEX IMG [IMG ...] | --id ITEM_ID``: batched search from the shell."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+
+from retrieval.cli.index_commands import BatchOpt, QuietOpt, ThreadsOpt, echo_failures
+from retrieval.cli.search_output import QueryHits, SearchSettings, csv_document, json_document, table_text
+from retrieval.indexing.common.atomic_write import atomic_write_text
+from retrieval.indexing.common.errors import ConfigError, DataError
+from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.model.resolution import resolve_query_model
+from retrieval.indexing.store.index_store import IndexStore
+from retrieval.indexing.store.item_filter import parse_filter
+from retrieval.indexing.store.item_search import ranked_hits, score_kind, similar_hits
+from retrieval.indexing.store.manifest import load_index_manifest
+
+Format = Literal["table", "json", "csv"]
+
+
+def search(
+    index_dir: Annotated[Path, typer.Argument(help="index directory")],
+    images: Annotated[list[Path] | None, typer.Argument(help="query images (embedded in batches)")] = None,
+    item_ids: Annotated[
+        list[int] | None, typer.Option("--id", help="search by a stored item, itself left out (repeatable)")
+    ] = None,
+    k: Annotated[int, typer.Option("-k", "--k", min=1, help="number of results per query")] = 10,
+    binary: Annotated[bool, typer.Option("--binary", help="search the binary (Hamming) index")] = False,
+    rerank: Annotated[int | None, typer.Option("--rerank", min=1, help="binary shortlist re-ranked by float")] = None,
+    filter_: Annotated[
+        str | None,
+        typer.Option(
+            "--filter",
+            help='only items that match this JSON object: "label" is the exact label, other keys equal metadata '
+            'values, all must match, e.g. \'{"label": "cat", "shop": "berlin"}\'',
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="write JSON: every query with its results")] = False,
+    as_csv: Annotated[bool, typer.Option("--csv", help="write CSV: one row per query and rank")] = False,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="write to this file (.json or .csv) instead of stdout")
+    ] = None,
+    model: Annotated[Path | None, typer.Option("--model", help="query model (default: the index's own copy)")] = None,
+    force: Annotated[bool, typer.Option("--force", help="search even if the model differs from the index's")] = False,
+    batch_size: BatchOpt = 32,
+    threads: ThreadsOpt = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Find the items of an index most similar to each query image (or stored item) and print them."""
+    fmt = _output_format(as_json, as_csv, out)
+    if not images and not item_ids:
+        raise ConfigError("give one or more query images, or --id ITEM_ID to search by a stored item")
+    if rerank and not binary:
+        raise DataError("--rerank re-orders a binary shortlist; add --binary")
+    kind: Literal["float", "binary"] = "binary" if binary else "float"
+    where = parse_filter(filter_, "--filter")  # a malformed filter fails before any image is embedded
+    embedder = None
+    if images:
+        manifest = load_index_manifest(index_dir)
+        embedder = OnnxEmbedder(resolve_query_model(index_dir, manifest.model_dir, model), threads=threads)
+    sha256 = embedder.model_sha256 if embedder else None  # --id searches stored embeddings: no model needed
+    with IndexStore.open(index_dir, expected_model_sha256=sha256, force=force) as store:
+        queries, failures = [], []
+        if embedder is not None and images:
+            embedded = embedder.embed_paths(
+                images, batch_size=batch_size, progress=not quiet and len(images) > batch_size
+            )
+            failures = embedded.failures
+            if not embedded.ok:
+                first = failures[0][1]
+                raise DataError(
+                    first if len(images) == 1 else f"none of the {len(images)} images could be read ({first})"
+                )
+            hits = ranked_hits(store, embedded.embeddings, k, kind=kind, rerank=rerank, where=where)
+            queries += [QueryHits(str(images[i]), None, found) for i, found in zip(embedded.ok, hits, strict=True)]
+        if item_ids:
+            found_by_id = similar_hits(store, item_ids, k, kind=kind, rerank=rerank, where=where)
+            items = [store.item(item_id) for item_id in item_ids]
+            queries += [QueryHits(item.path, item.id, found) for item, found in zip(items, found_by_id, strict=True)]
+    echo_failures(failures)
+    if where is not None and queries and not any(query.hits for query in queries):
+        typer.echo(f"no item of {index_dir} matches --filter {json.dumps(where.to_json())}", err=True)
+    settings = SearchSettings(Path(index_dir), k, kind, rerank, score_kind(kind, rerank), where)
+    if fmt == "json":
+        text = json.dumps(json_document(queries, settings, failures), indent=2, ensure_ascii=False) + "\n"
+    else:
+        text = csv_document(queries) if fmt == "csv" else table_text(queries) + "\n"
+    if out is None:
+        typer.echo(text, nl=False)
+    else:
+        atomic_write_text(out, text)
+        typer.echo(f"wrote {len(queries)} queries x up to {k} results to {out}", err=True)
+
+
+def _output_format(as_json: bool, as_csv: bool, out: Path | None) -> Format:
+    """--json / --csv, or the --out file's suffix; a table on the terminal otherwise."""
+    if as_json and as_csv:
+        raise ConfigError("choose one of --json and --csv")
+    if as_json or as_csv:
+        return "json" if as_json else "csv"
+    if out is None:
+        return "table"
+    suffix = out.suffix.lower()
+    if suffix not in (".json", ".csv"):
+        raise ConfigError(f"cannot tell the format of --out {out}: name it *.json or *.csv, or pass --json / --csv")
+    return "json" if suffix == ".json" else "csv"
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``search`` to the top-level app."""
+    app.command("search")(search)

@@ -1,0 +1,105 @@
+"""What ``retrieval search`` prints: an aligned table for people, JSON or CSV for programs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from retrieval.indexing.common.table_files import csv_text
+from retrieval.indexing.store.item_filter import ItemFilter
+from retrieval.indexing.store.item_search import Hit
+
+LABEL_WIDTH = 24  # longer labels are cut with an ellipsis so the path column stays aligned
+SCORE_DIGITS = 6
+
+
+@dataclass(frozen=True)
+class QueryHits:
+    """One query (an image file, or a stored item searched by id) and its ranked hits."""
+
+    path: str
+    item_id: int | None
+    hits: list[Hit]
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    index_dir: Path
+    k: int
+    kind: str
+    rerank: int | None
+    score_kind: str
+    where: ItemFilter | None = None  # --filter
+
+
+def fit(text: str, width: int) -> str:
+    """``text`` padded to ``width``, or cut to it with a trailing ellipsis."""
+    return text.ljust(width) if len(text) <= width else text[: width - 1] + "…"
+
+
+def table_text(queries: Sequence[QueryHits]) -> str:
+    """One table per query (headed by the query when there are several)."""
+    width = min(max([len("label")] + [len(item.label) for q in queries for item, _ in q.hits]), LABEL_WIDTH)
+    blocks = []
+    for query in queries:
+        lines = [_query_heading(query)] if len(queries) > 1 else []
+        lines.append(f"{'rank':>4}  {'id':>8}  {'score':>7}  {fit('label', width)}  path")
+        for rank, (item, score) in enumerate(query.hits, start=1):
+            lines.append(f"{rank:>4}  {item.id:>8}  {score:>7.4f}  {fit(item.label, width)}  {item.path}")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+def _query_heading(query: QueryHits) -> str:
+    return f"query: item {query.item_id} ({query.path})" if query.item_id is not None else f"query: {query.path}"
+
+
+def json_document(
+    queries: Sequence[QueryHits], settings: SearchSettings, unreadable: Sequence[tuple[Path, str]] = ()
+) -> dict[str, Any]:
+    """Every query with its results (rank, id, score, label, path, metadata), plus the search settings."""
+    return {
+        "index": str(settings.index_dir),
+        "k": settings.k,
+        "index_kind": settings.kind,
+        "rerank": settings.rerank,
+        "score_kind": settings.score_kind,
+        "filter": settings.where.to_json() if settings.where is not None else None,
+        "queries": [
+            {
+                "query": query.path,
+                "query_id": query.item_id,
+                "results": [
+                    {
+                        "rank": rank,
+                        "id": item.id,
+                        "score": round(score, SCORE_DIGITS),
+                        "label": item.label,
+                        "path": item.path,
+                        "metadata": item.metadata,
+                    }
+                    for rank, (item, score) in enumerate(query.hits, start=1)
+                ],
+            }
+            for query in queries
+        ],
+        "unreadable": [{"path": str(path), "reason": reason} for path, reason in unreadable],
+    }
+
+
+def csv_document(queries: Sequence[QueryHits]) -> str:
+    """One row per (query, rank): query, query_id, rank, id, score, label, path."""
+    rows = [(query, rank, item, score) for query in queries for rank, (item, score) in enumerate(query.hits, 1)]
+    return csv_text(
+        {
+            "query": [query.path for query, *_ in rows],
+            "query_id": [query.item_id for query, *_ in rows],
+            "rank": [rank for _, rank, _, _ in rows],
+            "id": [item.id for _, _, item, _ in rows],
+            "score": [round(score, SCORE_DIGITS) for *_, score in rows],
+            "label": [item.label for _, _, item, _ in rows],
+            "path": [item.path for _, _, item, _ in rows],
+        }
+    )

@@ -1,0 +1,132 @@
+"""Per-item metadata and the search filter over it: the rules ``POST /items``, ``retrieval index add
+--metadata`` and the ``filter`` of ``/search`` and ``/items/{id}/similar`` share.
+
+Metadata is a JSON object of string keys to scalars (string, number, boolean or null): at most
+``MAX_KEYS`` keys of at most ``MAX_KEY_CHARS`` characters, ``MAX_JSON_BYTES`` of JSON in all. The
+key ``label`` is reserved: in a filter it matches the item's label, every other key an equal
+metadata value (numbers by value, so 3 equals 3.0; a boolean never equals a number), and all keys
+must match. ``items_db.ItemsDb.matching_ids`` turns a filter into the ids that pass it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from retrieval.indexing.common.errors import DataError
+
+Scalar = str | int | float | bool | None
+MAX_KEYS = 32
+MAX_KEY_CHARS = 64
+MAX_JSON_BYTES = 4096
+LABEL_KEY = "label"
+_KEY_FORBIDDEN = '"\\'  # a key is quoted into an SQLite JSON path ($."key"), which cannot escape these
+
+
+def parse_json_object(text: str, what: str) -> dict[str, Any]:
+    """``text`` decoded as a JSON object; anything else is a DataError naming ``what``."""
+    value = _load_json(text, what, MAX_JSON_BYTES)
+    if not isinstance(value, dict):
+        raise DataError(f'{what} must be a JSON object such as {{"color": "red"}}, got {_json_type(value)}')
+    return value
+
+
+def _load_json(text: str, what: str, limit: int) -> Any:
+    if len(text.encode("utf-8", "surrogatepass")) > limit:
+        raise DataError(f"{what} is longer than {limit} bytes of JSON")
+    try:
+        return json.loads(text)
+    except ValueError as error:
+        raise DataError(f'{what} is not valid JSON ({error}); send an object such as {{"color": "red"}}') from None
+
+
+def _json_type(value: object) -> str:
+    return {list: "an array", str: "a string", type(None): "null", bool: "a boolean"}.get(type(value), "a number")
+
+
+def check_metadata(value: Mapping[str, Any], what: str = "metadata") -> dict[str, Scalar]:
+    """A copy of ``value`` if it is valid item metadata (see the module docstring), else a DataError."""
+    checked = _check_pairs(value, what)
+    if LABEL_KEY in checked:
+        raise DataError(f"{what}: the key '{LABEL_KEY}' is reserved for the item's label; give the label separately")
+    if len(json.dumps(checked).encode("utf-8")) > MAX_JSON_BYTES:
+        raise DataError(f"{what} is longer than {MAX_JSON_BYTES} bytes of JSON")
+    return checked
+
+
+def parse_metadata(text: str, what: str = "metadata") -> dict[str, Scalar]:
+    """Metadata given as JSON text (a form field, a command-line option)."""
+    return check_metadata(parse_json_object(text, what), what)
+
+
+def parse_metadata_for(text: str, count: int, what: str = "metadata") -> list[dict[str, Scalar]]:
+    """Metadata of ``count`` items: one JSON object for all of them, or a JSON array of ``count`` objects."""
+    value = _load_json(text, what, MAX_JSON_BYTES * max(count, 1))
+    if isinstance(value, dict):
+        checked = check_metadata(value, what)
+        return [dict(checked) for _ in range(count)]
+    if not isinstance(value, list):
+        raise DataError(f'{what} must be a JSON object such as {{"color": "red"}}, got {_json_type(value)}')
+    if len(value) != count or not all(isinstance(item, dict) for item in value):
+        raise DataError(f"{what}: send one JSON object for every image, or an array of {count} objects (one each)")
+    return [check_metadata(item, f"{what}[{n}]") for n, item in enumerate(value)]
+
+
+@dataclass(frozen=True)
+class ItemFilter:
+    """Items whose label is ``label`` (when set) and whose metadata holds every pair of ``metadata``."""
+
+    label: str | None = None
+    metadata: tuple[tuple[str, Scalar], ...] = ()
+
+    def to_json(self) -> dict[str, Scalar]:
+        label = {LABEL_KEY: self.label} if self.label is not None else {}
+        return {**label, **dict(self.metadata)}
+
+
+def parse_filter(value: str | Mapping[str, Any] | None, what: str = "filter") -> ItemFilter | None:
+    """A filter from JSON text or a mapping; None, blank text or an empty object means no filter."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    pairs = _check_pairs(parse_json_object(value, what) if isinstance(value, str) else value, what)
+    if not pairs:
+        return None
+    label: str | None = None
+    if LABEL_KEY in pairs:
+        given = pairs.pop(LABEL_KEY)
+        if not isinstance(given, str):
+            raise DataError(f"{what}: '{LABEL_KEY}' must be a string (the exact label), got {json.dumps(given)}")
+        label = given
+    return ItemFilter(label=label, metadata=tuple(sorted(pairs.items())))
+
+
+def _check_pairs(value: Mapping[str, Any], what: str) -> dict[str, Scalar]:
+    if not isinstance(value, Mapping):
+        raise DataError(f'{what} must be a JSON object such as {{"color": "red"}}')
+    if len(value) > MAX_KEYS:
+        raise DataError(f"{what} has {len(value)} keys; at most {MAX_KEYS} are allowed")
+    checked: dict[str, Scalar] = {}
+    for key, item in value.items():
+        if not isinstance(key, str) or not key.strip() or len(key) > MAX_KEY_CHARS or set(key) & set(_KEY_FORBIDDEN):
+            raise DataError(
+                f"{what}: keys must be non-empty strings of at most {MAX_KEY_CHARS} characters without "
+                f"double quotes or backslashes, got {json.dumps(key)}"
+            )
+        if not _is_scalar(item):
+            raise DataError(
+                f"{what}: the value of '{key}' must be a string, number, true, false or null, got {type(item).__name__}"
+            )
+        checked[key] = item
+    return checked
+
+
+def _is_scalar(value: object) -> bool:
+    """JSON scalars SQLite can compare: finite floats, 64-bit integers, strings, booleans, null."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return -(2**63) <= value < 2**63
+    return value is None or isinstance(value, str | bool)

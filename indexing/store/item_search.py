@@ -1,0 +1,58 @@
+"""Ranked (item, score) hits of an index: for query vectors, or for stored items (each left out of
+its own results). The one search -> hits path of ``retrieval search`` and of the service's
+``POST /search`` and ``GET /items/{id}/similar``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+
+from retrieval.indexing.store.index_store import IndexStore
+from retrieval.indexing.store.item_filter import ItemFilter
+from retrieval.indexing.store.items_db import Item
+
+Hit = tuple[Item, float]
+
+
+def ranked_hits(
+    store: IndexStore,
+    vectors: np.ndarray,
+    k: int,
+    *,
+    kind: Literal["float", "binary"] = "float",
+    rerank: int | None = None,
+    exclude: Sequence[int | None] | None = None,
+    where: ItemFilter | None = None,
+) -> list[list[Hit]]:
+    """Up to ``k`` hits per query row, best first; ``exclude[i]`` is an item id dropped from row i;
+    ``where`` keeps only the items that pass the filter. One extra result is fetched when an id is
+    excluded, so k hits remain."""
+    queries = np.atleast_2d(np.asarray(vectors, dtype=np.float32))
+    dropped = list(exclude) if exclude is not None else [None] * len(queries)
+    if len(dropped) != len(queries):
+        raise ValueError(f"exclude has {len(dropped)} entries for {len(queries)} queries")
+    wanted = k + (1 if any(item_id is not None for item_id in dropped) else 0)
+    results = store.search(queries, wanted, kind=kind, rerank=rerank, where=where)
+    return [store.hits(results, row, exclude=dropped[row], limit=k) for row in range(len(queries))]
+
+
+def similar_hits(
+    store: IndexStore,
+    item_ids: Sequence[int],
+    k: int,
+    *,
+    kind: Literal["float", "binary"] = "float",
+    rerank: int | None = None,
+    where: ItemFilter | None = None,
+) -> list[list[Hit]]:
+    """The hits of each stored item's own embedding, the item itself left out (ItemNotFoundError for
+    an unknown id)."""
+    vectors = store.embeddings_of(list(item_ids))
+    return ranked_hits(store, vectors, k, kind=kind, rerank=rerank, exclude=list(item_ids), where=where)
+
+
+def score_kind(kind: Literal["float", "binary"], rerank: int | None) -> Literal["cosine", "hamming"]:
+    """Float and re-ranked binary searches score by cosine; plain binary ones by 1 - 2 * Hamming / bits."""
+    return "hamming" if kind == "binary" and not rerank else "cosine"

@@ -1,0 +1,236 @@
+"""Item metadata rules and filtered search: every index kind against a brute-force filtered search."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+from index_fixtures import make_image
+from reference_hamming import hamming_distances
+from typer.testing import CliRunner
+
+from retrieval.cli.main import app
+from retrieval.indexing.common.errors import DataError
+from retrieval.indexing.data.records import ImageRecord
+from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.search.binary import binarize
+from retrieval.indexing.store import filtered_search, index_store
+from retrieval.indexing.store.builder import write_index
+from retrieval.indexing.store.faiss_kinds import binary_kind, float_kind
+from retrieval.indexing.store.index_store import IndexStore
+from retrieval.indexing.store.item_filter import ItemFilter, parse_filter, parse_metadata
+
+N, DIM, K = 1200, 64, 10
+COLOURS = ("red", "green", "blue")
+# (float kind, binary kind): every kind of each family appears once
+KINDS = [("flat", "flat"), ("ivf", "hnsw"), ("hnsw", "ivf"), ("ivfpq", "flat")]
+FILTERS = [
+    {"color": "red"},  # a third of the items
+    {"label": "c07"},  # 30 items, through the label index
+    {"label": "c07", "color": "blue"},  # 10 items: k results from few matches
+    {"rare": True},  # 4 items: fewer matches than k
+    {"size": 2, "color": "green"},  # numbers by value: 2 matches the stored 2.0
+]
+
+
+def _metadata(i: int) -> dict:
+    return {"color": COLOURS[i % 3], "size": float(i % 4), "rare": i % 300 == 0, "shelf": i % 5 or None}
+
+
+def _allowed(where: dict) -> np.ndarray:
+    """The brute-force filter over the generated items (ids are 1..N in insertion order)."""
+    keep = []
+    for i in range(N):
+        fields = {"label": f"c{i % 40:02d}", **_metadata(i)}
+        if all(fields.get(k) == v and isinstance(fields.get(k), bool) == isinstance(v, bool) for k, v in where.items()):
+            keep.append(i + 1)
+    return np.asarray(keep, dtype=np.int64)
+
+
+@pytest.fixture(scope="module")
+def vectors() -> np.ndarray:
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(N, DIM)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    return x.astype(np.float16).astype(np.float32)  # what the index stores, so brute force sees the same numbers
+
+
+@pytest.fixture(scope="module", params=KINDS, ids=lambda kinds: "-".join(kinds))
+def index_dir(request, vectors: np.ndarray, tiny_model_dir: Path, tmp_path_factory) -> Path:
+    records = [ImageRecord(Path(f"/photos/{i}.jpg"), f"c{i % 40:02d}", metadata=_metadata(i)) for i in range(N)]
+    out = tmp_path_factory.mktemp("filtered") / "index"
+    kinds = (float_kind(request.param[0]), binary_kind(request.param[1]))
+    write_index(out, OnnxEmbedder(tiny_model_dir, threads=1), records, vectors, kinds)
+    return out
+
+
+def _brute_force(queries: np.ndarray, vectors: np.ndarray, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    similarity = queries @ vectors[allowed - 1].T
+    order = np.argsort(-similarity, axis=1, kind="stable")[:, :K]
+    return allowed[order], np.take_along_axis(similarity, order, 1)
+
+
+def test_filtered_float_search_equals_brute_force(index_dir: Path, vectors: np.ndarray, monkeypatch) -> None:
+    queries = vectors[:20] + 0.05
+    monkeypatch.setattr(filtered_search, "_EXACT_BLOCK_ELEMENTS", DIM * 97)  # exact searches merge 97-item blocks
+    exact_calls = _count_exact_searches(monkeypatch)
+    with IndexStore.open(index_dir) as store:
+        for where in FILTERS:
+            allowed = _allowed(where)
+            found = store.search(queries, K, where=parse_filter(where))
+            assert found.ids.shape == (len(queries), min(K, len(allowed)))
+            assert np.isin(found.ids, allowed).all()  # k results, every one passing the filter
+            if store.manifest.float_kind != "ivfpq":  # PQ scores are approximate by design
+                expected_ids, expected_scores = _brute_force(queries, vectors, allowed)
+                np.testing.assert_array_equal(found.ids, expected_ids)
+                np.testing.assert_allclose(found.scores, expected_scores, rtol=0, atol=1e-5)
+        if store.manifest.float_kind == "flat":
+            assert exact_calls == []  # the flat index answers through its id selector alone
+
+
+def test_selector_path_of_approximate_kinds(index_dir: Path, vectors: np.ndarray, monkeypatch) -> None:
+    """With the small-selection shortcut off, IVF and HNSW search through their selectors; rows they
+    leave short are completed exactly, so every row still holds min(k, matches) results."""
+    monkeypatch.setattr(filtered_search, "EXACT_SEARCH_ELEMENTS", 0)
+    queries = vectors[:20] + 0.05
+    with IndexStore.open(index_dir) as store:
+        for where in FILTERS:
+            allowed = _allowed(where)
+            for kind in ("float", "binary"):
+                found = store.search(queries, K, kind=kind, where=parse_filter(where))
+                assert found.ids.shape == (len(queries), min(K, len(allowed)))
+                assert np.isin(found.ids, allowed).all()
+                assert all(len(set(row)) == len(row) for row in found.ids.tolist())
+            found = store.search(queries, K, where=parse_filter(where))
+            if store.manifest.float_kind in ("ivf", "hnsw"):  # the scores are the items' true ones
+                true = np.einsum("qd,qkd->qk", queries, vectors[found.ids - 1])
+                np.testing.assert_allclose(found.scores, true, atol=1e-5)
+                if len(allowed) > 100:  # a broad filter loses little to the approximation
+                    expected_ids, _ = _brute_force(queries, vectors, allowed)
+                    recall = np.mean([len(set(a) & set(b)) / K for a, b in zip(found.ids, expected_ids)])
+                    assert recall >= 0.8, (where, recall)
+
+
+def _count_exact_searches(monkeypatch) -> list[int]:
+    calls: list[int] = []
+    real = index_store.exact_selected
+
+    def counting(queries, *args, **kwargs):
+        calls.append(len(queries))
+        return real(queries, *args, **kwargs)
+
+    monkeypatch.setattr(index_store, "exact_selected", counting)
+    return calls
+
+
+def test_filtered_binary_search_equals_brute_force(index_dir: Path, vectors: np.ndarray, monkeypatch) -> None:
+    queries = vectors[20:40] + 0.05
+    monkeypatch.setattr(filtered_search, "_EXACT_BLOCK_ELEMENTS", DIM * 97)
+    bits = DIM
+    with IndexStore.open(index_dir) as store:
+        for where in FILTERS:
+            allowed = _allowed(where)
+            found = store.search(queries, K, kind="binary", where=parse_filter(where))
+            assert found.ids.shape == (len(queries), min(K, len(allowed)))
+            assert np.isin(found.ids, allowed).all()
+            distances = hamming_distances(binarize(queries), binarize(vectors))
+            true = 1 - 2 * np.take_along_axis(distances, found.ids - 1, 1) / bits
+            np.testing.assert_allclose(found.scores, true, atol=1e-6)  # each score is that item's own
+            assert all(len(set(row)) == len(row) for row in found.ids.tolist())
+            best = 1 - 2 * np.sort(distances[:, allowed - 1], axis=1)[:, :K] / bits
+            np.testing.assert_allclose(found.scores, best, atol=1e-6)  # Hamming ties leave ids ambiguous
+
+
+def test_filtered_rerank_stays_inside_the_filter(index_dir: Path, vectors: np.ndarray) -> None:
+    where = {"label": "c07", "color": "blue"}
+    allowed = _allowed(where)
+    with IndexStore.open(index_dir) as store:
+        found = store.search(vectors[:5], 3, kind="binary", rerank=8, where=parse_filter(where))
+        similarity = np.einsum("qd,qkd->qk", vectors[:5], vectors[found.ids - 1])
+        np.testing.assert_allclose(found.scores, similarity, atol=1e-5)
+        assert np.isin(found.ids, allowed).all() and (np.diff(found.scores, axis=1) <= 0).all()
+        assert store.search(vectors[:2], K, where=ItemFilter(label="no such label")).ids.shape == (2, 0)
+
+
+def test_an_index_built_before_the_label_index_filters_the_same(index_dir: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "old"
+    shutil.copytree(index_dir, copy)
+    with sqlite3.connect(copy / "items.sqlite") as db:
+        db.execute("DROP INDEX items_label")
+    with IndexStore.open(copy) as store:
+        ids = store.search(store.embeddings_of([8]), 5, where=parse_filter('{"label": "c07"}')).ids
+        assert ids[0, 0] == 8 and np.isin(ids, _allowed({"label": "c07"})).all()
+        assert store.item(8).metadata == {"color": "green", "size": 3.0, "rare": False, "shelf": 2}
+
+
+def test_metadata_and_filter_rules() -> None:
+    assert parse_metadata('{"color": "red", "n": 3, "ok": true, "x": null}') == {
+        "color": "red",
+        "n": 3,
+        "ok": True,
+        "x": None,
+    }
+    bad = {
+        "{not json": "not valid JSON",
+        "[1, 2]": "must be a JSON object",
+        '{"a": [1]}': "value of 'a' must be a string, number",
+        '{"a": {"b": 1}}': "value of 'a' must be a string, number",
+        '{"label": "x"}': "reserved",
+        '{"a": NaN}': "value of 'a'",
+        '{"": 1}': "keys must be non-empty",
+        '{"a\\"b": 1}': "without double quotes",
+        json.dumps({f"k{i}": i for i in range(33)}): "at most 32",
+        json.dumps({"a": "x" * 5000}): "longer than 4096 bytes",
+        json.dumps({"a": 2**64}): "value of 'a'",
+    }
+    for text, message in bad.items():
+        with pytest.raises(DataError, match=message):
+            parse_metadata(text)
+    assert parse_filter(None) is None and parse_filter("{}") is None and parse_filter(" ") is None
+    assert parse_filter({"label": "cat", "n": 1}) == ItemFilter("cat", (("n", 1),))
+    with pytest.raises(DataError, match="'label' must be a string"):
+        parse_filter('{"label": 3}')
+
+
+def test_metadata_equality_keeps_json_types(tiny_model_dir: Path, tmp_path: Path) -> None:
+    values = [1, 1.0, True, "1", None, 0, False]
+    records = [ImageRecord(Path(f"/p/{i}.jpg"), "x", metadata={"v": v}) for i, v in enumerate(values)]
+    records.append(ImageRecord(Path("/p/none.jpg"), "x", metadata={}))
+    vectors = np.eye(len(records), DIM, dtype=np.float32)
+    write_index(tmp_path / "index", OnnxEmbedder(tiny_model_dir, threads=1), records, vectors, _flat())
+    with IndexStore.open(tmp_path / "index") as store:
+        query = np.ones((1, DIM), np.float32)
+
+        def matches(value: object) -> list[object]:
+            ids = store.search(query, 20, where=ItemFilter(metadata=(("v", value),))).ids[0]
+            return sorted((store.item(int(i)).metadata["v"] for i in ids), key=repr)
+
+        assert matches(1) == [1, 1.0] == matches(1.0)
+        assert matches(True) == [True] and matches(False) == [False] and matches(0) == [0]
+        assert matches("1") == ["1"] and matches(None) == [None]
+
+
+def _flat():
+    return float_kind("flat"), binary_kind("flat")
+
+
+def test_index_add_metadata_option(fresh_index: Path, tmp_path: Path) -> None:
+    extra = tmp_path / "extra" / "class_9"
+    extra.mkdir(parents=True)
+    for item in range(2):
+        make_image(5, 20 + item).save(extra / f"x{item}.png")
+    runner = CliRunner()
+    added = runner.invoke(
+        app, ["index", "add", str(fresh_index), "--data", str(extra.parent), "--metadata", '{"shop": "berlin"}']
+    )
+    assert added.exit_code == 0, added.output
+    with IndexStore.open(fresh_index) as store:
+        query = store.embeddings_of(store.ids()[:1])
+        found = store.search(query, 5, where=parse_filter({"shop": "berlin"})).ids[0]
+        assert sorted(store.item(int(i)).path.rsplit("/", 1)[1] for i in found) == ["x0.png", "x1.png"]
+    refused = runner.invoke(app, ["index", "add", str(fresh_index), "--data", str(extra.parent), "--metadata", "[1]"])
+    assert isinstance(refused.exception, DataError) and "--metadata must be a JSON object" in str(refused.exception)

@@ -1,0 +1,63 @@
+"""docs/python.md runs as written: its python blocks execute in order in an empty folder, and what
+they leave behind is what the page says (a trained run, an export, an index, hits, metrics)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from retrieval.indexing.common.errors import ConfigError
+from retrieval.training import api
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "python.md"
+
+
+def python_blocks(markdown: str) -> list[str]:
+    return re.findall(r"^```python\n(.*?)^```", markdown, flags=re.MULTILINE | re.DOTALL)
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The namespace the page's blocks leave, run in a fresh folder."""
+    folder = tmp_path_factory.mktemp("notebook")
+    namespace: dict = {"__name__": "docs_python_md"}
+    blocks = python_blocks(DOC.read_text())
+    assert len(blocks) >= 6
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(folder)
+        for number, block in enumerate(blocks, start=1):
+            exec(compile(block, f"{DOC.name} block {number}", "exec"), namespace)
+    namespace["folder"] = folder
+    return namespace
+
+
+@pytest.mark.slow
+def test_the_page_trains_exports_indexes_searches_and_evaluates(page: dict) -> None:
+    folder, run = page["folder"], page["run"]
+    assert run.run_dir == Path("runs/ns") and run.epochs_completed == 4
+    assert run.test == json.loads((folder / "runs/ns/test_metrics.json").read_text())
+    assert any((folder / "runs/ns/tensorboard").glob("events.out.tfevents.*"))
+    assert page["exported"].max_abs_diff < 1e-3 and (folder / "runs/ns/export/model.onnx").is_file()
+    assert page["built"].count == 96 and page["built"].num_labels == 8  # the 8 test classes
+    query, hits = page["query"], page["hits"]
+    first, score = hits[0][0]
+    assert len(hits[0]) == 5 and Path(first.path) == folder / query and score == pytest.approx(1.0, abs=2e-3)
+    same_class = page["same_class"][0]
+    assert len(same_class) == 3 and {item.label for item, _ in same_class} == {query.parent.name}
+    np.testing.assert_allclose(page["vectors"] @ page["vectors"].T, [[1.0]], atol=1e-5)
+    index_metrics, model_metrics = page["of_index"].metrics, page["of_model"].metrics
+    assert page["of_index"].num_queries == page["of_model"].num_queries == 96
+    # the index stores float16 embeddings of the same model: the same numbers up to rounding
+    assert index_metrics["float"].map_at_r == pytest.approx(model_metrics["float"].map_at_r, abs=0.01)
+
+
+def test_config_names_a_bad_key_and_evaluate_needs_a_source() -> None:
+    with pytest.raises(ConfigError, match="trainer.epoch: unknown key"):
+        api.config("normsoftmax", trainer={"epoch": 3})
+    assert api.config(trainer={"epochs": 3}).trainer.epochs == 3
+    with pytest.raises(ConfigError, match="needs model and data"):
+        api.evaluate(model="runs/x")

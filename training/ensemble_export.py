@@ -1,0 +1,82 @@
+"""Export an ensemble run as ONE ONNX model whose output is the members' joined embedding.
+
+The graph runs every member on the same preprocessed images and returns their L2-normalised
+embeddings concatenated and normalised again (``EnsembleModel``), so ``model.json`` keeps the
+single-model contract (one input, unit-norm output of ``embedding_dim`` = L x d) and indexing
+and serving use it unchanged. Members share the backbone, image size and normalisation by
+construction (they differ only in seed); a run whose members do not is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from retrieval.indexing.common.errors import RetrievalError
+from retrieval.indexing.model.manifest import ModelManifest
+from retrieval.training.config import TrainConfig
+from retrieval.training.embedding_model import EmbeddingModel
+from retrieval.training.ensemble import read_ensemble_spec
+from retrieval.training.ensemble_model import EnsembleModel
+from retrieval.training.export import ExportResult, build_manifest, load_run_model, write_checked_export
+from retrieval.training.run_dir import RunPaths
+from retrieval.training.transforms import eval_preprocessing
+
+
+def export_ensemble(
+    run_dir: Path,
+    out_dir: Path | None = None,
+    *,
+    fp16: bool = False,
+    checkpoint: Literal["best", "last"] = "best",
+) -> ExportResult:
+    """Join the members' ``checkpoint`` models into one parity-checked ONNX export (default run_dir/export)."""
+    paths = RunPaths(run_dir)
+    spec = read_ensemble_spec(paths.run_dir)
+    if spec is None:
+        raise RetrievalError(f"{paths.run_dir} is not an ensemble run (it has no {paths.ensemble_spec.name})")
+    count = spec.members
+    members = _load_members(paths, count, checkpoint)
+    configs = [config for config, _, _ in members]
+    model = EnsembleModel([member for _, _, member in members]).eval()
+    # member 0's checkpoint describes the members (loss, data); the validation metrics are the joined ones
+    summary = {**members[0][1], "val_metrics": _joined_validation(paths) if checkpoint == "best" else {}}
+    ensemble_hash = hashlib.sha256("".join(c.config_hash() for c in configs).encode()).hexdigest()[:16]
+
+    def manifest_for(onnx_bytes: bytes, precision: str) -> ModelManifest:
+        manifest = build_manifest(configs[0], summary, onnx_bytes, model.embedding_dim, precision)
+        return manifest.model_copy(update={"config_hash": ensemble_hash, "ensemble_members": count})
+
+    out = Path(out_dir) if out_dir is not None else paths.export_dir
+    return write_checked_export(model, configs[0].data.image_size, out, fp16=fp16, manifest_for=manifest_for)
+
+
+def _load_members(
+    paths: RunPaths, count: int, checkpoint: Literal["best", "last"]
+) -> list[tuple[TrainConfig, dict[str, Any], EmbeddingModel]]:
+    """Every member's config, checkpoint and model; one preprocessing for all, or a clear error."""
+    members = []
+    for index in range(count):
+        member_dir = paths.member_dir(index)
+        if not RunPaths(member_dir).best_checkpoint.is_file():
+            raise RetrievalError(
+                f"member {index} of the ensemble {paths.run_dir} has not been trained yet ({member_dir}); "
+                f"finish it with `retrieval train --out {paths.run_dir} --resume`"
+            )
+        members.append(load_run_model(member_dir, checkpoint))
+    configs = [config for config, _, _ in members]
+    preprocessing = {eval_preprocessing(c.data, c.model.backbone).model_dump_json() for c in configs}
+    if len(preprocessing) > 1 or len({c.model.backbone for c in configs}) > 1:
+        raise RetrievalError(
+            f"the members of {paths.run_dir} differ in backbone or preprocessing; one ONNX model needs one input"
+        )
+    return members
+
+
+def _joined_validation(paths: RunPaths) -> dict[str, Any]:
+    """The joined embedding's validation metrics of the best checkpoints (``ensemble_metrics.json``), if written."""
+    if not paths.ensemble_metrics.is_file():
+        return {}
+    return json.loads(paths.ensemble_metrics.read_text()).get("val") or {}

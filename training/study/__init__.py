@@ -1,0 +1,12 @@
+"""``retrieval study``: the Reality Check protocol (Musgrave et al., ECCV 2020) as one resumable command.
+
+For each loss, a hyperparameter search (``search``: optuna TPE over ``search_space``) maximises the
+mean validation MAP@R over k class-disjoint folds of the training classes (``folds``); the best
+settings are then trained once per seed and fold (``final_runs``) and each chosen model embeds the
+test classes once (``evaluation``: "separated" and "concatenated", float and binary). A fold trains
+either the whole network with the ``Trainer`` (``finetune_backend``) or, with ``--cached-features``,
+only the head and the loss on frozen backbone features embedded once (``cached_features``,
+``head_training``, ``cached_backend``). ``reference`` is the pretrained row, ``stats`` the confidence
+intervals, ``report`` the tables and plot, ``state`` the output directory (``study.json``, resuming),
+and ``runner`` ties them together.
+"""
