@@ -8,10 +8,16 @@ from typing import Annotated
 
 import typer
 
+from retrieval.indexing.model.manifest import Quantization
+
 
 class CheckpointChoice(str, Enum):
     best = "best"
     last = "last"
+
+
+class QuantizeChoice(str, Enum):
+    int8 = "int8"
 
 
 def export(
@@ -27,20 +33,64 @@ def export(
     checkpoint: Annotated[
         CheckpointChoice, typer.Option("--checkpoint", help="which checkpoint to export")
     ] = CheckpointChoice.best,
+    quantize: Annotated[
+        QuantizeChoice | None,
+        typer.Option(
+            "--quantize",
+            help="int8: static INT8 model (onnxruntime, calibrated on the run's training images), written "
+            "instead of the float one after a retrieval check on the validation classes",
+        ),
+    ] = None,
+    max_map_drop: Annotated[
+        float,
+        typer.Option("--max-map-drop", help="--quantize: largest validation MAP@R loss allowed, in points (0.01)"),
+    ] = 1.0,
+    force: Annotated[
+        bool, typer.Option("--force", help="--quantize: write the INT8 model even when it fails the check")
+    ] = False,
+    calibration_images: Annotated[
+        int, typer.Option("--calibration-images", min=1, help="--quantize: training images that calibrate it")
+    ] = 256,
+    data: Annotated[
+        Path | None,
+        typer.Option("--data", help="--quantize: the run's dataset, if it moved (default: config.yaml's data.path)"),
+    ] = None,
 ) -> None:
     """Export a trained run to ONNX, check it against torch and write model.onnx + model.json."""
     from retrieval.training.export import TOLERANCE, export_run  # torch loads only for this command
+    from retrieval.training.int8_export import Int8Request
 
-    result = export_run(run_dir, out, fp16=fp16, checkpoint=checkpoint.value)
+    int8 = Int8Request(calibration_images, max_map_drop, force, data, progress=True) if quantize else None
+    result = export_run(run_dir, out, fp16=fp16, checkpoint=checkpoint.value, int8=int8)
     manifest = result.manifest
     typer.echo(f"wrote {result.onnx_path} and {result.manifest_path}")
     members = manifest.ensemble_members
     joined = f" = {members} members x {manifest.embedding_dim // members}, joined" if members > 1 else ""
+    float_precision = "fp16" if fp16 else "fp32"
     typer.echo(
         f"embedding dim {manifest.embedding_dim}{joined} ({manifest.precision}, {manifest.backbone}); "
-        f"onnxruntime vs torch max abs diff {result.max_abs_diff:.2e} (tolerance {TOLERANCE[manifest.precision]:g})"
+        f"{float_precision} onnxruntime vs torch max abs diff {result.max_abs_diff:.2e} "
+        f"(tolerance {TOLERANCE[float_precision]:g})"
     )
+    if manifest.quantization is not None:
+        typer.echo(int8_summary(manifest.quantization))
     typer.echo(f"next: {next_command(run_dir, out)}")
+
+
+def int8_summary(quantization: Quantization) -> str:
+    """One line: the INT8 model's validation retrieval next to the float model's."""
+    check = quantization.check
+    calibrated = f"INT8 ({quantization.format}) calibrated on {quantization.calibration_images} training images"
+    if check is None:
+        return f"{calibrated}; NOT checked (the run has no validation classes, --force)"
+    drop = 100 * (check.map_at_r_fp32 - check.map_at_r_int8)
+    forced = " - over the limit, written because of --force" if check.forced else ""
+    return (
+        f"{calibrated}; validation ({check.images} images) MAP@R {check.map_at_r_fp32:.4f} -> "
+        f"{check.map_at_r_int8:.4f} ({drop:+.2f} points lost, limit {check.max_map_drop:g}){forced}, "
+        f"R@1 {check.recall_at_1_fp32:.4f} -> {check.recall_at_1_int8:.4f}, "
+        f"binary MAP@R {check.binary_map_at_r_fp32:.4f} -> {check.binary_map_at_r_int8:.4f}"
+    )
 
 
 def next_command(run_dir: Path, out: Path | None) -> str:

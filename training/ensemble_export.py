@@ -21,6 +21,7 @@ from retrieval.training.embedding_model import EmbeddingModel
 from retrieval.training.ensemble import read_ensemble_spec
 from retrieval.training.ensemble_model import EnsembleModel
 from retrieval.training.export import ExportResult, build_manifest, load_run_model, write_checked_export
+from retrieval.training.int8_export import Int8Request
 from retrieval.training.run_dir import RunPaths
 from retrieval.training.transforms import eval_preprocessing
 
@@ -31,8 +32,10 @@ def export_ensemble(
     *,
     fp16: bool = False,
     checkpoint: Literal["best", "last"] = "best",
+    int8: Int8Request | None = None,
 ) -> ExportResult:
-    """Join the members' ``checkpoint`` models into one parity-checked ONNX export (default run_dir/export)."""
+    """Join the members' ``checkpoint`` models into one parity-checked ONNX export (default run_dir/export);
+    ``int8`` quantizes it (calibrated and checked on member 0's data splits, which all members share)."""
     paths = RunPaths(run_dir)
     spec = read_ensemble_spec(paths.run_dir)
     if spec is None:
@@ -50,7 +53,10 @@ def export_ensemble(
         return manifest.model_copy(update={"config_hash": ensemble_hash, "ensemble_members": count})
 
     out = Path(out_dir) if out_dir is not None else paths.export_dir
-    return write_checked_export(model, configs[0].data.image_size, out, fp16=fp16, manifest_for=manifest_for)
+    request = int8.for_run(configs[0].data) if int8 is not None else None
+    return write_checked_export(
+        model, configs[0].data.image_size, out, fp16=fp16, manifest_for=manifest_for, int8=request
+    )
 
 
 def _load_members(

@@ -3,10 +3,12 @@
 The ONNX graph is the whole ``EmbeddingModel`` in eval mode (L2 normalisation included):
 input ``images`` (N, 3, crop, crop) float32, output ``embeddings`` (N, D) float32, N dynamic.
 It is exported with the TorchScript exporter (``dynamo=False``, opset 17; the dynamo exporter
-needs onnxscript) into memory, optionally converted to fp16 weights (onnxruntime's float16
-tool, inputs/outputs kept float32), run with onnxruntime on random inputs and compared with
-torch. Only a graph within tolerance is written, atomically, so a bad export never replaces
-a good one.
+needs onnxscript) into memory, TF-"same" paddings fixed for the crop size (``static_padding``),
+optionally converted to fp16 weights (onnxruntime's float16 tool, inputs/outputs kept float32),
+run with onnxruntime on random inputs and compared with torch. ``--quantize int8`` then
+quantizes the checked float graph and replaces the torch comparison by a retrieval check on the
+validation classes (``int8_export``). Only a graph that passed is written, atomically, so a bad
+export never replaces a good one.
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ from retrieval.indexing.common.errors import RetrievalError
 from retrieval.indexing.model.manifest import ModelManifest, manifest_json
 from retrieval.training.config import TrainConfig
 from retrieval.training.embedding_model import EmbeddingModel, build_embedding_model
+from retrieval.training.int8_export import Int8Request, quantize_checked
 from retrieval.training.run_dir import RunPaths, load_checkpoint, load_run_config
+from retrieval.training.static_padding import with_static_same_padding
 from retrieval.training.transforms import eval_preprocessing
 
 INPUT_NAME = "images"
@@ -54,10 +58,12 @@ def export_run(
     *,
     fp16: bool = False,
     checkpoint: Literal["best", "last"] = "best",
+    int8: Int8Request | None = None,
 ) -> ExportResult:
     """Export ``run_dir``'s checkpoint to ``out_dir`` (default run_dir/export) after the parity check.
 
-    An ensemble run (``retrieval train --ensemble``) exports its members joined into one model."""
+    An ensemble run (``retrieval train --ensemble``) exports its members joined into one model. ``int8``
+    quantizes it (calibrated on the run's training images, checked on its validation classes)."""
     paths = RunPaths(run_dir)
     if not paths.run_dir.is_dir():
         raise RetrievalError(
@@ -66,7 +72,7 @@ def export_run(
     if paths.ensemble_spec.is_file():
         from retrieval.training.ensemble_export import export_ensemble  # it builds on this module
 
-        return export_ensemble(paths.run_dir, out_dir, fp16=fp16, checkpoint=checkpoint)
+        return export_ensemble(paths.run_dir, out_dir, fp16=fp16, checkpoint=checkpoint, int8=int8)
     config, state, model = load_run_model(paths.run_dir, checkpoint)
     return write_checked_export(
         model,
@@ -76,6 +82,7 @@ def export_run(
         manifest_for=lambda onnx_bytes, precision: build_manifest(
             config, state, onnx_bytes, model.embedding_dim, precision
         ),
+        int8=int8.for_run(config.data) if int8 is not None else None,
     )
 
 
@@ -112,8 +119,12 @@ def write_checked_export(
     *,
     fp16: bool,
     manifest_for: Callable[[bytes, str], ModelManifest],
+    int8: Int8Request | None = None,
 ) -> ExportResult:
-    """Export ``model`` to ONNX, compare it with torch and, only within tolerance, write it with its manifest."""
+    """Export ``model`` to ONNX, compare it with torch and, only within tolerance (and for ``int8`` only
+    within the retrieval check's limit), write it with its manifest."""
+    if fp16 and int8 is not None:
+        raise RetrievalError("--fp16 and --quantize int8 exclude each other; pick one")
     precision = "fp16" if fp16 else "fp32"
     onnx_bytes = onnx_export_bytes(model, image_size, fp16=fp16)
     max_diff = parity_max_abs_diff(model, onnx_bytes, image_size)
@@ -123,6 +134,9 @@ def write_checked_export(
             f"(tolerance {TOLERANCE[precision]:g}); nothing was written, report this with the run's config.yaml"
         )
     manifest = manifest_for(onnx_bytes, precision)
+    if int8 is not None:
+        onnx_bytes, quantization = quantize_checked(onnx_bytes, manifest, int8, manifest_for)
+        manifest = manifest_for(onnx_bytes, "int8").model_copy(update={"quantization": quantization})
     atomic_write_bytes(out_dir / MODEL_ONNX_NAME, onnx_bytes)
     atomic_write_text(out_dir / MODEL_MANIFEST_NAME, manifest_json(manifest))
     return ExportResult(manifest, out_dir / MODEL_ONNX_NAME, out_dir / MODEL_MANIFEST_NAME, max_diff)
@@ -130,7 +144,7 @@ def write_checked_export(
 
 def onnx_export_bytes(model: torch.nn.Module, image_size: int, *, fp16: bool = False) -> bytes:
     """Serialise the eval-mode model to ONNX (dynamic batch); fp16 converts weights, keeps fp32 I/O."""
-    model = model.eval()
+    model = with_static_same_padding(model.eval(), image_size)
     dummy = torch.zeros(2, 3, image_size, image_size)
     buffer = io.BytesIO()
     with warnings.catch_warnings(), torch.no_grad():

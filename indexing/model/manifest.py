@@ -32,6 +32,40 @@ class Preprocessing(BaseModel):
     layout: Literal["NCHW"] = "NCHW"
 
 
+class Int8Check(BaseModel):
+    """The retrieval check an INT8 export passed: the float model and the INT8 one on the same images."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    split: str = Field(description="the run's split the check embedded (its validation classes)")
+    images: int = Field(ge=0, description="images embedded by both models")
+    map_at_r_fp32: float
+    map_at_r_int8: float
+    recall_at_1_fp32: float
+    recall_at_1_int8: float
+    binary_map_at_r_fp32: float
+    binary_map_at_r_int8: float
+    max_map_drop: float = Field(description="the largest MAP@R drop allowed, in points (1 point = 0.01)")
+    forced: bool = Field(False, description="written with --force although the drop exceeded max_map_drop")
+
+
+class Quantization(BaseModel):
+    """How ``retrieval export --quantize int8`` derived this model from the float one."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["int8"] = "int8"
+    format: Literal["QDQ", "QOperator"] = "QDQ"
+    activations: str = "uint8 per tensor, asymmetric"
+    weights: str = "int8 per output channel, symmetric"
+    calibration_method: str = "MinMax"
+    calibration_split: str = "train"
+    calibration_images: int = Field(ge=1)
+    float_onnx_sha256: str = Field(description="sha256 of the fp32 model.onnx it was quantized from")
+    float_nodes: list[str] = Field(default_factory=list, description="node kinds kept in float on purpose")
+    check: Int8Check | None = Field(None, description="None only when forced without a validation split")
+
+
 class ModelManifest(BaseModel):
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
 
@@ -43,7 +77,7 @@ class ModelManifest(BaseModel):
     embedding_dim: int = Field(gt=0)
     l2_normalized: bool = True
     binarization_threshold: float = 0.0
-    precision: Literal["fp32", "fp16"] = "fp32"
+    precision: Literal["fp32", "fp16", "int8"] = "fp32"
     preprocessing: Preprocessing = Preprocessing()
     backbone: str
     loss: str
@@ -57,6 +91,7 @@ class ModelManifest(BaseModel):
     ensemble_members: int = Field(
         1, ge=1, description="models whose L2-normalised embeddings the graph concatenates and normalises again"
     )
+    quantization: Quantization | None = Field(None, description="set for an INT8 export (`--quantize int8`)")
     created_at: str
 
     @classmethod
