@@ -83,11 +83,11 @@ def int8_summary(quantization: Quantization) -> str:
     calibrated = f"INT8 ({quantization.format}) calibrated on {quantization.calibration_images} training images"
     if check is None:
         return f"{calibrated}; NOT checked (the run has no validation classes, --force)"
-    drop = 100 * (check.map_at_r_fp32 - check.map_at_r_int8)
+    change = 100 * (check.map_at_r_int8 - check.map_at_r_fp32)
     forced = " - over the limit, written because of --force" if check.forced else ""
     return (
         f"{calibrated}; validation ({check.images} images) MAP@R {check.map_at_r_fp32:.4f} -> "
-        f"{check.map_at_r_int8:.4f} ({drop:+.2f} points lost, limit {check.max_map_drop:g}){forced}, "
+        f"{check.map_at_r_int8:.4f} ({change:+.2f} points, at most {check.max_map_drop:g} may be lost){forced}, "
         f"R@1 {check.recall_at_1_fp32:.4f} -> {check.recall_at_1_int8:.4f}, "
         f"binary MAP@R {check.binary_map_at_r_fp32:.4f} -> {check.binary_map_at_r_int8:.4f}"
     )

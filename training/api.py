@@ -39,6 +39,7 @@ from retrieval.indexing.store.item_search import Hit, ranked_hits
 from retrieval.indexing.store.manifest import load_index_manifest
 from retrieval.training.config import TrainConfig, build_config
 from retrieval.training.export import ExportResult, export_run
+from retrieval.training.int8_export import Int8Request
 from retrieval.training.recipes import recipe as recipe_layer
 from retrieval.training.run_dir import claim_run_dir
 from retrieval.training.trainer import Trainer, TrainResult
@@ -68,9 +69,22 @@ def train(
     return Trainer(cfg, Path(out), resume=resume, progress=progress).fit()
 
 
-def export(run_dir: PathLike, out: PathLike | None = None, *, fp16: bool = False) -> ExportResult:
-    """ONNX export of the run's best checkpoint to ``out`` (default ``run_dir/export``), parity-checked."""
-    return export_run(Path(run_dir), Path(out) if out is not None else None, fp16=fp16)
+def export(
+    run_dir: PathLike,
+    out: PathLike | None = None,
+    *,
+    fp16: bool = False,
+    quantize: Literal["int8"] | None = None,
+    max_map_drop: float = 1.0,
+    force: bool = False,
+) -> ExportResult:
+    """ONNX export of the run's best checkpoint to ``out`` (default ``run_dir/export``), parity-checked;
+    ``quantize="int8"`` writes the INT8 model instead, if it loses at most ``max_map_drop`` points of
+    validation MAP@R (``force`` writes it anyway)."""
+    if quantize not in (None, "int8"):
+        raise ConfigError(f"unknown quantize {quantize!r}; the one choice is 'int8'")
+    int8 = Int8Request(max_map_drop=max_map_drop, force=force) if quantize == "int8" else None
+    return export_run(Path(run_dir), Path(out) if out is not None else None, fp16=fp16, int8=int8)
 
 
 def build_index(
