@@ -116,5 +116,9 @@ def test_serve_image_has_no_torch() -> None:
 def test_train_image_installs_train_and_gpu() -> None:
     instructions = _instructions(DEPLOY / "Dockerfile.train")
     installs = " ".join(args for op, args in instructions if op == "RUN" and "pip install" in args)
-    assert set(re.findall(r"\.\[([^\]]*)\]", installs)[0].split(",")) == {"train", "gpu"}
+    assert set(re.findall(r"\.\[([^\]]*)\]", installs)[0].split(",")) == {
+        "train",
+        "gpu",
+        "tracking",
+    }  # tracking: TensorBoard (--tensorboard)
     assert "cuda" in instructions[0][1]

@@ -234,3 +234,17 @@ def test_index_add_metadata_option(fresh_index: Path, tmp_path: Path) -> None:
         assert sorted(store.item(int(i)).path.rsplit("/", 1)[1] for i in found) == ["x0.png", "x1.png"]
     refused = runner.invoke(app, ["index", "add", str(fresh_index), "--data", str(extra.parent), "--metadata", "[1]"])
     assert isinstance(refused.exception, DataError) and "--metadata must be a JSON object" in str(refused.exception)
+
+
+def test_filtered_search_survives_faiss_torch_utils(index_dir: Path, vectors: np.ndarray) -> None:
+    """pytorch-metric-learning imports ``faiss.contrib.torch_utils``, which replaces every index
+    class's ``search`` with one that takes no ``params``; a training process (the Python API, a
+    test session) must still filter."""
+    import faiss.contrib.torch_utils  # noqa: F401  (the patch is process-wide, as in a training process)
+
+    where = {"color": "red"}
+    allowed = _allowed(where)
+    with IndexStore.open(index_dir) as store:
+        found = store.search(vectors[:5] + 0.05, K, where=parse_filter(where))
+    assert found.ids.shape == (5, K)
+    assert np.isin(found.ids, allowed).all()

@@ -67,7 +67,7 @@ def selected_search(
     params = None if approximate and small else selector_params(index, allowed, k)
     if params is None:
         return exact(np.arange(len(queries)))
-    distances, ids = index.search(queries, k, params=params[0])
+    distances, ids = _search_numpy(index)(queries, k, params=params[0])
     ids = np.asarray(ids, dtype=np.int64)
     scores = np.where(ids == PAD_ID, -np.inf, to_scores(distances)).astype(np.float32)
     short = np.flatnonzero((ids != PAD_ID).sum(axis=1) < k)
@@ -99,3 +99,13 @@ def exact_selected(
     scores = np.concatenate([p[1] for p in parts], axis=1)
     order = np.argsort(-scores, axis=1, kind="stable")[:, :k]  # blocks ascend by id: ties keep the lower id
     return SearchResults(np.take_along_axis(ids, order, 1), np.take_along_axis(scores, order, 1))
+
+
+def _search_numpy(index: faiss.Index | faiss.IndexBinary) -> Callable[..., tuple[np.ndarray, np.ndarray]]:
+    """faiss's own numpy ``search``, which takes ``params=``.
+
+    ``faiss.contrib.torch_utils`` (imported by pytorch-metric-learning, so by any process that also
+    trains) replaces ``search`` on every index class with a version without ``params`` and keeps
+    the original as ``search_numpy``.
+    """
+    return getattr(index, "search_numpy", index.search)
