@@ -26,7 +26,7 @@ from retrieval.training.embedding_model import build_embedding_model
 from retrieval.training.export import export_run
 from retrieval.training.int8_export import Int8Request, calibration_records
 from retrieval.training.int8_quantization import is_quantized
-from retrieval.training.run_dir import RunPaths, save_checkpoint, write_run_config
+from retrieval.training.run_dir import RunPaths, load_run_config, save_checkpoint, write_run_config
 from retrieval.training.transforms import build_eval_transform
 
 CALIBRATION = 24
@@ -155,3 +155,15 @@ def test_fp16_and_int8_exclude_each_other(run_dir: Path, tmp_path: Path) -> None
     with pytest.raises(RetrievalError, match="exclude each other"):
         export_run(run_dir, tmp_path / "out", fp16=True, int8=Int8Request())
     assert not (tmp_path / "out").exists()
+
+
+def test_without_validation_classes_only_force_writes(run_dir: Path, tmp_path: Path) -> None:
+    no_val = tmp_path / "run"
+    shutil.copytree(run_dir, no_val)
+    config = load_run_config(run_dir)
+    write_run_config(no_val, config.model_copy(update={"data": config.data.model_copy(update={"val_fraction": 0.0})}))
+    with pytest.raises(RetrievalError, match="no validation classes.*--force"):
+        export_run(no_val, tmp_path / "refused", int8=Int8Request(calibration_images=8))
+    assert not (tmp_path / "refused").exists()
+    result = export_run(no_val, tmp_path / "forced", int8=Int8Request(calibration_images=8, force=True))
+    assert result.manifest.quantization is not None and result.manifest.quantization.check is None

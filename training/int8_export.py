@@ -12,6 +12,7 @@ nothing written, unless forced.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -67,12 +68,18 @@ def quantize_checked(
     if request.calibration_images < 1:
         raise RetrievalError(f"--calibration-images must be at least 1, got {request.calibration_images}")
     if request.data is None:
-        raise RetrievalError("Int8Request.for_run(config.data) must be called before quantizing")
+        raise ValueError("call Int8Request.for_run(config.data) before quantizing")
     splits = prepare_run_data(request.data, progress=request.progress).splits
+    if not splits.val and not request.force:
+        raise RetrievalError(
+            "the run has no validation classes (data.val_fraction 0), so the INT8 model cannot be checked; "
+            "pass --force to write it unchecked"
+        )
     batches = calibration_batches(splits.train, float_manifest.preprocessing, request.calibration_images)
-    quantized = quantize_int8(float_bytes, float_manifest.input_name, batches)
-    if quantized.calibration_images == 0:
+    first = next(batches, None)
+    if first is None:
         raise DataError("none of the training images chosen for calibration could be read; check the dataset path")
+    quantized = quantize_int8(float_bytes, float_manifest.input_name, itertools.chain([first], batches))
     int8_manifest = manifest_for(quantized.onnx_bytes, "int8")
     check = retrieval_check((float_bytes, float_manifest), (quantized.onnx_bytes, int8_manifest), splits.val, request)
     record = Quantization(
@@ -112,15 +119,11 @@ def retrieval_check(
     validation: Sequence[ImageRecord],
     request: Int8Request,
 ) -> Int8Check | None:
-    """Validation MAP@R and R@1 of both models; raises when the drop exceeds the limit and not forced."""
+    """Validation MAP@R and R@1 of both models (None without validation classes: forced, unchecked);
+    raises when the drop exceeds the limit and not forced."""
     if not validation:
-        if request.force:
-            log.warning("the run has no validation classes: the INT8 model is written unchecked (--force)")
-            return None
-        raise RetrievalError(
-            "the run has no validation classes (data.val_fraction 0), so the INT8 model cannot be checked; "
-            "pass --force to write it unchecked"
-        )
+        log.warning("the run has no validation classes: the INT8 model is written unchecked (--force)")
+        return None
     float_report, images = _evaluate(*float_model, validation, request.progress)
     int8_report, _ = _evaluate(*int8_model, validation, request.progress)
     check = _check_of(float_report, int8_report, images, request.max_map_drop)
@@ -129,7 +132,7 @@ def retrieval_check(
         raise RetrievalError(
             f"the INT8 model loses {drop:.2f} points of validation MAP@R ({check.map_at_r_fp32:.4f} -> "
             f"{check.map_at_r_int8:.4f} on {check.images} images), more than --max-map-drop {request.max_map_drop:g}; "
-            "nothing was written. Export in float, allow a larger drop, or pass --force to write it anyway"
+            "nothing was written (export in float, allow a larger drop, or pass --force to write it anyway)"
         )
     return check.model_copy(update={"forced": drop > request.max_map_drop})
 
