@@ -11,10 +11,16 @@ from retrieval.cli.index_commands import BatchOpt, QuietOpt, ThreadsOpt, echo_fa
 from retrieval.indexing.common.errors import ConfigError, DataError
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import select_split
-from retrieval.indexing.model.embedding_files import EmbeddingTable, check_embedding_path, write_embedding_table
+from retrieval.indexing.model.embedding_files import (
+    EmbeddingTable,
+    check_embedding_path,
+    embed_records,
+    write_embedding_table,
+)
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.model.resolution import resolve_export_dir
 from retrieval.indexing.store.index_store import IndexStore
+from retrieval.indexing.store.stored_embeddings import stored_embedding_table
 
 
 def embed(
@@ -54,34 +60,14 @@ def _from_dataset(
     if not records:
         raise DataError(f"the {split} split of {data} holds no images")
     embedder = OnnxEmbedder(resolve_export_dir(model), threads=threads)
-    result = embedder.embed_paths([record.path for record in records], batch_size=batch_size, progress=progress)
+    result = embed_records(embedder, records, batch_size=batch_size, progress=progress)
     echo_failures(result.failures)
-    if not result.ok:
-        raise DataError(f"none of the {len(records)} images could be read (first: {result.failures[0][1]})")
-    kept = [records[i] for i in result.ok]
-    return EmbeddingTable(
-        ids=list(result.ok),
-        paths=[str(record.path) for record in kept],
-        labels=[record.label for record in kept],
-        splits=[record.split for record in kept],
-        embeddings=result.embeddings,
-        model_sha256=embedder.model_sha256,
-    )
+    return result.table
 
 
 def _from_index(index: Path) -> EmbeddingTable:
-    """The stored (float16 -> float32) embeddings of every item, with the item ids the index uses."""
     with IndexStore.open(index) as store:
-        items = store.all_items()
-        ids = [item.id for item in items]
-        return EmbeddingTable(
-            ids=ids,
-            paths=[item.path for item in items],
-            labels=[item.label for item in items],
-            splits=[item.split for item in items],
-            embeddings=store.embeddings_of(ids),
-            model_sha256=store.manifest.model_sha256,
-        )
+        return stored_embedding_table(store)
 
 
 def register(app: typer.Typer) -> None:

@@ -61,3 +61,22 @@ def test_config_names_a_bad_key_and_evaluate_needs_a_source() -> None:
     assert api.config(trainer={"epochs": 3}).trainer.epochs == 3
     with pytest.raises(ConfigError, match="needs model and data"):
         api.evaluate(model="runs/x")
+
+
+@pytest.mark.slow
+def test_the_page_embeds_trains_an_ensemble_and_runs_a_study(page: dict) -> None:
+    folder, table, stored = page["folder"], page["table"], page["stored"]
+    assert len(table.ids) == 96 and table.embeddings.shape == (96, 64)
+    np.testing.assert_allclose(np.linalg.norm(table.embeddings, axis=1), 1.0, atol=1e-5)
+    # the index holds the same test images embedded by the same model (stored as float16)
+    by_path = dict(zip(stored.paths, stored.embeddings, strict=True))
+    rows = np.stack([by_path[str(folder / path) if not Path(path).is_absolute() else path] for path in table.paths])
+    np.testing.assert_allclose(rows, table.embeddings, atol=2e-3)
+    assert np.load(folder / "test_embeddings.npy").shape == (96, 64)
+    assert (folder / "test_embeddings.items.csv").is_file()
+    ensemble = page["ensemble"]
+    assert ensemble.metrics["members"] == 2 and len(ensemble.metrics["member_metrics"]) == 2
+    assert page["joined"].manifest.embedding_dim == 128
+    outcome = page["outcome"]
+    assert {name for name, _ in outcome.rows} >= {"normalized_softmax"}
+    assert all((folder / outcome.out / name).is_file() for name in ("study.md", "study.csv", "study.png"))

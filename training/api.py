@@ -7,16 +7,20 @@
     api.build_index(run.run_dir, "data/", "index/", split="test")
     hits = api.search("index/", ["query.jpg"], k=5)   # per image: [(Item, score), ...]
     report = api.evaluate(index="index/")       # -> EvaluationReport (.metrics["float"].map_at_r)
+    table = api.embed("runs/ns", "data/")       # -> EmbeddingTable (ids, paths, labels, embeddings)
+    api.train_ensemble(cfg, "runs/ens", members=3)        # retrieval train --ensemble 3
+    api.study("data/", ["normalized_softmax", "multi_similarity"], "study/", trials=4)  # retrieval study
 
 Each function is a thin call of the implementation the matching command uses (``Trainer``,
 ``export_run``, ``indexing.store.builder.build_index``, ``item_search.ranked_hits``,
-``indexing.eval.evaluation``), so the API and the CLI cannot drift apart. It lives in
+``indexing.eval.evaluation``, ``embedding_files.embed_records``, ``train_ensemble``, ``run_study``), so the API and the CLI cannot drift apart. It lives in
 ``retrieval.training`` because it spans training (torch) and indexing, the one direction
 ``training -> indexing`` allows. Errors are the same one-sentence ``RetrievalError``s.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -30,18 +34,24 @@ from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import select_split
 from retrieval.indexing.eval.evaluation import EvaluationReport, evaluate_index, evaluate_model
+from retrieval.indexing.model.embedding_files import EmbeddingTable, embed_records
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
-from retrieval.indexing.model.resolution import resolve_query_model
+from retrieval.indexing.model.resolution import resolve_export_dir, resolve_query_model
 from retrieval.indexing.store import builder
 from retrieval.indexing.store.index_store import IndexStore
 from retrieval.indexing.store.item_filter import parse_filter
 from retrieval.indexing.store.item_search import Hit, ranked_hits
 from retrieval.indexing.store.manifest import load_index_manifest
+from retrieval.indexing.store.stored_embeddings import stored_embedding_table
 from retrieval.training.config import TrainConfig, build_config
+from retrieval.training.ensemble import EnsembleResult, EnsembleSpec, resolve_ensemble
+from retrieval.training.ensemble import train_ensemble as _train_ensemble
 from retrieval.training.export import ExportResult, export_run
 from retrieval.training.int8_export import Int8Request
 from retrieval.training.recipes import recipe as recipe_layer
 from retrieval.training.run_dir import claim_run_dir
+from retrieval.training.study.runner import StudyOutcome, run_study
+from retrieval.training.study.state import StudySpec
 from retrieval.training.trainer import Trainer, TrainResult
 
 PathLike = str | Path
@@ -49,7 +59,7 @@ ImageLike = PathLike | Image.Image
 Data = PathLike | Sequence[ImageRecord]
 _EMBED_BATCH = 32
 
-__all__ = ["build_index", "config", "evaluate", "export", "search", "train"]
+__all__ = ["build_index", "config", "embed", "evaluate", "export", "search", "study", "train", "train_ensemble"]
 
 
 def config(recipe: str | None = None, **sections: Mapping[str, Any]) -> TrainConfig:
@@ -67,6 +77,41 @@ def train(
     ``resume`` or ``overwrite``); returns the run directory, the best epoch and the test metrics."""
     claim_run_dir(Path(out), resume=resume, overwrite=overwrite)
     return Trainer(cfg, Path(out), resume=resume, progress=progress).fit()
+
+
+def train_ensemble(
+    cfg: TrainConfig,
+    out: PathLike,
+    members: int | None = None,
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+    progress: bool = True,
+) -> EnsembleResult | None:
+    """``retrieval train --ensemble members``: ``members`` models with different seeds (and, with
+    ``cfg.data.meta_classes``, each its own DREML class grouping) in ``out``; ``export`` then joins them into
+    one ONNX model. ``resume`` continues an unfinished ensemble (``members`` may then be left out)."""
+    claim_run_dir(Path(out), resume=resume, overwrite=overwrite)
+    spec = resolve_ensemble(Path(out), members, resume=resume)
+    if spec is None:
+        raise ConfigError("train_ensemble() needs members (the number of models), or resume=True on an ensemble run")
+    return _train_ensemble(cfg, Path(out), EnsembleSpec(members=spec.members), progress=progress)
+
+
+def study(
+    data: PathLike,
+    losses: Sequence[str],
+    out: PathLike,
+    *,
+    overwrite: bool = False,
+    progress: bool = True,
+    **options: Any,
+) -> StudyOutcome:
+    """``retrieval study``: the Reality Check protocol for ``losses`` on ``data``, written to ``out`` (study.md,
+    study.csv, study.png) and continued where it stopped when ``out`` holds the same study. ``options`` are the
+    command's, e.g. ``folds=4, trials=20, seeds=3, cached_features=True, epochs=4, overrides=["loss.lr=0.01"]``."""
+    spec = StudySpec(data=str(data), losses=list(losses), **options)
+    return run_study(spec, Path(out), overwrite=overwrite, progress=progress)
 
 
 def export(
@@ -145,6 +190,30 @@ def evaluate(
         raise ConfigError("evaluate() needs model and data (a model on a dataset), or index (an index as built)")
     records = select_split(_records(data), split)
     return evaluate_model(Path(model), records, ks=ks, progress=progress)[0]
+
+
+def embed(
+    model: PathLike | None = None,
+    data: Data | None = None,
+    *,
+    index: PathLike | None = None,
+    split: str = "all",
+    batch_size: int = _EMBED_BATCH,
+    progress: bool = True,
+) -> EmbeddingTable:
+    """``retrieval embed``: a dataset's ``split`` embedded with an export or run directory (ids are the
+    images' positions in the split; unreadable images are skipped with a warning), or an index's stored
+    embeddings with its item ids (``index``). ``write_embedding_table`` writes the table as the command does."""
+    if index is not None:
+        with IndexStore.open(Path(index)) as store:
+            return stored_embedding_table(store)
+    if model is None or data is None:
+        raise ConfigError("embed() needs model and data (a model on a dataset), or index (an index's embeddings)")
+    embedder = OnnxEmbedder(resolve_export_dir(Path(model)))
+    result = embed_records(embedder, select_split(_records(data), split), batch_size=batch_size, progress=progress)
+    for path, reason in result.failures:
+        warnings.warn(f"skipped {path}: {reason}", stacklevel=2)
+    return result.table
 
 
 def _records(data: Data) -> list[ImageRecord]:

@@ -11,13 +11,17 @@ Two formats, chosen by the file name:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from retrieval.indexing.common.atomic_write import atomic_write_with
+from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.common.table_files import CSV, PARQUET, table_suffix, write_table
+from retrieval.indexing.data.records import ImageRecord
+from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 
 NPY = ".npy"
 EMBEDDING_SUFFIXES = (PARQUET, NPY)
@@ -65,3 +69,33 @@ def write_embedding_table(out: Path, table: EmbeddingTable) -> list[Path]:
     atomic_write_with(out, save)
     write_table(sidecar_path(out), table.item_columns())
     return [out, sidecar_path(out)]
+
+
+@dataclass(frozen=True)
+class DatasetEmbedding:
+    """``embed_records``'s result: the table of the images that could be read, and those that could not."""
+
+    table: EmbeddingTable
+    failures: list[tuple[Path, str]]
+
+
+def embed_records(
+    embedder: OnnxEmbedder, records: Sequence[ImageRecord], *, batch_size: int = 32, progress: bool = True
+) -> DatasetEmbedding:
+    """Embed ``records`` (``retrieval embed --model --data``, ``api.embed``); ids are their positions in
+    ``records``, unreadable images are skipped and listed. DataError when none can be read."""
+    if not records:
+        raise DataError("there are no images to embed")
+    result = embedder.embed_paths([record.path for record in records], batch_size=batch_size, progress=progress)
+    if not result.ok:
+        raise DataError(f"none of the {len(records)} images could be read (first: {result.failures[0][1]})")
+    kept = [records[i] for i in result.ok]
+    table = EmbeddingTable(
+        ids=list(result.ok),
+        paths=[str(record.path) for record in kept],
+        labels=[record.label for record in kept],
+        splits=[record.split for record in kept],
+        embeddings=result.embeddings,
+        model_sha256=embedder.model_sha256,
+    )
+    return DatasetEmbedding(table, list(result.failures))
