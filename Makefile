@@ -12,7 +12,7 @@ setup: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q --disable-pip-version-check -e ".[train,pretrained,tracking,$(ACCEL),dev]"
+	$(VENV)/bin/pip install -q --disable-pip-version-check -e ".[train,pretrained,tracking,milvus,$(ACCEL),dev]"
 	rm -f $(VENV)/.installed-*
 	touch $@
 

@@ -5,10 +5,18 @@ Cases (clustered synthetic embeddings: class centre + noise, L2-normalised):
 Each evaluator runs in its own child process, so ru_maxrss (peak resident memory) of one does
 not contaminate the other; both children get the same environment (OPENBLAS_CORETYPE included).
 k-NN metrics (P@1, R-precision, MAP@R, same-set protocol, pml k="max_bin_count") are timed
-WITHOUT NMI in both; NMI (faiss k-means, one cluster per class) is timed separately.
+WITHOUT NMI in both; NMI (faiss k-means, one cluster per class) is timed separately, with
+faiss's default k-means seed (1234, what pml's FaissKMeans uses) so both cluster identically.
 
-    python bench/bench_eval.py            # full run (several minutes, ~8 GiB for pml on case a)
-    python bench/bench_eval.py --quick    # small N, smoke test
+The machine is shared: each cell runs ``--repeat`` times, ours and pml alternating, and the
+table gives the median wall time, the speed-up of the medians with the range of the per-pair
+ratios, and the median CPU seconds (user + system of the child, all threads), which other jobs
+on the machine disturb less than wall time. "equal" compares the values to 1e-6 (pml scores in
+float32 torch).
+
+    python bench/bench_eval.py                # full run (several minutes, ~8 GiB for pml on case a)
+    python bench/bench_eval.py --cases b --repeat 5 --no-nmi
+    python bench/bench_eval.py --quick        # small N, smoke test
 """
 
 from __future__ import annotations
@@ -28,6 +36,9 @@ QUICK_CASES = {"a": (6_000, 512, 5), "b": (2_000, 2048, 80)}
 NOISE = {"a": 2.2, "b": 4.5}
 """Noise scale per case, chosen so P@1 and MAP@R are far from 0 and 1 (high-d centres separate easily)."""
 METRIC_NAMES = ("precision_at_1", "r_precision", "map_at_r")
+FAISS_KMEANS_SEED = 1234
+"""faiss.Kmeans's default seed, which pml's FaissKMeans(niter=20) leaves unchanged."""
+EQUAL_TOLERANCE = 1e-6
 
 
 def clustered_embeddings(
@@ -48,7 +59,7 @@ def run_ours(vectors: np.ndarray, labels: np.ndarray, task: str) -> dict:
     from retrieval.indexing.eval.nmi import nmi_kmeans
 
     if task == "nmi":
-        return {"nmi": nmi_kmeans(vectors, labels, seed=0)}
+        return {"nmi": nmi_kmeans(vectors, labels, seed=FAISS_KMEANS_SEED, niter=20)}
     metrics = evaluate_retrieval(vectors, labels, ks=(1,), compute_nmi=False)
     return {name: getattr(metrics, name) for name in METRIC_NAMES}
 
@@ -78,12 +89,17 @@ def child(evaluator: str, case: str, quick: bool, task: str) -> None:
     run = run_ours if evaluator == "ours" else run_pml
     if evaluator == "pml":
         import pytorch_metric_learning.utils.accuracy_calculator  # noqa: F401  (imports outside the timing)
-    before = _current_rss_bytes()
+    before, cpu_before = _current_rss_bytes(), _cpu_seconds()
     start = time.perf_counter()
     values = run(vectors, labels, task)
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, _cpu_seconds() - cpu_before
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print(json.dumps({"seconds": seconds, "peak": peak, "before": before, "values": values}))
+    print(json.dumps({"seconds": seconds, "cpu": cpu, "peak": peak, "before": before, "values": values}))
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _current_rss_bytes() -> int:
@@ -102,14 +118,28 @@ def gib(value: int) -> str:
     return f"{value / 2**30:.2f}"
 
 
-def table_row(case: str, task: str, ours: dict, pml: dict, sizes: dict) -> str:
+def median(values: list[float]) -> float:
+    return float(np.median(values))
+
+
+def values_equal(ours: dict, pml: dict) -> str:
+    diff = max(abs(ours["values"][name] - pml["values"][name]) for name in ours["values"])
+    return f"{'yes' if diff <= EQUAL_TOLERANCE else 'NO'} ({diff:.0e})"
+
+
+def table_row(case: str, task: str, ours: list[dict], pml: list[dict], sizes: dict) -> str:
+    """One markdown row from the repeated runs of both evaluators (medians; ratio range over pairs)."""
     n, dim, per_class = sizes[case]
     label = f"{case}) N={n:,} d={dim} {n // per_class:,} classes of {per_class}"
+    ours_s, pml_s = median([r["seconds"] for r in ours]), median([r["seconds"] for r in pml])
+    ours_cpu, pml_cpu = median([r["cpu"] for r in ours]), median([r["cpu"] for r in pml])
+    ratios = [p["seconds"] / o["seconds"] for o, p in zip(ours, pml)]
+    peak_o, peak_p = max(r["peak"] for r in ours), max(r["peak"] for r in pml)
     fmt = lambda v: " / ".join(f"{x:.4f}" for x in v["values"].values())  # noqa: E731
     return (
-        f"| {label} | {task} | {ours['seconds']:.1f} | {pml['seconds']:.1f} | {pml['seconds'] / ours['seconds']:.1f}x "
-        f"| {gib(ours['peak'])} ({gib(ours['peak'] - ours['before'])}) | {gib(pml['peak'])} ({gib(pml['peak'] - pml['before'])}) "
-        f"| {pml['peak'] / ours['peak']:.1f}x | {fmt(ours)} | {fmt(pml)} |"
+        f"| {label} | {task} | {ours_s:.2f} | {pml_s:.2f} | **{pml_s / ours_s:.2f}x** ({min(ratios):.2f}-{max(ratios):.2f}) "
+        f"| {ours_cpu:.2f} | {pml_cpu:.2f} | {pml_cpu / ours_cpu:.2f}x | {gib(peak_o)} | {gib(peak_p)} "
+        f"| {values_equal(ours[0], pml[0])} | {fmt(ours[0])} | {fmt(pml[0])} |"
     )
 
 
@@ -117,6 +147,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small N (smoke test)")
     parser.add_argument("--cases", default="ab", help="which cases to run, e.g. 'b'")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per evaluator and cell, alternating")
     parser.add_argument("--no-nmi", action="store_true", help="skip the separate NMI timing")
     parser.add_argument("--coretype", default="SkylakeX", help="OPENBLAS_CORETYPE for both children ('' = unset)")
     parser.add_argument("--child", choices=("ours", "pml"), help=argparse.SUPPRESS)
@@ -131,19 +162,24 @@ def main() -> None:
         env["OPENBLAS_CORETYPE"] = args.coretype
     sizes = QUICK_CASES if args.quick else CASES
     print(
-        f"OPENBLAS_CORETYPE={args.coretype or '(unset)'}; {os.cpu_count()} CPUs; one run per cell; "
-        "memory = peak RSS of the child process in GiB (growth during the evaluation in brackets)\n"
+        f"OPENBLAS_CORETYPE={args.coretype or '(unset)'}; {os.cpu_count()} CPUs; load average "
+        f"{os.getloadavg()[0]:.1f} at the start; {args.repeat} runs per cell, ours and pml alternating; "
+        "peak = largest ru_maxrss of the child processes, GiB\n"
     )
     print(
-        "| case | metrics | ours s | pml s | speed-up | ours peak GiB | pml peak GiB | memory ratio | ours P@1 / RP / MAP@R | pml P@1 / RP / MAP@R |"
+        "| case | metrics | ours s | pml s | speed-up (range) | ours CPU s | pml CPU s | CPU ratio "
+        "| ours peak GiB | pml peak GiB | values equal (max diff) | ours values | pml values |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     tasks = ("knn",) if args.no_nmi else ("knn", "nmi")
     for case in args.cases:
         for task in tasks:
-            ours = measure("ours", case, args.quick, task, env)
-            pml = measure("pml", case, args.quick, task, env)
+            ours, pml = [], []
+            for _ in range(args.repeat):
+                ours.append(measure("ours", case, args.quick, task, env))
+                pml.append(measure("pml", case, args.quick, task, env))
             print(table_row(case, task, ours, pml, sizes), flush=True)
+    print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""A random-weights resnet18 embedder exported like ``retrieval export`` does, for benchmarks.
+"""A random-weights resnet18 (or resnet50) embedder exported like ``retrieval export`` does, for benchmarks.
 
 Benchmarks import it as ``from bench_models import export_resnet18`` (``python bench/x.py``
 puts ``bench/`` on the path). Random weights: speed does not depend on the values.
@@ -14,24 +14,26 @@ import torchvision
 
 from retrieval.indexing.model.manifest import ModelManifest, file_sha256, manifest_json
 
+POOLED_DIMS = {"resnet18": 512, "resnet50": 2048}
+
 
 class Resnet18Embedder(torch.nn.Module):
-    """resnet18 trunk (512-d pooled features), L2-normalised inside the graph."""
+    """resnet18 trunk (512-d pooled features; resnet50: 2048-d), L2-normalised inside the graph."""
 
-    def __init__(self) -> None:
+    def __init__(self, arch: str = "resnet18") -> None:
         super().__init__()
-        self.backbone = torchvision.models.resnet18(weights=None)
+        self.backbone = getattr(torchvision.models, arch)(weights=None)
         self.backbone.fc = torch.nn.Identity()
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         return torch.nn.functional.normalize(self.backbone(images), dim=1)
 
 
-def export_resnet18(out_dir: Path, image_size: int = 224) -> Resnet18Embedder:
+def export_resnet18(out_dir: Path, image_size: int = 224, arch: str = "resnet18") -> Resnet18Embedder:
     """Write ``out_dir/model.onnx`` + ``model.json``; return the torch model that was exported."""
     out_dir.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
-    model = Resnet18Embedder().eval()
+    model = Resnet18Embedder(arch).eval()
     torch.onnx.export(
         model,
         (torch.zeros(2, 3, image_size, image_size),),
@@ -44,8 +46,8 @@ def export_resnet18(out_dir: Path, image_size: int = 224) -> Resnet18Embedder:
     )
     manifest = ModelManifest(
         onnx_sha256=file_sha256(out_dir / "model.onnx"),
-        embedding_dim=512,
-        backbone="resnet18",
+        embedding_dim=POOLED_DIMS[arch],
+        backbone=arch,
         loss="none",
         config_hash="bench",
         created_at=dt.datetime.now(dt.timezone.utc).isoformat(),

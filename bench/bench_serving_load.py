@@ -1,15 +1,31 @@
 """Load test of the search service against the raw batched ONNX throughput of the same model.
 
 Exports a random-weights resnet18 (512-d, 224 px) to ONNX like ``retrieval export``, builds
-an index over a generated gallery, starts ``uvicorn`` in a subprocess on 127.0.0.1 and
-fires ``--clients`` concurrent clients (httpx + asyncio) at ``POST /search`` until
-``--requests`` are done or ``--seconds`` pass. In the same run, with the server stopped,
-it measures what onnxruntime alone does on batches of the service's batch size, on the
-same threads: the ceiling the service is compared with.
+an index over a generated gallery, starts ``uvicorn`` in a subprocess on 127.0.0.1 and fires
+``--clients`` concurrent clients at ``POST /search`` until ``--requests`` are done or
+``--seconds`` pass, once per variant (client kind, server settings, source tree). Before the
+first variant and after each one it measures what onnxruntime alone does on preprocessed
+batches of the service's batch size with the same threads: the ceiling a variant is compared
+with is the mean of the measurements just before and just after it (the machine is shared).
 
-    python bench/bench_serving_load.py [--clients 16] [--requests 300] [--seconds 120]
+    python bench/bench_serving_load.py [--clients 16] [--requests 300] [--repeats 1]
+        [--compare] [--tree NAME=DIR ...]
 
-OPENBLAS_CORETYPE is not set: the gallery is small, so faiss is a negligible share here.
+Variants: this source tree with the raw client (pre-encoded requests) and with the httpx client
+(``load_clients.py``; both run in this process, the server in its own). ``--compare`` adds this
+tree with faiss on 2 OpenMP threads in the store thread and with onnxruntime's threads spinning
+(what the service did before ``search_threads`` and ``onnx_spin_wait``).
+``--tree NAME=DIR`` adds servers run from another source tree (PYTHONPATH=DIR), e.g. the last
+commit for a before/after in the same run: ``mkdir -p /tmp/head/retrieval && git archive HEAD
+serving indexing | tar -x -C /tmp/head/retrieval`` then ``--tree before=/tmp/head``.
+
+Besides throughput and latency it reports the CPU time per request of the server (all threads,
+and its event loop thread alone) and of the clients, and "ONNX share of CPU": onnxruntime's CPU
+per image in the raw runs over the server's and client's CPU per request, the throughput ratio
+to expect where the two cores are the only limit (it depends less on other jobs than the
+throughput ratio). The server gets OMP_WAIT_POLICY=PASSIVE, as ``retrieval serve`` sets it
+(``--omp-wait-policy unset`` as the first version of this benchmark ran it: faiss's OpenMP threads
+then spin after every search). OPENBLAS_CORETYPE is not set (faiss is a negligible share here).
 """
 
 from __future__ import annotations
@@ -23,11 +39,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-import numpy as np
 from bench_models import export_resnet18
+from load_clients import LOADS, LoadResult, process_cpu_s
 from PIL import Image
 
 from retrieval.indexing.data.sources import load_records
@@ -40,6 +57,16 @@ THREADS = 2
 BATCH = 16
 
 
+def build_fixture(tmp: Path, gallery: int) -> tuple[Path, Path, list[bytes]]:
+    """(model dir, index dir, 64 query JPEGs): the exported model, an index over ``gallery`` generated images."""
+    model_dir = tmp / "export"
+    export_resnet18(model_dir)
+    generate_synthetic_dataset(tmp / "data", classes=max(1, gallery // 10), per_class=10, size=128, progress=False)
+    records = load_records(tmp / "data")
+    build_index(model_dir, records, tmp / "index", threads=THREADS, progress=False)
+    return model_dir, tmp / "index", query_jpegs(records, 64)
+
+
 def query_jpegs(records, count: int) -> list[bytes]:
     """JPEG bytes of gallery images at a photo-like 500x375, as a client would upload."""
     payloads = []
@@ -50,17 +77,33 @@ def query_jpegs(records, count: int) -> list[bytes]:
     return payloads
 
 
-def raw_onnx_rate(model_dir: Path, jpegs: list[bytes], seconds: float = 8.0) -> float:
-    """Images/s of onnxruntime alone on preprocessed batches of BATCH (no decode, no HTTP)."""
-    embedder = OnnxEmbedder(model_dir, threads=THREADS, providers="cpu")
+@dataclass(frozen=True)
+class RawRate:
+    images_per_s: float
+    cpu_ms_per_image: float  # process CPU (all onnxruntime threads) per image
+
+
+def raw_onnx_rate(model_dir: Path, jpegs: list[bytes], seconds: float) -> RawRate:
+    """What onnxruntime alone does on preprocessed batches of BATCH (no decode, no HTTP): the better
+    of its two spin settings (spinning threads help alone on the cores, not beside other jobs)."""
     images = [Image.open(io.BytesIO(data)).convert("RGB") for data in jpegs[:BATCH]]
-    batch = preprocess_batch(images, embedder.manifest.preprocessing)
-    embedder.embed_arrays(batch)  # warm-up
-    done, started = 0, time.perf_counter()
-    while time.perf_counter() - started < seconds:
-        embedder.embed_arrays(batch)
-        done += len(batch)
-    return done / (time.perf_counter() - started)
+    rates = []
+    for spin_wait in (True, False):
+        embedder = OnnxEmbedder(model_dir, threads=THREADS, providers="cpu", spin_wait=spin_wait)
+        batch = preprocess_batch(images, embedder.manifest.preprocessing)
+        embedder.embed_arrays(batch)  # warm-up
+        done, started, cpu = 0, time.perf_counter(), time.process_time()
+        while time.perf_counter() - started < seconds / 2:
+            embedder.embed_arrays(batch)
+            done += len(batch)
+        rates.append(RawRate(done / (time.perf_counter() - started), (time.process_time() - cpu) * 1000.0 / done))
+    return max(rates, key=lambda rate: rate.images_per_s)
+
+
+def mean_rate(*rates: RawRate) -> RawRate:
+    return RawRate(
+        *(sum(values) / len(rates) for values in zip(*((r.images_per_s, r.cpu_ms_per_image) for r in rates)))
+    )
 
 
 def free_port() -> int:
@@ -69,27 +112,28 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def start_server(index_dir: Path, port: int) -> subprocess.Popen:
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    client: str = "raw"  # a key of load_clients.LOADS
+    env: dict[str, str] = field(default_factory=dict)  # extra RETRIEVAL_* settings of the server
+    source: Path | None = None  # run the server from this source tree (PYTHONPATH) instead of this one
+
+
+def start_server(index_dir: Path, port: int, variant: Variant, omp_wait_policy: str = "PASSIVE") -> subprocess.Popen:
     env = {
         **os.environ,
+        **({} if omp_wait_policy == "unset" else {"OMP_WAIT_POLICY": omp_wait_policy}),
         "RETRIEVAL_INDEX_DIR": str(index_dir),
         "RETRIEVAL_THREADS": str(THREADS),
         "RETRIEVAL_BATCH_MAX_SIZE": str(BATCH),
         "RETRIEVAL_BATCH_MAX_WAIT_MS": "4",
+        **variant.env,
     }
-    command = [
-        sys.executable,
-        "-m",
-        "uvicorn",
-        "retrieval.serving.app:app_from_env",
-        "--factory",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--log-level",
-        "warning",
-    ]
+    if variant.source is not None:
+        env["PYTHONPATH"] = str(variant.source)
+    command = [sys.executable, "-m", "uvicorn", "retrieval.serving.app:app_from_env", "--factory"]
+    command += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
     server = subprocess.Popen(command, env=env)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -101,46 +145,6 @@ def start_server(index_dir: Path, port: int) -> subprocess.Popen:
         time.sleep(0.2)
     server.terminate()
     raise SystemExit("the server did not become ready within 60 s")
-
-
-async def load(base: str, jpegs: list[bytes], clients: int, requests: int, seconds: float) -> dict:
-    latencies: list[float] = []
-    errors = 0
-    issued = 0
-    deadline = time.monotonic() + seconds
-
-    async def client(http: httpx.AsyncClient) -> None:
-        nonlocal errors, issued
-        while issued < requests and time.monotonic() < deadline:
-            data = jpegs[issued % len(jpegs)]
-            issued += 1
-            started = time.perf_counter()
-            try:
-                response = await http.post("/search", params={"k": 10}, files={"image": ("q.jpg", data, "image/jpeg")})
-                ok = response.status_code == 200
-            except httpx.HTTPError:
-                ok = False
-            latencies.append(time.perf_counter() - started)
-            errors += not ok
-
-    limits = httpx.Limits(max_connections=clients)
-    async with httpx.AsyncClient(base_url=base, timeout=60, limits=limits) as http:
-        await asyncio.gather(*(client(http) for _ in range(3)))  # warm-up, not counted
-        latencies.clear()
-        errors, issued = 0, 0
-        started = time.perf_counter()
-        await asyncio.gather(*(client(http) for _ in range(clients)))
-        elapsed = time.perf_counter() - started
-    lat_ms = np.asarray(latencies) * 1000.0
-    return {
-        "requests": len(latencies),
-        "errors": errors,
-        "seconds": elapsed,
-        "rate": len(latencies) / elapsed,
-        "p50": float(np.percentile(lat_ms, 50)),
-        "p95": float(np.percentile(lat_ms, 95)),
-        "p99": float(np.percentile(lat_ms, 99)),
-    }
 
 
 def batch_sizes(base: str) -> tuple[float, float]:
@@ -158,50 +162,113 @@ def batch_sizes(base: str) -> tuple[float, float]:
     return (total / count if count else 0.0), count
 
 
+@dataclass
+class Served:
+    load: LoadResult
+    mean_batch: float
+    server_cpu_ms: float  # per request, all threads
+    loop_cpu_ms: float  # per request, the event loop (main) thread
+
+
+def serve_and_load(index_dir: Path, jpegs: list[bytes], variant: Variant, args: argparse.Namespace) -> Served:
+    port = free_port()
+    server = start_server(index_dir, port, variant, args.omp_wait_policy)
+    load = LOADS[variant.client]
+    try:
+        asyncio.run(load(port, jpegs, 3, 32, args.seconds))  # warm-up, not counted
+        cpu, loop_cpu = process_cpu_s(server.pid), process_cpu_s(server.pid, server.pid)
+        result = asyncio.run(load(port, jpegs, args.clients, args.requests, args.seconds))
+        cpu_after, loop_after = process_cpu_s(server.pid), process_cpu_s(server.pid, server.pid)
+        before_batches = batch_sizes(f"http://127.0.0.1:{port}")
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    per_request = 1000.0 / max(1, len(result.latencies_s))
+    return Served(
+        load=result,
+        mean_batch=before_batches[0],
+        server_cpu_ms=((cpu_after or 0.0) - (cpu or 0.0)) * per_request,
+        loop_cpu_ms=((loop_after or 0.0) - (loop_cpu or 0.0)) * per_request,
+    )
+
+
+def variants(args: argparse.Namespace) -> list[Variant]:
+    chosen = [Variant("this tree, raw client"), Variant("this tree, httpx client", client="httpx")]
+    if args.compare:
+        chosen.append(Variant("this tree, faiss on 2 threads, raw client", env={"RETRIEVAL_SEARCH_THREADS": "2"}))
+        chosen.append(Variant("this tree, onnxruntime spinning, raw client", env={"RETRIEVAL_ONNX_SPIN_WAIT": "true"}))
+    for tree in args.tree:
+        name, _, source = tree.partition("=")
+        chosen.append(Variant(f"{name}, raw client", source=Path(source)))
+        chosen.append(Variant(f"{name}, httpx client", client="httpx", source=Path(source)))
+    return chosen
+
+
+def row(round_: int, variant: Variant, served: Served, raw: RawRate) -> str:
+    """One table row; ``raw`` is the ceiling measured around this variant."""
+    load = served.load
+    client_ms = 1000.0 * load.client_cpu_s / max(1, len(load.latencies_s))
+    cpu_share = raw.cpu_ms_per_image / (served.server_cpu_ms + client_ms) if served.server_cpu_ms else 0.0
+    return (
+        f"| {round_} | {variant.name} | {load.rate:.1f} | **{load.rate / raw.images_per_s:.0%}** | {cpu_share:.0%} | "
+        f"{load.percentile_ms(50):.0f} / {load.percentile_ms(99):.0f} | {load.errors} | {served.mean_batch:.1f} | "
+        f"{served.server_cpu_ms:.1f} ({served.loop_cpu_ms:.1f}) | {client_ms:.1f} |"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--seconds", type=float, default=120.0)
     parser.add_argument("--gallery", type=int, default=200, help="gallery images (10 per class)")
+    parser.add_argument("--repeats", type=int, default=1, help="rounds over all variants")
+    parser.add_argument(
+        "--raw-seconds", type=float, default=8.0, help="length of each raw ONNX measurement (both spin settings)"
+    )
+    parser.add_argument(
+        "--compare", action="store_true", help="add servers with faiss on 2 threads / onnxruntime spinning"
+    )
+    parser.add_argument(
+        "--tree", action="append", default=[], metavar="NAME=DIR", help="add servers run from this source tree"
+    )
+    parser.add_argument(
+        "--omp-wait-policy",
+        default="PASSIVE",
+        choices=["PASSIVE", "ACTIVE", "unset"],
+        help="OMP_WAIT_POLICY of the server: PASSIVE as `retrieval serve` sets it; unset as the first version of this benchmark",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        model_dir = tmp / "export"
-        export_resnet18(model_dir)
-        generate_synthetic_dataset(
-            tmp / "data", classes=max(1, args.gallery // 10), per_class=10, size=128, progress=False
-        )
-        records = load_records(tmp / "data")
-        build_index(model_dir, records, tmp / "index", threads=THREADS, progress=False)
-        jpegs = query_jpegs(records, 64)
-        raw_before = raw_onnx_rate(model_dir, jpegs)
-        port = free_port()
-        server = start_server(tmp / "index", port)
-        try:
-            result = asyncio.run(load(f"http://127.0.0.1:{port}", jpegs, args.clients, args.requests, args.seconds))
-            mean_batch, calls = batch_sizes(f"http://127.0.0.1:{port}")
-        finally:
-            server.terminate()
-            server.wait(timeout=30)
-        raw_after = raw_onnx_rate(model_dir, jpegs)
-    raw = (raw_before + raw_after) / 2  # the machine is shared: average the runs before and after the load
+        model_dir, index_dir, jpegs = build_fixture(tmp, args.gallery)
+        rows, raws = [], []
+        for round_ in range(1, args.repeats + 1):
+            before = raw_onnx_rate(model_dir, jpegs, args.raw_seconds)
+            raws.append(before)
+            for variant in variants(args):
+                served = serve_and_load(index_dir, jpegs, variant, args)
+                after = raw_onnx_rate(model_dir, jpegs, args.raw_seconds)
+                raws.append(after)
+                # the machine is shared: the ceiling is the mean of the raw runs just before and after
+                rows.append(row(round_, variant, served, mean_rate(before, after)))
+                before = after
     print(
-        f"resnet18 ONNX 224 px, 512-d, gallery {len(records)}, {THREADS} onnxruntime threads, "
-        f"{args.clients} clients, OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}, "
+        f"resnet18 ONNX 224 px, 512-d, gallery {args.gallery}, {THREADS} onnxruntime threads, {args.clients} clients, "
+        f"{args.requests} requests per variant, server OMP_WAIT_POLICY={args.omp_wait_policy}, OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}, "
         f"load average at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
     )
-    print("| measure | value |\n|---|---|")
     print(
-        f"| raw batched ONNX (batch {BATCH}, preprocessed, no HTTP) | {raw:.1f} img/s (runs: {raw_before:.1f}, {raw_after:.1f}) |"
+        f"raw batched ONNX (batch {BATCH}, preprocessed, no HTTP) between the variants, img/s: "
+        + ", ".join(f"{raw.images_per_s:.1f}" for raw in raws)
+        + f"; onnxruntime CPU per image: {sum(raw.cpu_ms_per_image for raw in raws) / len(raws):.1f} ms"
     )
     print(
-        f"| service POST /search throughput | {result['rate']:.1f} req/s ({result['requests']} requests in {result['seconds']:.1f} s) |"
+        "| round | variant | served req/s | served / raw ONNX | ONNX share of CPU | p50 / p99 ms | errors "
+        "| mean batch | server CPU ms/req (event loop) | client CPU ms/req |"
     )
-    print(f"| service / raw ONNX | {result['rate'] / raw:.0%} (goal >= 70%) |")
-    print(f"| latency p50 / p95 / p99 | {result['p50']:.0f} / {result['p95']:.0f} / {result['p99']:.0f} ms |")
-    print(f"| errors | {result['errors']} |")
-    print(f"| mean micro-batch size | {mean_batch:.1f} over {calls:.0f} onnxruntime calls |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("\n".join(rows))
 
 
 if __name__ == "__main__":

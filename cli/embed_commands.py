@@ -14,12 +14,12 @@ from retrieval.indexing.data.splits import select_split
 from retrieval.indexing.model.embedding_files import (
     EmbeddingTable,
     check_embedding_path,
-    embed_records,
+    embedding_table,
     write_embedding_table,
 )
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.model.resolution import resolve_export_dir
-from retrieval.indexing.store.index_store import IndexStore
+from retrieval.indexing.store.open_store import open_store
 from retrieval.indexing.store.stored_embeddings import stored_embedding_table
 
 
@@ -60,13 +60,13 @@ def _from_dataset(
     if not records:
         raise DataError(f"the {split} split of {data} holds no images")
     embedder = OnnxEmbedder(resolve_export_dir(model), threads=threads)
-    result = embed_records(embedder, records, batch_size=batch_size, progress=progress)
+    result = embedding_table(embedder, records, batch_size=batch_size, progress=progress)
     echo_failures(result.failures)
     return result.table
 
 
 def _from_index(index: Path) -> EmbeddingTable:
-    with IndexStore.open(index) as store:
+    with open_store(index) as store:
         return stored_embedding_table(store)
 
 

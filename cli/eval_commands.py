@@ -37,7 +37,7 @@ from retrieval.indexing.eval.retrieval_grid import save_grid
 from retrieval.indexing.model.manifest import ModelManifest
 from retrieval.indexing.model.onnx_embedder import load_model_manifest
 from retrieval.indexing.model.resolution import resolve_export_dir
-from retrieval.indexing.store.index_store import IndexStore
+from retrieval.indexing.store.open_store import Store, open_store
 
 METRICS_NAME = "metrics.json"
 GRID_NAME = "retrieval_grid.png"
@@ -122,7 +122,7 @@ def evaluate(
         raise ConfigError("pass either --model MODEL --data PATH, or --index INDEX_DIR")
     out_dir = out or default_out_dir()
     if index is not None:
-        with IndexStore.open(index) as store:
+        with open_store(index) as store:
             report, eval_data = evaluate_index(store, ks=chosen_ks, progress=not quiet)
             queries = grid_queries(eval_data, grid)
             neighbors = index_neighbors(store, eval_data, queries, GRID_NEIGHBORS) if len(queries) else None
@@ -156,7 +156,7 @@ def evaluate(
         typer.echo(f"wrote the top {neighbours_k} results of each of {len(ranked[0])} queries to {neighbours}")
 
 
-def _all_neighbours(data: EvalData, k: int, store: IndexStore | None = None) -> tuple[np.ndarray, np.ndarray]:
+def _all_neighbours(data: EvalData, k: int, store: Store | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(query positions, their top-k gallery positions): the index as built, or exact for --model."""
     queries = np.flatnonzero(data.is_query)
     found = index_neighbors(store, data, queries, k) if store is not None else exact_neighbors(data, queries, k)

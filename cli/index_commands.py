@@ -1,4 +1,4 @@
-"""``retrieval index build|info|add|remove``: the index directory from the shell (``search``: search_commands)."""
+"""``retrieval index build|info|add|remove|compact``: the index directory from the shell (``search``: search_commands)."""
 
 from __future__ import annotations
 
@@ -9,16 +9,20 @@ from typing import Annotated
 
 import typer
 
-from retrieval.indexing.common.errors import ItemNotFoundError
+from retrieval.cli.backend_options import BackendOpt, CollectionOpt, MilvusUriOpt, milvus_target
+from retrieval.cli.shard_commands import echo_shard_build, merge
+from retrieval.indexing.common.errors import ConfigError, ItemNotFoundError
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import select_split
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.model.onnx_embedder import OnnxEmbedder, embed_records
 from retrieval.indexing.model.resolution import resolve_query_model
-from retrieval.indexing.store.builder import build_index, embed_records
+from retrieval.indexing.store.builder import build_index
+from retrieval.indexing.store.compaction import CompactionPolicy
 from retrieval.indexing.store.faiss_kinds import BINARY_KINDS, FLOAT_KINDS
 from retrieval.indexing.store.index_store import IndexStore
 from retrieval.indexing.store.item_filter import parse_metadata
-from retrieval.indexing.store.manifest import load_index_manifest
+from retrieval.indexing.store.manifest import IndexManifest, load_index_manifest
+from retrieval.indexing.store.open_store import open_store
 
 MAX_LISTED_FAILURES = 10
 
@@ -55,9 +59,27 @@ def build(
     split: Annotated[str, typer.Option("--split", help="all, train, val or test")] = "all",
     threads: ThreadsOpt = None,
     quiet: QuietOpt = False,
+    backend: BackendOpt = "files",
+    milvus_uri: MilvusUriOpt = None,
+    collection: CollectionOpt = None,
+    shard: Annotated[
+        str | None,
+        typer.Option(
+            "--shard",
+            help="I/N: embed only shard I of N (from 0; stable by path) into --out, a shard directory for "
+            "`retrieval index merge`",
+        ),
+    ] = None,
 ) -> None:
     """Embed a dataset with an exported model and write a float + binary index directory."""
+    target = milvus_target(backend, milvus_uri, collection, out)
     records = select_split(load_records(data), split)
+    if shard is not None:
+        if target is not None:
+            raise ConfigError("--shard writes a shard directory; build shards without --backend milvus")
+        shard_kinds = {"float_kind": float_kind, "binary_kind": binary_kind}
+        echo_failures(echo_shard_build(shard, model, data, out, records, shard_kinds, batch_size, threads, quiet))
+        return
     report = build_index(
         model,
         records,
@@ -67,16 +89,25 @@ def build(
         batch_size=batch_size,
         threads=threads,
         progress=not quiet,
+        milvus=target,
     )
     echo_failures(report.failures)
+    kinds = f"float {report.float_kind}, binary {report.binary_kind}"
+    kinds = f"Milvus collection {target.collection} at {target.uri}" if target else kinds
     typer.echo(
         f"indexed {report.count} images of {report.num_labels} classes into {report.index_dir} "
-        f"(float {report.float_kind}, binary {report.binary_kind}, model {report.model_sha256[:12]}) "
+        f"({kinds}, model {report.model_sha256[:12]}) "
         f"in {report.total_seconds:.1f} s"
     )
     typer.echo(
         f"next: retrieval eval --index {out}   (or: retrieval search {out} IMAGE..., retrieval serve --index {out})"
     )
+
+
+def _backend_text(manifest: IndexManifest) -> str:
+    if manifest.backend == "milvus":
+        return f"milvus: collection {manifest.milvus_collection} at {manifest.milvus_uri} (items: count at build)"
+    return "files (faiss + SQLite in this directory)"
 
 
 @index_app.command("info")
@@ -90,7 +121,13 @@ def info(index_dir: Annotated[Path, typer.Argument(help="index directory")]) -> 
             "embedding",
             f"{manifest.dim}-d float, {manifest.bits}-bit binary (threshold {manifest.binarization_threshold})",
         ),
+        ("backend", _backend_text(manifest)),
         ("kinds", f"float {manifest.float_kind}, binary {manifest.binary_kind}"),
+        (
+            "segments",
+            f"{manifest.delta_segments + 1} (base + {manifest.delta_segments} deltas), {manifest.tombstones} tombstones",
+        ),
+        ("compaction", _policy_text(manifest.compaction)),
         (
             "model",
             f"{manifest.model_sha256[:12]} {manifest.model.backbone} / {manifest.model.loss} ({manifest.model_dir})",
@@ -125,7 +162,7 @@ def add(
     manifest = load_index_manifest(index_dir)
     embedder = OnnxEmbedder(resolve_query_model(index_dir, manifest.model_dir), threads=threads)
     records = [replace(record, metadata={**record.metadata, **extra}) for record in load_records(data)]
-    with IndexStore.open(index_dir, expected_model_sha256=embedder.model_sha256) as store:
+    with open_store(index_dir, expected_model_sha256=embedder.model_sha256) as store:
         kept, embeddings, failures = embed_records(embedder, records, batch_size=batch_size, progress=not quiet)
         ids = store.add(kept, embeddings)
         echo_failures(failures)
@@ -141,7 +178,7 @@ def remove(
     ids: Annotated[list[int], typer.Argument(help="item ids to remove")],
 ) -> None:
     """Remove items by id (ids are never reused); an unknown id removes nothing and fails."""
-    with IndexStore.open(index_dir) as store:
+    with open_store(index_dir) as store:
         unknown = sorted(set(ids) - set(store.ids().tolist()))
         if unknown:
             shown = ", ".join(map(str, unknown[:MAX_LISTED_FAILURES])) + (
@@ -153,6 +190,64 @@ def remove(
             )
         removed = store.remove(ids)
         typer.echo(f"removed {removed} item(s); the index now holds {store.count}")
+
+
+def _policy_text(policy: CompactionPolicy) -> str:
+    return (
+        f"automatic: deltas merged past {policy.max_delta_segments}; a new base when delta rows exceed "
+        f"{policy.max_delta_fraction:g} x the base or tombstones {policy.max_tombstone_fraction:g} x all rows "
+        f"(at least {policy.min_rows})"
+    )
+
+
+@index_app.command("compact")
+def compact(
+    index_dir: Annotated[Path, typer.Argument(help="index directory")],
+    max_delta_segments: Annotated[
+        int | None, typer.Option("--max-delta-segments", min=1, help="merge the smallest deltas past this many")
+    ] = None,
+    max_delta_fraction: Annotated[
+        float | None,
+        typer.Option("--max-delta-fraction", min=0.0, help="a new base when delta rows exceed this x base rows"),
+    ] = None,
+    max_tombstone_fraction: Annotated[
+        float | None,
+        typer.Option("--max-tombstone-fraction", min=0.0, help="a new base when tombstones exceed this x all rows"),
+    ] = None,
+    min_rows: Annotated[
+        int | None,
+        typer.Option("--min-rows", min=0, help="automatic new bases wait for this many delta rows/tombstones"),
+    ] = None,
+) -> None:
+    """Merge the base, every delta segment and no removed item into one new base, atomically.
+
+    Adds write delta segments and removes leave tombstones; searches merge the segments.
+    Compacting rewrites the index as one base of its float and binary kinds (IVF/PQ retrained).
+
+    Updates also compact on their own past the thresholds `retrieval index info` shows.
+    The options change those thresholds (kept in manifest.json).
+    """
+    if load_index_manifest(index_dir).backend == "milvus":
+        raise ConfigError(f"{index_dir} is a Milvus index: Milvus merges its own segments, there is nothing to compact")
+    changes = {
+        "max_delta_segments": max_delta_segments,
+        "max_delta_fraction": max_delta_fraction,
+        "max_tombstone_fraction": max_tombstone_fraction,
+        "min_rows": min_rows,
+    }
+    with IndexStore.open(index_dir) as store:
+        stored = store.manifest.compaction.model_dump()
+        policy = CompactionPolicy(**{**stored, **{k: v for k, v in changes.items() if v is not None}})
+        result = store.compact(policy=policy)
+        typer.echo(
+            f"{result.segments_before} segments and {result.tombstones_before} tombstones -> "
+            f"{result.segments_after} segment, {result.tombstones_after} tombstones; {store.count} items "
+            f"in {result.seconds:.1f} s"
+        )
+        typer.echo(f"compaction {_policy_text(policy)}")
+
+
+index_app.command("merge")(merge)
 
 
 def register(app: typer.Typer) -> None:

@@ -14,10 +14,10 @@ from retrieval.indexing.common.atomic_write import atomic_write_text
 from retrieval.indexing.common.errors import ConfigError, DataError
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.model.resolution import resolve_query_model
-from retrieval.indexing.store.index_store import IndexStore
 from retrieval.indexing.store.item_filter import parse_filter
 from retrieval.indexing.store.item_search import ranked_hits, score_kind, similar_hits
 from retrieval.indexing.store.manifest import load_index_manifest
+from retrieval.indexing.store.open_store import open_store
 
 Format = Literal["table", "json", "csv"]
 
@@ -63,7 +63,7 @@ def search(
         manifest = load_index_manifest(index_dir)
         embedder = OnnxEmbedder(resolve_query_model(index_dir, manifest.model_dir, model), threads=threads)
     sha256 = embedder.model_sha256 if embedder else None  # --id searches stored embeddings: no model needed
-    with IndexStore.open(index_dir, expected_model_sha256=sha256, force=force) as store:
+    with open_store(index_dir, expected_model_sha256=sha256, force=force) as store:
         queries, failures = [], []
         if embedder is not None and images:
             embedded = embedder.embed_paths(

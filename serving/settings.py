@@ -38,6 +38,17 @@ class ServeSettings(BaseModel):
     cors_origins: list[str] = Field(default_factory=list, description="allowed CORS origins; empty = CORS off")
     request_timeout_s: float = Field(30.0, gt=0, description="requests running longer get 504")
     threads: int | None = Field(None, ge=1, description="onnxruntime intra-op threads; default = all cores")
+    onnx_spin_wait: bool = Field(
+        False,
+        description="onnxruntime's intra-op threads spin between operators; off, they leave the cores to "
+        "decoding and the event loop of the same service",
+    )
+    search_threads: int = Field(
+        1,
+        ge=1,
+        description="faiss (OpenMP) threads of the store thread; the service searches one query at a time, "
+        "where more threads gain little and their spin-waiting takes cores from onnxruntime",
+    )
     thumbnail_px: int = Field(160, ge=16, le=1024, description="longest side of /items/{id}/thumbnail")
     max_files_per_upload: int = Field(64, ge=1, description="POST /items accepts at most this many images")
 

@@ -4,8 +4,9 @@
 so each snapshot owns a single "store thread": the store is opened there and every
 read or write of it runs there, in arrival order. That makes every operation atomic
 with respect to the others, and a search submitted after a delete returned never sees
-the deleted item. faiss and onnxruntime use all cores *inside* one call, so running
-searches one at a time costs little on a small machine.
+the deleted item. onnxruntime uses all cores *inside* one call; faiss runs on
+``search_threads`` (1) OpenMP threads of the store thread: one query at a time gains little
+from more, and their spin-waiting would take the cores from onnxruntime and decoding.
 
 A reload opens a fresh embedder + store from disk on a new store thread *beside* the
 serving one, then replaces one reference: requests already queued finish on the old
@@ -22,10 +23,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+import faiss
+
 from retrieval.indexing.common.artifact_names import INDEX_MODEL_SUBDIR
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
-from retrieval.indexing.store.index_store import IndexStore
 from retrieval.indexing.store.manifest import load_index_manifest
+from retrieval.indexing.store.open_store import Store, open_store
 from retrieval.serving.service_errors import RetryLaterError
 from retrieval.serving.settings import ServeSettings
 
@@ -38,14 +41,20 @@ class Snapshot:
     """One consistent (model, index) pair; ``store`` may only be used on ``store_thread``."""
 
     embedder: OnnxEmbedder
-    store: IndexStore
+    store: Store
     generation: int
     store_thread: ThreadPoolExecutor = field(compare=False, repr=False)
 
 
 def open_snapshot(settings: ServeSettings, generation: int) -> Snapshot:
     """Load ``INDEX_DIR/model`` and the index built with it on a new store thread (blocking)."""
-    thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"store-{generation}")
+    thread = ThreadPoolExecutor(
+        max_workers=1,
+        thread_name_prefix=f"store-{generation}",
+        # OpenMP's thread count is per calling thread: this limits faiss in the store thread only.
+        initializer=faiss.omp_set_num_threads,
+        initargs=(settings.search_threads,),
+    )
     try:
         embedder, store = thread.submit(_open_pair, settings).result()
     except BaseException:
@@ -54,10 +63,12 @@ def open_snapshot(settings: ServeSettings, generation: int) -> Snapshot:
     return Snapshot(embedder=embedder, store=store, generation=generation, store_thread=thread)
 
 
-def _open_pair(settings: ServeSettings) -> tuple[OnnxEmbedder, IndexStore]:
+def _open_pair(settings: ServeSettings) -> tuple[OnnxEmbedder, Store]:
     load_index_manifest(settings.index_dir)  # "not an index directory" before any model error
-    embedder = OnnxEmbedder(settings.index_dir / INDEX_MODEL_SUBDIR, threads=settings.threads)
-    store = IndexStore.open(settings.index_dir, expected_model_sha256=embedder.model_sha256)
+    embedder = OnnxEmbedder(
+        settings.index_dir / INDEX_MODEL_SUBDIR, threads=settings.threads, spin_wait=settings.onnx_spin_wait
+    )
+    store = open_store(settings.index_dir, expected_model_sha256=embedder.model_sha256)
     return embedder, store
 
 

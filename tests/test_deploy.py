@@ -105,7 +105,7 @@ def test_serve_image_has_no_torch() -> None:
     instructions = _instructions(DEPLOY / "Dockerfile.serve")
     installs = " ".join(args for op, args in instructions if op == "RUN" and "pip install" in args)
     extras = set(re.findall(r"\.\[([^\]]*)\]", installs)[0].split(","))
-    assert extras == {"cpu"}
+    assert extras == {"cpu", "milvus"}  # milvus: pymilvus, for indexes whose items live in Milvus
     train_deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["train"]
     assert not any(dep.split(">")[0].split("=")[0] in installs for dep in train_deps)
     assert any(op == "HEALTHCHECK" and "/healthz" in args for op, args in instructions)

@@ -17,10 +17,18 @@ from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.search.binary import binarize
 from retrieval.indexing.store import builder as index_builder
-from retrieval.indexing.store import index_store
+from retrieval.indexing.store import store_updates
 from retrieval.indexing.store.builder import build_index, write_index
 from retrieval.indexing.store.faiss_kinds import binary_kind, float_kind
 from retrieval.indexing.store.index_store import IndexStore
+
+
+def live_in_faiss(store: IndexStore) -> tuple[int, int]:
+    """Items in the float and the binary faiss indexes of all segments, less the tombstones."""
+    segments = store._set.segments
+    float_total = sum(segment.float_index.ntotal for segment in segments)
+    binary_total = sum(segment.binary_index.ntotal for segment in segments)
+    return float_total - store.tombstone_count, binary_total - store.tombstone_count
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +111,7 @@ def test_add_and_remove_keep_ids_stable_and_files_consistent(
         assert min(new_ids) > max(before)  # ids are never reused, even the removed maximum
     with IndexStore.open(out) as store:
         assert store.count == 29 == store.manifest.count
-        assert store._float.ntotal == store._binary.ntotal == 29
+        assert live_in_faiss(store) == (29, 29)  # every segment's indexes, less their tombstones
         after = {item.id: item.path for item in store.all_items()}
         assert {i: before[i] for i in before if i not in removed} == {i: after[i] for i in before if i not in removed}
         everything = store.embeddings_of(store.ids())
@@ -125,17 +133,19 @@ def test_interrupted_update_is_repaired_on_open(
     image_path = tmp_path / "late.png"
     make_image(4, 8).save(image_path)
     with IndexStore.open(index_copy) as store:
-        monkeypatch.setattr(index_store, "write_faiss_files", crash)
+        monkeypatch.setattr(store_updates, "write_faiss_files", crash)  # the add's delta
         with pytest.raises(IndexNotWritableError, match="disk full"):
             store.add([ImageRecord(path=image_path, label="class_4")], embedder.embed_images([make_image(4, 8)]))
     monkeypatch.undo()
     assert json.loads((index_copy / "manifest.json").read_text())["generation"] == 0  # faiss + manifest stale
     with IndexStore.open(index_copy) as store:  # SQLite committed generation 1: rebuild faiss from it
-        assert store.count == 31 == store._float.ntotal == store._binary.ntotal
+        assert store.count == 31 and live_in_faiss(store) == (31, 31)
         assert store.manifest.generation == 1
         (new_id,) = [item.id for item in store.all_items() if item.path == str(image_path)]
         assert store.search(store.embedding(new_id)[None], 1).ids[0, 0] == new_id
-    assert faiss.read_index(str(index_copy / "float.faiss")).ntotal == 31  # the repair was saved
+    (delta,) = (index_copy / "segments").iterdir()  # the add's delta segment: its faiss files were repaired
+    saved = [faiss.read_index(str(folder / "float.faiss")).ntotal for folder in (index_copy, delta)]
+    assert saved == [30, 1]  # the repair was saved
 
 
 def test_crash_mid_build_leaves_previous_index_loadable(
@@ -248,3 +258,34 @@ def test_hits_are_a_result_row_as_items_without_padding_excluded_or_removed_ids(
         assert [(i, p) for i, p, _ in got] == [(i, p) for i, p, _ in expected]
         np.testing.assert_allclose([s for *_, s in got], [s for *_, s in expected], rtol=1e-6)
         assert [item.id for item, _ in store.hits(row, limit=3)] == [c, a, b]  # row 0: the padding is no hit
+
+
+def test_ivf_training_uses_a_bounded_sample_and_still_finds_the_neighbours(monkeypatch: pytest.MonkeyPatch) -> None:
+    """k-means trains on at most 64 rows per list (faiss would convert every row to float32 first)."""
+    from retrieval.indexing.store import faiss_kinds
+
+    rng = np.random.default_rng(0)
+    data = rng.integers(0, 256, size=(1000, 8), dtype=np.uint8)
+    sample = faiss_kinds.training_sample(data, 4)
+    assert len(sample) == 4 * faiss_kinds.TRAINING_POINTS_PER_LIST and len(np.unique(sample, axis=0)) == len(sample)
+    assert faiss_kinds.training_sample(data, 4).tobytes() == sample.tobytes()  # the same sample every time
+    small = data[:200]
+    assert faiss_kinds.training_sample(small, 4) is small and faiss_kinds.training_sample(data, 0) is data
+    trained_on: list[int] = []
+    monkeypatch.setattr(faiss_kinds, "TRAINING_POINTS_PER_LIST", 39)  # so that 6000 codes get sampled
+    monkeypatch.setattr(faiss.IndexBinaryIVF, "train", _spy(faiss.IndexBinaryIVF.train, trained_on))
+    codes = rng.integers(0, 256, size=(6000, 8), dtype=np.uint8)
+    index = faiss_kinds.build_binary_index(faiss_kinds.binary_kind("ivf"), codes, np.arange(6000), 64)
+    ivf = faiss.downcast_IndexBinary(index.index)
+    assert trained_on == [39 * ivf.nlist] and 39 * ivf.nlist < 6000
+    ivf.nprobe = ivf.nlist  # every list: exact, so each code finds itself
+    distances, ids = index.search(codes[:50], 1)
+    assert (distances[:, 0] == 0).all() and (ids[:, 0] == np.arange(50)).all()
+
+
+def _spy(train, calls: list[int]):
+    def spied(self, data):
+        calls.append(len(data))
+        return train(self, data)
+
+    return spied

@@ -11,7 +11,13 @@ from PIL import Image
 
 from retrieval.indexing.data.image_io import open_rgb
 from retrieval.indexing.model.manifest import Preprocessing
-from retrieval.indexing.model.preprocess import center_crop_box, preprocess_batch, preprocess_image, resized_size
+from retrieval.indexing.model.preprocess import (
+    center_crop_box,
+    normalize_pixels,
+    preprocess_batch,
+    preprocess_image,
+    resized_size,
+)
 
 
 def torchvision_eval(prep: Preprocessing):
@@ -94,3 +100,24 @@ def test_batch_stacks_single_images_and_handles_empty() -> None:
     # a solid colour becomes (value / 255 - mean) / std in every pixel of its channel
     expected_red = (0 / 255 - prep.mean[0]) / prep.std[0]
     np.testing.assert_allclose(batch[0, 0], expected_red, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "mean, std",
+    [
+        ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
+        ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5)),
+        ((0.1, 0.9, 0.3), (0.7, 0.05, 1.3)),
+    ],
+)
+def test_normalization_table_is_bit_identical_to_the_arithmetic(mean, std) -> None:
+    """The look-up gives exactly torchvision's ``ToTensor -> Normalize`` float32 values at every level."""
+    prep = Preprocessing(mean=mean, std=std)
+    levels = np.arange(256, dtype=np.uint8)
+    pixels = np.stack(np.meshgrid(levels, levels[::-1], indexing="ij"), axis=-1)[:, :, [0, 1, 0]]  # (256, 256, 3)
+    pixels = np.ascontiguousarray(pixels)
+    scaled = pixels.astype(np.float32) / np.float32(255.0)
+    expected = ((scaled - np.asarray(mean, np.float32)) / np.asarray(std, np.float32)).transpose(2, 0, 1)
+    out = normalize_pixels(pixels, prep)
+    assert out.dtype == np.float32 and out.shape == (3, 256, 256) and out.flags.c_contiguous
+    np.testing.assert_array_equal(out, expected)

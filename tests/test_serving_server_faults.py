@@ -8,7 +8,7 @@ from fastapi.testclient import TestClient
 from index_fixtures import make_image
 from serving_fixtures import API_KEY, GALLERY_SIZE, image_bytes, query_png, serving_client
 
-from retrieval.indexing.common.artifact_names import EMBEDDINGS_NAME, FLOAT_INDEX_NAME
+from retrieval.indexing.common.artifact_names import FLOAT_INDEX_NAME, SEGMENTS_SUBDIR
 from retrieval.serving.app import create_app
 from retrieval.serving.settings import make_settings
 from retrieval.serving.upload_storage import UPLOADS_SUBDIR
@@ -48,9 +48,7 @@ def test_an_unwritable_uploads_folder_is_503_and_adds_nothing(fresh_index) -> No
 
 def test_an_unwritable_index_file_is_503_and_adds_nothing(fresh_index) -> None:
     with serving_client(fresh_index) as client:
-        embeddings = fresh_index / EMBEDDINGS_NAME
-        embeddings.unlink()  # the loaded snapshot keeps its memory map; a new file cannot replace a folder
-        (embeddings / "in-the-way").mkdir(parents=True)
+        (fresh_index / SEGMENTS_SUBDIR).write_bytes(b"")  # a file where the add's delta segment folder goes
         detail = _problem(_add(client, image_bytes(make_image(1, 71))), 503)
         assert "cannot write to the index directory" in detail and "writable" in detail
         assert client.get("/readyz").json()["count"] == GALLERY_SIZE

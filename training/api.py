@@ -13,7 +13,7 @@
 
 Each function is a thin call of the implementation the matching command uses (``Trainer``,
 ``export_run``, ``indexing.store.builder.build_index``, ``item_search.ranked_hits``,
-``indexing.eval.evaluation``, ``embedding_files.embed_records``, ``train_ensemble``, ``run_study``), so the API and the CLI cannot drift apart. It lives in
+``indexing.eval.evaluation``, ``embedding_files.embedding_table``, ``train_ensemble``, ``run_study``), so the API and the CLI cannot drift apart. It lives in
 ``retrieval.training`` because it spans training (torch) and indexing, the one direction
 ``training -> indexing`` allows. Errors are the same one-sentence ``RetrievalError``s.
 """
@@ -34,14 +34,14 @@ from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import select_split
 from retrieval.indexing.eval.evaluation import EvaluationReport, evaluate_index, evaluate_model
-from retrieval.indexing.model.embedding_files import EmbeddingTable, embed_records
+from retrieval.indexing.model.embedding_files import EmbeddingTable, embedding_table
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.model.resolution import resolve_export_dir, resolve_query_model
 from retrieval.indexing.store import builder
-from retrieval.indexing.store.index_store import IndexStore
 from retrieval.indexing.store.item_filter import parse_filter
 from retrieval.indexing.store.item_search import Hit, ranked_hits
 from retrieval.indexing.store.manifest import load_index_manifest
+from retrieval.indexing.store.open_store import open_store
 from retrieval.indexing.store.stored_embeddings import stored_embedding_table
 from retrieval.training.config import TrainConfig, build_config
 from retrieval.training.ensemble import EnsembleResult, EnsembleSpec, resolve_ensemble
@@ -167,7 +167,7 @@ def search(
         raise DataError("search() needs at least one image")
     index = Path(index)
     embedder = OnnxEmbedder(resolve_query_model(index, load_index_manifest(index).model_dir))
-    with IndexStore.open(index, expected_model_sha256=embedder.model_sha256) as store:
+    with open_store(index, expected_model_sha256=embedder.model_sha256) as store:
         vectors = _embed(embedder, queries)
         return ranked_hits(store, vectors, k, kind=kind, rerank=rerank, where=parse_filter(where))
 
@@ -184,7 +184,7 @@ def evaluate(
     """Float and binary retrieval metrics, as ``retrieval eval``: of a model on a dataset's ``split``
     (``model`` and ``data``), or of an index as built (``index``)."""
     if index is not None:
-        with IndexStore.open(Path(index)) as store:
+        with open_store(Path(index)) as store:
             return evaluate_index(store, ks=ks, progress=progress)[0]
     if model is None or data is None:
         raise ConfigError("evaluate() needs model and data (a model on a dataset), or index (an index as built)")
@@ -205,12 +205,12 @@ def embed(
     images' positions in the split; unreadable images are skipped with a warning), or an index's stored
     embeddings with its item ids (``index``). ``write_embedding_table`` writes the table as the command does."""
     if index is not None:
-        with IndexStore.open(Path(index)) as store:
+        with open_store(Path(index)) as store:
             return stored_embedding_table(store)
     if model is None or data is None:
         raise ConfigError("embed() needs model and data (a model on a dataset), or index (an index's embeddings)")
     embedder = OnnxEmbedder(resolve_export_dir(Path(model)))
-    result = embed_records(embedder, select_split(_records(data), split), batch_size=batch_size, progress=progress)
+    result = embedding_table(embedder, select_split(_records(data), split), batch_size=batch_size, progress=progress)
     for path, reason in result.failures:
         warnings.warn(f"skipped {path}: {reason}", stacklevel=2)
     return result.table

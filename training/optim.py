@@ -89,9 +89,13 @@ def lr_factor(step: int, *, total_steps: int, steps_per_epoch: int, cfg: Schedul
 
 
 def build_scheduler(
-    optimizer: torch.optim.Optimizer, cfg: ScheduleConfig, *, steps_per_epoch: int, epochs: int
+    optimizer: torch.optim.Optimizer, cfg: ScheduleConfig, *, steps_per_epoch: int, epochs: int, start_step: int = 0
 ) -> torch.optim.lr_scheduler.LambdaLR:
+    """The schedule over ``epochs * steps_per_epoch`` steps, positioned at ``start_step`` (a resumed run
+    whose steps per epoch changed; its optimizer's groups then hold ``initial_lr`` from the checkpoint)."""
     total = steps_per_epoch * epochs
     return torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: lr_factor(step, total_steps=total, steps_per_epoch=steps_per_epoch, cfg=cfg)
+        optimizer,
+        lambda step: lr_factor(step, total_steps=total, steps_per_epoch=steps_per_epoch, cfg=cfg),
+        last_epoch=start_step - 1,
     )

@@ -47,6 +47,8 @@ class Checkpoint(TypedDict):
     scaler: dict[str, Any] | None
     epoch: int  # completed epochs
     global_step: int
+    world_size: int  # processes that trained it (a resume may use another number)
+    steps_per_epoch: int  # of one rank; the schedule follows epochs when a resume changes it
     best_map_at_r: float
     best_epoch: int
     stale_epochs: int  # epochs since the best one (early stopping)

@@ -363,6 +363,8 @@ class Trainer:
             "scaler": self.scaler.state_dict(),
             "epoch": epoch,
             "global_step": self.global_step,
+            "world_size": self.ctx.world_size,
+            "steps_per_epoch": self.steps_per_epoch,
             "best_map_at_r": self.best_map,
             "best_epoch": self.best_epoch,
             "stale_epochs": self.stale_epochs,
@@ -391,8 +393,30 @@ class Trainer:
         self.global_step = state["global_step"]
         self.best_map, self.best_epoch = state["best_map_at_r"], state["best_epoch"]
         self.stale_epochs = state.get("stale_epochs", 0)
-        log.info("resumed from %s after epoch %d", self.paths.last_checkpoint, state["epoch"])
-        return int(state["epoch"])
+        epoch = int(state["epoch"])
+        self._follow_new_steps_per_epoch(epoch, state.get("steps_per_epoch", self.global_step // max(1, epoch)))
+        log.info("resumed from %s after epoch %d", self.paths.last_checkpoint, epoch)
+        return epoch
+
+    def _follow_new_steps_per_epoch(self, epoch: int, saved_steps_per_epoch: int) -> None:
+        """Resuming with another number of processes (the batch is per rank) or batch size changes the
+        steps per epoch: the schedule then restarts at epoch ``epoch``'s end of the new step count, so it
+        still ends with the last epoch (the old step count would leave it early or late)."""
+        if saved_steps_per_epoch == self.steps_per_epoch:
+            return
+        log.info(
+            "steps per epoch changed from %d to %d (world size %d): the schedule continues by epochs",
+            saved_steps_per_epoch,
+            self.steps_per_epoch,
+            self.ctx.world_size,
+        )
+        self.scheduler = build_scheduler(
+            self.optimizer,
+            self.cfg.schedule,
+            steps_per_epoch=self.steps_per_epoch,
+            epochs=self.cfg.trainer.epochs,
+            start_step=epoch * self.steps_per_epoch,
+        )
 
     def _log_epoch(self, epoch: int, stats: dict[str, float] | None, val: dict[str, Any] | None) -> None:
         if not self.ctx.is_main:

@@ -3,7 +3,7 @@
 The protocol comes from the records' flags, through ``metrics.evaluate_retrieval``: queries are
 the ``is_query`` items, the gallery the ``is_gallery`` items, and an item that is both never
 retrieves itself ("same-set" when every item is both). For an index whose kinds are approximate, the main
-numbers are measured AS BUILT through ``IndexStore.search`` and the exact numbers are
+numbers are measured AS BUILT through the store's ``search`` and the exact numbers are
 reported next to them, so the cost of the approximation is visible.
 """
 
@@ -28,13 +28,12 @@ from retrieval.indexing.eval.metrics import (
     resolve_ks,
 )
 from retrieval.indexing.eval.retrieval_grid import GridRow
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.model.onnx_embedder import OnnxEmbedder, embed_records
 from retrieval.indexing.model.resolution import resolve_export_dir
 from retrieval.indexing.search.binary import binarize
 from retrieval.indexing.search.knn import Metric, iter_knn_chunks
-from retrieval.indexing.store.builder import embed_records
 from retrieval.indexing.store.faiss_kinds import binary_kind, float_kind
-from retrieval.indexing.store.index_store import IndexStore
+from retrieval.indexing.store.open_store import Store
 
 SearchKind = Literal["float", "binary"]
 KINDS: tuple[SearchKind, ...] = ("float", "binary")
@@ -165,7 +164,7 @@ def evaluate_model(
     return report, data
 
 
-def index_data(store: IndexStore) -> EvalData:
+def index_data(store: Store) -> EvalData:
     """The stored embeddings, labels and flags of every item of an index."""
     items = store.all_items()
     ids = np.array([item.id for item in items], dtype=np.int64)
@@ -180,16 +179,16 @@ def index_data(store: IndexStore) -> EvalData:
 
 
 def evaluate_index(
-    store: IndexStore, *, ks: Sequence[int] | None = None, progress: bool = True, seed: int = 0
+    store: Store, *, ks: Sequence[int] | None = None, progress: bool = True, seed: int = 0
 ) -> tuple[EvaluationReport, EvalData]:
     """Measure an index: exact metrics of its stored embeddings, and as-built ones for approximate kinds."""
     data = index_data(store)
     chosen = resolve_ks(ks, data.labels[data.is_gallery])
     manifest = store.manifest
     exact = exact_metrics(data, chosen, threshold=manifest.binarization_threshold, seed=seed, progress=progress)
-    approximate = {
-        "float": not float_kind(manifest.float_kind).exact,
-        "binary": not binary_kind(manifest.binary_kind).exact,
+    approximate = {  # a Milvus collection is searched exactly (FLAT, BIN_FLAT)
+        "float": manifest.backend == "files" and not float_kind(manifest.float_kind).exact,
+        "binary": manifest.backend == "files" and not binary_kind(manifest.binary_kind).exact,
     }
     metrics: dict[str, RetrievalMetrics] = {
         kind: dataclasses.replace(as_built_metrics(store, data, chosen, kind), nmi=exact[kind].nmi)
@@ -214,7 +213,7 @@ def evaluate_index(
 
 
 def as_built_metrics(
-    store: IndexStore, data: EvalData, ks: Sequence[int], kind: Literal["float", "binary"]
+    store: Store, data: EvalData, ks: Sequence[int], kind: Literal["float", "binary"]
 ) -> RetrievalMetrics:
     """Metrics of what ``store.search`` returns, under the same protocol as ``evaluate_retrieval``:
     per query, the first k results that are gallery items other than itself."""
@@ -231,7 +230,7 @@ def as_built_metrics(
 
 
 def gallery_hits_widening(
-    store: IndexStore, data: EvalData, chunk: np.ndarray, k: int, kind: Literal["float", "binary"]
+    store: Store, data: EvalData, chunk: np.ndarray, k: int, kind: Literal["float", "binary"]
 ) -> tuple[np.ndarray, np.ndarray]:
     """The first k gallery hits (self excluded) of each query in ``chunk``, searching wider until every
     row has k of them or the whole index was asked for: non-gallery items never crowd out gallery ones."""
@@ -258,7 +257,7 @@ def first_gallery_hits(found: np.ndarray, own: np.ndarray, data: EvalData, k: in
     return np.take_along_axis(positions, order, 1), np.take_along_axis(keep, order, 1)
 
 
-def index_neighbors(store: IndexStore, data: EvalData, query_positions: np.ndarray, k: int) -> np.ndarray:
+def index_neighbors(store: Store, data: EvalData, query_positions: np.ndarray, k: int) -> np.ndarray:
     """Positions of the top-k float gallery results of the index AS BUILT (self excluded, -1 pads)."""
     positions, valid = gallery_hits_widening(store, data, query_positions, k, "float")
     return np.where(valid, positions, -1)

@@ -21,7 +21,7 @@ from retrieval.indexing.common.atomic_write import atomic_write_with
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.common.table_files import CSV, PARQUET, table_suffix, write_table
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.model.onnx_embedder import OnnxEmbedder, embed_records
 
 NPY = ".npy"
 EMBEDDING_SUFFIXES = (PARQUET, NPY)
@@ -73,29 +73,27 @@ def write_embedding_table(out: Path, table: EmbeddingTable) -> list[Path]:
 
 @dataclass(frozen=True)
 class DatasetEmbedding:
-    """``embed_records``'s result: the table of the images that could be read, and those that could not."""
+    """``embedding_table``'s result: the table of the images that could be read, and those that could not."""
 
     table: EmbeddingTable
     failures: list[tuple[Path, str]]
 
 
-def embed_records(
+def embedding_table(
     embedder: OnnxEmbedder, records: Sequence[ImageRecord], *, batch_size: int = 32, progress: bool = True
 ) -> DatasetEmbedding:
     """Embed ``records`` (``retrieval embed --model --data``, ``api.embed``); ids are their positions in
     ``records``, unreadable images are skipped and listed. DataError when none can be read."""
     if not records:
         raise DataError("there are no images to embed")
-    result = embedder.embed_paths([record.path for record in records], batch_size=batch_size, progress=progress)
-    if not result.ok:
-        raise DataError(f"none of the {len(records)} images could be read (first: {result.failures[0][1]})")
-    kept = [records[i] for i in result.ok]
+    kept, embeddings, failures = embed_records(embedder, records, batch_size=batch_size, progress=progress)
+    position = {id(record): i for i, record in enumerate(records)}
     table = EmbeddingTable(
-        ids=list(result.ok),
+        ids=[position[id(record)] for record in kept],
         paths=[str(record.path) for record in kept],
         labels=[record.label for record in kept],
         splits=[record.split for record in kept],
-        embeddings=result.embeddings,
+        embeddings=embeddings,
         model_sha256=embedder.model_sha256,
     )
-    return DatasetEmbedding(table, list(result.failures))
+    return DatasetEmbedding(table, list(failures))

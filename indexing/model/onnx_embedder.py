@@ -19,8 +19,9 @@ from pydantic import ValidationError
 from tqdm import tqdm
 
 from retrieval.indexing.common.artifact_names import MODEL_MANIFEST_NAME
-from retrieval.indexing.common.errors import ConfigError, IndexFormatError, RetrievalError
+from retrieval.indexing.common.errors import ConfigError, DataError, IndexFormatError, RetrievalError
 from retrieval.indexing.data.image_io import open_rgb
+from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.model.manifest import ModelManifest, file_sha256
 from retrieval.indexing.model.preprocess import preprocess_batch, preprocess_image
 
@@ -71,7 +72,9 @@ class OnnxEmbedder:
     threads (onnxruntime sessions are thread-safe for ``run``).
     """
 
-    def __init__(self, export_dir: Path, *, threads: int | None = None, providers: str = "auto") -> None:
+    def __init__(
+        self, export_dir: Path, *, threads: int | None = None, providers: str = "auto", spin_wait: bool = True
+    ) -> None:
         self.export_dir = Path(export_dir)
         self.manifest = load_model_manifest(self.export_dir)
         onnx_path = self.export_dir / self.manifest.onnx_file
@@ -84,13 +87,16 @@ class OnnxEmbedder:
                 f"{self.manifest.onnx_sha256[:12]}; the export is corrupt or mixed, re-export the model"
             )
         self.threads = threads
-        self._session = self._create_session(onnx_path, threads, providers)
+        self._session = self._create_session(onnx_path, threads, providers, spin_wait)
         self.providers = self._session.get_providers()
 
     @staticmethod
-    def _create_session(onnx_path: Path, threads: int | None, providers: str) -> ort.InferenceSession:
+    def _create_session(onnx_path: Path, threads: int | None, providers: str, spin_wait: bool) -> ort.InferenceSession:
+        """``spin_wait=False``: the intra-op threads sleep between operators instead of spinning, which
+        leaves the cores to other work of the same process (the search service decodes images meanwhile)."""
         chosen = _choose_providers(providers)
         options = ort.SessionOptions()
+        options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin_wait else "0")
         if threads:
             options.intra_op_num_threads = threads
             options.inter_op_num_threads = 1
@@ -164,6 +170,17 @@ class OnnxEmbedder:
             for start in range(0, len(paths), batch_size):
                 current, pending = pending, submit(start + batch_size)
                 yield _split_outcomes(paths, start, [future.result() for future in current])
+
+
+def embed_records(
+    embedder: OnnxEmbedder, records: Sequence[ImageRecord], *, batch_size: int = 32, progress: bool = True
+) -> tuple[list[ImageRecord], np.ndarray, list[tuple[Path, str]]]:
+    """(records that could be read, their embeddings, failures); a DataError if none could be read.
+    The one way a list of records is embedded (index build, eval --model, embed, the Python API)."""
+    result = embedder.embed_paths([r.path for r in records], batch_size=batch_size, progress=progress)
+    if records and not result.ok:
+        raise DataError(f"none of the {len(records)} images could be read (first: {result.failures[0][1]})")
+    return [records[i] for i in result.ok], result.embeddings, result.failures
 
 
 def _split_outcomes(

@@ -9,6 +9,7 @@ real photos the two agree to float32 rounding (see ``tests/test_preprocess.py``)
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -55,12 +56,30 @@ def resize_and_crop(img: Image.Image, prep: Preprocessing) -> Image.Image:
     return img.crop(center_crop_box(*img.size, prep.crop))
 
 
+@functools.lru_cache(maxsize=16)
+def normalization_table(mean: tuple[float, float, float], std: tuple[float, float, float]) -> np.ndarray:
+    """(3, 256) float32: ``(level / 255 - mean[c]) / std[c]`` for every uint8 level, in float32 arithmetic.
+
+    The same element-wise float32 operations as torchvision's ``ToTensor -> Normalize`` (each is
+    correctly rounded, so computing them once per level gives bit-identical values), done once.
+    """
+    levels = np.arange(256, dtype=np.float32)[:, None] / np.float32(255.0)
+    table = (levels - np.asarray(mean, dtype=np.float32)) / np.asarray(std, dtype=np.float32)
+    table = np.ascontiguousarray(table.T)
+    table.flags.writeable = False
+    return table
+
+
 def normalize_pixels(pixels: np.ndarray, prep: Preprocessing) -> np.ndarray:
-    """uint8 HWC RGB pixels -> float32 CHW, scaled to [0, 1] then standardised per channel."""
-    scaled = pixels.astype(np.float32) / np.float32(255.0)
-    mean = np.asarray(prep.mean, dtype=np.float32)
-    std = np.asarray(prep.std, dtype=np.float32)
-    return np.ascontiguousarray(((scaled - mean) / std).transpose(2, 0, 1))
+    """uint8 HWC RGB pixels -> float32 CHW, scaled to [0, 1] then standardised per channel.
+
+    A table look-up per channel (3x cheaper than the arithmetic on 224 x 224 pixels, same values).
+    """
+    table = normalization_table(prep.mean, prep.std)
+    out = np.empty((3, *pixels.shape[:2]), dtype=np.float32)
+    for channel in range(3):
+        np.take(table[channel], pixels[:, :, channel], out=out[channel])
+    return out
 
 
 def preprocess_image(img: Image.Image, prep: Preprocessing) -> np.ndarray:

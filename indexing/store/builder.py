@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -27,7 +28,8 @@ from retrieval.indexing.common.artifact_names import (
 from retrieval.indexing.common.atomic_write import atomic_write_bytes, remove_dead_writers_leftovers, replace_directory
 from retrieval.indexing.common.errors import ConfigError, DataError
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.model.manifest import ModelManifest
+from retrieval.indexing.model.onnx_embedder import OnnxEmbedder, embed_records
 from retrieval.indexing.model.resolution import resolve_export_dir
 from retrieval.indexing.search.binary import binarize
 from retrieval.indexing.store.faiss_kinds import (
@@ -37,9 +39,11 @@ from retrieval.indexing.store.faiss_kinds import (
     build_float_index,
     float_kind,
 )
-from retrieval.indexing.store.index_store import validate_labels, write_embeddings, write_faiss_files
 from retrieval.indexing.store.items_db import ItemsDb
 from retrieval.indexing.store.manifest import IndexManifest, save_index_manifest, utc_now
+from retrieval.indexing.store.milvus_build import MilvusTarget, write_milvus_index
+from retrieval.indexing.store.segment_files import write_embeddings, write_faiss_files
+from retrieval.indexing.store.store_updates import validate_labels
 from retrieval.indexing.store.write_lock import exclusive_writer
 
 
@@ -68,8 +72,10 @@ def build_index(
     batch_size: int = 32,
     threads: int | None = None,
     progress: bool = True,
+    milvus: MilvusTarget | None = None,
 ) -> BuildReport:
-    """Embed ``records`` with the model and write a float + binary index directory at ``out_dir``."""
+    """Embed ``records`` with the model and write a float + binary index directory at ``out_dir``
+    (with ``milvus``: the items into that Milvus collection, the directory naming it)."""
     started = time.perf_counter()
     kinds = _kinds(float_kind, binary_kind)
     if not records:
@@ -79,7 +85,10 @@ def build_index(
     embedder = OnnxEmbedder(resolve_export_dir(model_dir), threads=threads)
     kept, embeddings, failures = embed_records(embedder, records, batch_size=batch_size, progress=progress)
     embed_seconds = time.perf_counter() - started
-    manifest = write_index(Path(out_dir), embedder, kept, embeddings, kinds, progress=progress)
+    if milvus is not None:
+        manifest = write_milvus_index(Path(out_dir), embedder, kept, embeddings, milvus)
+    else:
+        manifest = write_index(Path(out_dir), embedder, kept, embeddings, kinds, progress=progress)
     return BuildReport(
         Path(out_dir),
         manifest.count,
@@ -91,16 +100,6 @@ def build_index(
         time.perf_counter() - started,
         failures,
     )
-
-
-def embed_records(
-    embedder: OnnxEmbedder, records: Sequence[ImageRecord], *, batch_size: int = 32, progress: bool = True
-) -> tuple[list[ImageRecord], np.ndarray, list[tuple[Path, str]]]:
-    """(records that could be read, their embeddings, failures); a DataError if none could be read."""
-    result = embedder.embed_paths([r.path for r in records], batch_size=batch_size, progress=progress)
-    if records and not result.ok:
-        raise DataError(f"none of the {len(records)} images could be read (first: {result.failures[0][1]})")
-    return [records[i] for i in result.ok], result.embeddings, result.failures
 
 
 def _kinds(float_name: str, binary_name: str) -> tuple[IndexKind, IndexKind]:
@@ -115,9 +114,22 @@ def check_out_dir(out_dir: Path) -> None:
         raise ConfigError(f"{out_dir} exists and is not an index directory; choose a new or empty --out")
 
 
+class IndexedModel(Protocol):
+    """What writing an index needs of its model: an ``OnnxEmbedder``, or a merge's shard model copy."""
+
+    @property
+    def model_sha256(self) -> str: ...
+
+    @property
+    def manifest(self) -> ModelManifest: ...
+
+    @property
+    def export_dir(self) -> Path: ...
+
+
 def write_index(
     out_dir: Path,
-    embedder: OnnxEmbedder,
+    embedder: IndexedModel,
     records: Sequence[ImageRecord],
     embeddings: np.ndarray,
     kinds: tuple[IndexKind, IndexKind],
@@ -140,7 +152,7 @@ def write_index(
 
 def write_index_files(
     index_dir: Path,
-    embedder: OnnxEmbedder,
+    embedder: IndexedModel,
     records: Sequence[ImageRecord],
     embeddings: np.ndarray,
     kinds: tuple[IndexKind, IndexKind],
@@ -184,7 +196,7 @@ def write_index_files(
     return manifest
 
 
-def copy_model(embedder: OnnxEmbedder, target: Path) -> None:
+def copy_model(embedder: IndexedModel, target: Path) -> None:
     """Copy model.onnx + model.json so the index directory alone can embed queries."""
     source = embedder.export_dir
     for name in (embedder.manifest.onnx_file, MODEL_MANIFEST_NAME):

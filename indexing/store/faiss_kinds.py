@@ -5,10 +5,9 @@ sign codes by Hamming distance. Every index is wrapped in an ID map (``IndexIDMa
 ``IndexBinaryIDMap2``) so faiss returns item ids, not positions. Parameters that matter
 at search time (``nprobe``, ``efSearch``) are set at build time and saved with the index.
 
-Only flat indexes remove ids in place: ``IndexIDMap2.remove_ids`` assumes the inner index
-renumbers its positions after a removal, which IVF does not, and HNSW cannot remove at
-all. Other kinds are reset and refilled from the stored embeddings (IVF keeps its trained
-centroids, so no k-means is re-run).
+Indexes never remove ids: a removed item stays in its segment's indexes as a tombstone that searches
+drop, until a compaction rebuilds the segment (``segments.py``). (``IndexIDMap2.remove_ids`` would
+be wrong for IVF, which does not renumber its positions, and HNSW cannot remove at all.)
 """
 
 from __future__ import annotations
@@ -29,6 +28,8 @@ HNSW_EF_CONSTRUCTION = 80
 HNSW_EF_SEARCH = 128
 ADD_CHUNK = 20_000
 MIN_POINTS_PER_CENTROID = 39  # below this faiss k-means warns that training is unreliable
+TRAINING_POINTS_PER_LIST = 64  # training_sample: rows per inverted list kept for k-means
+TRAINING_SEED = 1234
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,6 @@ class IndexKind:
     name: str
     build: Callable[[int, int], Any]  # a faiss.Index or faiss.IndexBinary
     exact: bool
-    removes_in_place: bool
     description: str
 
 
@@ -98,18 +98,18 @@ def _binary_hnsw(bits: int, count: int) -> faiss.IndexBinary:
 
 FLOAT_KINDS: Registry[IndexKind] = Registry("float index kind", "kinds", ordered=True)
 for _kind in (
-    IndexKind("flat", lambda d, n: faiss.IndexFlatIP(d), True, True, "exact inner product"),
-    IndexKind("hnsw", _float_hnsw, False, False, f"HNSW graph, M={HNSW_M}, efSearch={HNSW_EF_SEARCH}"),
-    IndexKind("ivf", _float_ivf, False, True, "inverted lists (~4 sqrt(n)), k-means trained on the gallery"),
-    IndexKind("ivfpq", _float_ivfpq, False, True, "inverted lists + product quantisation (~d/16 bytes)"),
+    IndexKind("flat", lambda d, n: faiss.IndexFlatIP(d), True, "exact inner product"),
+    IndexKind("hnsw", _float_hnsw, False, f"HNSW graph, M={HNSW_M}, efSearch={HNSW_EF_SEARCH}"),
+    IndexKind("ivf", _float_ivf, False, "inverted lists (~4 sqrt(n)), k-means trained on the gallery"),
+    IndexKind("ivfpq", _float_ivfpq, False, "inverted lists + product quantisation (~d/16 bytes)"),
 ):
     FLOAT_KINDS.register(_kind.name, _kind)
 
 BINARY_KINDS: Registry[IndexKind] = Registry("binary index kind", "kinds", ordered=True)
 for _kind in (
-    IndexKind("flat", lambda b, n: faiss.IndexBinaryFlat(b), True, True, "exact Hamming"),
-    IndexKind("ivf", _binary_ivf, False, True, "binary inverted lists, trained on the gallery codes"),
-    IndexKind("hnsw", _binary_hnsw, False, False, f"binary HNSW graph, M={HNSW_M}"),
+    IndexKind("flat", lambda b, n: faiss.IndexBinaryFlat(b), True, "exact Hamming"),
+    IndexKind("ivf", _binary_ivf, False, "binary inverted lists, trained on the gallery codes"),
+    IndexKind("hnsw", _binary_hnsw, False, f"binary HNSW graph, M={HNSW_M}"),
 ):
     BINARY_KINDS.register(_kind.name, _kind)
 
@@ -125,12 +125,12 @@ def binary_kind(name: str) -> IndexKind:
 def build_float_index(
     kind: IndexKind, embeddings: np.ndarray, ids: np.ndarray, *, progress: bool = False
 ) -> faiss.IndexIDMap2:
-    """Train (if the kind needs it) on ``embeddings`` and add them under ``ids``."""
+    """Train (if the kind needs it) on ``embeddings`` (float32, or a float16 memory map) and add them under ``ids``."""
     index = kind.build(embeddings.shape[1], len(embeddings))
     if not index.is_trained and len(embeddings):
-        index.train(np.ascontiguousarray(embeddings, dtype=np.float32))
+        index.train(np.ascontiguousarray(training_sample(embeddings, getattr(index, "nlist", 0)), dtype=np.float32))
     wrapped = faiss.IndexIDMap2(index)
-    _add_in_chunks(wrapped, np.asarray(embeddings, dtype=np.float32), ids, progress, f"float {kind.name}")
+    _add_in_chunks(wrapped, embeddings, np.float32, ids, progress, f"float {kind.name}")
     return wrapped
 
 
@@ -140,20 +140,35 @@ def build_binary_index(
     """Train (if needed) on packed uint8 ``codes`` and add them under ``ids``."""
     index = kind.build(bits, len(codes))
     if not index.is_trained and len(codes):
-        index.train(np.ascontiguousarray(codes, dtype=np.uint8))
+        index.train(np.ascontiguousarray(training_sample(codes, getattr(index, "nlist", 0)), dtype=np.uint8))
     wrapped = faiss.IndexBinaryIDMap2(index)
-    _add_in_chunks(wrapped, np.asarray(codes, dtype=np.uint8), ids, progress, f"binary {kind.name}")
+    _add_in_chunks(wrapped, codes, np.uint8, ids, progress, f"binary {kind.name}")
     return wrapped
 
 
-def _add_in_chunks(index: Any, data: np.ndarray, ids: np.ndarray, progress: bool, name: str) -> None:
-    """``add_with_ids`` in slices so that a long HNSW build shows a progress bar."""
+def training_sample(data: np.ndarray, nlist: int) -> np.ndarray:
+    """At most ``TRAINING_POINTS_PER_LIST`` rows per inverted list (a fixed-seed sample, in order).
+
+    faiss caps k-means at 256 points per centroid itself, but only after the whole array has been
+    converted to float32 (binary IVF: one float per BIT, 8 KiB per 2048-bit code, 8 GB at 1M items);
+    64 per list is well inside faiss's advice (39 to 256) and bounds that copy."""
+    limit = TRAINING_POINTS_PER_LIST * nlist
+    if not nlist or len(data) <= limit:
+        return data
+    rows = np.sort(np.random.default_rng(TRAINING_SEED).choice(len(data), size=limit, replace=False))
+    return data[rows]
+
+
+def _add_in_chunks(index: Any, data: np.ndarray, dtype: type, ids: np.ndarray, progress: bool, name: str) -> None:
+    """``add_with_ids`` in slices, each converted to ``dtype`` on its own (a float16 memory map is never
+    copied whole), so that a long HNSW build also shows a progress bar."""
     ids = np.asarray(ids, dtype=np.int64)
     with tqdm(total=len(data), desc=f"adding to {name}", unit="vec", disable=not progress) as bar:
         for start in range(0, len(data), ADD_CHUNK):
             stop = start + ADD_CHUNK
-            index.add_with_ids(np.ascontiguousarray(data[start:stop]), np.ascontiguousarray(ids[start:stop]))
-            bar.update(len(data[start:stop]))
+            chunk: np.ndarray = np.ascontiguousarray(data[start:stop], dtype=dtype)
+            index.add_with_ids(chunk, np.ascontiguousarray(ids[start:stop]))
+            bar.update(len(chunk))
 
 
 def id_map_ids(index: faiss.IndexIDMap2 | faiss.IndexBinaryIDMap2) -> np.ndarray:

@@ -1,6 +1,7 @@
 """Search restricted to a set of item ids (a filter's matches): faiss id selectors, exact where better.
 
-The selector (``IDSelectorBatch``, translated to positions by the ID map) travels in the index
+The selector (``IDSelectorBatch`` of a filter's matches, or ``IDSelectorNot`` of a segment's tombstones,
+translated to positions by the ID map) travels in the index
 kind's own ``SearchParameters``, which also carry the ``nprobe`` / ``efSearch`` it was built with:
 ``SearchParametersIVF`` for IVF kinds, ``SearchParametersHNSW`` for HNSW, plain ones for flat.
 Where the selector cannot give the right answer, the selected items' stored embeddings are
@@ -33,48 +34,58 @@ EXACT_SEARCH_ELEMENTS = 1 << 25
 """Selections of at most this many vector elements (items x dimensions) skip an approximate index."""
 
 
-def selector_params(index: Any, allowed: np.ndarray, k: int) -> tuple[Any, Any] | None:
-    """(``SearchParameters`` for ``index.search(..., params=)``, the selector they point to, which must
-    outlive the search) for an ID-mapped index; None where faiss cannot filter this index kind."""
+def batch_selector(ids: np.ndarray) -> Any:
+    """A faiss selector of exactly ``ids`` (item ids; the ID map translates them to positions)."""
+    return faiss.IDSelectorBatch(np.ascontiguousarray(ids, dtype=np.int64))
+
+
+def selector_params(index: Any, selector: Any, k: int) -> Any | None:
+    """``SearchParameters`` for ``index.search(..., params=)`` of an ID-mapped index, pointing to
+    ``selector`` (which must outlive the search); None where faiss cannot filter this index kind."""
     inner = index.index
     inner = faiss.downcast_IndexBinary(inner) if isinstance(inner, faiss.IndexBinary) else faiss.downcast_index(inner)
     if isinstance(inner, faiss.IndexBinaryIVF):
         return None
-    selector = faiss.IDSelectorBatch(np.ascontiguousarray(allowed, dtype=np.int64))
     if isinstance(inner, faiss.IndexIVF):
-        return faiss.SearchParametersIVF(sel=selector, nprobe=inner.nprobe), selector  # type: ignore[call-arg]
+        return faiss.SearchParametersIVF(sel=selector, nprobe=inner.nprobe)  # type: ignore[call-arg]
     hnsw = getattr(inner, "hnsw", None)
     if hnsw is not None:
         hnsw_params = faiss.SearchParametersHNSW  # type: ignore[attr-defined]  # missing from faiss's stubs
-        return hnsw_params(sel=selector, efSearch=max(hnsw.efSearch, k)), selector
-    return faiss.SearchParameters(sel=selector), selector  # type: ignore[call-arg]  # faiss sets keyword attributes
+        return hnsw_params(sel=selector, efSearch=max(hnsw.efSearch, k))
+    return faiss.SearchParameters(sel=selector)  # type: ignore[call-arg]  # faiss sets keyword attributes
 
 
 def selected_search(
     index: Any,
     queries: np.ndarray,
     k: int,
-    allowed: np.ndarray,
+    size: int,
+    selector: Any,
     *,
     approximate: bool,
     to_scores: Callable[[np.ndarray], np.ndarray],
     exact: ExactSearch,
 ) -> SearchResults:
-    """Top-``k`` (k <= len(allowed)) of the ``allowed`` ids per query row of an ID-mapped index of an
-    ``approximate`` kind or not; ``to_scores`` turns faiss distances into similarities; ``exact``
-    answers what faiss cannot or should not (see the module docstring)."""
-    small = len(allowed) * index.d <= EXACT_SEARCH_ELEMENTS
-    params = None if approximate and small else selector_params(index, allowed, k)
+    """Top-``k`` (k <= size) of the ``size`` ids that ``selector`` selects, per query row of an ID-mapped
+    index of an ``approximate`` kind or not; ``to_scores`` turns faiss distances into similarities;
+    ``exact`` answers what faiss cannot or should not (see the module docstring)."""
+    small = size * index.d <= EXACT_SEARCH_ELEMENTS
+    params = None if approximate and small else selector_params(index, selector, k)
     if params is None:
         return exact(np.arange(len(queries)))
-    distances, ids = _search_numpy(index)(queries, k, params=params[0])
+    distances, ids = search_numpy(index)(queries, k, params=params)
     ids = np.asarray(ids, dtype=np.int64)
     scores = np.where(ids == PAD_ID, -np.inf, to_scores(distances)).astype(np.float32)
-    short = np.flatnonzero((ids != PAD_ID).sum(axis=1) < k)
+    return completed(SearchResults(ids=ids, scores=scores), k, exact)
+
+
+def completed(found: SearchResults, k: int, exact: ExactSearch) -> SearchResults:
+    """``found`` with the rows that hold fewer than ``k`` results redone by ``exact``."""
+    short = np.flatnonzero((found.ids != PAD_ID).sum(axis=1) < k)
     if len(short):
         redone = exact(short)
-        ids[short], scores[short] = redone.ids, redone.scores
-    return SearchResults(ids=ids, scores=scores)
+        found.ids[short], found.scores[short] = redone.ids, redone.scores
+    return found
 
 
 def exact_selected(
@@ -101,7 +112,7 @@ def exact_selected(
     return SearchResults(np.take_along_axis(ids, order, 1), np.take_along_axis(scores, order, 1))
 
 
-def _search_numpy(index: faiss.Index | faiss.IndexBinary) -> Callable[..., tuple[np.ndarray, np.ndarray]]:
+def search_numpy(index: faiss.Index | faiss.IndexBinary) -> Callable[..., tuple[np.ndarray, np.ndarray]]:
     """faiss's own numpy ``search``, which takes ``params=``.
 
     ``faiss.contrib.torch_utils`` (imported by pytorch-metric-learning, so by any process that also

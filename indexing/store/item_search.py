@@ -9,15 +9,15 @@ from typing import Literal
 
 import numpy as np
 
-from retrieval.indexing.store.index_store import IndexStore
 from retrieval.indexing.store.item_filter import ItemFilter
 from retrieval.indexing.store.items_db import Item
+from retrieval.indexing.store.open_store import Store
 
 Hit = tuple[Item, float]
 
 
 def ranked_hits(
-    store: IndexStore,
+    store: Store,
     vectors: np.ndarray,
     k: int,
     *,
@@ -39,7 +39,7 @@ def ranked_hits(
 
 
 def similar_hits(
-    store: IndexStore,
+    store: Store,
     item_ids: Sequence[int],
     k: int,
     *,

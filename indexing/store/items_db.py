@@ -124,6 +124,28 @@ class ItemsDb:
     def set_generation(self, generation: int) -> None:
         self._db.execute("UPDATE meta SET value = ? WHERE key = 'generation'", (str(generation),))
 
+    def meta(self, key: str, default: str) -> str:
+        """A value of the ``meta`` table (``default`` where it was never set)."""
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return default if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    def set_rows(self, ids: Sequence[int], rows: Sequence[int]) -> None:
+        """Point the given items at new embedding rows (a compaction's renumbering). The rows are
+        negated first, so a new row may be an old row of another item of the batch (``row`` is UNIQUE)."""
+        pairs = [(int(row), int(item_id)) for item_id, row in zip(ids, rows, strict=True)]
+        self._db.executemany("UPDATE items SET row = -1 - row WHERE id = ?", [(i,) for _, i in pairs])
+        self._db.executemany("UPDATE items SET row = ? WHERE id = ?", pairs)
+
+    def has_label(self, label: str) -> bool:
+        return self._db.execute("SELECT 1 FROM items WHERE label = ? LIMIT 1", (label,)).fetchone() is not None
+
+    def labels_of(self, ids: Sequence[int]) -> list[str]:
+        """The distinct labels of the given items."""
+        return sorted({item.label for item in self.items(ids) if item is not None})
+
     def insert(self, records: Sequence[ImageRecord], rows: Sequence[int]) -> list[int]:
         """Insert records whose embeddings sit at ``rows``; returns their new ids in order."""
         ids = []

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from pathlib import Path
+from typing import Literal
 
 import faiss
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -18,6 +19,7 @@ from retrieval.indexing.common.artifact_names import INDEX_MANIFEST_NAME
 from retrieval.indexing.common.atomic_write import atomic_write_text
 from retrieval.indexing.common.errors import IndexFormatError
 from retrieval.indexing.model.manifest import ModelManifest
+from retrieval.indexing.store.compaction import CompactionPolicy
 
 INDEX_FORMAT_VERSION = 1
 
@@ -47,6 +49,14 @@ class IndexManifest(BaseModel):
     build_id: str = Field("", description="random id of the build; a rebuild of the same directory gets a new one")
     updated_at: str
     faiss_version: str = faiss.__version__
+    delta_segments: int = Field(0, ge=0, description="append-only segments beside the base (segments/)")
+    tombstones: int = Field(0, ge=0, description="removed items still stored in a segment until a compaction")
+    compaction: CompactionPolicy = Field(default_factory=CompactionPolicy)
+    backend: Literal["files", "milvus"] = Field(
+        "files", description="files: faiss + SQLite in this directory; milvus: the items live in a Milvus collection"
+    )
+    milvus_uri: str | None = Field(None, description="milvus backend: server URL or milvus-lite .db file")
+    milvus_collection: str | None = Field(None, description="milvus backend: the collection holding the items")
 
 
 def manifest_path(index_dir: Path) -> Path:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from retrieval.indexing.model.embedding_files import EmbeddingTable
-from retrieval.indexing.store.index_store import IndexStore
+from retrieval.indexing.store.open_store import Store
 
 
-def stored_embedding_table(store: IndexStore) -> EmbeddingTable:
+def stored_embedding_table(store: Store) -> EmbeddingTable:
     """The stored (float16 -> float32) embeddings of every item, with the item ids the index uses."""
     items = store.all_items()
     ids = [item.id for item in items]

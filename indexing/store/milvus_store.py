@@ -1,0 +1,283 @@
+"""An index whose items live in a Milvus collection: the ``IndexStore`` interface over pymilvus.
+
+The index directory keeps ``manifest.json`` (``backend: milvus``, the URI and the collection) and
+``model/``; Milvus holds the items (schema in ``milvus_client``). Search: float = exact inner
+product (FLAT, IP) on the float vectors; binary = exact Hamming (BIN_FLAT) on the 2048-bit codes,
+scored ``1 - 2 * hamming / bits`` like the files backend; ``rerank=N`` = a Hamming top-N
+shortlist re-ordered by the inner product (the cosine of L2-normalised embeddings) with the
+shortlist's float vectors, fetched from Milvus. ``where`` filters run inside Milvus
+(``milvus_filter``). Ties in score are ordered by ascending id.
+
+Writes: ids come from a counter in the meta collection (never reused); an add inserts its rows,
+then records its idempotency key. Milvus has no multi-row transactions and no id sequence, so one
+writer at a time is assumed (the CLI or one service replica), and a crash mid-add can leave ids
+unused or an add without its idempotency record (a retry then adds again). Not thread-safe: the
+service calls it from one store thread, like ``IndexStore``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from retrieval.indexing.common.errors import DataError, IndexFormatError, ItemNotFoundError
+from retrieval.indexing.data.records import ImageRecord
+from retrieval.indexing.search.binary import binarize, hamming_to_similarity
+from retrieval.indexing.search.results import PAD_ID, SearchResults
+from retrieval.indexing.store.index_store import IndexStore
+from retrieval.indexing.store.item_filter import ItemFilter
+from retrieval.indexing.store.items_db import Item
+from retrieval.indexing.store.manifest import IndexManifest, load_index_manifest
+from retrieval.indexing.store.milvus_client import MAX_TOPK, TIMEOUT_S, connect, meta_collection, milvus_call
+from retrieval.indexing.store.milvus_filter import filter_expression, in_expression, text_key
+from retrieval.indexing.store.milvus_rows import item_rows, next_id, read_items, recall, remember, save_next_id
+from retrieval.indexing.store.store_updates import validate_labels
+
+_ITEM_FIELDS = ["id", "path", "label", "split", "is_query", "is_gallery", "metadata"]
+_CHUNK = 1000  # ids per query: keeps the expression and the reply small
+
+
+class MilvusStore:
+    """Search, look up, add and remove items of an index directory whose items live in Milvus."""
+
+    def __init__(self, index_dir: Path, manifest: IndexManifest, client: Any) -> None:
+        self.index_dir = Path(index_dir)
+        self.manifest = manifest
+        self.uri = str(manifest.milvus_uri)
+        self.collection = str(manifest.milvus_collection)
+        self._client = client
+        self._count = self._live_count()
+
+    @classmethod
+    def open(cls, index_dir: Path, *, expected_model_sha256: str | None = None, force: bool = False) -> MilvusStore:
+        """Open the collection a ``backend: milvus`` manifest names (checking the model like ``IndexStore``)."""
+        manifest = load_index_manifest(index_dir)
+        if manifest.backend != "milvus" or not manifest.milvus_uri or not manifest.milvus_collection:
+            raise IndexFormatError(f"{index_dir} is not a milvus index (its manifest names no Milvus collection)")
+        if expected_model_sha256 and expected_model_sha256 != manifest.model_sha256 and not force:
+            raise IndexFormatError(
+                f"index was built with model {manifest.model_sha256[:12]} but the query model is "
+                f"{expected_model_sha256[:12]}; rebuild the index or pass --force"
+            )
+        client = connect(manifest.milvus_uri)
+        name = manifest.milvus_collection
+        for wanted in (name, meta_collection(name)):
+            if not milvus_call(manifest.milvus_uri, "has_collection", partial(client.has_collection, wanted)):
+                client.close()
+                raise IndexFormatError(
+                    f"Milvus at {manifest.milvus_uri} has no collection {wanted}; rebuild the index with "
+                    f"`retrieval index build --backend milvus --out {index_dir}`"
+                )
+            milvus_call(manifest.milvus_uri, "load_collection", partial(client.load_collection, wanted))
+        return cls(index_dir, manifest, client)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> MilvusStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, what: str, method: str, *args: Any, **kwargs: Any) -> Any:
+        call = getattr(self._client, method)
+        return milvus_call(self.uri, what, partial(call, *args, timeout=TIMEOUT_S, **kwargs))
+
+    # ----- reading -----------------------------------------------------------------------
+    @property
+    def count(self) -> int:
+        return self._count
+
+    @property
+    def dim(self) -> int:
+        return self.manifest.dim
+
+    def _live_count(self) -> int:
+        rows = self._call("count", "query", self.collection, filter="", output_fields=["count(*)"])
+        return int(rows[0]["count(*)"])
+
+    def ids(self) -> np.ndarray:
+        """All item ids, ascending."""
+        found = [row["id"] for row in self._scan(["id"])]
+        return np.sort(np.asarray(found, dtype=np.int64))
+
+    def _scan(self, fields: list[str]) -> list[dict[str, Any]]:
+        iterator = self._call("query_iterator", "query_iterator", self.collection, filter="", output_fields=fields)
+        rows: list[dict[str, Any]] = []
+        try:
+            while batch := milvus_call(self.uri, "query_iterator", iterator.next):
+                rows += batch
+        finally:
+            iterator.close()
+        return rows
+
+    def items(self, ids: Sequence[int]) -> list[Item | None]:
+        """Items in the order of ``ids``; ``None`` for ids that do not exist (e.g. faiss's -1)."""
+        wanted = [int(i) for i in ids]
+        found = read_items(self._rows_by_id([i for i in set(wanted) if i >= 0], _ITEM_FIELDS))
+        return [found.get(i) for i in wanted]
+
+    def item(self, item_id: int) -> Item:
+        (found,) = self.items([item_id])
+        if found is None:
+            raise ItemNotFoundError(f"there is no item {item_id} in the index")
+        return found
+
+    def hits(
+        self, results: SearchResults, row: int = 0, *, exclude: int | None = None, limit: int | None = None
+    ) -> list[tuple[Item, float]]:
+        """As ``IndexStore.hits``, which needs only ``items``: the one ids -> items path."""
+        return IndexStore.hits(self, results, row, exclude=exclude, limit=limit)  # type: ignore[arg-type]
+
+    def paths_in_use(self, paths: Sequence[str]) -> set[str]:
+        """Which of ``paths`` some item of the index still points to."""
+        wanted = set(paths)
+        keys = sorted({text_key(path) for path in wanted})
+        rows = self._call(
+            "query", "query", self.collection, filter=in_expression("path_key", keys), output_fields=["path"]
+        )
+        return {row["path"] for row in rows if row["path"] in wanted}
+
+    def all_items(self) -> list[Item]:
+        """Every item, ascending by id."""
+        found = read_items(self._scan(_ITEM_FIELDS))
+        return [found[i] for i in sorted(found)]
+
+    def embedding(self, item_id: int) -> np.ndarray:
+        return self.embeddings_of([item_id])[0]
+
+    def embeddings_of(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
+        """Stored float32 embeddings (n, d) of existing item ids, in the order given."""
+        wanted = np.asarray(ids, dtype=np.int64).reshape(-1)
+        rows = {row["id"]: row["vector"] for row in self._rows_by_id(np.unique(wanted).tolist(), ["vector"])}
+        missing = [int(i) for i in wanted if int(i) not in rows]
+        if missing:
+            raise ItemNotFoundError(f"there is no item {missing[0]} in the index")
+        return np.asarray([rows[int(i)] for i in wanted], dtype=np.float32).reshape(len(wanted), self.dim)
+
+    def _rows_by_id(self, ids: list[int], fields: list[str]) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        for start in range(0, len(ids), _CHUNK):
+            chunk = ids[start : start + _CHUNK]
+            expression = in_expression("id", chunk)
+            rows += self._call("query", "query", self.collection, filter=expression, output_fields=["id", *fields])
+        return rows
+
+    # ----- searching ---------------------------------------------------------------------
+    def search(
+        self,
+        vectors: np.ndarray,
+        k: int,
+        *,
+        kind: Literal["float", "binary"] = "float",
+        rerank: int | None = None,
+        where: ItemFilter | None = None,
+    ) -> SearchResults:
+        """Top-``k`` item ids per query row, best first (``PAD_ID`` past a filter's matches); scores as
+        ``IndexStore.search``."""
+        queries = self._check_queries(vectors, k)
+        k = min(k, self.count, MAX_TOPK)
+        expression = filter_expression(where) if where is not None else ""
+        if kind == "float":
+            return self._search("vector", [row.tolist() for row in queries], k, "IP", expression)
+        if kind != "binary":
+            raise DataError(f"unknown search kind {kind!r}; use 'float' or 'binary'")
+        codes = [code.tobytes() for code in binarize(queries, self.manifest.binarization_threshold)]
+        if rerank:
+            shortlist = self._search("code", codes, min(max(rerank, k), self.count, MAX_TOPK), "HAMMING", expression)
+            return self._rerank(queries, shortlist.ids, k)
+        found = self._search("code", codes, k, "HAMMING", expression)
+        valid = found.ids != PAD_ID
+        scores = np.where(valid, hamming_to_similarity(np.where(valid, found.scores, 0), self.manifest.bits), -np.inf)
+        return SearchResults(found.ids, scores.astype(np.float32))
+
+    def _search(self, field: str, data: list[Any], k: int, metric: str, expression: str) -> SearchResults:
+        """Raw Milvus results, padded to k: scores are inner products, or Hamming distances (ascending)."""
+        replies = self._call(
+            "search",
+            "search",
+            self.collection,
+            data=data,
+            anns_field=field,
+            limit=k,
+            filter=expression,
+            search_params={"metric_type": metric},
+            output_fields=[],
+        )
+        ids = np.full((len(data), k), PAD_ID, dtype=np.int64)
+        scores = np.full((len(data), k), -np.inf, dtype=np.float32)
+        sign = -1.0 if metric == "HAMMING" else 1.0  # sort key: higher = better
+        for row, hits in enumerate(replies):
+            found_ids = np.asarray([hit["id"] for hit in hits], dtype=np.int64)
+            found = np.asarray([hit["distance"] for hit in hits], dtype=np.float32)
+            order = np.lexsort((found_ids, -sign * found))
+            ids[row, : len(order)], scores[row, : len(order)] = found_ids[order], found[order]
+        return SearchResults(ids, scores)
+
+    def _rerank(self, queries: np.ndarray, shortlist: np.ndarray, k: int) -> SearchResults:
+        """Order each binary shortlist by the inner product with its items' float vectors."""
+        ids = np.full((len(queries), k), PAD_ID, dtype=np.int64)
+        scores = np.full((len(queries), k), -np.inf, dtype=np.float32)
+        for q, candidates in enumerate(shortlist):
+            candidates = np.sort(candidates[candidates != PAD_ID])
+            similarity = self.embeddings_of(candidates) @ queries[q]
+            order = np.argsort(-similarity, kind="stable")[:k]
+            ids[q, : len(order)], scores[q, : len(order)] = candidates[order], similarity[order]
+        return SearchResults(ids=ids, scores=scores)
+
+    def _check_queries(self, vectors: np.ndarray, k: int) -> np.ndarray:
+        queries = np.atleast_2d(np.asarray(vectors, dtype=np.float32))
+        if queries.ndim != 2 or queries.shape[1] != self.dim:
+            raise DataError(
+                f"query vectors have shape {queries.shape} but the index holds {self.dim}-d embeddings; "
+                "embed queries with the model the index was built with"
+            )
+        if k < 1:
+            raise DataError(f"k must be at least 1, got {k}")
+        if self.count == 0:
+            raise DataError(f"the index {self.index_dir} is empty; add images with `retrieval index add`")
+        return np.ascontiguousarray(queries)
+
+    # ----- updating ----------------------------------------------------------------------
+    def add(
+        self, records: Sequence[ImageRecord], embeddings: np.ndarray, *, idempotency_key: str | None = None
+    ) -> list[int]:
+        """Add items with their (n, d) embeddings; returns the new item ids (see the module docstring)."""
+        vectors = np.asarray(embeddings, dtype=np.float32)
+        if vectors.ndim != 2 or vectors.shape[1] != self.dim or len(vectors) != len(records):
+            raise DataError(
+                f"add() needs one {self.dim}-d embedding per record, got {vectors.shape} for {len(records)} records"
+            )
+        validate_labels(records)
+        if not records:
+            return []
+        meta = meta_collection(self.collection)
+        first = next_id(self._client, meta, self.uri)
+        ids = list(range(first, first + len(records)))
+        save_next_id(self._client, meta, self.uri, first + len(records))
+        rows = item_rows(records, vectors, ids, self.manifest.binarization_threshold)
+        self._call("insert", "insert", self.collection, data=rows)
+        self._count += len(ids)
+        if idempotency_key is not None:
+            remember(self._client, meta, self.uri, idempotency_key, {"ids": ids, "count": self._count})
+        return ids
+
+    def recall(self, idempotency_key: str) -> dict[str, Any] | None:
+        """``{"ids": [...], "count": n}`` of the add first made under this key, or None."""
+        return recall(self._client, meta_collection(self.collection), self.uri, idempotency_key)
+
+    def remove(self, ids: Sequence[int]) -> int:
+        """Remove items by id (unknown ids are ignored); returns how many were removed."""
+        wanted = sorted({int(i) for i in ids})
+        present = [row["id"] for row in self._rows_by_id(wanted, [])]
+        if not present:
+            return 0
+        for start in range(0, len(present), _CHUNK):
+            self._call("delete", "delete", self.collection, ids=present[start : start + _CHUNK])
+        self._count -= len(present)
+        return len(present)

@@ -1,0 +1,258 @@
+"""Updates of an open index (the ``IndexStore`` methods that write): add, remove, compact.
+
+Each update is one generation under the protocol of ``index_store``: new files first, then ONE SQLite
+transaction (the commit point), then the rest, then the manifest. An add writes one delta segment
+(O(added): the base is not touched), a remove only deletes SQLite rows (its items become tombstones),
+and a compaction writes the merged segment before its commit (``compaction.py`` says when).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from retrieval.indexing.common.artifact_names import EMBEDDINGS_NAME
+from retrieval.indexing.common.errors import DataError, IndexChangedError, IndexNotWritableError
+from retrieval.indexing.data.records import ImageRecord, is_blank_label
+from retrieval.indexing.store.compaction import CompactionPlan, CompactionPolicy, major_plan, plan_compaction
+from retrieval.indexing.store.faiss_kinds import binary_kind, float_kind
+from retrieval.indexing.store.items_db import ItemsDb
+from retrieval.indexing.store.manifest import IndexManifest, load_index_manifest, save_index_manifest, utc_now
+from retrieval.indexing.store.segment_files import load_embeddings, write_embeddings, write_faiss_files
+from retrieval.indexing.store.segment_merge import write_merged
+from retrieval.indexing.store.segment_set import SegmentSet
+from retrieval.indexing.store.segments import (
+    Segment,
+    SegmentInfo,
+    base_generation,
+    commit_base_generation,
+    commit_deltas,
+    delta_kinds,
+    delta_name,
+    finish_base_swap,
+    index_segment,
+    remove_uncommitted,
+    segment_dir,
+    staged_base_dir,
+)
+from retrieval.indexing.store.write_lock import exclusive_writer, remove_temp_files
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CompactionResult:
+    """What ``IndexStore.compact`` did: segments and tombstones before and after, and how long it took."""
+
+    segments_before: int
+    tombstones_before: int
+    segments_after: int
+    tombstones_after: int
+    seconds: float
+
+
+class StoreUpdates:
+    """The writing half of ``IndexStore`` (not thread-safe, like the store)."""
+
+    index_dir: Path
+    manifest: IndexManifest
+    _db: ItemsDb
+    _set: SegmentSet
+
+    @property
+    def count(self) -> int:
+        return self._set.count
+
+    @property
+    def dim(self) -> int:
+        return self.manifest.dim
+
+    @property
+    def segment_count(self) -> int:
+        """Segments searched: the base plus the deltas."""
+        return len(self._set.segments)
+
+    @property
+    def tombstone_count(self) -> int:
+        """Removed items still stored in a segment (dropped at search time until a compaction)."""
+        return self._set.tombstones
+
+    def _base_searchers(self) -> None:
+        raise NotImplementedError  # IndexStore: the base segment's searchers
+
+    def add(
+        self, records: Sequence[ImageRecord], embeddings: np.ndarray, *, idempotency_key: str | None = None
+    ) -> list[int]:
+        """Add items with their (n, d) embeddings as a new delta segment; returns the new item ids.
+
+        With ``idempotency_key``, the ids and the count after this add are recorded in the same
+        transaction as the items, so a retried request can be answered from ``recall`` instead of
+        adding the items twice. An automatic compaction may follow (``compaction.py``)."""
+        with self._writing():
+            ids = self._add(records, embeddings, idempotency_key)
+            self._compact_if_due()
+            return ids
+
+    def recall(self, idempotency_key: str) -> dict[str, Any] | None:
+        """``{"ids": [...], "count": n}`` of the add first made under this key, or None."""
+        return self._db.recall(idempotency_key)
+
+    def remove(self, ids: Sequence[int]) -> int:
+        """Remove items by id (unknown ids are ignored); returns how many were removed. The items become
+        tombstones of their segments; an automatic compaction may follow."""
+        with self._writing():
+            removed = self._remove(ids)
+            self._compact_if_due()
+            return removed
+
+    def compact(self, *, policy: CompactionPolicy | None = None) -> CompactionResult:
+        """Merge the base, every delta and no tombstone into a new base (nothing to do for a compact
+        index); ``policy`` replaces the stored thresholds of automatic compaction."""
+        started = time.perf_counter()
+        before = (self.segment_count, self.tombstone_count)
+        with self._writing():
+            if policy is not None:
+                self.manifest = self.manifest.model_copy(update={"compaction": policy})
+            if before != (1, 0):
+                self._compact(major_plan(self.segment_count))
+            else:
+                save_index_manifest(self.index_dir, self.manifest)
+        after = (self.segment_count, self.tombstone_count)
+        return CompactionResult(*before, *after, time.perf_counter() - started)
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Hold the cross-process writer lock and check that the directory on disk is still the
+        generation this store extends; a failed write (read-only mount, full disk) is an
+        IndexNotWritableError."""
+        try:
+            with exclusive_writer(self.index_dir):
+                self._check_unchanged_on_disk()
+                remove_temp_files(self.index_dir)  # only writers write there, and we are the only one
+                remove_uncommitted(self.index_dir, self._set.deltas, base_generation(self._db))
+                yield
+        except OSError as error:
+            raise IndexNotWritableError(
+                f"cannot write to the index directory {self.index_dir} ({error.strerror or error}); "
+                "mount it writable to add or remove items"
+            ) from None
+
+    def _check_unchanged_on_disk(self) -> None:
+        on_disk = load_index_manifest(self.index_dir)
+        mine = (self.manifest.generation, self.manifest.build_id, self.manifest.created_at)
+        theirs = (on_disk.generation, on_disk.build_id, on_disk.created_at)
+        if theirs != mine or self._db.generation != self.manifest.generation:
+            raise IndexChangedError(
+                f"{self.index_dir} was changed by another writer (generation {on_disk.generation} built "
+                f"{on_disk.created_at} on disk, {self.manifest.generation} built {self.manifest.created_at} "
+                "here); reopen it (the service: POST /admin/reload) and retry"
+            )
+
+    def _add(self, records: Sequence[ImageRecord], embeddings: np.ndarray, key: str | None) -> list[int]:
+        vectors = np.asarray(embeddings, dtype=np.float32)
+        if vectors.ndim != 2 or vectors.shape[1] != self.dim or len(vectors) != len(records):
+            raise DataError(
+                f"add() needs one {self.dim}-d embedding per record, got {vectors.shape} for {len(records)} records"
+            )
+        validate_labels(records)
+        if not records:
+            return []
+        generation = self.manifest.generation + 1
+        info = SegmentInfo(delta_name(generation), self._set.next_row, len(records))
+        directory = segment_dir(self.index_dir, info.name)
+        write_embeddings(directory, vectors)
+        new_labels = {record.label for record in records if not self._db.has_label(record.label)}
+        with self._db.transaction():
+            ids = self._db.insert(records, range(info.first_row, info.end_row))
+            commit_deltas(self._db, [*self._set.deltas, info])
+            self._db.set_generation(generation)
+            if key is not None:
+                self._db.remember(key, {"ids": ids, "count": self.count + len(ids)})
+        id_array = np.asarray(ids, dtype=np.int64)
+        float_index, binary_index = index_segment(
+            delta_kinds(), vectors, id_array, self.manifest.binarization_threshold
+        )
+        write_faiss_files(directory, float_index, binary_index)
+        stored = load_embeddings(directory / EMBEDDINGS_NAME, self.dim)
+        segment = Segment(info, stored, float_index, binary_index, *delta_kinds())
+        self._set.append(segment, id_array, np.arange(info.first_row, info.end_row, dtype=np.int64))
+        self._save_manifest(generation, self.manifest.num_labels + len(new_labels))
+        return ids
+
+    def _remove(self, ids: Sequence[int]) -> int:
+        wanted = np.unique(np.asarray(list(ids), dtype=np.int64))
+        present = wanted[np.isin(wanted, self._set.ids)]
+        if len(present) == 0:
+            return 0
+        labels = self._db.labels_of(present.tolist())
+        generation = self.manifest.generation + 1
+        with self._db.transaction():
+            removed = self._db.delete(present.tolist())
+            self._db.set_generation(generation)
+        self._set.drop(present)
+        gone = sum(not self._db.has_label(label) for label in labels)
+        self._save_manifest(generation, self.manifest.num_labels - gone)
+        return removed
+
+    def _compact_if_due(self) -> None:
+        """Run the compaction the stored policy asks for; a failure leaves the committed update intact."""
+        plan = plan_compaction(self.manifest.compaction, self._set.sizes())
+        if plan is None:
+            return
+        try:
+            self._compact(plan)
+        except OSError as error:
+            _log.warning("%s: automatic compaction failed (%s); the update itself is saved", self.index_dir, error)
+
+    def _compact(self, plan: CompactionPlan) -> None:
+        """Merge the planned segments into a new base (major) or a new delta, as one generation."""
+        generation = self.manifest.generation + 1
+        live = sum(self._set.segments[p].live_count for p in plan.positions)
+        if plan.major:
+            target = SegmentInfo("", 0, live)
+            directory = staged_base_dir(self.index_dir, generation)
+            kinds = (float_kind(self.manifest.float_kind), binary_kind(self.manifest.binary_kind))
+        else:
+            target = SegmentInfo(delta_name(generation), self._set.next_row, live)
+            directory, kinds = segment_dir(self.index_dir, target.name), delta_kinds()
+        merged = write_merged(self._set, plan.positions, target, directory, kinds, self.manifest.binarization_threshold)
+        kept = [info for p, info in enumerate(self._set.deltas, start=1) if p not in plan.positions]
+        with self._db.transaction():
+            self._db.set_rows(merged.ids.tolist(), merged.rows.tolist())
+            commit_deltas(self._db, kept if plan.major else [*kept, target])
+            if plan.major:
+                commit_base_generation(self._db, generation)
+            self._db.set_generation(generation)
+        if plan.major:
+            finish_base_swap(self.index_dir, generation)  # the memory map follows its file
+        remove_uncommitted(self.index_dir, kept if plan.major else [*kept, target], base_generation(self._db))
+        self._set.replace(plan.positions, merged.segment, merged.ids, merged.rows)
+        if plan.major:
+            self._base_searchers()
+        self._save_manifest(generation, self.manifest.num_labels)
+
+    def _save_manifest(self, generation: int, num_labels: int) -> None:
+        update = {
+            "generation": generation,
+            "count": self.count,
+            "num_labels": num_labels,
+            "updated_at": utc_now(),
+            "delta_segments": self.segment_count - 1,
+            "tombstones": self.tombstone_count,
+        }
+        self.manifest = self.manifest.model_copy(update=update)
+        save_index_manifest(self.index_dir, self.manifest)
+
+
+def validate_labels(records: Sequence[ImageRecord]) -> None:
+    """Every item needs a class label; an empty one would silently form its own class."""
+    for record in records:
+        if is_blank_label(record.label):
+            raise DataError(f"image {record.path} has an empty label; give every image a class name")
