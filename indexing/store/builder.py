@@ -43,7 +43,7 @@ from retrieval.indexing.store.items_db import ItemsDb
 from retrieval.indexing.store.manifest import IndexManifest, save_index_manifest, utc_now
 from retrieval.indexing.store.milvus_build import MilvusTarget, write_milvus_index
 from retrieval.indexing.store.segment_files import write_embeddings, write_faiss_files
-from retrieval.indexing.store.store_updates import validate_labels
+from retrieval.indexing.store.store_checks import validate_labels
 from retrieval.indexing.store.write_lock import exclusive_writer
 
 

@@ -51,7 +51,8 @@ from retrieval.indexing.store.segments import (
     segment_dir,
     staged_base_dir,
 )
-from retrieval.indexing.store.store_updates import CompactionResult, StoreUpdates, validate_labels
+from retrieval.indexing.store.store_checks import checked_queries, rerank_shortlist, validate_labels
+from retrieval.indexing.store.store_updates import CompactionResult, StoreUpdates
 from retrieval.indexing.store.write_lock import exclusive_writer
 
 _log = logging.getLogger(__name__)
@@ -192,7 +193,7 @@ class IndexStore(StoreUpdates):
         segments) by the exact inner product with the stored (float16) embeddings. ``where`` keeps
         only the items that pass the filter (``filtered_search``): min(k, matches) results per row.
         """
-        queries = self._check_queries(vectors, k)
+        queries = checked_queries(vectors, k, dim=self.dim, count=self.count, index_dir=self.index_dir)
         if kind not in ("float", "binary"):
             raise DataError(f"unknown search kind {kind!r}; use 'float' or 'binary'")
         allowed = self._db.matching_ids(where) if where is not None else None
@@ -205,7 +206,7 @@ class IndexStore(StoreUpdates):
         codes = binarize(queries, self.manifest.binarization_threshold)
         if rerank:
             shortlist = self._search_segments(codes, min(max(rerank, k), total), "binary", allowed)
-            return self._rerank(queries, shortlist.ids, k)
+            return rerank_shortlist(queries, shortlist.ids, k, self.embeddings_of)
         return self._search_segments(codes, k, "binary", allowed)
 
     def _search_segments(self, data: np.ndarray, k: int, family: str, allowed: np.ndarray | None) -> SearchResults:
@@ -249,30 +250,6 @@ class IndexStore(StoreUpdates):
 
     def _hamming_scores(self, distances: np.ndarray) -> np.ndarray:
         return hamming_to_similarity(distances, self.manifest.bits)
-
-    def _check_queries(self, vectors: np.ndarray, k: int) -> np.ndarray:
-        queries = np.atleast_2d(np.asarray(vectors, dtype=np.float32))
-        if queries.ndim != 2 or queries.shape[1] != self.dim:
-            raise DataError(
-                f"query vectors have shape {queries.shape} but the index holds {self.dim}-d embeddings; "
-                "embed queries with the model the index was built with"
-            )
-        if k < 1:
-            raise DataError(f"k must be at least 1, got {k}")
-        if self.count == 0:
-            raise DataError(f"the index {self.index_dir} is empty; add images with `retrieval index add`")
-        return np.ascontiguousarray(queries)
-
-    def _rerank(self, queries: np.ndarray, shortlist: np.ndarray, k: int) -> SearchResults:
-        """Order each binary shortlist by exact inner product with the stored float embeddings."""
-        ids = np.full((len(queries), k), -1, dtype=np.int64)
-        scores = np.full((len(queries), k), -np.inf, dtype=np.float32)
-        for q, candidates in enumerate(shortlist):
-            candidates = candidates[candidates >= 0]
-            similarity = self.embeddings_of(candidates) @ queries[q]
-            order = np.argsort(-similarity, kind="stable")[:k]
-            ids[q, : len(order)], scores[q, : len(order)] = candidates[order], similarity[order]
-        return SearchResults(ids=ids, scores=scores)
 
     def _base_searchers(self) -> None:
         """The base segment's searchers (on the GPUs where possible)."""

@@ -35,7 +35,7 @@ from retrieval.indexing.store.manifest import IndexManifest, load_index_manifest
 from retrieval.indexing.store.milvus_client import MAX_TOPK, TIMEOUT_S, connect, meta_collection, milvus_call
 from retrieval.indexing.store.milvus_filter import filter_expression, in_expression, text_key
 from retrieval.indexing.store.milvus_rows import item_rows, next_id, read_items, recall, remember, save_next_id
-from retrieval.indexing.store.store_updates import validate_labels
+from retrieval.indexing.store.store_checks import checked_additions, checked_queries, rerank_shortlist
 
 _ITEM_FIELDS = ["id", "path", "label", "split", "is_query", "is_gallery", "metadata"]
 _CHUNK = 1000  # ids per query: keeps the expression and the reply small
@@ -180,7 +180,7 @@ class MilvusStore:
     ) -> SearchResults:
         """Top-``k`` item ids per query row, best first (``PAD_ID`` past a filter's matches); scores as
         ``IndexStore.search``."""
-        queries = self._check_queries(vectors, k)
+        queries = checked_queries(vectors, k, dim=self.dim, count=self.count, index_dir=self.index_dir)
         k = min(k, self.count, MAX_TOPK)
         expression = filter_expression(where) if where is not None else ""
         if kind == "float":
@@ -190,7 +190,7 @@ class MilvusStore:
         codes = [code.tobytes() for code in binarize(queries, self.manifest.binarization_threshold)]
         if rerank:
             shortlist = self._search("code", codes, min(max(rerank, k), self.count, MAX_TOPK), "HAMMING", expression)
-            return self._rerank(queries, shortlist.ids, k)
+            return rerank_shortlist(queries, shortlist.ids, k, self.embeddings_of)
         found = self._search("code", codes, k, "HAMMING", expression)
         valid = found.ids != PAD_ID
         scores = np.where(valid, hamming_to_similarity(np.where(valid, found.scores, 0), self.manifest.bits), -np.inf)
@@ -219,41 +219,12 @@ class MilvusStore:
             ids[row, : len(order)], scores[row, : len(order)] = found_ids[order], found[order]
         return SearchResults(ids, scores)
 
-    def _rerank(self, queries: np.ndarray, shortlist: np.ndarray, k: int) -> SearchResults:
-        """Order each binary shortlist by the inner product with its items' float vectors."""
-        ids = np.full((len(queries), k), PAD_ID, dtype=np.int64)
-        scores = np.full((len(queries), k), -np.inf, dtype=np.float32)
-        for q, candidates in enumerate(shortlist):
-            candidates = np.sort(candidates[candidates != PAD_ID])
-            similarity = self.embeddings_of(candidates) @ queries[q]
-            order = np.argsort(-similarity, kind="stable")[:k]
-            ids[q, : len(order)], scores[q, : len(order)] = candidates[order], similarity[order]
-        return SearchResults(ids=ids, scores=scores)
-
-    def _check_queries(self, vectors: np.ndarray, k: int) -> np.ndarray:
-        queries = np.atleast_2d(np.asarray(vectors, dtype=np.float32))
-        if queries.ndim != 2 or queries.shape[1] != self.dim:
-            raise DataError(
-                f"query vectors have shape {queries.shape} but the index holds {self.dim}-d embeddings; "
-                "embed queries with the model the index was built with"
-            )
-        if k < 1:
-            raise DataError(f"k must be at least 1, got {k}")
-        if self.count == 0:
-            raise DataError(f"the index {self.index_dir} is empty; add images with `retrieval index add`")
-        return np.ascontiguousarray(queries)
-
     # ----- updating ----------------------------------------------------------------------
     def add(
         self, records: Sequence[ImageRecord], embeddings: np.ndarray, *, idempotency_key: str | None = None
     ) -> list[int]:
         """Add items with their (n, d) embeddings; returns the new item ids (see the module docstring)."""
-        vectors = np.asarray(embeddings, dtype=np.float32)
-        if vectors.ndim != 2 or vectors.shape[1] != self.dim or len(vectors) != len(records):
-            raise DataError(
-                f"add() needs one {self.dim}-d embedding per record, got {vectors.shape} for {len(records)} records"
-            )
-        validate_labels(records)
+        vectors = checked_additions(records, embeddings, self.dim)
         if not records:
             return []
         meta = meta_collection(self.collection)

@@ -39,7 +39,7 @@ from retrieval.indexing.store.builder import copy_model
 from retrieval.indexing.store.faiss_kinds import binary_kind, float_kind
 from retrieval.indexing.store.items_db import ItemsDb
 from retrieval.indexing.store.manifest import utc_now
-from retrieval.indexing.store.store_updates import validate_labels
+from retrieval.indexing.store.store_checks import validate_labels
 
 SHARD_FORMAT_VERSION = 1
 _SPEC = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")

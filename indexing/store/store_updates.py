@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from retrieval.indexing.common.artifact_names import EMBEDDINGS_NAME
-from retrieval.indexing.common.errors import DataError, IndexChangedError, IndexNotWritableError
-from retrieval.indexing.data.records import ImageRecord, is_blank_label
+from retrieval.indexing.common.errors import IndexChangedError, IndexNotWritableError
+from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.store.compaction import CompactionPlan, CompactionPolicy, major_plan, plan_compaction
 from retrieval.indexing.store.faiss_kinds import binary_kind, float_kind
 from retrieval.indexing.store.items_db import ItemsDb
@@ -42,6 +42,7 @@ from retrieval.indexing.store.segments import (
     segment_dir,
     staged_base_dir,
 )
+from retrieval.indexing.store.store_checks import checked_additions
 from retrieval.indexing.store.write_lock import exclusive_writer, remove_temp_files
 
 _log = logging.getLogger(__name__)
@@ -156,12 +157,7 @@ class StoreUpdates:
             )
 
     def _add(self, records: Sequence[ImageRecord], embeddings: np.ndarray, key: str | None) -> list[int]:
-        vectors = np.asarray(embeddings, dtype=np.float32)
-        if vectors.ndim != 2 or vectors.shape[1] != self.dim or len(vectors) != len(records):
-            raise DataError(
-                f"add() needs one {self.dim}-d embedding per record, got {vectors.shape} for {len(records)} records"
-            )
-        validate_labels(records)
+        vectors = checked_additions(records, embeddings, self.dim)
         if not records:
             return []
         generation = self.manifest.generation + 1
@@ -249,10 +245,3 @@ class StoreUpdates:
         }
         self.manifest = self.manifest.model_copy(update=update)
         save_index_manifest(self.index_dir, self.manifest)
-
-
-def validate_labels(records: Sequence[ImageRecord]) -> None:
-    """Every item needs a class label; an empty one would silently form its own class."""
-    for record in records:
-        if is_blank_label(record.label):
-            raise DataError(f"image {record.path} has an empty label; give every image a class name")
