@@ -85,10 +85,7 @@ def build_index(
     embedder = OnnxEmbedder(resolve_export_dir(model_dir), threads=threads)
     kept, embeddings, failures = embed_records(embedder, records, batch_size=batch_size, progress=progress)
     embed_seconds = time.perf_counter() - started
-    if milvus is not None:
-        manifest = write_milvus_index(Path(out_dir), embedder, kept, embeddings, milvus)
-    else:
-        manifest = write_index(Path(out_dir), embedder, kept, embeddings, kinds, progress=progress)
+    manifest = write_index(Path(out_dir), embedder, kept, embeddings, kinds, progress=progress, milvus=milvus)
     return BuildReport(
         Path(out_dir),
         manifest.count,
@@ -135,8 +132,12 @@ def write_index(
     kinds: tuple[IndexKind, IndexKind],
     *,
     progress: bool = False,
+    milvus: MilvusTarget | None = None,
 ) -> IndexManifest:
-    """Write all files in a staging directory, then swap it in place of ``out_dir``."""
+    """Write all files in a staging directory, then swap it in place of ``out_dir`` (with ``milvus``:
+    the items into that collection, and the directory naming it; ``kinds`` then do not apply)."""
+    if milvus is not None:
+        return write_milvus_index(out_dir, embedder, records, embeddings, milvus)
     check_out_dir(out_dir)
     remove_dead_writers_leftovers(out_dir)
     staging = out_dir.parent / f".{out_dir.name}.building-{os.getpid()}"

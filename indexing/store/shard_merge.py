@@ -32,7 +32,7 @@ from retrieval.indexing.model.resolution import is_export_dir
 from retrieval.indexing.store.builder import write_index
 from retrieval.indexing.store.faiss_kinds import binary_kind, float_kind
 from retrieval.indexing.store.items_db import ItemsDb
-from retrieval.indexing.store.milvus_build import MilvusTarget, write_milvus_index
+from retrieval.indexing.store.milvus_build import MilvusTarget
 from retrieval.indexing.store.shards import ShardManifest
 
 REBUILD_SHARD = "rebuild it with `retrieval index build --shard I/N`"
@@ -152,10 +152,7 @@ def merge_shards(
     vectors = np.concatenate([np.asarray(p[2]) for p in parts])[order]
     model = _merge_model(dirs[0], first)
     ordered = [records[i] for i in order]
-    if milvus is not None:
-        manifest = write_milvus_index(Path(out_dir), model, ordered, vectors, milvus)
-    else:
-        manifest = write_index(Path(out_dir), model, ordered, vectors, kinds, progress=progress)
+    manifest = write_index(Path(out_dir), model, ordered, vectors, kinds, progress=progress, milvus=milvus)
     return MergeReport(
         Path(out_dir),
         manifest.count,
