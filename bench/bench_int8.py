@@ -3,7 +3,9 @@
 Exports the run twice through ``retrieval export``'s own code (fp32, and ``--quantize int8`` with its
 validation check), then, in this one process:
 - images/s of ``OnnxEmbedder.embed_arrays`` on the same preprocessed test images (same batch, same
-  threads), the models taking turns, median of ``--repeats`` rounds;
+  threads), one session at a time, the models taking turns, median of ``--repeats`` rounds of 3
+  batches, with onnxruntime's threads spinning between operators (the embedder's default) and
+  sleeping (the service's default);
 - MAP@R, R@1 (= P@1) of the test classes as ``retrieval eval --model`` measures them, float (inner
   product) and binary (sign bits, Hamming).
 
@@ -15,6 +17,7 @@ validation check), then, in this one process:
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import statistics
 import time
@@ -32,7 +35,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--compare", type=Path, nargs="*", default=[], help="more export dirs to time")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=5, help="timed rounds (each model runs one batch per round)")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=5,
+        help="timed rounds (each model and spin setting: a fresh session, 3 timed batches)",
+    )
     parser.add_argument("--no-quality", action="store_true", help="time only; skip the test-class metrics")
     return parser.parse_args()
 
@@ -60,20 +68,32 @@ def test_records(args: argparse.Namespace) -> list:
     return prepare_run_data(data, progress=False).splits.test
 
 
-def time_models(models: dict[str, Path], batch: np.ndarray, args: argparse.Namespace) -> dict[str, float]:
-    """Median images/s of each model, the models taking turns within every round."""
+SPIN_SETTINGS = (True, False)
+"""onnxruntime's threads spinning between operators (the embedder's default) or sleeping."""
+
+
+def time_models(models: dict[str, Path], batch: np.ndarray, args: argparse.Namespace) -> dict[tuple[str, bool], float]:
+    """Median images/s of each model under each spin setting, taking turns in every round.
+
+    Only one session exists at a time (made, warmed up, timed over 3 batches, closed): an idle
+    session's spinning threads would take the 2 cores from the session being timed, which is how
+    an earlier version of this bench, with every session open at once, measured INT8 at 1.8x.
+    """
     from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 
-    embedders = {name: OnnxEmbedder(path, threads=args.threads, providers="cpu") for name, path in models.items()}
-    for embedder in embedders.values():
-        embedder.embed_arrays(batch)  # warm-up
-    rates: dict[str, list[float]] = {name: [] for name in embedders}
+    rates: dict[tuple[str, bool], list[float]] = {}
     for _ in range(args.repeats):
-        for name, embedder in embedders.items():
-            started = time.perf_counter()
-            embedder.embed_arrays(batch)
-            rates[name].append(len(batch) / (time.perf_counter() - started))
-    return {name: statistics.median(values) for name, values in rates.items()}
+        for name, path in models.items():
+            for spin in SPIN_SETTINGS:
+                embedder = OnnxEmbedder(path, threads=args.threads, providers="cpu", spin_wait=spin)
+                embedder.embed_arrays(batch)  # warm-up
+                for _ in range(3):
+                    started = time.perf_counter()
+                    embedder.embed_arrays(batch)
+                    rates.setdefault((name, spin), []).append(len(batch) / (time.perf_counter() - started))
+                del embedder
+                gc.collect()
+    return {key: statistics.median(values) for key, values in rates.items()}
 
 
 def first_batch(records: list, model_dir: Path, size: int) -> np.ndarray:
@@ -95,15 +115,21 @@ def main() -> None:
     quality = {} if args.no_quality else measure_quality(dirs, records, args)
     print(
         f"\n{args.run}: {len(records)} test images; batch {args.batch}, {args.threads} threads, "
-        f"median of {args.repeats} rounds, load average {os.getloadavg()[0]:.1f}\n"
+        f"median of {args.repeats} rounds x 3 batches, load average {os.getloadavg()[0]:.1f}\n"
     )
-    print("| model | images/s | vs fp32 | MB | test MAP@R float | R@1 float | MAP@R binary | R@1 binary |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(
+        "| model | images/s | vs fp32 | images/s, threads sleeping | vs fp32 | MB "
+        "| test MAP@R float | R@1 float | MAP@R binary | R@1 binary |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name, path in models.items():
         size = (path / "model.onnx").stat().st_size / 1e6
         cells = quality.get(name)
         scores = " | ".join(f"{v:.4f}" for v in cells) if cells else "- | - | - | -"
-        print(f"| {name} | {rates[name]:.1f} | {rates[name] / rates['fp32']:.2f}x | {size:.1f} | {scores} |")
+        speeds = " | ".join(
+            f"{rates[name, spin]:.1f} | {rates[name, spin] / rates['fp32', spin]:.2f}x" for spin in SPIN_SETTINGS
+        )
+        print(f"| {name} | {speeds} | {size:.1f} | {scores} |")
     if quality:
         drops = [100 * (a - b) for a, b in zip(quality["fp32"], quality["int8"])]
         print(

@@ -30,6 +30,11 @@ from retrieval.training.run_dir import RunPaths, load_run_config, save_checkpoin
 from retrieval.training.transforms import build_eval_transform
 
 CALIBRATION = 24
+MAX_MAP_DROP = 5.0
+"""The check's limit in these tests. The random-weight model ranks the 24 validation images of 32 px
+with MAP@R 0.38, and one swapped neighbour moves that by points: quantization noise that keeps the
+embeddings' cosine to fp32 at 0.985 cost it 3 points. The 1-point default is for trained models
+(cub50: 0.3 points, docs/results.md); closeness here is asserted on the embeddings themselves."""
 
 
 def write_synth_run(run_dir: Path, data: Path) -> Path:
@@ -69,7 +74,7 @@ def run_dir(synth_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 def exports(run_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("exports")
     export_run(run_dir, out / "fp32")
-    export_run(run_dir, out / "int8", int8=Int8Request(calibration_images=CALIBRATION))
+    export_run(run_dir, out / "int8", int8=Int8Request(calibration_images=CALIBRATION, max_map_drop=MAX_MAP_DROP))
     return {"fp32": out / "fp32", "int8": out / "int8"}
 
 
@@ -77,9 +82,13 @@ def test_int8_graph_is_quantized(exports: dict[str, Path]) -> None:
     quantized = onnx.load(str(exports["int8"] / "model.onnx"))
     ops = {node.op_type for node in quantized.graph.node}
     assert {"QuantizeLinear", "DequantizeLinear"} <= ops
-    int8_weights = [i for i in quantized.graph.initializer if i.data_type == onnx.TensorProto.INT8 and len(i.dims) == 4]
-    assert len(int8_weights) >= 15  # resnet18's convolutions but the first
-    assert is_quantized(quantized) and not is_quantized(onnx.load(str(exports["fp32"] / "model.onnx")))
+    float_model = onnx.load(str(exports["fp32"] / "model.onnx"))
+    convolutions = sum(node.op_type == "Conv" for node in float_model.graph.node)
+    kernels = [i for i in quantized.graph.initializer if len(i.dims) == 4]
+    # every convolution's kernel is int8, the first one's (3 input channels) included
+    assert convolutions >= 16 and len(kernels) == convolutions
+    assert all(kernel.data_type == onnx.TensorProto.INT8 for kernel in kernels)
+    assert is_quantized(quantized) and not is_quantized(float_model)
 
 
 def test_manifest_records_the_quantization(exports: dict[str, Path], synth_data: Path) -> None:
@@ -93,7 +102,7 @@ def test_manifest_records_the_quantization(exports: dict[str, Path], synth_data:
     check = record.check
     assert check is not None and check.split == "val" and check.images == len(splits.val)
     assert 0 < check.map_at_r_int8 <= 1 and 0 < check.map_at_r_fp32 <= 1 and not check.forced
-    assert 100 * (check.map_at_r_fp32 - check.map_at_r_int8) <= check.max_map_drop == 1.0
+    assert 100 * (check.map_at_r_fp32 - check.map_at_r_int8) <= check.max_map_drop == MAX_MAP_DROP
     # everything else is the float model's contract, so index, eval and serve read it unchanged
     same = {"input_name", "output_name", "embedding_dim", "preprocessing", "backbone", "config_hash"}
     assert int8.model_dump(include=same) == fp32.model_dump(include=same)
@@ -111,7 +120,7 @@ def test_int8_embeddings_are_close_to_fp32(exports: dict[str, Path], synth_data:
     fp32 = OnnxEmbedder(exports["fp32"], threads=1).embed_paths(paths, progress=False).embeddings
     int8 = OnnxEmbedder(exports["int8"], threads=1).embed_paths(paths, progress=False).embeddings
     cosines = np.einsum("ij,ij->i", fp32, int8)
-    assert cosines.mean() > 0.9, cosines.mean()
+    assert cosines.mean() > 0.97 and cosines.min() > 0.9, (cosines.mean(), cosines.min())
     np.testing.assert_allclose(np.linalg.norm(int8, axis=1), 1.0, atol=1e-5)
 
 
