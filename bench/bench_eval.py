@@ -3,7 +3,8 @@
 Cases (clustered synthetic embeddings: class centre + noise, L2-normalised):
   a) N=60,000, d=512, 12,000 classes of 5   b) N=8,000, d=2048, 100 classes of 80
 Each evaluator runs in its own child process, so ru_maxrss (peak resident memory) of one does
-not contaminate the other; both children get the same environment (OPENBLAS_CORETYPE included).
+not contaminate the other; both children get the same environment (OPENBLAS_CORETYPE, and the
+`retrieval` command's thread settings, cli/thread_env.py, unless ``--no-thread-env``).
 k-NN metrics (P@1, R-precision, MAP@R, same-set protocol, pml k="max_bin_count") are timed
 WITHOUT NMI in both; NMI (faiss k-means, one cluster per class) is timed separately, with
 faiss's default k-means seed (1234, what pml's FaissKMeans uses) so both cluster identically.
@@ -30,6 +31,8 @@ import sys
 import time
 
 import numpy as np
+
+from retrieval.cli.thread_env import THREAD_ENV_DEFAULTS, apply_thread_env_defaults
 
 CASES = {"a": (60_000, 512, 5), "b": (8_000, 2048, 80)}
 QUICK_CASES = {"a": (6_000, 512, 5), "b": (2_000, 2048, 80)}
@@ -150,6 +153,11 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs per evaluator and cell, alternating")
     parser.add_argument("--no-nmi", action="store_true", help="skip the separate NMI timing")
     parser.add_argument("--coretype", default="SkylakeX", help="OPENBLAS_CORETYPE for both children ('' = unset)")
+    parser.add_argument(
+        "--no-thread-env",
+        action="store_true",
+        help="leave OMP_WAIT_POLICY / OPENBLAS_THREAD_TIMEOUT unset (default: the `retrieval` command's, for both)",
+    )
     parser.add_argument("--child", choices=("ours", "pml"), help=argparse.SUPPRESS)
     parser.add_argument("--case", choices=tuple(CASES), help=argparse.SUPPRESS)
     parser.add_argument("--task", choices=("knn", "nmi"), default="knn", help=argparse.SUPPRESS)
@@ -160,9 +168,12 @@ def main() -> None:
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
     if args.coretype:
         env["OPENBLAS_CORETYPE"] = args.coretype
+    if not args.no_thread_env:
+        apply_thread_env_defaults(env)
+    thread_env = ", ".join(f"{name}={env.get(name, '(unset)')}" for name in THREAD_ENV_DEFAULTS)
     sizes = QUICK_CASES if args.quick else CASES
     print(
-        f"OPENBLAS_CORETYPE={args.coretype or '(unset)'}; {os.cpu_count()} CPUs; load average "
+        f"OPENBLAS_CORETYPE={args.coretype or '(unset)'}, {thread_env}; {os.cpu_count()} CPUs; load average "
         f"{os.getloadavg()[0]:.1f} at the start; {args.repeat} runs per cell, ours and pml alternating; "
         "peak = largest ru_maxrss of the child processes, GiB\n"
     )

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from importlib import metadata
 from typing import Annotated
 
-# OpenMP threads (faiss, onnxruntime's dependencies, torch) spin-wait between parallel regions by
-# default; on shared or CPU-limited machines that starves the other threads (a single binary query
-# over 100k codes ran 60x slower under load). Must be set before faiss is imported; override freely.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+from retrieval.cli.thread_env import apply_thread_env_defaults
+
+apply_thread_env_defaults()  # before numpy and faiss load: idle BLAS/OpenMP threads sleep instead of spinning
 
 import typer  # noqa: E402
 

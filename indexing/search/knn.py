@@ -28,6 +28,10 @@ Metric = Literal["ip", "hamming"]
 METRICS: tuple[str, ...] = ("ip", "hamming")
 _BLOCK_ELEMENTS = 1 << 24
 """Largest similarity block computed at once (64 MiB of float32)."""
+_SELF_BLOCK = 2560
+"""Rows per block of a same-set search: a 2560 x 2560 float32 block (26 MB) stays in a 32 MB L3 cache
+between the product, the heap passes and the transpose. 4096 (64 MB) was 10 % slower at N=60,000
+d=512 (17.0 vs 15.1 s, two alternating runs each) and the same at N=8,000 d=2048 (0.90 vs 0.91 s)."""
 
 
 def knn_search(
@@ -165,7 +169,7 @@ def _self_knn_float(vectors: np.ndarray, k: int, chunk_size: int, progress: bool
     the transposes of earlier outer steps), which the tie rule needs.
     """
     top = _TopK(len(vectors), k)
-    block = min(chunk_size, 4096)
+    block = min(chunk_size, _SELF_BLOCK)
     scratch, transposed = _Scratch(min(block, len(vectors)) ** 2), _Scratch(min(block, len(vectors)) ** 2)
     starts = range(0, len(vectors), block)
     for i in tqdm(starts, desc="k-NN", unit="block row", disable=not progress):
