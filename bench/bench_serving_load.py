@@ -23,7 +23,8 @@ Besides throughput and latency it reports the CPU time per request of the server
 and its event loop thread alone) and of the clients, and "ONNX share of CPU": onnxruntime's CPU
 per image in the raw runs over the server's and client's CPU per request, the throughput ratio
 to expect where the two cores are the only limit (it depends less on other jobs than the
-throughput ratio). The server gets OMP_WAIT_POLICY=PASSIVE, as ``retrieval serve`` sets it
+throughput ratio). The server gets the thread settings ``retrieval serve`` sets (OMP_WAIT_POLICY=PASSIVE,
+OPENBLAS_THREAD_TIMEOUT=20, cli/thread_env.py)
 (``--omp-wait-policy unset`` as the first version of this benchmark ran it: faiss's OpenMP threads
 then spin after every search). OPENBLAS_CORETYPE is not set (faiss is a negligible share here).
 """
@@ -47,6 +48,7 @@ from bench_models import export_resnet18
 from load_clients import LOADS, LoadResult, process_cpu_s
 from PIL import Image
 
+from retrieval.cli.thread_env import apply_thread_env_defaults
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.synth.generator import generate_synthetic_dataset
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
@@ -121,9 +123,12 @@ class Variant:
 
 
 def start_server(index_dir: Path, port: int, variant: Variant, omp_wait_policy: str = "PASSIVE") -> subprocess.Popen:
+    threads_env = dict(os.environ)
+    if omp_wait_policy != "unset":  # what `retrieval serve` sets (cli/thread_env.py), OMP_WAIT_POLICY as given
+        apply_thread_env_defaults(threads_env)
+        threads_env["OMP_WAIT_POLICY"] = omp_wait_policy
     env = {
-        **os.environ,
-        **({} if omp_wait_policy == "unset" else {"OMP_WAIT_POLICY": omp_wait_policy}),
+        **threads_env,
         "RETRIEVAL_INDEX_DIR": str(index_dir),
         "RETRIEVAL_THREADS": str(THREADS),
         "RETRIEVAL_BATCH_MAX_SIZE": str(BATCH),
