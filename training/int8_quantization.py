@@ -15,8 +15,8 @@ What is quantized, and why (measured on EfficientNet-Lite0 at 224 px on this 2-c
   ReLU6/ReLU, which fuse into them), the first convolution included. Left in float, the first
   convolution ran in onnxruntime's blocked float layout, and converting its output back to NCHW,
   then NHWC, then uint8 for the trunk cost more than the convolution itself (profile, batch 32:
-  11 ms convolution + 14.5 ms of conversions vs 7 ms as QLinearConv; the model 2.1x fp32 instead of
-  1.9-2.0x). Its uint8 input loses little: the normalised pixels' MinMax range over 256 levels is
+  11 ms convolution + 14.5 ms of conversions vs 7 ms as QLinearConv; the model 2.2-2.3x fp32
+  instead of 1.9-2.15x, bench/bench_int8.py). Its uint8 input loses little: the normalised pixels' MinMax range over 256 levels is
   about the step of the 8-bit pixels they came from. The head (pooling, LayerNorm, linear layer, L2
   normalisation) stays float: quantizing every operator took the mean cosine to the fp32 embeddings
   from 0.99 to 0.91, for a small share of the time.
