@@ -53,23 +53,15 @@ def random_unit(rng: Any, n: int, dim: int) -> Any:
 
 def fake_export(folder: Path, dim: int) -> SimpleNamespace:
     """What ``write_index`` reads of an embedder (its manifest and files), for vectors without a model."""
-    import datetime as dt
+    from vector_model import NO_MODEL_SHA256, vectors_only_manifest
 
-    from retrieval.indexing.model.manifest import ModelManifest, Preprocessing, manifest_json
+    from retrieval.indexing.model.manifest import manifest_json
 
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "model.onnx").write_bytes(b"random vectors, no model")
-    manifest = ModelManifest(
-        onnx_sha256="0" * 64,
-        embedding_dim=dim,
-        preprocessing=Preprocessing(resize=256, crop=224),
-        backbone="none",
-        loss="none",
-        config_hash="bench",
-        created_at=dt.datetime.now(dt.timezone.utc).isoformat(),
-    )
+    manifest = vectors_only_manifest(dim)
     (folder / "model.json").write_text(manifest_json(manifest))
-    return SimpleNamespace(manifest=manifest, model_sha256="0" * 64, export_dir=folder)
+    return SimpleNamespace(manifest=manifest, model_sha256=NO_MODEL_SHA256, export_dir=folder)
 
 
 def records(start: int, stop: int) -> list[Any]:

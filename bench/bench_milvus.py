@@ -12,7 +12,6 @@ items, and one-query searches (float IP, binary Hamming, binary + re-rank of a 1
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import statistics
 import tempfile
 import time
@@ -20,9 +19,9 @@ from pathlib import Path
 
 import faiss
 import numpy as np
+from vector_model import NO_MODEL_SHA256, vectors_only_manifest
 
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.model.manifest import ModelManifest, Preprocessing
 from retrieval.indexing.search.binary import binarize
 from retrieval.indexing.store.manifest import IndexManifest, save_index_manifest, utc_now
 from retrieval.indexing.store.milvus_build import BINARY_KIND, FLOAT_KIND, INSERT_BATCH
@@ -63,18 +62,10 @@ def build(root: Path, vectors: np.ndarray) -> tuple[Path, float]:
     save_next_id(client, meta_collection(name), uri, len(vectors) + 1)
     seconds = time.perf_counter() - started
     client.close()
-    model = ModelManifest(
-        onnx_sha256="0" * 64,
-        embedding_dim=DIM,
-        preprocessing=Preprocessing(resize=256, crop=224),
-        backbone="bench",
-        loss="none",
-        config_hash="bench",
-        created_at=dt.datetime.now(dt.timezone.utc).isoformat(),
-    )
+    model = vectors_only_manifest(DIM)
     now = utc_now()
     manifest = IndexManifest(
-        model_sha256="0" * 64,
+        model_sha256=NO_MODEL_SHA256,
         model=model,
         model_dir=str(root),
         dim=DIM,
