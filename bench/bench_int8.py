@@ -46,8 +46,8 @@ def parse_args() -> argparse.Namespace:
 
 
 def export_both(args: argparse.Namespace) -> dict[str, Path]:
-    from retrieval.training.export import export_run
-    from retrieval.training.int8_export import Int8Request
+    from retrieval.training.export.int8_export import Int8Request
+    from retrieval.training.export.run_export import export_run
 
     dirs = {"fp32": args.work / "fp32", "int8": args.work / "int8"}
     if not args.reuse:
@@ -60,8 +60,8 @@ def export_both(args: argparse.Namespace) -> dict[str, Path]:
 
 
 def test_records(args: argparse.Namespace) -> list:
-    from retrieval.training.run_data import prepare_run_data
-    from retrieval.training.run_dir import load_run_config
+    from retrieval.training.data.run_data import prepare_run_data
+    from retrieval.training.run.run_dir import load_run_config
 
     data = load_run_config(args.run).data
     data = data.model_copy(update={"path": args.data or data.path})

@@ -20,11 +20,11 @@ from pathlib import Path
 import torch
 
 from retrieval.indexing.data.synth.generator import generate_synthetic_dataset
-from retrieval.training.config import build_config
-from retrieval.training.embedding_model import build_embedding_model
+from retrieval.training.config.recipes import recipe
+from retrieval.training.config.train_config import build_config
 from retrieval.training.losses import build_loss
-from retrieval.training.recipes import recipe
-from retrieval.training.trainer import Trainer
+from retrieval.training.model.embedding_model import build_embedding_model
+from retrieval.training.run.trainer import Trainer
 
 
 def bare_step_rate(cfg, steps: int) -> float:

@@ -60,8 +60,8 @@ def show_config_defaults(command: Callable[..., Any]) -> None:
 def default_text(path: str) -> str:
     """``TrainConfig``'s default of ``path``, then each recipe that sets it to another value, e.g.
     ``10; --recipe zhai_wu: 31``."""
-    from retrieval.training.config import config_default
-    from retrieval.training.recipes import recipe_values
+    from retrieval.training.config.recipes import recipe_values
+    from retrieval.training.config.train_config import config_default
 
     default = config_default(path)
     others = [f"--recipe {name}: {_shown(value)}" for name, value in recipe_values(path).items() if value != default]

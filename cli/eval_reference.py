@@ -64,8 +64,8 @@ def reference_column(
             f"{len(pool)} training-class images with the starting backbone (--no-reference skips it)",
             err=True,
         )
-    from retrieval.training.reference_eval import reference_row
-    from retrieval.training.run_dir import load_run_config
+    from retrieval.training.run.reference_eval import reference_row
+    from retrieval.training.run.run_dir import load_run_config
 
     cfg = load_run_config(run_dir)
     try:

@@ -57,8 +57,9 @@ def export(
     ] = None,
 ) -> None:
     """Export a trained run to ONNX, check it against torch and write model.onnx + model.json."""
-    from retrieval.training.export import TOLERANCE, export_run  # torch loads only for this command
-    from retrieval.training.int8_export import Int8Request
+    from retrieval.training.export.int8_export import Int8Request
+    from retrieval.training.export.onnx_export import TOLERANCE
+    from retrieval.training.export.run_export import export_run  # torch loads only for this command
 
     int8 = Int8Request(calibration_images, max_map_drop, force, data, progress=True) if quantize else None
     result = export_run(run_dir, out, fp16=fp16, checkpoint=checkpoint.value, int8=int8)
@@ -95,7 +96,7 @@ def int8_summary(quantization: Quantization) -> str:
 
 def next_command(run_dir: Path, out: Path | None) -> str:
     """The ``index build`` command for this export: the run's test classes, its own data path."""
-    from retrieval.training.run_dir import load_run_config
+    from retrieval.training.run.run_dir import load_run_config
 
     data = load_run_config(run_dir).data.path or "DATA"
     model = out if out is not None else run_dir

@@ -108,7 +108,7 @@ def study(
 
 def parse_losses(text: str) -> list[str]:
     """Comma-separated recipe names, each known (a ConfigError lists the known ones) and given once."""
-    from retrieval.training.recipes import recipe_registry
+    from retrieval.training.config.recipes import recipe_registry
 
     names = [name.strip() for name in text.split(",") if name.strip()]
     if not names:

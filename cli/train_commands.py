@@ -13,9 +13,9 @@ from retrieval.cli.config_options import ConfigKey, config_layer, show_config_de
 from retrieval.indexing.common.errors import ConfigError
 
 if TYPE_CHECKING:  # torch loads only when a command needs it
-    from retrieval.training.config import TrainConfig
-    from retrieval.training.distributed import DistContext
-    from retrieval.training.ensemble import EnsembleSpec
+    from retrieval.training.config.train_config import TrainConfig
+    from retrieval.training.ensemble.ensemble_training import EnsembleSpec
+    from retrieval.training.run.distributed import DistContext
 
 
 def train(
@@ -174,12 +174,12 @@ def train(
     options, then --set (--print-config shows the result). A default that a recipe changes says so, e.g.
     "10; --recipe zhai_wu: 31".
     """
-    from retrieval.training.distributed import DistContext
-    from retrieval.training.ensemble import resolve_ensemble
-    from retrieval.training.interrupt import interrupt_at_safe_points
-    from retrieval.training.recipes import describe_recipe
-    from retrieval.training.run_dir import RunPaths, claim_run_dir
-    from retrieval.training.trainer import Trainer
+    from retrieval.training.config.recipes import describe_recipe
+    from retrieval.training.ensemble.ensemble_training import resolve_ensemble
+    from retrieval.training.run.distributed import DistContext
+    from retrieval.training.run.interrupt import interrupt_at_safe_points
+    from retrieval.training.run.run_dir import RunPaths, claim_run_dir
+    from retrieval.training.run.trainer import Trainer
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if out is None and not print_config:
@@ -217,9 +217,9 @@ def _resolved_config(
     resumed: Path | None, recipe: str | None, config: Path | None, options: dict[str, Any], assignments: list[str]
 ) -> TrainConfig:
     """The layers in order: a resumed run's saved config, the recipe, the config file, the options, --set."""
-    from retrieval.training.config import build_config, parse_set, read_yaml
-    from retrieval.training.recipes import recipe as recipe_layer
-    from retrieval.training.run_dir import RunPaths
+    from retrieval.training.config.recipes import recipe as recipe_layer
+    from retrieval.training.config.train_config import build_config, parse_set, read_yaml
+    from retrieval.training.run.run_dir import RunPaths
 
     layers: list[tuple[str, dict[str, Any]]] = []
     saved = RunPaths(resumed).config if resumed is not None else None
@@ -236,7 +236,7 @@ def _resolved_config(
 
 def _print_config(cfg: TrainConfig) -> None:
     """``--print-config``: the YAML a run would save as config.yaml (and --config reads back)."""
-    from retrieval.training.config import config_yaml
+    from retrieval.training.config.train_config import config_yaml
     from retrieval.training.losses import get_loss_spec
 
     get_loss_spec(cfg.loss.name)  # a misspelt loss is an error here too, not a printed config
@@ -245,8 +245,8 @@ def _print_config(cfg: TrainConfig) -> None:
 
 def _train_ensemble(cfg: TrainConfig, out: Path, spec: EnsembleSpec, *, progress: bool, ctx: DistContext) -> None:
     """``--ensemble L``: the members one after the other (training.ensemble), then the joined metrics."""
-    from retrieval.training.ensemble import train_ensemble
-    from retrieval.training.interrupt import interrupt_at_safe_points
+    from retrieval.training.ensemble.ensemble_training import train_ensemble
+    from retrieval.training.run.interrupt import interrupt_at_safe_points
 
     try:
         with interrupt_at_safe_points() as interrupt:

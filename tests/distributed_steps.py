@@ -12,9 +12,9 @@ from pathlib import Path
 
 import torch
 
-from retrieval.training.config import build_config
-from retrieval.training.distributed import DistContext
-from retrieval.training.trainer import Trainer
+from retrieval.training.config.train_config import build_config
+from retrieval.training.run.distributed import DistContext
+from retrieval.training.run.trainer import Trainer
 
 GLOBAL_BATCH = 8
 STEPS = int(os.environ.get("DIST_STEPS", "3"))

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from retrieval.cli.main import app
 from retrieval.indexing.common.errors import ConfigError
-from retrieval.training.config import TrainConfig, build_config
+from retrieval.training.config.train_config import TrainConfig, build_config
 
 runner = CliRunner()
 

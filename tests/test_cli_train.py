@@ -111,7 +111,7 @@ def test_every_train_option_names_a_real_config_key() -> None:
     from typing import get_args, get_type_hints
 
     from retrieval.cli.train_commands import ConfigKey, train
-    from retrieval.training.config import TrainConfig
+    from retrieval.training.config.train_config import TrainConfig
 
     keys = [
         meta.path
@@ -156,9 +156,9 @@ def test_every_train_option_sets_its_config_key_over_the_recipe(
     """Each option's value reaches its config key (command line over --recipe); the rest keep their defaults."""
     from typer.testing import CliRunner
 
-    import retrieval.training.trainer
+    import retrieval.training.run.trainer
     from retrieval.cli.main import app
-    from retrieval.training.config import TrainConfig
+    from retrieval.training.config.train_config import TrainConfig
 
     class Configured(Exception):
         pass
@@ -166,7 +166,7 @@ def test_every_train_option_sets_its_config_key_over_the_recipe(
     def capture(cfg: TrainConfig, *args: object, **kwargs: object) -> None:
         raise Configured(cfg)
 
-    monkeypatch.setattr(retrieval.training.trainer, "Trainer", capture)
+    monkeypatch.setattr(retrieval.training.run.trainer, "Trainer", capture)
     strings = {"--loss": "triplet", "--backbone": "resnet34", "--device": "cpu", "--on-bad-image": "fail"}
     values: dict[type, object] = {int: 3, float: 0.25, Path: tmp_path / "data"}
     args, expected = ["train", "--out", str(tmp_path / "run"), "--recipe", "normsoftmax"], {}
@@ -231,8 +231,8 @@ def test_train_help_shows_the_default_each_option_stands_for() -> None:
     zhai_wu recipe (the one that changes command-line keys) sets another; flags show no type."""
     import re
 
-    from retrieval.training.config import TrainConfig
-    from retrieval.training.recipes import recipe
+    from retrieval.training.config.recipes import recipe
+    from retrieval.training.config.train_config import TrainConfig
 
     rows = _help_rows("train")
     for option in _train_options():
@@ -284,8 +284,8 @@ def test_print_config_prints_the_resolved_configuration_and_touches_nothing(tmp_
     from typer.testing import CliRunner
 
     from retrieval.cli.main import app
-    from retrieval.training.config import TrainConfig, build_config, read_yaml
-    from retrieval.training.recipes import recipe
+    from retrieval.training.config.recipes import recipe
+    from retrieval.training.config.train_config import TrainConfig, build_config, read_yaml
 
     config = tmp_path / "cfg.yaml"
     config.write_text("trainer:\n  epochs: 5\n  eval_batch_size: 7\nmodel:\n  pooling: max\n")

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from retrieval.indexing.common.errors import ConfigError
-from retrieval.training.config import TrainConfig, build_config, read_yaml
-from retrieval.training.recipes import recipe, recipe_registry
+from retrieval.training.config.recipes import recipe, recipe_registry
+from retrieval.training.config.train_config import TrainConfig, build_config, read_yaml
 
 
 def test_unknown_key_is_named_with_its_source(tmp_path: Path) -> None:
@@ -69,8 +69,8 @@ def test_zhai_wu_recipe_is_the_papers_own_setup() -> None:
     # temperature 0.05; one epoch training only the new parameters, then 30 epochs of everything at the
     # same learning rate (1e-2 for the BatchNorm ResNet50), SGD momentum 0.9, weight decay 1e-4, x0.1
     # at epoch 15; batches of 75 = 25 images of each of 3 classes (their Table 4's best).
-    from retrieval.training.batch_sampler import make_batch_sampler
-    from retrieval.training.optim import lr_factor
+    from retrieval.training.data.batch_sampler import make_batch_sampler
+    from retrieval.training.run.optim import lr_factor
 
     cfg = build_config([("recipe zhai_wu", recipe("zhai_wu"))])
     assert (cfg.model.backbone, cfg.model.embedding_dim, cfg.model.layer_norm) == ("resnet50", 2048, True)
@@ -99,7 +99,7 @@ def test_zhai_wu_recipe_is_the_papers_own_setup() -> None:
 
 
 def test_recipes_say_how_they_differ_from_the_paper() -> None:
-    from retrieval.training.recipes import describe_recipe
+    from retrieval.training.config.recipes import describe_recipe
 
     ours = describe_recipe("normsoftmax")
     assert ours == describe_recipe("normalized_softmax")

@@ -22,14 +22,14 @@ from retrieval.indexing.data.splits import select_split
 from retrieval.indexing.eval.evaluation import evaluate_model
 from retrieval.indexing.model.manifest import ModelManifest
 from retrieval.indexing.model.resolution import resolve_export_dir
-from retrieval.training.class_grouping import group_classes
-from retrieval.training.config import build_config
-from retrieval.training.embedding_model import build_embedding_model
-from retrieval.training.ensemble import EnsembleSpec, resolve_ensemble
-from retrieval.training.ensemble_model import join_embeddings
-from retrieval.training.recipes import recipe
-from retrieval.training.run_dir import claim_run_dir, load_checkpoint, load_run_config
-from retrieval.training.trainer import Trainer
+from retrieval.training.config.recipes import recipe
+from retrieval.training.config.train_config import build_config
+from retrieval.training.data.class_grouping import group_classes
+from retrieval.training.ensemble.ensemble_training import EnsembleSpec, resolve_ensemble
+from retrieval.training.model.embedding_model import build_embedding_model
+from retrieval.training.model.ensemble_model import join_embeddings
+from retrieval.training.run.run_dir import claim_run_dir, load_checkpoint, load_run_config
+from retrieval.training.run.trainer import Trainer
 
 DIM, MEMBERS, META = 32, 2, 4
 QUICK = [

@@ -20,8 +20,8 @@ from retrieval.indexing.data.image_io import open_rgb
 pytest.importorskip("timm")
 reference_package = pytest.importorskip("efficientnet_lite_pytorch")
 
-from retrieval.training.imagenet_weights import lite0_state_dict, lite0_weights_file  # noqa: E402
-from retrieval.training.timm_trunks import build_timm_trunk  # noqa: E402
+from retrieval.training.model.imagenet_weights import lite0_state_dict, lite0_weights_file  # noqa: E402
+from retrieval.training.model.timm_trunks import build_timm_trunk  # noqa: E402
 
 PHOTOS = [("panda", 1), ("pigeon", 1), ("airplanes", 1), ("flamingo", 2), ("pizza", 1), ("ketch", 1)]
 
@@ -68,9 +68,9 @@ def test_lite0_mapping_refuses_a_model_of_another_shape() -> None:
 
 
 def test_pretrained_imagenet_loads_the_lite0_weights_into_the_embedder(caltech_dir: Path) -> None:
-    from retrieval.training.config import ModelConfig
-    from retrieval.training.embedding_model import build_embedding_model
-    from retrieval.training.pretrained import load_pretrained
+    from retrieval.training.config.train_config import ModelConfig
+    from retrieval.training.model.embedding_model import build_embedding_model
+    from retrieval.training.model.pretrained import load_pretrained
 
     model = build_embedding_model(ModelConfig(backbone="efficientnet_lite0", embedding_dim=16))
     report = load_pretrained(model, "imagenet")
@@ -83,10 +83,10 @@ def test_pretrained_imagenet_loads_the_lite0_weights_into_the_embedder(caltech_d
 
 
 def test_lite0_onnx_export_matches_torch() -> None:
-    from retrieval.training.config import ModelConfig
-    from retrieval.training.embedding_model import build_embedding_model
-    from retrieval.training.export import onnx_export_bytes, parity_max_abs_diff
-    from retrieval.training.pretrained import load_pretrained
+    from retrieval.training.config.train_config import ModelConfig
+    from retrieval.training.export.onnx_export import onnx_export_bytes, parity_max_abs_diff
+    from retrieval.training.model.embedding_model import build_embedding_model
+    from retrieval.training.model.pretrained import load_pretrained
 
     model = build_embedding_model(ModelConfig(backbone="efficientnet_lite0", embedding_dim=32))
     load_pretrained(model, "imagenet")
@@ -94,8 +94,8 @@ def test_lite0_onnx_export_matches_torch() -> None:
 
 
 def test_model_json_preprocessing_follows_the_backbone_normalisation() -> None:
-    from retrieval.training.config import DataConfig
-    from retrieval.training.transforms import eval_preprocessing
+    from retrieval.training.config.train_config import DataConfig
+    from retrieval.training.data.transforms import eval_preprocessing
 
     assert eval_preprocessing(DataConfig(), "efficientnet_lite0").mean == (0.5, 0.5, 0.5)
     assert eval_preprocessing(DataConfig(), "efficientnet_lite0").std == (0.5, 0.5, 0.5)
@@ -111,9 +111,9 @@ def test_timm_backbone_loads_imagenet_weights_from_the_local_cache_only(
     import timm
 
     from retrieval.indexing.common.errors import ConfigError
-    from retrieval.training.config import ModelConfig
-    from retrieval.training.embedding_model import build_embedding_model
-    from retrieval.training.pretrained import load_pretrained
+    from retrieval.training.config.train_config import ModelConfig
+    from retrieval.training.model.embedding_model import build_embedding_model
+    from retrieval.training.model.pretrained import load_pretrained
 
     source = timm.create_model("resnet18", pretrained=False).state_dict()  # with its classifier
     torch.save(source, tmp_path / "pytorch_model.bin")

@@ -21,13 +21,13 @@ from retrieval.indexing.model.manifest import ModelManifest, file_sha256
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.store.builder import build_index
 from retrieval.indexing.store.index_store import IndexStore
-from retrieval.training.config import TrainConfig
-from retrieval.training.embedding_model import build_embedding_model
-from retrieval.training.export import export_run
-from retrieval.training.int8_export import Int8Request, calibration_records
-from retrieval.training.int8_quantization import is_quantized
-from retrieval.training.run_dir import RunPaths, load_run_config, save_checkpoint, write_run_config
-from retrieval.training.transforms import build_eval_transform
+from retrieval.training.config.train_config import TrainConfig
+from retrieval.training.data.transforms import build_eval_transform
+from retrieval.training.export.int8_export import Int8Request, calibration_records
+from retrieval.training.export.int8_quantization import is_quantized
+from retrieval.training.export.run_export import export_run
+from retrieval.training.model.embedding_model import build_embedding_model
+from retrieval.training.run.run_dir import RunPaths, load_run_config, save_checkpoint, write_run_config
 
 CALIBRATION = 24
 MAX_MAP_DROP = 5.0

@@ -10,10 +10,10 @@ import torch
 import torchvision
 
 from retrieval.indexing.common.errors import ConfigError
-from retrieval.training.backbones import BACKBONES, build_backbone
-from retrieval.training.config import ModelConfig
-from retrieval.training.embedding_model import EmbeddingModel, build_embedding_model
-from retrieval.training.pretrained import load_pretrained, torchvision_cache_path
+from retrieval.training.config.train_config import ModelConfig
+from retrieval.training.model.backbones import BACKBONES, build_backbone
+from retrieval.training.model.embedding_model import EmbeddingModel, build_embedding_model
+from retrieval.training.model.pretrained import load_pretrained, torchvision_cache_path
 
 
 def _model(backbone: str = "resnet18") -> EmbeddingModel:

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from retrieval.training.config import build_config
-from retrieval.training.recipes import recipe
-from retrieval.training.trainer import Trainer
+from retrieval.training.config.recipes import recipe
+from retrieval.training.config.train_config import build_config
+from retrieval.training.run.trainer import Trainer
 
 CUB50 = Path(__file__).resolve().parents[2] / "shared" / "data" / "cub50"
 pytest.importorskip("timm")

@@ -20,14 +20,14 @@ from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import split_records
 from retrieval.training import reference
-from retrieval.training.config import TrainConfig, build_config
-from retrieval.training.device import Precision
-from retrieval.training.export import export_run
-from retrieval.training.recipes import recipe
-from retrieval.training.reference import fit_reduction, fit_sample, pretrained_reference
-from retrieval.training.reference_eval import starting_model
-from retrieval.training.trainer import Trainer
-from retrieval.training.transforms import build_eval_transform
+from retrieval.training.config.recipes import recipe
+from retrieval.training.config.train_config import TrainConfig, build_config
+from retrieval.training.data.transforms import build_eval_transform
+from retrieval.training.export.run_export import export_run
+from retrieval.training.model.device import Precision
+from retrieval.training.run.reference import fit_reduction, fit_sample, pretrained_reference
+from retrieval.training.run.reference_eval import starting_model
+from retrieval.training.run.trainer import Trainer
 
 FP32 = Precision(False, torch.float32, False)
 DIM = 16  # < resnet18's 512 pooled features: the PCA case

@@ -101,8 +101,8 @@ def test_too_few_training_classes_for_the_folds_is_one_sentence() -> None:
 def test_max_images_per_class_is_a_deterministic_cap_in_every_split(synth_data: Path) -> None:
     from retrieval.indexing.data.sources import load_records
     from retrieval.indexing.data.subsample import cap_images_per_class
-    from retrieval.training.config import DataConfig
-    from retrieval.training.run_data import prepare_run_data
+    from retrieval.training.config.train_config import DataConfig
+    from retrieval.training.data.run_data import prepare_run_data
 
     records = load_records(synth_data)
     capped = cap_images_per_class(records, 5)

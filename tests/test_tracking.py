@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from retrieval.indexing.common.errors import ConfigError
-from retrieval.training.config import build_config
-from retrieval.training.recipes import recipe
-from retrieval.training.tracking import open_tracker
-from retrieval.training.trainer import Trainer
+from retrieval.training.config.recipes import recipe
+from retrieval.training.config.train_config import build_config
+from retrieval.training.run.tracking import open_tracker
+from retrieval.training.run.trainer import Trainer
 
 EPOCHS, STEPS = 2, 3
 

@@ -17,10 +17,10 @@ import pytest
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import select_split
 from retrieval.indexing.eval.evaluation import evaluate_model
-from retrieval.training.config import build_config
-from retrieval.training.export import export_run
-from retrieval.training.recipes import recipe
-from retrieval.training.trainer import Trainer
+from retrieval.training.config.recipes import recipe
+from retrieval.training.config.train_config import build_config
+from retrieval.training.export.run_export import export_run
+from retrieval.training.run.trainer import Trainer
 
 
 def write_inshop_like_manifest(images: Path, out: Path) -> Path:

@@ -11,8 +11,8 @@ from torchvision import transforms as T
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.data.image_io import open_rgb
 from retrieval.indexing.model.preprocess import preprocess_image
-from retrieval.training.config import DataConfig
-from retrieval.training.transforms import build_eval_transform, build_train_transform, eval_preprocessing
+from retrieval.training.config.train_config import DataConfig
+from retrieval.training.data.transforms import build_eval_transform, build_train_transform, eval_preprocessing
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)

@@ -43,16 +43,17 @@ from retrieval.indexing.store.item_search import Hit, ranked_hits
 from retrieval.indexing.store.manifest import load_index_manifest
 from retrieval.indexing.store.open_store import open_store
 from retrieval.indexing.store.stored_embeddings import stored_embedding_table
-from retrieval.training.config import TrainConfig, build_config
-from retrieval.training.ensemble import EnsembleResult, EnsembleSpec, resolve_ensemble
-from retrieval.training.ensemble import train_ensemble as _train_ensemble
-from retrieval.training.export import ExportResult, export_run
-from retrieval.training.int8_export import Int8Request
-from retrieval.training.recipes import recipe as recipe_layer
-from retrieval.training.run_dir import claim_run_dir
+from retrieval.training.config.recipes import recipe as recipe_layer
+from retrieval.training.config.train_config import TrainConfig, build_config
+from retrieval.training.ensemble.ensemble_training import EnsembleResult, EnsembleSpec, resolve_ensemble
+from retrieval.training.ensemble.ensemble_training import train_ensemble as _train_ensemble
+from retrieval.training.export.int8_export import Int8Request
+from retrieval.training.export.onnx_export import ExportResult
+from retrieval.training.export.run_export import export_run
+from retrieval.training.run.run_dir import claim_run_dir
+from retrieval.training.run.trainer import Trainer, TrainResult
 from retrieval.training.study.runner import StudyOutcome, run_study
 from retrieval.training.study.state import StudySpec
-from retrieval.training.trainer import Trainer, TrainResult
 
 PathLike = str | Path
 ImageLike = PathLike | Image.Image

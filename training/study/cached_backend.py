@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.training.config import TrainConfig
+from retrieval.training.config.train_config import TrainConfig
 from retrieval.training.study.cached_features import FeatureSet, load_or_extract
 from retrieval.training.study.evaluation import EvalSet
 from retrieval.training.study.fold_result import FoldResult

@@ -27,13 +27,13 @@ from retrieval.indexing.common.atomic_write import atomic_write_bytes, atomic_wr
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.data.splits import record_sort_key
-from retrieval.training.config import TrainConfig
-from retrieval.training.data_loaders import build_eval_loader
-from retrieval.training.device import resolve_device, resolve_precision
-from retrieval.training.embed import embed_loader
-from retrieval.training.embedding_model import build_embedding_model
-from retrieval.training.image_dataset import ImageRecordDataset, label_index
-from retrieval.training.pretrained import load_pretrained
+from retrieval.training.config.train_config import TrainConfig
+from retrieval.training.data.data_loaders import build_eval_loader
+from retrieval.training.data.image_dataset import ImageRecordDataset, label_index
+from retrieval.training.model.device import resolve_device, resolve_precision
+from retrieval.training.model.embedding_model import build_embedding_model
+from retrieval.training.model.pretrained import load_pretrained
+from retrieval.training.run.embed import embed_loader
 
 log = logging.getLogger(__name__)
 RecordKey = tuple[str, str, bool, bool]

@@ -18,7 +18,7 @@ import numpy as np
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.eval.metrics import evaluate_retrieval
 from retrieval.indexing.search.binary import binarize
-from retrieval.training.ensemble_model import join_embeddings
+from retrieval.training.model.ensemble_model import join_embeddings
 
 KINDS = ("float", "binary")
 REPORTED = ("map_at_r", "r_precision", "precision_at_1")

@@ -22,16 +22,16 @@ import torch
 from retrieval.indexing.common.atomic_write import atomic_write_text
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.training.config import TrainConfig
-from retrieval.training.data_loaders import build_eval_loader
-from retrieval.training.device import resolve_device, resolve_precision
-from retrieval.training.embed import embed_loader
-from retrieval.training.export import load_run_model
-from retrieval.training.image_dataset import ImageRecordDataset, label_index
-from retrieval.training.run_dir import RunPaths
+from retrieval.training.config.train_config import TrainConfig
+from retrieval.training.data.data_loaders import build_eval_loader
+from retrieval.training.data.image_dataset import ImageRecordDataset, label_index
+from retrieval.training.model.device import resolve_device, resolve_precision
+from retrieval.training.run.embed import embed_loader
+from retrieval.training.run.run_dir import RunPaths
+from retrieval.training.run.run_model import load_run_model
+from retrieval.training.run.trainer import Trainer
 from retrieval.training.study.evaluation import EvalSet
 from retrieval.training.study.fold_result import FoldResult
-from retrieval.training.trainer import Trainer
 
 RESULT_FILE = "fold_result.json"
 

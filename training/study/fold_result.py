@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from retrieval.training.config import TrainConfig
+from retrieval.training.config.train_config import TrainConfig
 from retrieval.training.study.evaluation import EvalSet
 
 

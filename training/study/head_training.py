@@ -21,14 +21,14 @@ import torch
 from torch import nn
 
 from retrieval.indexing.common.errors import ConfigError
-from retrieval.training.config import ModelConfig, TrainConfig
-from retrieval.training.data_loaders import train_batch_sampler
-from retrieval.training.device import resolve_device
-from retrieval.training.embedding_model import EmbeddingModel
+from retrieval.training.config.train_config import ModelConfig, TrainConfig
+from retrieval.training.data.data_loaders import train_batch_sampler
 from retrieval.training.losses import build_loss, get_loss_spec
-from retrieval.training.optim import build_optimizer, build_scheduler, parameter_groups
+from retrieval.training.model.device import resolve_device
+from retrieval.training.model.embedding_model import EmbeddingModel
+from retrieval.training.run.optim import build_optimizer, build_scheduler, parameter_groups
+from retrieval.training.run.trainer import TrainingDiverged
 from retrieval.training.study.evaluation import EvalSet, metrics
-from retrieval.training.trainer import TrainingDiverged
 
 EMBED_BATCH = 4096
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.training.reference import fit_reduction, fit_sample
+from retrieval.training.run.reference import fit_reduction, fit_sample
 from retrieval.training.study.cached_features import FeatureSet
 from retrieval.training.study.evaluation import KINDS, EvalSet, metrics
 

@@ -15,9 +15,9 @@ import optuna
 from optuna.trial import FrozenTrial
 
 from retrieval.indexing.data.splits import DatasetSplits
-from retrieval.training.config import TrainConfig
-from retrieval.training.reference import reference_name
-from retrieval.training.run_data import prepare_run_data
+from retrieval.training.config.train_config import TrainConfig
+from retrieval.training.data.run_data import prepare_run_data
+from retrieval.training.run.reference import reference_name
 from retrieval.training.study.cached_backend import CachedBackend
 from retrieval.training.study.cached_features import FeatureSet, load_or_extract
 from retrieval.training.study.final_runs import final_runs

@@ -19,9 +19,9 @@ from optuna.trial import FrozenTrial, TrialState
 from tqdm import tqdm
 
 from retrieval.indexing.common.errors import RetrievalError
+from retrieval.training.run.trainer import TrainingDiverged
 from retrieval.training.study.fold_result import FoldResult
 from retrieval.training.study.search_space import Dimension, distributions
-from retrieval.training.trainer import TrainingDiverged
 
 log = logging.getLogger(__name__)
 DIVERGED = "diverged"

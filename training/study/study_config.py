@@ -14,9 +14,9 @@ from typing import Any
 import torch
 
 from retrieval.indexing.common.errors import ConfigError
-from retrieval.training.config import TrainConfig, build_config, parse_set
+from retrieval.training.config.recipes import recipe
+from retrieval.training.config.train_config import TrainConfig, build_config, parse_set
 from retrieval.training.losses import build_loss, get_loss_spec
-from retrieval.training.recipes import recipe
 from retrieval.training.study.search_space import Dimension, flat_keys, params_layer, study_space
 from retrieval.training.study.state import StudySpec
 

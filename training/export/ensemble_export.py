@@ -16,14 +16,15 @@ from typing import Any, Literal
 
 from retrieval.indexing.common.errors import RetrievalError
 from retrieval.indexing.model.manifest import ModelManifest
-from retrieval.training.config import TrainConfig
-from retrieval.training.embedding_model import EmbeddingModel
-from retrieval.training.ensemble import read_ensemble_spec
-from retrieval.training.ensemble_model import EnsembleModel
-from retrieval.training.export import ExportResult, build_manifest, load_run_model, write_checked_export
-from retrieval.training.int8_export import Int8Request
-from retrieval.training.run_dir import RunPaths
-from retrieval.training.transforms import eval_preprocessing
+from retrieval.training.config.train_config import TrainConfig
+from retrieval.training.data.transforms import eval_preprocessing
+from retrieval.training.ensemble.ensemble_training import read_ensemble_spec
+from retrieval.training.export.int8_export import Int8Request
+from retrieval.training.export.onnx_export import ExportResult, build_manifest, write_checked_export
+from retrieval.training.model.embedding_model import EmbeddingModel
+from retrieval.training.model.ensemble_model import EnsembleModel
+from retrieval.training.run.run_dir import RunPaths
+from retrieval.training.run.run_model import load_run_model
 
 
 def export_ensemble(

@@ -17,10 +17,10 @@ import torch
 from torch.utils.data import DataLoader
 
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.training.batch_sampler import ClassBalancedBatchSampler, ShuffleBatchSampler, make_batch_sampler
-from retrieval.training.config import TrainConfig
-from retrieval.training.image_dataset import ImageRecordDataset
-from retrieval.training.transforms import build_eval_transform, build_train_transform
+from retrieval.training.config.train_config import TrainConfig
+from retrieval.training.data.batch_sampler import ClassBalancedBatchSampler, ShuffleBatchSampler, make_batch_sampler
+from retrieval.training.data.image_dataset import ImageRecordDataset
+from retrieval.training.data.transforms import build_eval_transform, build_train_transform
 
 SamplerKind = Literal["balanced", "shuffle"]
 

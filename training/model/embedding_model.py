@@ -24,8 +24,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from retrieval.training.backbones import build_backbone
-from retrieval.training.config import ModelConfig
+from retrieval.training.config.train_config import ModelConfig
+from retrieval.training.model.backbones import build_backbone
 
 PoolingMode = Literal["avg", "max", "avgmax"]
 

@@ -20,7 +20,7 @@ from torch import nn
 
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.common.registry import Registry
-from retrieval.training.timm_trunks import TIMM_PREFIX, Normalization, build_timm_trunk, timm_normalization
+from retrieval.training.model.timm_trunks import TIMM_PREFIX, Normalization, build_timm_trunk, timm_normalization
 
 BackboneBuilder = Callable[[], tuple[nn.Module, int]]
 WeightsSource = Literal["torchvision", "lite0_wheel", "timm_cache"]

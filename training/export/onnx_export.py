@@ -1,4 +1,4 @@
-"""Export a trained run to ``model.onnx`` + ``model.json``, checked against torch before writing.
+"""One embedding model to ``model.onnx`` + ``model.json``, checked against torch before writing.
 
 The ONNX graph is the whole ``EmbeddingModel`` in eval mode (L2 normalisation included):
 input ``images`` (N, 3, crop, crop) float32, output ``embeddings`` (N, D) float32, N dynamic.
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
@@ -29,12 +29,10 @@ from retrieval.indexing.common.artifact_names import MODEL_MANIFEST_NAME, MODEL_
 from retrieval.indexing.common.atomic_write import atomic_write_bytes, atomic_write_text
 from retrieval.indexing.common.errors import RetrievalError
 from retrieval.indexing.model.manifest import ModelManifest, manifest_json
-from retrieval.training.config import TrainConfig
-from retrieval.training.embedding_model import EmbeddingModel, build_embedding_model
-from retrieval.training.int8_export import Int8Request, quantize_checked
-from retrieval.training.run_dir import RunPaths, load_checkpoint, load_run_config
-from retrieval.training.static_padding import with_static_same_padding
-from retrieval.training.transforms import eval_preprocessing
+from retrieval.training.config.train_config import TrainConfig
+from retrieval.training.data.transforms import eval_preprocessing
+from retrieval.training.export.int8_export import Int8Request, quantize_checked
+from retrieval.training.model.static_padding import with_static_same_padding
 
 INPUT_NAME = "images"
 OUTPUT_NAME = "embeddings"
@@ -50,66 +48,6 @@ class ExportResult:
     onnx_path: Path
     manifest_path: Path
     max_abs_diff: float  # onnxruntime vs torch on random inputs
-
-
-def export_run(
-    run_dir: Path,
-    out_dir: Path | None = None,
-    *,
-    fp16: bool = False,
-    checkpoint: Literal["best", "last"] = "best",
-    int8: Int8Request | None = None,
-) -> ExportResult:
-    """Export ``run_dir``'s checkpoint to ``out_dir`` (default run_dir/export) after the parity check.
-
-    An ensemble run (``retrieval train --ensemble``) exports its members joined into one model. ``int8``
-    quantizes it (calibrated on the run's training images, checked on its validation classes)."""
-    paths = RunPaths(run_dir)
-    if not paths.run_dir.is_dir():
-        raise RetrievalError(
-            f"run directory {paths.run_dir} does not exist; pass the directory `retrieval train` wrote"
-        )
-    if paths.ensemble_spec.is_file():
-        from retrieval.training.ensemble_export import export_ensemble  # it builds on this module
-
-        return export_ensemble(paths.run_dir, out_dir, fp16=fp16, checkpoint=checkpoint, int8=int8)
-    config, state, model = load_run_model(paths.run_dir, checkpoint)
-    return write_checked_export(
-        model,
-        config.data.image_size,
-        Path(out_dir) if out_dir is not None else paths.export_dir,
-        fp16=fp16,
-        manifest_for=lambda onnx_bytes, precision: build_manifest(
-            config, state, onnx_bytes, model.embedding_dim, precision
-        ),
-        int8=int8.for_run(config.data) if int8 is not None else None,
-    )
-
-
-def load_run_model(
-    run_dir: Path, checkpoint: Literal["best", "last"] = "best"
-) -> tuple[TrainConfig, dict[str, Any], EmbeddingModel]:
-    """A run's config, its checkpoint and the eval-mode model restored from it (clear errors if they don't fit)."""
-    paths = RunPaths(run_dir)
-    config = load_run_config(paths.run_dir)
-    state = load_checkpoint(paths.best_checkpoint if checkpoint == "best" else paths.last_checkpoint)
-    return config, state, _restore_model(config, state, paths.run_dir)
-
-
-def _restore_model(config: TrainConfig, state: dict[str, Any], run_dir: Path) -> EmbeddingModel:
-    if not isinstance(state.get("model"), dict):
-        raise RetrievalError(
-            f"the checkpoint in {run_dir} has no 'model' state dict; it was not written by `retrieval train`"
-        )
-    model = build_embedding_model(config.model)
-    try:
-        model.load_state_dict(state["model"])
-    except RuntimeError as error:
-        first_line = str(error).splitlines()[0]
-        raise RetrievalError(
-            f"the checkpoint in {run_dir} does not fit its config.yaml model section ({first_line})"
-        ) from None
-    return model.eval()
 
 
 def write_checked_export(

@@ -16,15 +16,15 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from retrieval.training.config import TrainConfig
-from retrieval.training.data_loaders import build_eval_loader
-from retrieval.training.device import resolve_device, resolve_precision
-from retrieval.training.embed import embed_loader
-from retrieval.training.ensemble_model import join_embeddings
-from retrieval.training.export import load_run_model
-from retrieval.training.image_dataset import ImageRecordDataset
-from retrieval.training.run_data import prepare_run_data
-from retrieval.training.split_metrics import split_metrics
+from retrieval.training.config.train_config import TrainConfig
+from retrieval.training.data.data_loaders import build_eval_loader
+from retrieval.training.data.image_dataset import ImageRecordDataset
+from retrieval.training.data.run_data import prepare_run_data
+from retrieval.training.model.device import resolve_device, resolve_precision
+from retrieval.training.model.ensemble_model import join_embeddings
+from retrieval.training.run.embed import embed_loader
+from retrieval.training.run.run_model import load_run_model
+from retrieval.training.run.split_metrics import split_metrics
 
 
 def evaluate_ensemble(cfg: TrainConfig, member_dirs: Sequence[Path], *, progress: bool) -> dict[str, Any]:

@@ -23,9 +23,9 @@ from urllib.parse import urlparse
 import torch
 
 from retrieval.indexing.common.errors import ConfigError
-from retrieval.training.backbones import get_backbone, torchvision_weights_url
-from retrieval.training.embedding_model import EmbeddingModel
-from retrieval.training.imagenet_weights import lite0_state_dict, lite0_weights_file, timm_cached_state_dict
+from retrieval.training.model.backbones import get_backbone, torchvision_weights_url
+from retrieval.training.model.embedding_model import EmbeddingModel
+from retrieval.training.model.imagenet_weights import lite0_state_dict, lite0_weights_file, timm_cached_state_dict
 
 TORCHVISION_SOURCE = "torchvision"
 IMAGENET_SOURCE = "imagenet"

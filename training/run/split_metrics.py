@@ -16,7 +16,7 @@ import numpy as np
 from retrieval.indexing.eval.metrics import evaluate_retrieval
 from retrieval.indexing.search.binary import binarize
 from retrieval.indexing.search.knn import Metric
-from retrieval.training.image_dataset import ImageRecordDataset
+from retrieval.training.data.image_dataset import ImageRecordDataset
 
 
 def split_metrics(

@@ -11,9 +11,9 @@ from collections.abc import Callable
 import torch
 
 from retrieval.indexing.common.registry import Registry
-from retrieval.training.config import OptimizerConfig, ScheduleConfig, TrainConfig
-from retrieval.training.embedding_model import EmbeddingModel
+from retrieval.training.config.train_config import OptimizerConfig, ScheduleConfig, TrainConfig
 from retrieval.training.losses.base import EmbeddingLoss
+from retrieval.training.model.embedding_model import EmbeddingModel
 
 OptimizerBuilder = Callable[[list[dict], OptimizerConfig], torch.optim.Optimizer]
 OPTIMIZERS: Registry[OptimizerBuilder] = Registry("optimizer")

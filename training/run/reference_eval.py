@@ -15,11 +15,11 @@ import torch
 
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.eval.evaluation import EvalData, ReferenceRow, exact_metrics
-from retrieval.training.config import TrainConfig
-from retrieval.training.device import Precision, resolve_device
-from retrieval.training.embedding_model import EmbeddingModel, build_embedding_model
-from retrieval.training.pretrained import load_pretrained
-from retrieval.training.reference import pretrained_reference
+from retrieval.training.config.train_config import TrainConfig
+from retrieval.training.model.device import Precision, resolve_device
+from retrieval.training.model.embedding_model import EmbeddingModel, build_embedding_model
+from retrieval.training.model.pretrained import load_pretrained
+from retrieval.training.run.reference import pretrained_reference
 
 log = logging.getLogger(__name__)
 

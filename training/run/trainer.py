@@ -22,11 +22,16 @@ from tqdm import tqdm
 
 from retrieval.indexing.common.atomic_write import atomic_write_text
 from retrieval.indexing.common.errors import RetrievalError
-from retrieval.training.config import TrainConfig
-from retrieval.training.curves import plot_curves
-from retrieval.training.data_loaders import build_eval_loader, build_train_loader, set_loader_epoch
-from retrieval.training.device import resolve_device, resolve_precision
-from retrieval.training.distributed import (
+from retrieval.training.config.train_config import TrainConfig
+from retrieval.training.data.data_loaders import build_eval_loader, build_train_loader, set_loader_epoch
+from retrieval.training.data.image_dataset import ImageRecordDataset
+from retrieval.training.data.run_data import RunData, prepare_run_data
+from retrieval.training.losses import build_loss, get_loss_spec
+from retrieval.training.model.device import resolve_device, resolve_precision
+from retrieval.training.model.embedding_model import build_embedding_model
+from retrieval.training.model.pretrained import load_pretrained
+from retrieval.training.run.curves import plot_curves
+from retrieval.training.run.distributed import (
     DistContext,
     average_across_ranks,
     barrier,
@@ -36,18 +41,13 @@ from retrieval.training.distributed import (
     same_on_every_rank_seed,
     sync_loss_parameter_grads,
 )
-from retrieval.training.embed import embed_loader
-from retrieval.training.embedding_model import build_embedding_model
-from retrieval.training.image_dataset import ImageRecordDataset
-from retrieval.training.losses import build_loss, get_loss_spec
-from retrieval.training.optim import build_optimizer, build_scheduler, parameter_groups
-from retrieval.training.pretrained import load_pretrained
-from retrieval.training.reference import pretrained_reference, reference_name
-from retrieval.training.run_data import RunData, prepare_run_data
-from retrieval.training.run_dir import Checkpoint, RunPaths, load_checkpoint, save_checkpoint, write_run_config
-from retrieval.training.run_summary import RunSetup, log_summary, training_rows
-from retrieval.training.split_metrics import split_metrics
-from retrieval.training.tracking import open_tracker
+from retrieval.training.run.embed import embed_loader
+from retrieval.training.run.optim import build_optimizer, build_scheduler, parameter_groups
+from retrieval.training.run.reference import pretrained_reference, reference_name
+from retrieval.training.run.run_dir import Checkpoint, RunPaths, load_checkpoint, save_checkpoint, write_run_config
+from retrieval.training.run.run_summary import RunSetup, log_summary, training_rows
+from retrieval.training.run.split_metrics import split_metrics
+from retrieval.training.run.tracking import open_tracker
 
 log = logging.getLogger(__name__)
 

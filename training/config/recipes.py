@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from retrieval.indexing.common.registry import Registry
+from retrieval.training.config.train_config import merge_dicts
 
 BASE_RECIPE: dict[str, Any] = {
     "model": {"layer_norm": True, "embedding_dim": 2048, "pooling": "avg"},
@@ -139,8 +140,6 @@ def recipe_registry() -> Registry[str]:
 
 def recipe(name: str) -> dict[str, Any]:
     """The config layer for ``--recipe name`` (a loss name, an alias or a paper's own setup)."""
-    from retrieval.training.config import merge_dicts
-
     loss_name = recipe_registry().get(name)
     layer = merge_dicts(BASE_RECIPE, {"loss": {"name": loss_name}})
     layer = merge_dicts(layer, _LOSS_OVERRIDES.get(loss_name, {}))

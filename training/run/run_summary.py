@@ -15,12 +15,12 @@ from pathlib import Path
 
 import torch
 
-from retrieval.training.config import LossConfig, TrainConfig
-from retrieval.training.device import Precision
+from retrieval.training.config.train_config import LossConfig, TrainConfig
+from retrieval.training.data.run_data import RunData
 from retrieval.training.losses import get_loss_spec
 from retrieval.training.losses.params import merge_params
 from retrieval.training.losses.registry import chosen_miner
-from retrieval.training.run_data import RunData
+from retrieval.training.model.device import Precision
 
 log = logging.getLogger(__name__)
 

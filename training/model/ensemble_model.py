@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from retrieval.training.embedding_model import EmbeddingModel
+from retrieval.training.model.embedding_model import EmbeddingModel
 
 
 def join_embeddings(members: Sequence[np.ndarray]) -> np.ndarray:

@@ -26,12 +26,12 @@ from torch import nn
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.data.splits import record_sort_key
-from retrieval.training.config import ModelConfig, TrainConfig
-from retrieval.training.data_loaders import build_eval_loader
-from retrieval.training.device import Precision
-from retrieval.training.embed import embed_loader
-from retrieval.training.embedding_model import EmbeddingModel
-from retrieval.training.image_dataset import ImageRecordDataset, label_index
+from retrieval.training.config.train_config import ModelConfig, TrainConfig
+from retrieval.training.data.data_loaders import build_eval_loader
+from retrieval.training.data.image_dataset import ImageRecordDataset, label_index
+from retrieval.training.model.device import Precision
+from retrieval.training.model.embedding_model import EmbeddingModel
+from retrieval.training.run.embed import embed_loader
 
 FIT_IMAGES = 2000  # training images the PCA and the mean are fitted on (evenly spaced over the classes)
 

@@ -36,7 +36,7 @@ from retrieval.indexing.common.artifact_names import (
 )
 from retrieval.indexing.common.atomic_write import atomic_write_text, atomic_write_with
 from retrieval.indexing.common.errors import ConfigError, RetrievalError
-from retrieval.training.config import TrainConfig, config_yaml, describe_validation_error, read_yaml
+from retrieval.training.config.train_config import TrainConfig, config_yaml, describe_validation_error, read_yaml
 
 
 class Checkpoint(TypedDict):

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from retrieval.training.device import Precision
+from retrieval.training.model.device import Precision
 
 
 @torch.no_grad()

@@ -1,0 +1,49 @@
+"""``retrieval export RUN``: a run directory's checkpoint to ``model.onnx`` + ``model.json``.
+
+A single run exports its model (``onnx_export``); an ensemble run (``retrieval train --ensemble``)
+its members joined into one model (``ensemble_export``). Both write only a graph that passed its check.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from retrieval.indexing.common.errors import RetrievalError
+from retrieval.training.export.ensemble_export import export_ensemble
+from retrieval.training.export.int8_export import Int8Request
+from retrieval.training.export.onnx_export import ExportResult, build_manifest, write_checked_export
+from retrieval.training.run.run_dir import RunPaths
+from retrieval.training.run.run_model import load_run_model
+
+
+def export_run(
+    run_dir: Path,
+    out_dir: Path | None = None,
+    *,
+    fp16: bool = False,
+    checkpoint: Literal["best", "last"] = "best",
+    int8: Int8Request | None = None,
+) -> ExportResult:
+    """Export ``run_dir``'s checkpoint to ``out_dir`` (default run_dir/export) after the parity check.
+
+    An ensemble run (``retrieval train --ensemble``) exports its members joined into one model. ``int8``
+    quantizes it (calibrated on the run's training images, checked on its validation classes)."""
+    paths = RunPaths(run_dir)
+    if not paths.run_dir.is_dir():
+        raise RetrievalError(
+            f"run directory {paths.run_dir} does not exist; pass the directory `retrieval train` wrote"
+        )
+    if paths.ensemble_spec.is_file():
+        return export_ensemble(paths.run_dir, out_dir, fp16=fp16, checkpoint=checkpoint, int8=int8)
+    config, state, model = load_run_model(paths.run_dir, checkpoint)
+    return write_checked_export(
+        model,
+        config.data.image_size,
+        Path(out_dir) if out_dir is not None else paths.export_dir,
+        fp16=fp16,
+        manifest_for=lambda onnx_bytes, precision: build_manifest(
+            config, state, onnx_bytes, model.embedding_dim, precision
+        ),
+        int8=int8.for_run(config.data) if int8 is not None else None,
+    )
