@@ -9,6 +9,16 @@ from typing import Annotated
 
 import typer
 
+from retrieval.cli.config_options import config_layer, show_config_defaults
+from retrieval.cli.train_options import (
+    Backbone,
+    BatchSize,
+    EmbeddingDim,
+    Epochs,
+    ImageSize,
+    MaxImagesPerClass,
+    Pretrained,
+)
 from retrieval.indexing.common.errors import ConfigError
 
 STUDY_HELP = (
@@ -45,18 +55,13 @@ def study(
         bool,
         typer.Option("--cached-features", help="Frozen backbone: train only head + loss on features embedded once."),
     ] = False,
-    epochs: Annotated[int | None, typer.Option("--epochs", help="Epochs per fold model (budget).")] = None,
-    image_size: Annotated[int | None, typer.Option("--image-size", help="Crop size in pixels (budget).")] = None,
-    max_images_per_class: Annotated[
-        int | None,
-        typer.Option("--max-images-per-class", help="Deterministic subsample of each class, in every split (budget)."),
-    ] = None,
-    backbone: Annotated[str | None, typer.Option("--backbone", help="Backbone, as for `retrieval train`.")] = None,
-    pretrained: Annotated[
-        str | None, typer.Option("--pretrained", help="'imagenet', 'torchvision' or a weights file (never downloads).")
-    ] = None,
-    embedding_dim: Annotated[int | None, typer.Option("--embedding-dim", help="Embedding size d.")] = None,
-    batch_size: Annotated[int | None, typer.Option("--batch-size", help="Images per training step.")] = None,
+    epochs: Epochs = None,
+    image_size: ImageSize = None,
+    max_images_per_class: MaxImagesPerClass = None,
+    backbone: Backbone = None,
+    pretrained: Pretrained = None,
+    embedding_dim: EmbeddingDim = None,
+    batch_size: BatchSize = None,
     set_: Annotated[
         list[str] | None,
         typer.Option(
@@ -85,13 +90,7 @@ def study(
         seeds=_at_least(seeds, 1, "--seeds"),
         seed=seed,
         cached_features=cached_features,
-        epochs=epochs,
-        image_size=image_size,
-        max_images_per_class=max_images_per_class,
-        backbone=backbone,
-        pretrained=pretrained,
-        embedding_dim=embedding_dim,
-        batch_size=batch_size,
+        options=config_layer(study, locals()),
         overrides=list(set_ or []),
     )
     started = time.perf_counter()
@@ -129,4 +128,5 @@ def _at_least(value: int, low: int, option: str) -> int:
 
 
 def register(app: typer.Typer) -> None:
+    show_config_defaults(study)
     app.command("study", help=STUDY_HELP)(study)

@@ -10,6 +10,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from retrieval.cli.config_options import ConfigKey, config_layer, show_config_defaults
+from retrieval.cli.train_options import (
+    Backbone,
+    BatchSize,
+    EmbeddingDim,
+    Epochs,
+    ImageSize,
+    MaxImagesPerClass,
+    Pretrained,
+)
 from retrieval.indexing.common.errors import ConfigError
 
 if TYPE_CHECKING:  # torch loads only when a command needs it
@@ -52,33 +61,12 @@ def train(
         ),
         ConfigKey("loss.name"),
     ] = None,
-    backbone: Annotated[
-        str | None,
-        typer.Option(
-            "--backbone", help="resnet18|resnet50|densenet121|efficientnet_lite0|... or timm:NAME for any timm model."
-        ),
-        ConfigKey("model.backbone"),
-    ] = None,
-    embedding_dim: Annotated[
-        int | None,
-        typer.Option("--embedding-dim", help="Embedding size (bits of the binary index)."),
-        ConfigKey("model.embedding_dim"),
-    ] = None,
-    image_size: Annotated[
-        int | None,
-        typer.Option("--image-size", help="Crop size in pixels (eval resizes to size*8/7 first)."),
-        ConfigKey("data.image_size"),
-    ] = None,
-    epochs: Annotated[
-        int | None, typer.Option("--epochs", help="Training epochs."), ConfigKey("trainer.epochs")
-    ] = None,
-    batch_size: Annotated[
-        int | None,
-        typer.Option(
-            "--batch-size", help="Images per step in each process (torchrun: the global batch is processes x this)."
-        ),
-        ConfigKey("trainer.batch_size"),
-    ] = None,
+    backbone: Backbone = None,
+    embedding_dim: EmbeddingDim = None,
+    image_size: ImageSize = None,
+    epochs: Epochs = None,
+    batch_size: BatchSize = None,
+    max_images_per_class: MaxImagesPerClass = None,
     images_per_class: Annotated[
         int | None,
         typer.Option("--images-per-class", help="M of the class-balanced sampler."),
@@ -88,14 +76,7 @@ def train(
     device: Annotated[
         str | None, typer.Option("--device", help="auto (CUDA if present) | cpu | cuda."), ConfigKey("trainer.device")
     ] = None,
-    pretrained: Annotated[
-        str | None,
-        typer.Option(
-            "--pretrained",
-            help="'imagenet' (built-in or locally cached ImageNet weights, never downloads), 'torchvision' or a state-dict file.",
-        ),
-        ConfigKey("model.pretrained"),
-    ] = None,
+    pretrained: Pretrained = None,
     val_fraction: Annotated[
         float | None,
         typer.Option("--val-fraction", help="Share of training classes held out for validation."),

@@ -39,7 +39,7 @@ def _spec(data: Path, **changes: Any) -> StudySpec:
         overrides=["data.num_workers=0"],
     )
     values.update(changes)
-    return StudySpec(**values)
+    return StudySpec.from_keywords(**values)
 
 
 @pytest.fixture(scope="module")
@@ -291,7 +291,7 @@ def test_an_interrupted_study_resumes_without_redoing_finished_trials(
 
 
 def test_bad_options_fail_before_any_image_is_read(synth_data: Path, tmp_path: Path, monkeypatch) -> None:
-    from retrieval.training import run_data
+    from retrieval.training.data import run_data
 
     monkeypatch.setattr(run_data, "scan_images", lambda *a, **k: pytest.fail("images were scanned"))
     with pytest.raises(ConfigError, match="trainer.epoch"):
@@ -321,7 +321,7 @@ def test_unknown_loss_is_named_with_the_known_ones() -> None:
 def test_fine_tuning_runs_the_trainer_per_fold_and_embeds_the_test_classes_only_at_the_end(
     synth_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from retrieval.training import split_metrics
+    from retrieval.training.run import split_metrics
 
     evaluated: list[tuple[str, frozenset[str]]] = []
     phase = ["reference"]

@@ -110,8 +110,10 @@ def study(
 ) -> StudyOutcome:
     """``retrieval study``: the Reality Check protocol for ``losses`` on ``data``, written to ``out`` (study.md,
     study.csv, study.png) and continued where it stopped when ``out`` holds the same study. ``options`` are the
-    command's, e.g. ``folds=4, trials=20, seeds=3, cached_features=True, epochs=4, overrides=["loss.lr=0.01"]``."""
-    spec = StudySpec(data=str(data), losses=list(losses), **options)
+    command's, e.g. ``folds=4, trials=20, seeds=3, cached_features=True, epochs=4, overrides=["loss.lr=0.01"]``:
+    those of ``StudySpec`` as they are, the others named after config keys (``keyword_layer``: ``epochs`` is
+    ``trainer.epochs``), as the command's ``--epochs`` is."""
+    spec = StudySpec.from_keywords(data=str(data), losses=list(losses), **options)
     return run_study(spec, Path(out), overwrite=overwrite, progress=progress)
 
 

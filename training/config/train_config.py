@@ -191,6 +191,33 @@ def _unknown_key(loc: tuple[int | str, ...]) -> str:
     return f"unknown key ({hint}{where}: {', '.join(known)})"
 
 
+def keyword_layer(values: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A config layer from keywords named after config keys: ``epochs=3`` -> {"trainer": {"epochs": 3}}.
+
+    A keyword is a key's field name where that name belongs to one section only (``epochs``,
+    ``image_size``, ``backbone``); a name found in several sections (``lr``, ``name``) must be written
+    ``section__key`` (``optimizer__lr``). The Python API's study() reads its budget options this way.
+    """
+    layer: dict[str, dict[str, Any]] = {}
+    for keyword, value in values.items():
+        section, _, key = keyword.partition("__")
+        if not key:
+            sections = [name for name, field in TrainConfig.model_fields.items() if keyword in _fields_of(field)]
+            if len(sections) != 1:
+                where = f"it is a key of {', '.join(sections)}" if sections else "no section has this key"
+                raise ConfigError(f"unknown option {keyword!r} ({where}); write SECTION__KEY, e.g. trainer__epochs")
+            section, key = sections[0], keyword
+        elif section not in TrainConfig.model_fields or key not in _fields_of(TrainConfig.model_fields[section]):
+            raise ConfigError(f"unknown option {keyword!r}: {section}.{key} is not a configuration key")
+        layer.setdefault(section, {})[key] = value
+    return layer
+
+
+def _fields_of(field: Any) -> dict[str, Any]:
+    annotation = field.annotation
+    return annotation.model_fields if isinstance(annotation, type) and issubclass(annotation, BaseModel) else {}
+
+
 def merge_dicts(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     merged = dict(base)
     for key, value in override.items():

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from retrieval.indexing.common.atomic_write import atomic_write_text
 from retrieval.indexing.common.errors import ConfigError
+from retrieval.training.config.train_config import keyword_layer, merge_dicts
 
 STATE_FILE = "study.json"
 OPTUNA_DB = "optuna.db"
@@ -32,15 +33,6 @@ REPORT_FILES = ("study.md", "study.csv", "study.png")
 STUDY_DIRS = ("search", "final")
 FEATURES_DIR = "features"
 _OPTION_NAMES = {"overrides": "set"}  # spec field -> its command-line option
-_BUDGET_OPTIONS = (
-    "epochs",
-    "image_size",
-    "max_images_per_class",
-    "backbone",
-    "pretrained",
-    "embedding_dim",
-    "batch_size",
-)
 
 
 class StudySpec(BaseModel):
@@ -55,14 +47,20 @@ class StudySpec(BaseModel):
     seeds: int = Field(3, ge=1)
     seed: int = 0
     cached_features: bool = False
-    epochs: int | None = None
-    image_size: int | None = None
-    max_images_per_class: int | None = None
-    backbone: str | None = None
-    pretrained: str | None = None
-    embedding_dim: int | None = None
-    batch_size: int | None = None
+    options: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="the config layer of the options that stand for config keys (--epochs: trainer.epochs), "
+        "as `retrieval train` reads them",
+    )
     overrides: list[str] = Field(default_factory=list, description="--set KEY=VALUE, in order")
+
+    @classmethod
+    def from_keywords(cls, **values: Any) -> StudySpec:
+        """The spec from its own fields and options named after config keys (``epochs=4`` is
+        ``trainer.epochs``; ``keyword_layer``), as the Python API's ``study()`` takes them."""
+        own = {key: value for key, value in values.items() if key in cls.model_fields}
+        layer = keyword_layer({key: value for key, value in values.items() if key not in cls.model_fields})
+        return cls(**own, options=merge_dicts(own.pop("options", {}), layer))
 
     @property
     def protocol(self) -> str:
@@ -73,9 +71,9 @@ class StudySpec(BaseModel):
         tokens = ["retrieval", "study", "--data", self.data, "--losses", ",".join(self.losses), "--out", str(out)]
         tokens += ["--folds", str(self.folds), "--trials", str(self.trials), "--seeds", str(self.seeds)]
         tokens += ["--seed", str(self.seed)] + (["--cached-features"] if self.cached_features else [])
-        for name in _BUDGET_OPTIONS:
-            value = getattr(self, name)
-            tokens += [f"--{name.replace('_', '-')}", str(value)] if value is not None else []
+        for section, values in self.options.items():
+            for key, value in values.items():
+                tokens += ["--set", f"{section}.{key}={json.dumps(value)}"]
         for assignment in self.overrides:
             tokens += ["--set", assignment]
         return shlex.join(tokens)

@@ -21,15 +21,6 @@ from retrieval.training.study.search_space import Dimension, flat_keys, params_l
 from retrieval.training.study.state import StudySpec
 
 STUDY_PATIENCE = 3
-_BUDGET_KEYS = {
-    "epochs": "trainer.epochs",
-    "image_size": "data.image_size",
-    "max_images_per_class": "data.max_images_per_class",
-    "backbone": "model.backbone",
-    "pretrained": "model.pretrained",
-    "embedding_dim": "model.embedding_dim",
-    "batch_size": "trainer.batch_size",
-}
 
 
 def loss_config(
@@ -39,7 +30,7 @@ def loss_config(
     layers: list[tuple[str, dict[str, Any]]] = [
         (f"recipe {loss}", recipe(loss)),
         ("study defaults", {"data": {"path": spec.data}, "trainer": {"patience": STUDY_PATIENCE}}),
-        ("command-line options", budget_layer(spec)),
+        ("command-line options", spec.options),
         ("--set", parse_set(overrides_for(spec, loss))),
     ]
     if params:
@@ -47,16 +38,6 @@ def loss_config(
     if seed is not None:
         layers.append(("seed", {"trainer": {"seed": seed}}))
     return build_config(layers)
-
-
-def budget_layer(spec: StudySpec) -> dict[str, Any]:
-    layer: dict[str, Any] = {}
-    for option, path in _BUDGET_KEYS.items():
-        value = getattr(spec, option)
-        if value is not None:
-            section, key = path.split(".")
-            layer.setdefault(section, {})[key] = value
-    return layer
 
 
 def overrides_for(spec: StudySpec, loss: str) -> list[str]:
