@@ -69,7 +69,7 @@ def reference_column(
 
     cfg = load_run_config(run_dir)
     try:
-        row = reference_row(cfg, evaluated, pool, dim=manifest.embedding_dim, ks=ks)
+        row = reference_row(cfg, evaluated, pool, dim=manifest.embedding_dim, ks=ks, run_dir=run_dir)
     except RetrievalError as error:  # e.g. the pretrained weights are not on this machine
         return None, f"no reference column: {error}"
     return row, _describe(row, cfg.model.pretrained)
@@ -79,7 +79,9 @@ def _describe(row: ReferenceRow, weights: str | None) -> str:
     """One line saying what the column is: whose pooled features, and how they were reduced."""
     details = row.details
     reduced = f"PCA to {details['dim']}" if details["reduction"] == "pca" else "not reduced, centred"
-    how = f"{details['feature_dim']}-d, {reduced}, fitted on {details['fit_images']} training-class images"
+    fitted = details["fit_images"]
+    fitted = f"{fitted} training-class images" if isinstance(fitted, int) else fitted
+    how = f"{details['feature_dim']}-d, {reduced}, fitted on {fitted}"
     if weights:
         return f"{row.name} column: {details['backbone']} with its {weights} weights, pooled features ({how})"
     return (

@@ -13,6 +13,7 @@ apply_thread_env_defaults()  # before numpy and faiss load: idle BLAS/OpenMP thr
 import typer  # noqa: E402
 
 from retrieval.cli import (  # noqa: E402
+    backbone_commands,
     data_commands,
     embed_commands,
     eval_commands,
@@ -64,6 +65,7 @@ def package_version() -> str:
 for module in (
     data_commands,
     train_commands,
+    backbone_commands,
     study_commands,
     export_commands,
     index_commands,

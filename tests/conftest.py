@@ -10,7 +10,8 @@ import pytest
 pytest_plugins = ["index_fixtures", "serving_fixtures"]
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
-CALTECH = SHARED / "data" / "caltech101"
+CARS196 = SHARED / "data" / "cars196"
+CUB50 = SHARED / "data" / "cub50"
 
 
 @pytest.fixture(scope="session")
@@ -24,7 +25,16 @@ def synth_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def caltech_dir() -> Path:
-    if not CALTECH.is_dir():
-        pytest.skip("../shared/data/caltech101 is not present")
-    return CALTECH
+def cars196_dir() -> Path:
+    """Stanford Cars-196 (train split, cropped; ../shared/data/cars196/SOURCE.md), as CI has it."""
+    if not CARS196.is_dir():
+        pytest.skip("../shared/data/cars196 is not present")
+    return CARS196
+
+
+@pytest.fixture(scope="session")
+def cub50_dir() -> Path:
+    """The first 50 classes of CUB-200-2011 (../shared/data/cub50/SOURCE.md), as CI has it."""
+    if not CUB50.is_dir():
+        pytest.skip("../shared/data/cub50 is not present")
+    return CUB50

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import CALTECH  # ../shared/data/caltech101 beside the repository
+from conftest import CARS196  # ../shared/data/cars196 beside the repository
 from PIL import Image
 from scipy.io import savemat
 
@@ -240,10 +240,11 @@ def test_a_layout_can_be_forced_by_name(tmp_path: Path) -> None:
         load_records(tmp_path, layout="coco")
 
 
-def test_caltech101_reads_as_imagefolder() -> None:
-    if not CALTECH.is_dir():
-        pytest.skip("the shared Caltech-101 copy is not on this machine")
-    records = load_records(CALTECH)
+def test_cars196_reads_as_imagefolder() -> None:
+    if not CARS196.is_dir():
+        pytest.skip("the shared Cars-196 copy is not on this machine")
+    records = load_records(CARS196)
     labels = sorted({r.label for r in records})
-    assert len(labels) == 100 and labels[:3] == ["Faces", "Leopards", "Motorbikes"]
-    assert len(records) > 7000 and all(r.path.suffix.lower() == ".jpg" for r in records)
+    assert len(labels) == 196 and labels[0] == "001.AM_General_Hummer_SUV_2000"
+    assert labels[-1] == "196.smart_fortwo_Convertible_2012"
+    assert len(records) == 8144 and all(r.path.suffix.lower() == ".jpg" for r in records)

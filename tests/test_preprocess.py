@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import CALTECH  # ../shared/data/caltech101 beside the repository
+from conftest import CARS196, CUB50  # ../shared/data beside the repository
 from PIL import Image
 
 from retrieval.indexing.data.image_io import open_rgb
@@ -33,18 +33,13 @@ def torchvision_eval(prep: Preprocessing):
     )
 
 
-def caltech_sample(colour: int = 16, grey: int = 4) -> list[Path]:
-    """The first image of ``colour`` classes plus the first ``grey`` greyscale JPEGs found."""
-    classes = sorted(p for p in CALTECH.iterdir() if p.is_dir())
-    colour_paths = [sorted(c.glob("*.jpg"))[0] for c in classes[:colour]]
-    grey_paths = []
-    for path in sorted(CALTECH.glob("*/*.jpg")):
-        with Image.open(path) as img:
-            if img.mode == "L":
-                grey_paths.append(path)
-        if len(grey_paths) == grey:
-            break
-    return colour_paths + grey_paths
+def photo_sample(birds: int = 12, cars: int = 8) -> list[Path]:
+    """The first photo of ``birds`` cub50 classes and of ``cars`` Cars-196 classes (portrait and landscape sizes)."""
+    paths = []
+    for root, count in ((CUB50, birds), (CARS196, cars)):
+        classes = sorted(p for p in root.iterdir() if p.is_dir())
+        paths += [sorted(c.glob("*.jpg"))[0] for c in classes[:count]]
+    return paths
 
 
 def test_resized_size_follows_torchvision_rule() -> None:
@@ -54,11 +49,11 @@ def test_resized_size_follows_torchvision_rule() -> None:
     assert center_crop_box(341, 256, 224) == (58, 16, 282, 240)  # round(58.5) = 58 (banker's), round(16) = 16
 
 
-@pytest.mark.skipif(not CALTECH.is_dir(), reason="needs ../shared/data/caltech101")
+@pytest.mark.skipif(not (CUB50.is_dir() and CARS196.is_dir()), reason="needs ../shared/data/cub50 and cars196")
 def test_matches_torchvision_on_real_photos() -> None:
     prep = Preprocessing()
     reference = torchvision_eval(prep)
-    paths = caltech_sample()
+    paths = photo_sample()
     assert len(paths) == 20
     diffs = []
     for path in paths:

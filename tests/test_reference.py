@@ -19,12 +19,12 @@ from retrieval.cli.main import app
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import split_records
-from retrieval.training.run import reference
 from retrieval.training.config.recipes import recipe
 from retrieval.training.config.train_config import TrainConfig, build_config
 from retrieval.training.data.transforms import build_eval_transform
 from retrieval.training.export.run_export import export_run
 from retrieval.training.model.device import Precision
+from retrieval.training.run import reference
 from retrieval.training.run.reference import fit_reduction, fit_sample, pretrained_reference
 from retrieval.training.run.reference_eval import starting_model
 from retrieval.training.run.trainer import Trainer

@@ -51,9 +51,9 @@ def test_eval_transform_equals_the_torch_free_preprocessing_of_the_index(width, 
     np.testing.assert_allclose(out.numpy(), preprocess_image(image, eval_preprocessing(cfg)), atol=1e-5)
 
 
-def test_eval_transform_equals_index_preprocessing_on_real_photos(caltech_dir):
+def test_eval_transform_equals_index_preprocessing_on_real_photos(cub50_dir):
     cfg = DataConfig()  # 224 px, resize 256
-    photos = sorted(caltech_dir.rglob("*.jpg"))[::997][:4]
+    photos = sorted(cub50_dir.rglob("*.jpg"))[::997][:4]
     for path in photos:
         image = open_rgb(path)
         expected = preprocess_image(image, eval_preprocessing(cfg))

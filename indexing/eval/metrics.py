@@ -10,9 +10,9 @@ queries run in chunks, so no N x N (or classes x N) array is ever built.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -44,6 +44,18 @@ class RetrievalMetrics:
         values = asdict(self)
         values["recall_at_k"] = {str(k): v for k, v in self.recall_at_k.items()}
         return values
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> RetrievalMetrics:
+        """The metrics ``to_dict`` wrote (other keys, such as a split's ``unreadable_images``, are ignored)."""
+        return cls(
+            map_at_r=float(values["map_at_r"]),
+            r_precision=float(values["r_precision"]),
+            precision_at_1=float(values["precision_at_1"]),
+            recall_at_k={int(k): float(v) for k, v in (values.get("recall_at_k") or {}).items()},
+            nmi=None if values.get("nmi") is None else float(values["nmi"]),
+            num_queries=int(values.get("num_queries", 0)),
+        )
 
 
 def evaluate_retrieval(

@@ -85,6 +85,13 @@ class ModelConfig(_Strict):
         description="None: no linear layer, the pooled features are the embedding",
     )
     freeze_batchnorm: bool = False
+    frozen_stages: int = Field(
+        0,
+        ge=0,
+        description="the trunk's first stages kept frozen (no gradients, inference-mode BatchNorm); training skips "
+        "their backward pass and, with trainer.cached_views, their forward pass after the first epoch "
+        "(training.model.trunk_stages lists a backbone's stages)",
+    )
     channels_last: bool = True
 
 
@@ -116,7 +123,9 @@ class ScheduleConfig(_Strict):
 
 
 class TrainerConfig(_Strict):
-    epochs: int = Field(10, ge=1)
+    epochs: int = Field(
+        10, ge=0, description="0: no training, the run's model is the starting backbone (the reference row)"
+    )
     batch_size: int = Field(32, ge=2)
     device: Literal["auto", "cpu", "cuda"] = "auto"
     amp: Literal["auto", "off", "bf16", "fp16"] = "auto"
@@ -128,6 +137,19 @@ class TrainerConfig(_Strict):
         None, description="Recall@K cut-offs; null: the defaults `retrieval eval` uses for the gallery"
     )
     max_steps_per_epoch: int | None = Field(None, ge=1, description="cap for quick runs")
+    cached_views: int | None = Field(
+        None,
+        ge=1,
+        description="with model.frozen_stages: the frozen stages' activations of this many augmented views per "
+        "training image are made once and reused every epoch (each view once per cached_views epochs); "
+        "null: augment and run the frozen stages at every step",
+    )
+    cache_max_gb: float = Field(8.0, gt=0, description="largest activation cache trainer.cached_views may make")
+    select_reference: bool = Field(
+        True,
+        description="epoch 0, the starting backbone as the reference row defines it, is a candidate for the best "
+        "epoch: a run whose training never beats it on validation keeps it (and says so)",
+    )
     evaluate_untrained_test: bool = Field(
         True,
         description="also report the reference row: the starting backbone's pooled features on the test classes "

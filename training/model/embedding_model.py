@@ -26,6 +26,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 from retrieval.training.config.train_config import ModelConfig
 from retrieval.training.model.backbones import build_backbone
+from retrieval.training.model.trunk_stages import check_frozen_stages, trunk_stages
 
 PoolingMode = Literal["avg", "max", "avgmax"]
 
@@ -64,6 +65,7 @@ class EmbeddingModel(nn.Module):
         layer_norm: bool = False,
         embedding_dim: int | None = 512,
         freeze_batchnorm: bool = False,
+        frozen_stages: int = 0,
     ) -> None:
         super().__init__()
         self.backbone = backbone
@@ -74,14 +76,31 @@ class EmbeddingModel(nn.Module):
         self.feature_dim = feature_dim
         self.embedding_dim = embedding_dim if embedding_dim is not None else feature_dim
         self.freeze_batchnorm = freeze_batchnorm
+        self.frozen_stages = check_frozen_stages(backbone, frozen_stages) if frozen_stages else 0
         if freeze_batchnorm:
             for module in self._backbone_batchnorms():
                 module.requires_grad_(False)
                 module.eval()
+        self._freeze_prefix()
 
-    def forward(self, images: torch.Tensor) -> torch.Tensor:
-        pooled = self.norm(self.pool(self.backbone(images)))
+    def forward(self, inputs: torch.Tensor, start_stage: int = 0) -> torch.Tensor:
+        """Embeddings of images (``start_stage`` 0), or of the activations that the trunk's first
+        ``start_stage`` stages made of them (``prefix``): the rest of the trunk, pooling and head."""
+        features = self.backbone(inputs) if start_stage == 0 else self.trunk_from(inputs, start_stage)
+        pooled = self.norm(self.pool(features))
         return F.normalize(self.head(pooled), p=2.0, dim=1)
+
+    def prefix(self, images: torch.Tensor, stages: int | None = None) -> torch.Tensor:
+        """The activations of the trunk's first ``stages`` stages (default: the frozen ones)."""
+        for stage in trunk_stages(self.backbone)[: self.frozen_stages if stages is None else stages]:
+            images = stage(images)
+        return images
+
+    def trunk_from(self, activations: torch.Tensor, start_stage: int) -> torch.Tensor:
+        """The trunk's last feature map from the activations after its first ``start_stage`` stages."""
+        for stage in trunk_stages(self.backbone)[start_stage:]:
+            activations = stage(activations)
+        return activations
 
     def train(self, mode: bool = True) -> EmbeddingModel:
         """Like nn.Module.train, but frozen BatchNorm layers stay in eval mode (running stats fixed)."""
@@ -89,6 +108,8 @@ class EmbeddingModel(nn.Module):
         if self.freeze_batchnorm:
             for module in self._backbone_batchnorms():
                 module.eval()
+        for stage in self._frozen_prefix():
+            stage.eval()
         return self
 
     def new_parameters(self) -> Iterator[nn.Parameter]:
@@ -101,11 +122,21 @@ class EmbeddingModel(nn.Module):
         yield from self.backbone.parameters()
 
     def set_backbone_trainable(self, flag: bool) -> None:
-        """Enable or disable gradients of the backbone; frozen BatchNorm params stay frozen."""
+        """Enable or disable gradients of the backbone; frozen BatchNorm params and frozen stages stay frozen."""
         self.backbone.requires_grad_(flag)
         if self.freeze_batchnorm:
             for module in self._backbone_batchnorms():
                 module.requires_grad_(False)
+        self._freeze_prefix()
+
+    def _frozen_prefix(self) -> list[nn.Module]:
+        return trunk_stages(self.backbone)[: self.frozen_stages] if self.frozen_stages else []
+
+    def _freeze_prefix(self) -> None:
+        """The first ``frozen_stages`` stages: no gradients, and inference-mode BatchNorm (running statistics)."""
+        for stage in self._frozen_prefix():
+            stage.requires_grad_(False)
+            stage.eval()
 
     def _backbone_batchnorms(self) -> Iterator[_BatchNorm]:
         return (module for module in self.backbone.modules() if isinstance(module, _BatchNorm))
@@ -122,4 +153,5 @@ def build_embedding_model(cfg: ModelConfig) -> EmbeddingModel:
         layer_norm=cfg.layer_norm,
         embedding_dim=cfg.embedding_dim,
         freeze_batchnorm=cfg.freeze_batchnorm,
+        frozen_stages=cfg.frozen_stages,
     )

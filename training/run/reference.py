@@ -15,6 +15,7 @@ both compute it here, with the eval transform of the run.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -65,6 +66,19 @@ class FeatureReduction:
         reduced = self.pca.apply(values) if self.pca is not None else values - self.mean
         return reduced / np.maximum(np.linalg.norm(reduced, axis=1, keepdims=True), 1e-12)
 
+    def linear(self) -> nn.Linear:
+        """The reduction as a linear layer (before the L2 normalisation): ``W x + b``."""
+        if self.pca is not None:
+            weight = faiss.vector_to_array(self.pca.A).reshape(self.pca.d_out, self.pca.d_in)
+            bias = faiss.vector_to_array(self.pca.b)
+        else:
+            weight, bias = np.eye(len(self.mean), dtype=np.float32), -self.mean
+        layer = nn.Linear(weight.shape[1], weight.shape[0])
+        with torch.no_grad():
+            layer.weight.copy_(torch.from_numpy(np.ascontiguousarray(weight, dtype=np.float32)))
+            layer.bias.copy_(torch.from_numpy(np.ascontiguousarray(bias, dtype=np.float32)))
+        return layer
+
 
 def fit_reduction(train_features: np.ndarray, dim: int) -> FeatureReduction:
     """PCA to ``dim`` when the features are wider (at most one component per training image), else centring."""
@@ -79,6 +93,21 @@ def fit_reduction(train_features: np.ndarray, dim: int) -> FeatureReduction:
     return FeatureReduction(mean, pca)
 
 
+def reference_model_config(model: ModelConfig, dim: int) -> ModelConfig:
+    """The model section of a reference model: no LayerNorm, a linear head to ``dim`` (the reduction's size)."""
+    return model.model_copy(update={"layer_norm": False, "embedding_dim": dim})
+
+
+def reference_model(model: EmbeddingModel, reduction: FeatureReduction) -> EmbeddingModel:
+    """The reference row as a model: a copy of ``model``'s trunk and pooling, then the reduction as its head
+    and L2 normalisation. It embeds, exports and is chosen like any trained epoch (the trainer's epoch 0)."""
+    reference = copy.deepcopy(model)
+    reference.norm = nn.Identity()
+    reference.head = reduction.linear().to(next(model.parameters()).device)
+    reference.embedding_dim = reduction.dim
+    return reference
+
+
 class PooledFeatures(nn.Module):
     """images -> the model's pooled backbone features (before LayerNorm and head)."""
 
@@ -86,8 +115,9 @@ class PooledFeatures(nn.Module):
         super().__init__()
         self.model = model  # a submodule, so train()/eval() go through EmbeddingModel's (frozen BatchNorm stays)
 
-    def forward(self, images: torch.Tensor) -> torch.Tensor:
-        return self.model.pool(self.model.backbone(images))
+    def forward(self, inputs: torch.Tensor, start_stage: int = 0) -> torch.Tensor:
+        trunk = self.model.backbone(inputs) if start_stage == 0 else self.model.trunk_from(inputs, start_stage)
+        return self.model.pool(trunk)
 
 
 @dataclass(frozen=True)

@@ -10,16 +10,22 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from pathlib import Path
 
 import torch
 
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.eval.evaluation import EvalData, ReferenceRow, exact_metrics
 from retrieval.training.config.train_config import TrainConfig
+from retrieval.training.data.data_loaders import build_eval_loader
+from retrieval.training.data.image_dataset import ImageRecordDataset, label_index
 from retrieval.training.model.device import Precision, resolve_device
 from retrieval.training.model.embedding_model import EmbeddingModel, build_embedding_model
 from retrieval.training.model.pretrained import load_pretrained
-from retrieval.training.run.reference import pretrained_reference
+from retrieval.training.run.embed import embed_loader
+from retrieval.training.run.reference import pretrained_reference, reference_name
+from retrieval.training.run.run_dir import RunPaths, load_checkpoint
+from retrieval.training.run.run_model import restore_model
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +47,13 @@ def reference_row(
     *,
     dim: int,
     ks: Sequence[int],
+    run_dir: Path | None = None,
 ) -> ReferenceRow:
-    """Float and binary metrics of the reference embeddings of ``records`` (fitted on ``train_records``)."""
+    """Float and binary metrics of the reference embeddings of ``records``: the run's own reference model
+    (``checkpoints/reference.pt``, the trainer's epoch 0) where it has one, else fitted on ``train_records``."""
+    paths = RunPaths(run_dir) if run_dir is not None else None
+    if paths is not None and paths.reference_checkpoint.is_file():
+        return _saved_reference_row(cfg, paths, records, ks)
     device = resolve_device("auto")
     model = starting_model(cfg).to(device)
     if cfg.model.channels_last:
@@ -55,3 +66,28 @@ def reference_row(
     data = EvalData.from_records([r for r, ok in zip(records, keep) if ok], reference.embeddings[keep])
     details = {**reference.details(), "backbone": cfg.model.backbone, "weights": cfg.model.pretrained}
     return ReferenceRow(reference.name, exact_metrics(data, ks), details)
+
+
+def _saved_reference_row(
+    cfg: TrainConfig, paths: RunPaths, records: Sequence[ImageRecord], ks: Sequence[int]
+) -> ReferenceRow:
+    """The row of the reference model the trainer saved, embedded as the trainer embeds its test split."""
+    device = resolve_device("auto")
+    state = load_checkpoint(paths.reference_checkpoint)
+    model = restore_model(state, cfg, paths.run_dir).to(device)
+    loader = build_eval_loader(records, label_index(records), cfg, device)
+    embeddings, _ = embed_loader(model, loader, device, Precision(False, torch.float32, False), False)
+    dataset: ImageRecordDataset = loader.dataset  # type: ignore[assignment]
+    keep = ~dataset.bad_mask()
+    data = EvalData.from_records([r for r, ok in zip(records, keep) if ok], embeddings[keep])
+    model_config = state.get("model_config") or {}
+    details = {
+        "name": reference_name(cfg.model),
+        "feature_dim": model.feature_dim,
+        "dim": model.embedding_dim,
+        "reduction": "pca" if model.embedding_dim < model.feature_dim else "centred",
+        "fit_images": "the run's training split",
+        "backbone": model_config.get("backbone", cfg.model.backbone),
+        "weights": cfg.model.pretrained,
+    }
+    return ReferenceRow(reference_name(cfg.model), exact_metrics(data, ks), details)

@@ -41,6 +41,7 @@ from retrieval.training.config.train_config import TrainConfig, config_yaml, des
 
 class Checkpoint(TypedDict):
     model: dict[str, torch.Tensor]
+    model_config: dict[str, Any]  # the model section this state dict fits (epoch 0, the reference, has its own)
     loss: dict[str, Any]
     optimizer: dict[str, Any]
     scheduler: dict[str, Any]
@@ -85,6 +86,11 @@ class RunPaths:
     @property
     def last_checkpoint(self) -> Path:
         return self.checkpoints_dir / "last.pt"
+
+    @property
+    def reference_checkpoint(self) -> Path:
+        """Epoch 0: the starting backbone as the reference row defines it (``training.run.reference``)."""
+        return self.checkpoints_dir / "reference.pt"
 
     @property
     def curves(self) -> Path:

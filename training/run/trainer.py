@@ -1,7 +1,15 @@
 """The training loop: fit, validate on class-disjoint validation classes, keep the best, test once.
 
-Model selection uses validation MAP@R only; the test split is embedded after training
-ends (and, for reference, once before it starts) and never influences any choice.
+Model selection uses validation MAP@R only. Epoch 0 is the starting model as the reference row
+defines it (``reference``: the backbone's pooled features, centred or reduced by PCA on training
+images), and it is a candidate like every trained epoch: a run whose training never beats it keeps
+it, and says so (``verdict``). The test split is embedded after training ends, for the chosen model
+and the reference, and never influences any choice.
+
+Where a step's inputs come from is ``train_batches``' business: images, or with frozen first stages
+(``model.frozen_stages``) their activations, made per step or cached once (``trainer.cached_views``).
+The step itself, clipping and the divergence stop are ``loop.OptimizationStep``; the choice of the
+best epoch and early stopping ``loop.EpochSelection``.
 """
 
 from __future__ import annotations
@@ -17,19 +25,19 @@ from typing import Any
 import numpy as np
 import torch
 from torch.nn.parallel import DistributedDataParallel
-from torch.utils.data import DataLoader
 from tqdm import tqdm
 
 from retrieval.indexing.common.atomic_write import atomic_write_text
-from retrieval.indexing.common.errors import RetrievalError
 from retrieval.training.config.train_config import TrainConfig
-from retrieval.training.data.data_loaders import build_eval_loader, build_train_loader, set_loader_epoch
+from retrieval.training.data.data_loaders import build_train_loader, train_batch_sampler
 from retrieval.training.data.image_dataset import ImageRecordDataset
 from retrieval.training.data.run_data import RunData, prepare_run_data
+from retrieval.training.data.transforms import build_train_transform
 from retrieval.training.losses import build_loss, get_loss_spec
 from retrieval.training.model.device import resolve_device, resolve_precision
-from retrieval.training.model.embedding_model import build_embedding_model
+from retrieval.training.model.embedding_model import EmbeddingModel, build_embedding_model
 from retrieval.training.model.pretrained import load_pretrained
+from retrieval.training.run.activation_cache import ActivationCache, check_cache_size, repeated_transform
 from retrieval.training.run.curves import plot_curves
 from retrieval.training.run.distributed import (
     DistContext,
@@ -41,19 +49,28 @@ from retrieval.training.run.distributed import (
     same_on_every_rank_seed,
     sync_loss_parameter_grads,
 )
-from retrieval.training.run.embed import embed_loader
+from retrieval.training.run.frozen_prefix import FrozenPrefix
+from retrieval.training.run.loop import EpochSelection, OptimizationStep, TrainingDiverged
 from retrieval.training.run.optim import build_optimizer, build_scheduler, parameter_groups
-from retrieval.training.run.reference import pretrained_reference, reference_name
+from retrieval.training.run.reference import (
+    PooledFeatures,
+    fit_reduction,
+    fit_sample,
+    reference_model,
+    reference_model_config,
+    reference_name,
+)
 from retrieval.training.run.run_dir import Checkpoint, RunPaths, load_checkpoint, save_checkpoint, write_run_config
+from retrieval.training.run.run_model import restore_model
 from retrieval.training.run.run_summary import RunSetup, log_summary, training_rows
-from retrieval.training.run.split_metrics import split_metrics
+from retrieval.training.run.split_inputs import SplitInputs
+from retrieval.training.run.split_metrics import SplitMetrics, split_metrics
 from retrieval.training.run.tracking import open_tracker
+from retrieval.training.run.train_batches import CachedBatches, ImageBatches, PrefixBatches, TrainBatches
+from retrieval.training.run.verdict import Verdict
 
 log = logging.getLogger(__name__)
-
-
-class TrainingDiverged(RetrievalError):
-    """The loss became NaN or infinite."""
+__all__ = ["TrainResult", "Trainer", "TrainingDiverged"]
 
 
 @dataclass(frozen=True)
@@ -93,15 +110,14 @@ class Trainer:
         )  # likewise a missing tensorboard package
         self.data: RunData = prepare_run_data(cfg.data, progress=self.progress, grouping_seed=cfg.trainer.seed)
         self._build_model_and_loss()
-        self._build_loaders()
+        self._build_inputs()
         self._build_optimization()
-        self.best_map, self.best_epoch, self.stale_epochs, self.global_step = -1.0, 0, 0, 0
+        self.selection, self.global_step = EpochSelection(), 0
         self.stop_check: Callable[[], None] = lambda: None
 
     # ---- construction -------------------------------------------------------------------
     def _build_model_and_loss(self) -> None:
         cfg = self.cfg
-        self.spec = get_loss_spec(cfg.loss.name)
         self.model = build_embedding_model(cfg.model)
         if cfg.model.pretrained and not self.resume:
             report = load_pretrained(self.model, cfg.model.pretrained)
@@ -109,6 +125,7 @@ class Trainer:
         self.model.to(self.device)
         if cfg.model.channels_last:
             self.model.to(memory_format=torch.channels_last)
+        self.prefix = FrozenPrefix(self.model, self.device) if self.model.frozen_stages else None
         with torch.random.fork_rng(devices=[]):  # the same proxies on every rank (the model is DDP-broadcast)
             torch.manual_seed(cfg.trainer.seed)
             self.loss = build_loss(
@@ -126,33 +143,64 @@ class Trainer:
             unused = cfg.trainer.warm_start_epochs > 0
             self.train_model = DistributedDataParallel(self.model, device_ids=ids, find_unused_parameters=unused)
 
-    def _build_loaders(self) -> None:
+    def _build_inputs(self) -> None:
         cfg, splits = self.cfg, self.data.splits
-        kind = self.spec.sampler if cfg.data.sampler == "auto" else cfg.data.sampler
-        self.sampler_kind = kind
-        self.train_loader = build_train_loader(
-            splits.train,
-            self.data.train_label_index,
+        spec = get_loss_spec(cfg.loss.name)
+        self.sampler_kind = spec.sampler if cfg.data.sampler == "auto" else cfg.data.sampler
+        self.train_batches = self._train_batches()
+        self.steps_per_epoch = self.train_batches.steps_per_epoch
+        index, device, precision = self.data.eval_label_index, self.device, self.precision
+        self.val_inputs = SplitInputs(splits.val, index, cfg, device, precision, self.prefix) if splits.val else None
+        self.test_inputs = SplitInputs(splits.test, index, cfg, device, precision, self.prefix)
+
+    def _train_batches(self) -> TrainBatches:
+        cfg, records, index = self.cfg, self.data.splits.train, self.data.train_label_index
+        cap = cfg.trainer.max_steps_per_epoch
+        if self.prefix is not None and cfg.trainer.cached_views:
+            views = cfg.trainer.cached_views
+            dataset = ImageRecordDataset(
+                records, index, repeated_transform(build_train_transform(cfg.data, cfg.model.backbone), views)
+            )
+            check_cache_size(len(dataset), views, self._prefix_shape(), cfg.trainer.cache_max_gb)
+            sampler = train_batch_sampler(
+                dataset.labels, index, cfg, self.sampler_kind, self.ctx.rank, self.ctx.world_size
+            )
+            steps = min(len(sampler), cap) if cap else len(sampler)
+            self._cache_dataset = dataset
+            return CachedBatches(None, dataset.labels, sampler, steps, self.model.frozen_stages)
+        loader = build_train_loader(
+            records,
+            index,
             cfg,
-            sampler_kind=kind,
+            sampler_kind=self.sampler_kind,
             rank=self.ctx.rank,
             world_size=self.ctx.world_size,
             device=self.device,
         )
-        index = self.data.eval_label_index
-        self.val_loader = build_eval_loader(splits.val, index, cfg, self.device) if splits.val else None
-        self.test_loader = build_eval_loader(splits.test, index, cfg, self.device)
-        cap = cfg.trainer.max_steps_per_epoch
-        self.steps_per_epoch = min(len(self.train_loader), cap) if cap else len(self.train_loader)
+        steps = min(len(loader), cap) if cap else len(loader)
+        return PrefixBatches(loader, steps, self.prefix) if self.prefix else ImageBatches(loader, steps)
+
+    def _prefix_shape(self) -> tuple[int, ...]:
+        size = self.cfg.data.image_size
+        with torch.no_grad():
+            return tuple(self.model.prefix(torch.zeros(1, 3, size, size, device=self.device)).shape[1:])
 
     def _build_optimization(self) -> None:
         cfg = self.cfg
         self.optimizer = build_optimizer(parameter_groups(self.model, self.loss, cfg), cfg.optimizer)
         self.scheduler = build_scheduler(
-            self.optimizer, cfg.schedule, steps_per_epoch=self.steps_per_epoch, epochs=cfg.trainer.epochs
+            self.optimizer, cfg.schedule, steps_per_epoch=self.steps_per_epoch, epochs=max(1, cfg.trainer.epochs)
         )
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision.use_grad_scaler)
-        self.clip_params = [p for g in self.optimizer.param_groups for p in g["params"]]
+        self.optimization = OptimizationStep(
+            self.optimizer,
+            self.scheduler,
+            grad_clip_norm=cfg.optimizer.grad_clip_norm,
+            scaler=self.scaler,
+            before_update=lambda: sync_loss_parameter_grads(self.loss.loss_parameters(), self.ctx),
+            advice=f"training stopped and the last good checkpoint is kept in {self.paths.checkpoints_dir} "
+            "(lower the learning rate and --resume)",
+        )
 
     # ---- the loop -------------------------------------------------------------------------
     def fit(self) -> TrainResult:
@@ -165,24 +213,24 @@ class Trainer:
         if self.summary and self.ctx.is_main:
             log_summary(training_rows(self.cfg, self.data, self._setup()))
         start_epoch = self._start()
-        reference_test = self._reference_test() if start_epoch == 0 and self.evaluate_test else None
         epoch = start_epoch
         for epoch in range(start_epoch + 1, self.cfg.trainer.epochs + 1):
+            self._prepare_inputs()
             self.model.set_backbone_trainable(epoch > self.cfg.trainer.warm_start_epochs)
             train_stats = self._train_epoch(epoch)
-            val = broadcast_from_main(self._validate(), self.ctx)
+            val = broadcast_from_main(self._validate(self.model), self.ctx)
             improved = self._record_selection(epoch, val)
             self._save(epoch, val, improved)
             self._log_epoch(epoch, train_stats, val)
-            if self._should_stop():
-                log.info("early stopping: no better validation MAP@R for %d epochs", self.stale_epochs)
+            if self.selection.should_stop(self.cfg.trainer.patience if self.val_inputs is not None else None):
+                log.info("early stopping: no better validation MAP@R for %d epochs", self.selection.stale_epochs)
                 break
         if not self.evaluate_test:
             barrier(self.ctx)
             best_val = load_checkpoint(self.paths.best_checkpoint).get("val_metrics") if self.ctx.is_main else None
-            return TrainResult(self.paths.run_dir, epoch, self.best_epoch, best_val or None, {})
-        test, best_val = self._final_test(reference_test)
-        return TrainResult(self.paths.run_dir, epoch, self.best_epoch, best_val, test)
+            return TrainResult(self.paths.run_dir, epoch, self.selection.best_epoch, best_val or None, {})
+        test, best_val = self._final_test()
+        return TrainResult(self.paths.run_dir, epoch, self.selection.best_epoch, best_val, test)
 
     def _setup(self) -> RunSetup:
         return RunSetup(
@@ -197,6 +245,7 @@ class Trainer:
         )
 
     def _start(self) -> int:
+        """Epoch 0: the reference model, validated, saved as the first best candidate (or a resumed run's epoch)."""
         self.paths.run_dir.mkdir(parents=True, exist_ok=True)
         if self.ctx.is_main:  # what this run actually resolved, also when resuming with new options
             write_run_config(self.paths.run_dir, self.cfg)
@@ -204,13 +253,45 @@ class Trainer:
             return self._restore(load_checkpoint(self.paths.last_checkpoint))
         if self.resume:
             log.warning("--resume: no checkpoint in %s, starting from scratch", self.paths.checkpoints_dir)
+        val, candidate = None, self.cfg.trainer.select_reference or self.cfg.trainer.epochs == 0
         if self.ctx.is_main:
             atomic_write_text(self.paths.metrics, "")
-            self._log_epoch(0, None, self._validate())
+            reference = self._reference_model()
+            val = self._validate(reference)
+            state = self._state(0, val, reference)
+            save_checkpoint(self.paths.reference_checkpoint, state)
+            if candidate:
+                save_checkpoint(self.paths.best_checkpoint, state)
+        val = broadcast_from_main(val, self.ctx)
+        if candidate:
+            self._record_selection(0, val)
+        self._log_epoch(0, None, val)
+        barrier(self.ctx)
         return 0
 
+    def _prepare_inputs(self) -> None:
+        """Make the activation cache before the first trained epoch (``trainer.cached_views``)."""
+        batches = self.train_batches
+        if isinstance(batches, CachedBatches) and batches.cache is None:
+            assert self.prefix is not None
+            started = time.perf_counter()
+            batches.cache = ActivationCache.build(
+                self._cache_dataset,
+                self.prefix,
+                views=self.cfg.trainer.cached_views or 1,
+                seed=same_on_every_rank_seed(self.cfg.trainer.seed, 0),
+                workers=self.cfg.data.num_workers,
+                progress=self.progress,
+            )
+            log.info(
+                "activation cache: %d images x %d views, %.2f GB in %.0f s",
+                len(batches.cache.activations),
+                batches.cache.views,
+                batches.cache.nbytes / 1e9,
+                time.perf_counter() - started,
+            )
+
     def _train_epoch(self, epoch: int) -> dict[str, float]:
-        set_loader_epoch(self.train_loader, epoch)
         self.train_model.train()
         losses, images_seen, wait_s, started = [], 0, 0.0, time.perf_counter()
         bar = tqdm(
@@ -220,17 +301,16 @@ class Trainer:
             unit="step",
             leave=False,
         )
-        batches = iter(self.train_loader)
+        batches = self.train_batches.epoch(epoch)
         for step in range(self.steps_per_epoch):
             t0 = time.perf_counter()
-            images, labels, _ = next(batches)
+            inputs, labels = next(batches)
             wait_s += time.perf_counter() - t0
-            losses.append(self._step(images, labels, epoch, step))
+            losses.append(self._step(inputs, labels, epoch, step))
             self.tracker.log_step(self.global_step, losses[-1], self.optimizer.param_groups)
             self.stop_check()  # a Ctrl-C takes effect here, between steps (training.interrupt)
-            images_seen += len(images)
-            rate = images_seen / (time.perf_counter() - started)
-            bar.set_postfix(loss=f"{losses[-1]:.4f}", img_s=f"{rate:.1f}")
+            images_seen += len(inputs)
+            bar.set_postfix(loss=f"{losses[-1]:.4f}", img_s=f"{images_seen / (time.perf_counter() - started):.1f}")
             bar.update()
         bar.close()
         elapsed = time.perf_counter() - started
@@ -241,122 +321,112 @@ class Trainer:
             "lr": self.optimizer.param_groups[0]["lr"],
         }
 
-    def _step(self, images: torch.Tensor, labels: torch.Tensor, epoch: int, step: int) -> float:
-        images = images.to(self.device, non_blocking=True)
+    def _step(self, inputs: torch.Tensor, labels: torch.Tensor, epoch: int, step: int) -> float:
+        inputs = inputs.to(self.device, non_blocking=True)
         labels = labels.to(self.device, non_blocking=True)
         if self.cfg.model.channels_last:
-            images = images.contiguous(memory_format=torch.channels_last)
+            inputs = inputs.contiguous(memory_format=torch.channels_last)
         with torch.autocast(self.device.type, dtype=self.precision.dtype, enabled=self.precision.enabled):
-            embeddings = self.train_model(images)
+            embeddings = self.train_model(inputs, self.train_batches.start_stage)
         embeddings = gather_with_grad(embeddings, self.ctx)  # every rank: the loss of the global batch
         labels = gather_with_grad(labels, self.ctx)
         with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
             torch.manual_seed(same_on_every_rank_seed(self.cfg.trainer.seed, self.global_step))
             loss = self.loss(embeddings.float(), labels)
-        if not torch.isfinite(loss):
-            raise TrainingDiverged(
-                f"the loss became {loss.item()} at epoch {epoch}, step {step + 1}; training stopped and the last "
-                f"good checkpoint is kept in {self.paths.checkpoints_dir} (lower the learning rate and --resume)"
-            )
-        self.optimizer.zero_grad(set_to_none=True)
-        self.scaler.scale(loss * global_batch_loss_scale(self.ctx)).backward()
-        sync_loss_parameter_grads(self.loss.loss_parameters(), self.ctx)
-        if self.cfg.optimizer.grad_clip_norm:
-            self.scaler.unscale_(self.optimizer)
-            torch.nn.utils.clip_grad_norm_(self.clip_params, self.cfg.optimizer.grad_clip_norm)
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
-        self.scheduler.step()
+        value = self.optimization(
+            loss, where=f"epoch {epoch}, step {step + 1}", scale=global_batch_loss_scale(self.ctx)
+        )
         self.global_step += 1
-        return float(loss.item())
+        return value
 
     # ---- evaluation and selection ---------------------------------------------------------
-    def _evaluate(self, loader: DataLoader, *, kinds: tuple[str, ...], compute_nmi: bool) -> dict[str, Any]:
-        """Metrics of a val/test loader under its records' query/gallery flags (``evaluate_retrieval``,
-        as ``retrieval eval``); images found unreadable while embedding are left out and counted."""
-        embeddings, labels = embed_loader(self.model, loader, self.device, self.precision, self.cfg.model.channels_last)
-        dataset: ImageRecordDataset = loader.dataset  # type: ignore[assignment]
-        split = "val" if loader is self.val_loader else "test"
-        self.tracker.log_retrieval_grid(split, dataset, embeddings, self.global_step)
+    def _reference_model(self) -> EmbeddingModel:
+        """The starting model as the reference row defines it: pooled features reduced as fitted on (at most
+        ``FIT_IMAGES``) training images of the training split."""
+        fit = SplitInputs(
+            fit_sample(self.data.splits.train),
+            self.data.eval_label_index,
+            self.cfg,
+            self.device,
+            self.precision,
+            self.prefix,
+        )
+        features = fit.embed(PooledFeatures(self.model))[~fit.dataset.bad_mask()]
+        return reference_model(self.model, fit_reduction(features, self.model.embedding_dim))
+
+    def _metrics(self, inputs: SplitInputs, model: torch.nn.Module, *, test: bool) -> SplitMetrics:
+        """Metrics of ``model`` on a split under its records' flags (``evaluate_retrieval``, as ``retrieval eval``);
+        images found unreadable while embedding are left out and counted."""
+        embeddings = inputs.embed(model)
+        self.tracker.log_retrieval_grid("test" if test else "val", inputs.dataset, embeddings, self.global_step)
+        kinds = ("float", "binary") if test else ("float",)
         return split_metrics(
-            embeddings, labels, dataset, kinds=kinds, ks=self.cfg.trainer.recall_ks, compute_nmi=compute_nmi
+            embeddings, inputs.labels, inputs.dataset, kinds=kinds, ks=self.cfg.trainer.recall_ks, compute_nmi=test
         )
 
-    def _validate(self) -> dict[str, Any] | None:
-        if self.val_loader is None or not self.ctx.is_main:
+    def _validate(self, model: torch.nn.Module) -> SplitMetrics | None:
+        if self.val_inputs is None or not self.ctx.is_main:
             return None
-        result = self._evaluate(self.val_loader, kinds=("float",), compute_nmi=False)
-        return {**result["float"], "unreadable_images": result["unreadable_images"]}
+        return self._metrics(self.val_inputs, model, test=False)
 
-    def _record_selection(self, epoch: int, val: dict[str, Any] | None) -> bool:
+    def _record_selection(self, epoch: int, val: SplitMetrics | None) -> bool:
         """Best = highest validation MAP@R; without a validation split, the latest epoch."""
-        score = val["map_at_r"] if val else float(epoch)
-        if score > self.best_map:
-            self.best_map, self.best_epoch, self.stale_epochs = score, epoch, 0
-            return True
-        self.stale_epochs += 1
-        return False
+        return self.selection.record(epoch, val.map_at_r if val else float(epoch))
 
-    def _should_stop(self) -> bool:
-        patience = self.cfg.trainer.patience
-        return patience is not None and self.val_loader is not None and self.stale_epochs >= patience
-
-    def _test_metrics(self) -> dict[str, Any]:
-        return self._evaluate(self.test_loader, kinds=("float", "binary"), compute_nmi=True)
-
-    def _reference_test(self) -> dict[str, Any] | None:
-        """Test metrics of the starting backbone's pooled features (``training.reference``: "pretrained", or
-        "untrained" without pretrained weights), kept on disk so a resumed run still reports them."""
-        if not (self.cfg.trainer.evaluate_untrained_test and self.ctx.is_main):
-            return None
-        splits = self.data.splits
-        with torch.random.fork_rng(devices=[]):  # the data loaders draw seeds; training must not depend on this
-            reference = pretrained_reference(
-                self.model,
-                self.cfg,
-                splits.test,
-                splits.train + splits.val,  # the training half, as model.json's training_classes
-                dim=self.model.embedding_dim,
-                device=self.device,
-                precision=self.precision,
-            )
-        metrics = split_metrics(
-            reference.embeddings,
-            reference.labels,
-            reference.dataset,
-            kinds=("float", "binary"),
-            ks=self.cfg.trainer.recall_ks,
-            compute_nmi=True,
-        )
-        metrics["reference"] = reference.details()
-        atomic_write_text(self._reference_path, json.dumps(metrics, indent=2) + "\n")
-        return metrics
-
-    @property
-    def _reference_path(self) -> Path:
-        return self.paths.run_dir / "untrained_test_metrics.json"  # the name predates the "pretrained" row
-
-    def _final_test(self, reference: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
-        """Test metrics of the best checkpoint, and that checkpoint's validation metrics."""
+    def _final_test(self) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """Test metrics of the best checkpoint and of the reference, the verdict, and the best validation metrics."""
         barrier(self.ctx)
         if not self.ctx.is_main:
             return {}, None
         best = load_checkpoint(self.paths.best_checkpoint)
-        self.model.load_state_dict(best["model"])
-        result = {"best_epoch": best["epoch"], "split": "test", **self._test_metrics()}
-        if reference is None and self._reference_path.is_file():
-            reference = json.loads(self._reference_path.read_text())
+        model = restore_model(best, self.cfg, self.paths.run_dir).to(self.device)
+        result: dict[str, Any] = {"best_epoch": best["epoch"], "split": "test"}
+        result.update(self._metrics(self.test_inputs, model, test=True).to_dict())
+        reference = self._reference_test()
         if reference is not None:  # the starting backbone's pooled features: "pretrained" or "untrained"
             result[reference_name(self.cfg.model)] = reference
+        verdict = self._verdict(best, result, reference)
+        result["verdict"] = verdict.to_dict()
         result["num_test_classes"] = len(self.data.splits.test_classes)
         result["num_test_images"] = len(self.data.splits.test)
         atomic_write_text(self.paths.test_metrics, json.dumps(result, indent=2) + "\n")
+        if self.progress:
+            tqdm.write(verdict.sentence())
+        log.info("verdict: %s", verdict.sentence())
         return result, best.get("val_metrics")
 
+    def _reference_test(self) -> dict[str, Any] | None:
+        """Test metrics of the reference model (epoch 0), reported only, never used to choose."""
+        if not self.cfg.trainer.evaluate_untrained_test or not self.paths.reference_checkpoint.is_file():
+            return None
+        state = load_checkpoint(self.paths.reference_checkpoint)
+        model = restore_model(state, self.cfg, self.paths.run_dir).to(self.device)
+        metrics = self._metrics(self.test_inputs, model, test=True).to_dict()
+        metrics["reference"] = {"name": reference_name(self.cfg.model), "dim": model.embedding_dim}
+        return metrics
+
+    def _verdict(self, best: dict[str, Any], test: dict[str, Any], reference: dict[str, Any] | None) -> Verdict:
+        reference_val = load_checkpoint(self.paths.reference_checkpoint).get("val_metrics") or {}
+        best_val = best.get("val_metrics") or {}
+        return Verdict(
+            reference=reference_name(self.cfg.model),
+            best_epoch=int(best["epoch"]),
+            reference_val=reference_val.get("map_at_r"),
+            best_val=best_val.get("map_at_r"),
+            reference_test=reference["float"]["map_at_r"] if reference else None,
+            trained_test=test["float"]["map_at_r"],
+        )
+
     # ---- persistence --------------------------------------------------------------------
-    def _state(self, epoch: int, val: dict[str, Any] | None) -> Checkpoint:
+    def _state(self, epoch: int, val: SplitMetrics | None, model: EmbeddingModel | None = None) -> Checkpoint:
+        """A checkpoint of the training model, or of ``model`` (the reference: its own model section)."""
+        saved = model if model is not None else self.model
+        model_config = self.cfg.model
+        if model is not None:
+            model_config = reference_model_config(self.cfg.model, model.embedding_dim)
         return {
-            "model": self.model.state_dict(),
+            "model": saved.state_dict(),
+            "model_config": model_config.model_dump(mode="json"),
             "loss": self.loss.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
@@ -365,17 +435,17 @@ class Trainer:
             "global_step": self.global_step,
             "world_size": self.ctx.world_size,
             "steps_per_epoch": self.steps_per_epoch,
-            "best_map_at_r": self.best_map,
-            "best_epoch": self.best_epoch,
-            "stale_epochs": self.stale_epochs,
-            "val_metrics": val or {},
+            "best_map_at_r": self.selection.best_score,
+            "best_epoch": self.selection.best_epoch,
+            "stale_epochs": self.selection.stale_epochs,
+            "val_metrics": val.validation_dict() if val else {},
             "num_classes": self.data.num_train_labels,
             "config": self.cfg.model_dump(mode="json"),
             "loss_name": self.cfg.loss.name,
             "training_classes": self.data.splits.train_classes + self.data.splits.val_classes,
         }
 
-    def _save(self, epoch: int, val: dict[str, Any] | None, improved: bool) -> None:
+    def _save(self, epoch: int, val: SplitMetrics | None, improved: bool) -> None:
         if self.ctx.is_main:
             state = self._state(epoch, val)
             save_checkpoint(self.paths.last_checkpoint, state)
@@ -391,8 +461,7 @@ class Trainer:
         if state.get("scaler"):
             self.scaler.load_state_dict(state["scaler"])
         self.global_step = state["global_step"]
-        self.best_map, self.best_epoch = state["best_map_at_r"], state["best_epoch"]
-        self.stale_epochs = state.get("stale_epochs", 0)
+        self.selection = EpochSelection(state["best_map_at_r"], state["best_epoch"], state.get("stale_epochs", 0))
         epoch = int(state["epoch"])
         self._follow_new_steps_per_epoch(epoch, state.get("steps_per_epoch", self.global_step // max(1, epoch)))
         log.info("resumed from %s after epoch %d", self.paths.last_checkpoint, epoch)
@@ -417,19 +486,25 @@ class Trainer:
             epochs=self.cfg.trainer.epochs,
             start_step=epoch * self.steps_per_epoch,
         )
+        self.optimization.scheduler = self.scheduler
 
-    def _log_epoch(self, epoch: int, stats: dict[str, float] | None, val: dict[str, Any] | None) -> None:
+    def _log_epoch(self, epoch: int, stats: dict[str, float] | None, val: SplitMetrics | None) -> None:
         if not self.ctx.is_main:
             return
         row: dict[str, Any] = {"epoch": epoch, "global_step": self.global_step, **(stats or {"train_loss": None})}
-        row["val"] = val
+        row["val"] = val.validation_dict() if val else None
         with open(self.paths.metrics, "a") as handle:
             handle.write(json.dumps(row) + "\n")
         self.tracker.log_epoch(row)
         title = f"{self.cfg.loss.name} / {self.cfg.model.backbone}"
-        plot_curves(self.paths.metrics, self.paths.curves, title=title, best_epoch=self.best_epoch)
-        if epoch and self.progress and stats:
-            shown = f"val MAP@R {val['map_at_r']:.4f} P@1 {val['precision_at_1']:.4f}" if val else "no validation"
-            tqdm.write(
-                f"epoch {epoch}: loss {stats['train_loss']:.4f}  {shown}  ({stats['images_per_second']:.1f} img/s)"
+        plot_curves(self.paths.metrics, self.paths.curves, title=title, best_epoch=self.selection.best_epoch)
+        if self.progress:
+            shown = (
+                f"val MAP@R {val.map_at_r:.4f} P@1 {val.float_metrics.precision_at_1:.4f}" if val else "no validation"
             )
+            if stats:
+                tqdm.write(
+                    f"epoch {epoch}: loss {stats['train_loss']:.4f}  {shown}  ({stats['images_per_second']:.1f} img/s)"
+                )
+            else:
+                tqdm.write(f"epoch 0 ({reference_name(self.cfg.model)} backbone, the reference): {shown}")

@@ -62,6 +62,6 @@ class CachedBackend:
             best_epoch=fit.best_epoch,
             epochs=fit.epochs,
             seconds=time.perf_counter() - started,
-            untrained_val_map_at_r=float(fit.untrained_val["map_at_r"]),
+            untrained_val_map_at_r=fit.untrained_val.map_at_r,
         )
         return result, fit

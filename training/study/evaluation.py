@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.eval.metrics import evaluate_retrieval
+from retrieval.indexing.eval.metrics import RetrievalMetrics, evaluate_retrieval
 from retrieval.indexing.search.binary import binarize
 from retrieval.training.model.ensemble_model import join_embeddings
 
@@ -45,7 +45,7 @@ class EvalSet:
         return sorted({str(label) for label in self.labels})
 
 
-def metrics(embeddings: np.ndarray, eval_set: EvalSet, kind: str = "float") -> dict[str, Any]:
+def metrics(embeddings: np.ndarray, eval_set: EvalSet, kind: str = "float") -> RetrievalMetrics:
     """MAP@R, R-precision, P@1 and Recall@K of float (inner product) or binary (Hamming) embeddings."""
     values = binarize(embeddings) if kind == "binary" else embeddings
     result = evaluate_retrieval(
@@ -56,15 +56,15 @@ def metrics(embeddings: np.ndarray, eval_set: EvalSet, kind: str = "float") -> d
         metric="hamming" if kind == "binary" else "ip",
         compute_nmi=False,
     )
-    return result.to_dict()
+    return result
 
 
 def run_metrics(fold_embeddings: Sequence[np.ndarray], eval_set: EvalSet) -> dict[str, Any]:
     """Test metrics of one run's k fold models: ``{"folds": [...], "separated": ..., "concatenated": ...}``."""
-    folds = [{kind: metrics(embeddings, eval_set, kind) for kind in KINDS} for embeddings in fold_embeddings]
+    folds = [{kind: metrics(embeddings, eval_set, kind).to_dict() for kind in KINDS} for embeddings in fold_embeddings]
     separated = {
         kind: {name: float(np.mean([fold[kind][name] for fold in folds])) for name in REPORTED} for kind in KINDS
     }
     joined = join_embeddings(fold_embeddings)
-    concatenated = {kind: metrics(joined, eval_set, kind) for kind in KINDS}
+    concatenated = {kind: metrics(joined, eval_set, kind).to_dict() for kind in KINDS}
     return {"folds": folds, "separated": separated, "concatenated": concatenated}

@@ -22,6 +22,7 @@ import torch
 from retrieval.indexing.common.atomic_write import atomic_write_text
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.records import ImageRecord
+from retrieval.indexing.eval.metrics import RetrievalMetrics
 from retrieval.training.config.train_config import TrainConfig
 from retrieval.training.data.data_loaders import build_eval_loader
 from retrieval.training.data.image_dataset import ImageRecordDataset, label_index
@@ -56,13 +57,14 @@ class FineTuneBackend:
 
     def fold_config(self, cfg: TrainConfig, fold: int) -> TrainConfig:
         data = cfg.data.model_copy(update={"val_fold": fold, "num_folds": self.folds})
-        trainer = cfg.trainer.model_copy(update={"evaluate_untrained_test": False})
+        # a fold model is a trained epoch: the study compares losses, and the pretrained row is its own row
+        trainer = cfg.trainer.model_copy(update={"evaluate_untrained_test": False, "select_reference": False})
         return cfg.model_copy(update={"data": data, "trainer": trainer})
 
     def _fit(self, cfg: TrainConfig, fold: int, workdir: Path) -> FoldResult:
         marker = workdir / RESULT_FILE
         if marker.is_file():
-            return FoldResult(**json.loads(marker.read_text()))
+            return FoldResult.from_dict(json.loads(marker.read_text()))
         started = time.perf_counter()
         paths = RunPaths(workdir)
         trainer = Trainer(
@@ -75,7 +77,7 @@ class FineTuneBackend:
         trained = trainer.fit()
         result = FoldResult(
             fold=fold,
-            val=trained.best_val or {},
+            val=RetrievalMetrics.from_dict(trained.best_val or {}),
             best_epoch=trained.best_epoch,
             epochs=trained.epochs_completed,
             seconds=time.perf_counter() - started,

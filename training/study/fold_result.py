@@ -8,6 +8,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from retrieval.indexing.eval.metrics import RetrievalMetrics
 from retrieval.training.config.train_config import TrainConfig
 from retrieval.training.study.evaluation import EvalSet
 
@@ -15,7 +16,7 @@ from retrieval.training.study.evaluation import EvalSet
 @dataclass(frozen=True)
 class FoldResult:
     fold: int
-    val: dict[str, Any]  # float validation metrics of the chosen (best) epoch
+    val: RetrievalMetrics  # float validation metrics of the chosen (best) epoch
     best_epoch: int
     epochs: int  # epochs trained (fewer after early stopping)
     seconds: float
@@ -23,10 +24,14 @@ class FoldResult:
 
     @property
     def val_map_at_r(self) -> float:
-        return float(self.val["map_at_r"])
+        return self.val.map_at_r
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "val": self.val.to_dict()}
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> FoldResult:
+        return cls(**{**values, "val": RetrievalMetrics.from_dict(values["val"])})
 
 
 class StudyBackend(Protocol):

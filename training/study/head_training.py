@@ -14,20 +14,20 @@ import copy
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
 from retrieval.indexing.common.errors import ConfigError
+from retrieval.indexing.eval.metrics import RetrievalMetrics
 from retrieval.training.config.train_config import ModelConfig, TrainConfig
 from retrieval.training.data.data_loaders import train_batch_sampler
 from retrieval.training.losses import build_loss, get_loss_spec
 from retrieval.training.model.device import resolve_device
 from retrieval.training.model.embedding_model import EmbeddingModel
+from retrieval.training.run.loop import EpochSelection, OptimizationStep, batches_of
 from retrieval.training.run.optim import build_optimizer, build_scheduler, parameter_groups
-from retrieval.training.run.trainer import TrainingDiverged
 from retrieval.training.study.evaluation import EvalSet, metrics
 
 EMBED_BATCH = 4096
@@ -37,8 +37,8 @@ EMBED_BATCH = 4096
 class HeadFit:
     state: dict[str, torch.Tensor]  # the head at its best validation epoch (CPU tensors)
     best_epoch: int
-    val: dict[str, Any]  # float validation metrics at best_epoch
-    untrained_val: dict[str, Any]  # the same for the freshly initialised head (epoch 0)
+    val: RetrievalMetrics  # float validation metrics at best_epoch
+    untrained_val: RetrievalMetrics  # the same for the freshly initialised head (epoch 0)
     epochs: int  # epochs trained (fewer than trainer.epochs after early stopping)
 
 
@@ -113,33 +113,24 @@ def _fit_head(
     steps = min(len(sampler), cap) if cap else len(sampler)
     optimizer = build_optimizer(parameter_groups(head, loss, cfg), cfg.optimizer)
     scheduler = build_scheduler(optimizer, cfg.schedule, steps_per_epoch=steps, epochs=cfg.trainer.epochs)
-    clipped = [p for group in optimizer.param_groups for p in group["params"]]
+    step = OptimizationStep(optimizer, scheduler, grad_clip_norm=cfg.optimizer.grad_clip_norm)
     untrained = metrics(embed_features(head, val_x), val_set)
-    best: tuple[float, int, dict[str, torch.Tensor], dict[str, Any]] = (-1.0, 0, {}, {})
-    stale, epoch = 0, 0
+    selection, best_state, best_val, epoch = EpochSelection(), {}, untrained, 0
     for epoch in range(1, cfg.trainer.epochs + 1):
         sampler.set_epoch(epoch)
         head.train()
-        for step, batch in zip(range(steps), sampler):
+        for number, batch in enumerate(batches_of(sampler, steps), start=1):
             rows = torch.as_tensor(batch, device=device)
-            value = loss(head(inputs[rows]), labels[rows])
-            if not torch.isfinite(value):
-                raise TrainingDiverged(f"the loss became {value.item()} at epoch {epoch}, step {step + 1}")
-            optimizer.zero_grad(set_to_none=True)
-            value.backward()
-            if cfg.optimizer.grad_clip_norm:
-                torch.nn.utils.clip_grad_norm_(clipped, cfg.optimizer.grad_clip_norm)
-            optimizer.step()
-            scheduler.step()
+            step(loss(head(inputs[rows]), labels[rows]), where=f"epoch {epoch}, step {number}")
         val = metrics(embed_features(head, val_x), val_set)
-        if val["map_at_r"] > best[0]:
-            state = {key: tensor.detach().cpu().clone() for key, tensor in head.state_dict().items()}
-            best, stale = (val["map_at_r"], epoch, state, val), 0
-        else:
-            stale += 1
-            if cfg.trainer.patience is not None and stale >= cfg.trainer.patience:
-                break
-    return HeadFit(state=best[2], best_epoch=best[1], val=best[3], untrained_val=untrained, epochs=epoch)
+        if selection.record(epoch, val.map_at_r):
+            best_state = {key: tensor.detach().cpu().clone() for key, tensor in head.state_dict().items()}
+            best_val = val
+        elif selection.should_stop(cfg.trainer.patience):
+            break
+    return HeadFit(
+        state=best_state, best_epoch=selection.best_epoch, val=best_val, untrained_val=untrained, epochs=epoch
+    )
 
 
 def restore_head(cfg: ModelConfig, feature_dim: int, fit: HeadFit) -> EmbeddingModel:

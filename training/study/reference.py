@@ -35,5 +35,5 @@ def reference_metrics(
         reduction = fit_reduction(train, dim)
         result["dims"][mode] = reduction.dim
         reduced = reduction.apply(test)
-        result[mode] = {kind: metrics(reduced, test_set, kind) for kind in KINDS}
+        result[mode] = {kind: metrics(reduced, test_set, kind).to_dict() for kind in KINDS}
     return result

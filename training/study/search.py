@@ -19,7 +19,7 @@ from optuna.trial import FrozenTrial, TrialState
 from tqdm import tqdm
 
 from retrieval.indexing.common.errors import RetrievalError
-from retrieval.training.run.trainer import TrainingDiverged
+from retrieval.training.run.loop import TrainingDiverged
 from retrieval.training.study.fold_result import FoldResult
 from retrieval.training.study.search_space import Dimension, distributions
 

@@ -1,0 +1,39 @@
+"""A torch module as ONNX bytes: the one place ``torch.onnx.export`` is called.
+
+The TorchScript exporter (``dynamo=False``, opset 17: the dynamo exporter needs onnxscript) traces
+the module in eval mode into memory, with a dynamic batch axis and TF-"same" paddings fixed for the
+input size (``static_padding``). Used for the exported embedder (``export.onnx_export``) and for the
+frozen first stages that training runs in onnxruntime (``run.frozen_prefix``).
+"""
+
+from __future__ import annotations
+
+import io
+import warnings
+
+import torch
+from torch import nn
+
+from retrieval.training.model.static_padding import with_static_same_padding
+
+OPSET = 17
+
+
+def onnx_bytes(module: nn.Module, input_shape: tuple[int, ...], *, input_name: str, output_name: str) -> bytes:
+    """``module`` (eval mode) serialised to ONNX for inputs of ``input_shape`` (its batch axis dynamic)."""
+    module = with_static_same_padding(module.eval(), input_shape[-1])
+    dummy = torch.zeros(*input_shape)
+    buffer = io.BytesIO()
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notice
+        torch.onnx.export(
+            module,
+            (dummy,),
+            buffer,  # type: ignore[arg-type]  # the exporter writes to any binary file object
+            dynamo=False,
+            opset_version=OPSET,
+            input_names=[input_name],
+            output_names=[output_name],
+            dynamic_axes={input_name: {0: "batch"}, output_name: {0: "batch"}},
+        )
+    return buffer.getvalue()
