@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -17,7 +17,7 @@ def backbones(as_json: Annotated[bool, typer.Option("--json", help="Machine-read
     from retrieval.training.model.pretrained import imagenet_weights_here
     from retrieval.training.model.trunk_stages import trunk_stages
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name in BACKBONES.names():
         trunk, features = get_backbone(name).build()
         rows.append(
