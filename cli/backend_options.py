@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from retrieval.indexing.common.errors import ConfigError
-from retrieval.indexing.store.milvus_build import MilvusTarget
+from retrieval.indexing.store.milvus.milvus_build import MilvusTarget
 
 BackendOpt = Annotated[
     str, typer.Option("--backend", help="files (faiss + SQLite in --out) or milvus (items in a Milvus collection)")

@@ -19,7 +19,7 @@ from retrieval.indexing.model.embedding_files import (
 )
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.model.resolution import resolve_export_dir
-from retrieval.indexing.store.open_store import open_store
+from retrieval.indexing.store.backends import open_store
 from retrieval.indexing.store.stored_embeddings import stored_embedding_table
 
 

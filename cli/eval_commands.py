@@ -37,7 +37,7 @@ from retrieval.indexing.eval.retrieval_grid import save_grid
 from retrieval.indexing.model.manifest import ModelManifest
 from retrieval.indexing.model.onnx_embedder import load_model_manifest
 from retrieval.indexing.model.resolution import resolve_export_dir
-from retrieval.indexing.store.open_store import Store, open_store
+from retrieval.indexing.store.backends import Store, open_store
 
 METRICS_NAME = "metrics.json"
 GRID_NAME = "retrieval_grid.png"

@@ -16,13 +16,13 @@ from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import select_split
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder, embed_records
 from retrieval.indexing.model.resolution import resolve_query_model
-from retrieval.indexing.store.builder import build_index
-from retrieval.indexing.store.compaction import CompactionPolicy
-from retrieval.indexing.store.faiss_kinds import BINARY_KINDS, FLOAT_KINDS
-from retrieval.indexing.store.index_store import IndexStore
-from retrieval.indexing.store.item_filter import parse_metadata
-from retrieval.indexing.store.manifest import IndexManifest, load_index_manifest
-from retrieval.indexing.store.open_store import open_store
+from retrieval.indexing.store.backends import open_store
+from retrieval.indexing.store.build.builder import build_index
+from retrieval.indexing.store.files.compaction_plan import CompactionPolicy
+from retrieval.indexing.store.files.faiss_kinds import BINARY_KINDS, FLOAT_KINDS
+from retrieval.indexing.store.files.index_store import IndexStore
+from retrieval.indexing.store.shared.item_filter import parse_metadata
+from retrieval.indexing.store.shared.manifest import IndexManifest, load_index_manifest
 
 MAX_LISTED_FAILURES = 10
 

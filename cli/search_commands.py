@@ -14,10 +14,10 @@ from retrieval.indexing.common.atomic_write import atomic_write_text
 from retrieval.indexing.common.errors import ConfigError, DataError
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.model.resolution import resolve_query_model
-from retrieval.indexing.store.item_filter import parse_filter
+from retrieval.indexing.store.backends import open_store
 from retrieval.indexing.store.item_search import ranked_hits, score_kind, similar_hits
-from retrieval.indexing.store.manifest import load_index_manifest
-from retrieval.indexing.store.open_store import open_store
+from retrieval.indexing.store.shared.item_filter import parse_filter
+from retrieval.indexing.store.shared.manifest import load_index_manifest
 
 Format = Literal["table", "json", "csv"]
 

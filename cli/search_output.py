@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from retrieval.indexing.common.table_files import csv_text
-from retrieval.indexing.store.item_filter import ItemFilter
 from retrieval.indexing.store.item_search import Hit
+from retrieval.indexing.store.shared.item_filter import ItemFilter
 
 LABEL_WIDTH = 24  # longer labels are cut with an ellipsis so the path column stays aligned
 SCORE_DIGITS = 6

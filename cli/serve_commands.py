@@ -32,7 +32,7 @@ def serve(
     """Serve searches over HTTP, with a web page at / and the API documented at /docs."""
     import uvicorn
 
-    from retrieval.indexing.store.manifest import load_index_manifest
+    from retrieval.indexing.store.shared.manifest import load_index_manifest
     from retrieval.serving.app import create_app
     from retrieval.serving.settings import settings_from_env
 

@@ -11,9 +11,9 @@ import typer
 
 from retrieval.cli.backend_options import BackendOpt, CollectionOpt, MilvusUriOpt, milvus_target
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.store.milvus_build import MilvusTarget
-from retrieval.indexing.store.shard_merge import MergeReport, merge_shards
-from retrieval.indexing.store.shards import build_shard, data_root, parse_shard
+from retrieval.indexing.store.build.shard_merge import MergeReport, merge_shards
+from retrieval.indexing.store.build.shards import build_shard, data_root, parse_shard
+from retrieval.indexing.store.milvus.milvus_build import MilvusTarget
 
 
 def echo_shard_build(

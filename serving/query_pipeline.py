@@ -16,9 +16,9 @@ from fastapi import UploadFile
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.image_io import open_rgb_bytes
 from retrieval.indexing.model.preprocess import preprocess_image
-from retrieval.indexing.store.item_filter import ItemFilter, parse_filter
 from retrieval.indexing.store.item_search import ranked_hits
 from retrieval.indexing.store.item_search import score_kind as score_kind_of
+from retrieval.indexing.store.shared.item_filter import ItemFilter, parse_filter
 from retrieval.serving.dependencies import Services
 from retrieval.serving.problems import ProblemError
 from retrieval.serving.schemas import DEFAULT_K, RERANK_FACTOR, IndexKind, ScoreKind, SearchHit, Timings

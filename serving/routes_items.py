@@ -13,7 +13,7 @@ from pydantic import Field
 
 from retrieval.indexing.common.errors import DataError, IndexChangedError, IndexNotWritableError, ItemNotFoundError
 from retrieval.indexing.data.records import ImageRecord, is_blank_label
-from retrieval.indexing.store.item_filter import MAX_JSON_BYTES, MAX_KEYS, Scalar, parse_metadata_for
+from retrieval.indexing.store.shared.item_filter import MAX_JSON_BYTES, MAX_KEYS, Scalar, parse_metadata_for
 from retrieval.serving import api_examples
 from retrieval.serving.dependencies import API_KEY_STATUSES, Services, get_services, require_api_key
 from retrieval.serving.problems import ProblemError, problem_responses

@@ -16,12 +16,12 @@ from retrieval.indexing.common.errors import IndexFormatError, IndexNotWritableE
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.search.binary import binarize
-from retrieval.indexing.store import filtered_search, segment_search, store_updates
-from retrieval.indexing.store.builder import write_index
-from retrieval.indexing.store.compaction import CompactionPolicy
-from retrieval.indexing.store.faiss_kinds import binary_kind, float_kind
-from retrieval.indexing.store.index_store import IndexStore
-from retrieval.indexing.store.item_filter import parse_filter
+from retrieval.indexing.store.build.builder import write_index
+from retrieval.indexing.store.files import filtered_search, segment_searcher, store_updates
+from retrieval.indexing.store.files.compaction_plan import CompactionPolicy
+from retrieval.indexing.store.files.faiss_kinds import binary_kind, float_kind
+from retrieval.indexing.store.files.index_store import IndexStore
+from retrieval.indexing.store.shared.item_filter import parse_filter
 
 N, BASE, DIM, K = 400, 280, 64, 10
 KINDS = [("flat", "flat"), ("hnsw", "hnsw"), ("ivf", "ivf")]
@@ -95,7 +95,7 @@ def test_updated_index_searches_like_a_fresh_build_and_after_compaction(
     kinds, selectors: bool, vectors: np.ndarray, embedder: OnnxEmbedder, tmp_path: Path, monkeypatch
 ) -> None:
     if selectors:  # rows that meet tombstones go through the selectors, approximate kinds too (not exactly)
-        monkeypatch.setattr(segment_search, "overfetch", lambda k, fraction: k)
+        monkeypatch.setattr(segment_searcher, "overfetch", lambda k, fraction: k)
         monkeypatch.setattr(filtered_search, "EXACT_SEARCH_ELEMENTS", 0)
     updated, live = _updated(tmp_path, embedder, vectors, kinds)
     queries = vectors[::9] + 0.02

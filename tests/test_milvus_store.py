@@ -23,12 +23,12 @@ from retrieval.cli.main import app
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.search.binary import binarize, hamming_to_similarity
-from retrieval.indexing.store.builder import build_index
-from retrieval.indexing.store.item_filter import ItemFilter, parse_filter
-from retrieval.indexing.store.items_db import ItemsDb
-from retrieval.indexing.store.milvus_build import MilvusTarget
-from retrieval.indexing.store.milvus_store import MilvusStore
-from retrieval.indexing.store.open_store import open_store
+from retrieval.indexing.store.backends import open_store
+from retrieval.indexing.store.build.builder import build_index
+from retrieval.indexing.store.milvus.milvus_build import MilvusTarget
+from retrieval.indexing.store.milvus.milvus_store import MilvusStore
+from retrieval.indexing.store.shared.item_filter import ItemFilter, parse_filter
+from retrieval.indexing.store.shared.items_db import ItemsDb
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("pymilvus") is None or importlib.util.find_spec("milvus_lite") is None,

@@ -17,11 +17,11 @@ SCRIPT = textwrap.dedent(
     for info in pkgutil.walk_packages(retrieval.indexing.__path__, "retrieval.indexing."):
         importlib.import_module(info.name)
         names.append(info.name)
-    assert "retrieval.indexing.store.index_store" in names and "retrieval.indexing.eval.evaluation" in names, names
+    assert "retrieval.indexing.store.files.index_store" in names and "retrieval.indexing.eval.evaluation" in names, names
 
     from retrieval.indexing.data.records import ImageRecord
-    from retrieval.indexing.store.builder import build_index
-    from retrieval.indexing.store.index_store import IndexStore
+    from retrieval.indexing.store.build.builder import build_index
+    from retrieval.indexing.store.files.index_store import IndexStore
     from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 
     model, gallery, out = (Path(arg) for arg in sys.argv[1:4])

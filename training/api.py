@@ -37,11 +37,11 @@ from retrieval.indexing.eval.evaluation import EvaluationReport, evaluate_index,
 from retrieval.indexing.model.embedding_files import EmbeddingTable, embedding_table
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.model.resolution import resolve_export_dir, resolve_query_model
-from retrieval.indexing.store import builder
-from retrieval.indexing.store.item_filter import parse_filter
+from retrieval.indexing.store.backends import open_store
+from retrieval.indexing.store.build import builder
 from retrieval.indexing.store.item_search import Hit, ranked_hits
-from retrieval.indexing.store.manifest import load_index_manifest
-from retrieval.indexing.store.open_store import open_store
+from retrieval.indexing.store.shared.item_filter import parse_filter
+from retrieval.indexing.store.shared.manifest import load_index_manifest
 from retrieval.indexing.store.stored_embeddings import stored_embedding_table
 from retrieval.training.config import TrainConfig, build_config
 from retrieval.training.ensemble import EnsembleResult, EnsembleSpec, resolve_ensemble

@@ -32,8 +32,8 @@ from retrieval.indexing.model.onnx_embedder import OnnxEmbedder, embed_records
 from retrieval.indexing.model.resolution import resolve_export_dir
 from retrieval.indexing.search.binary import binarize
 from retrieval.indexing.search.knn import Metric, iter_knn_chunks
-from retrieval.indexing.store.faiss_kinds import binary_kind, float_kind
-from retrieval.indexing.store.open_store import Store
+from retrieval.indexing.store.backends import Store
+from retrieval.indexing.store.files.faiss_kinds import binary_kind, float_kind
 
 SearchKind = Literal["float", "binary"]
 KINDS: tuple[SearchKind, ...] = ("float", "binary")

@@ -9,9 +9,9 @@ from typing import Literal
 
 import numpy as np
 
-from retrieval.indexing.store.item_filter import ItemFilter
-from retrieval.indexing.store.items_db import Item
-from retrieval.indexing.store.open_store import Store
+from retrieval.indexing.store.backends import Store
+from retrieval.indexing.store.shared.item_filter import ItemFilter
+from retrieval.indexing.store.shared.items_db import Item
 
 Hit = tuple[Item, float]
 

@@ -19,7 +19,7 @@ from retrieval.indexing.common.artifact_names import INDEX_MANIFEST_NAME
 from retrieval.indexing.common.atomic_write import atomic_write_text
 from retrieval.indexing.common.errors import IndexFormatError
 from retrieval.indexing.model.manifest import ModelManifest
-from retrieval.indexing.store.compaction import CompactionPolicy
+from retrieval.indexing.store.files.compaction_plan import CompactionPolicy
 
 INDEX_FORMAT_VERSION = 1
 

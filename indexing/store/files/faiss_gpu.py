@@ -16,7 +16,7 @@ from collections.abc import Callable
 import faiss
 import numpy as np
 
-from retrieval.indexing.store.faiss_kinds import id_map_ids
+from retrieval.indexing.store.files.faiss_kinds import id_map_ids
 
 Searcher = Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]]
 _log = logging.getLogger(__name__)

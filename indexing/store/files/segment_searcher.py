@@ -20,9 +20,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from retrieval.indexing.search.results import PAD_ID, SearchResults
-from retrieval.indexing.store.faiss_gpu import Searcher
-from retrieval.indexing.store.filtered_search import ExactSearch, completed, selected_search, selector_params
-from retrieval.indexing.store.segments import Segment
+from retrieval.indexing.store.files.faiss_gpu import Searcher
+from retrieval.indexing.store.files.filtered_search import ExactSearch, completed, selected_search, selector_params
+from retrieval.indexing.store.files.segments import Segment
 
 ToScores = Callable[[np.ndarray], np.ndarray]
 

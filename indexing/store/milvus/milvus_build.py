@@ -23,8 +23,7 @@ from retrieval.indexing.common.artifact_names import INDEX_MODEL_SUBDIR
 from retrieval.indexing.common.atomic_write import remove_dead_writers_leftovers, replace_directory
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.store.manifest import IndexManifest, save_index_manifest, utc_now
-from retrieval.indexing.store.milvus_client import (
+from retrieval.indexing.store.milvus.milvus_client import (
     TIMEOUT_S,
     check_collection_name,
     connect,
@@ -33,11 +32,12 @@ from retrieval.indexing.store.milvus_client import (
     milvus_call,
     normalized_uri,
 )
-from retrieval.indexing.store.milvus_rows import item_rows, save_next_id
-from retrieval.indexing.store.write_lock import exclusive_writer
+from retrieval.indexing.store.milvus.milvus_rows import item_rows, save_next_id
+from retrieval.indexing.store.shared.manifest import IndexManifest, save_index_manifest, utc_now
+from retrieval.indexing.store.shared.write_lock import exclusive_writer
 
 if TYPE_CHECKING:
-    from retrieval.indexing.store.builder import IndexedModel  # builder imports this module
+    from retrieval.indexing.store.build.builder import IndexedModel  # builder imports this module
 
 INSERT_BATCH = 512  # rows per insert: 512 x 2048-d float32 is 4 MiB, far below gRPC's 64 MiB message limit
 FLOAT_KIND, BINARY_KIND = "milvus:FLAT", "milvus:BIN_FLAT"
@@ -67,7 +67,7 @@ def write_milvus_index(
     target: MilvusTarget,
 ) -> IndexManifest:
     """Fill the collection, then write and swap in the index directory that names it."""
-    from retrieval.indexing.store.builder import check_out_dir, copy_model  # builder dispatches here
+    from retrieval.indexing.store.build.builder import check_out_dir, copy_model  # builder dispatches here
 
     check_out_dir(out_dir)
     vectors = np.asarray(embeddings, dtype=np.float32)

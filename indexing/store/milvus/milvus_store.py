@@ -28,14 +28,14 @@ from retrieval.indexing.common.errors import DataError, IndexFormatError, ItemNo
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.search.binary import binarize, hamming_to_similarity
 from retrieval.indexing.search.results import PAD_ID, SearchResults
-from retrieval.indexing.store.index_store import IndexStore
-from retrieval.indexing.store.item_filter import ItemFilter
-from retrieval.indexing.store.items_db import Item
-from retrieval.indexing.store.manifest import IndexManifest, load_index_manifest
-from retrieval.indexing.store.milvus_client import MAX_TOPK, TIMEOUT_S, connect, meta_collection, milvus_call
-from retrieval.indexing.store.milvus_filter import filter_expression, in_expression, text_key
-from retrieval.indexing.store.milvus_rows import item_rows, next_id, read_items, recall, remember, save_next_id
-from retrieval.indexing.store.store_checks import checked_additions, checked_queries, rerank_shortlist
+from retrieval.indexing.store.files.index_store import IndexStore
+from retrieval.indexing.store.milvus.milvus_client import MAX_TOPK, TIMEOUT_S, connect, meta_collection, milvus_call
+from retrieval.indexing.store.milvus.milvus_filter import filter_expression, in_expression, text_key
+from retrieval.indexing.store.milvus.milvus_rows import item_rows, next_id, read_items, recall, remember, save_next_id
+from retrieval.indexing.store.shared.item_filter import ItemFilter
+from retrieval.indexing.store.shared.items_db import Item
+from retrieval.indexing.store.shared.manifest import IndexManifest, load_index_manifest
+from retrieval.indexing.store.shared.store_checks import checked_additions, checked_queries, rerank_shortlist
 
 _ITEM_FIELDS = ["id", "path", "label", "split", "is_query", "is_gallery", "metadata"]
 _CHUNK = 1000  # ids per query: keeps the expression and the reply small

@@ -30,16 +30,16 @@ import numpy as np
 
 from retrieval.indexing.common.artifact_names import SEGMENTS_SUBDIR
 from retrieval.indexing.search.binary import binarize
-from retrieval.indexing.store.faiss_kinds import (
+from retrieval.indexing.store.files.faiss_kinds import (
     IndexKind,
     binary_kind,
     build_binary_index,
     build_float_index,
     id_map_ids,
 )
-from retrieval.indexing.store.faiss_kinds import float_kind as float_kind_named
-from retrieval.indexing.store.items_db import ItemsDb
-from retrieval.indexing.store.segment_files import SEGMENT_FILES
+from retrieval.indexing.store.files.faiss_kinds import float_kind as float_kind_named
+from retrieval.indexing.store.files.segment_files import SEGMENT_FILES
+from retrieval.indexing.store.shared.items_db import ItemsDb
 
 BASE = ""
 """The name of the base segment."""

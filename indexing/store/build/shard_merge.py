@@ -29,11 +29,11 @@ from retrieval.indexing.common.errors import ConfigError, DataError, IndexFormat
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.model.manifest import ModelManifest, file_sha256
 from retrieval.indexing.model.resolution import is_export_dir
-from retrieval.indexing.store.builder import write_index
-from retrieval.indexing.store.faiss_kinds import binary_kind, float_kind
-from retrieval.indexing.store.items_db import ItemsDb
-from retrieval.indexing.store.milvus_build import MilvusTarget
-from retrieval.indexing.store.shards import ShardManifest
+from retrieval.indexing.store.build.builder import write_index
+from retrieval.indexing.store.files.faiss_kinds import binary_kind, float_kind
+from retrieval.indexing.store.shared.items_db import ItemsDb
+from retrieval.indexing.store.milvus.milvus_build import MilvusTarget
+from retrieval.indexing.store.build.shards import ShardManifest
 
 REBUILD_SHARD = "rebuild it with `retrieval index build --shard I/N`"
 

@@ -32,19 +32,19 @@ from retrieval.indexing.model.manifest import ModelManifest
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder, embed_records
 from retrieval.indexing.model.resolution import resolve_export_dir
 from retrieval.indexing.search.binary import binarize
-from retrieval.indexing.store.faiss_kinds import (
+from retrieval.indexing.store.files.faiss_kinds import (
     IndexKind,
     binary_kind,
     build_binary_index,
     build_float_index,
     float_kind,
 )
-from retrieval.indexing.store.items_db import ItemsDb
-from retrieval.indexing.store.manifest import IndexManifest, save_index_manifest, utc_now
-from retrieval.indexing.store.milvus_build import MilvusTarget, write_milvus_index
-from retrieval.indexing.store.segment_files import write_embeddings, write_faiss_files
-from retrieval.indexing.store.store_checks import validate_labels
-from retrieval.indexing.store.write_lock import exclusive_writer
+from retrieval.indexing.store.shared.items_db import ItemsDb
+from retrieval.indexing.store.shared.manifest import IndexManifest, save_index_manifest, utc_now
+from retrieval.indexing.store.milvus.milvus_build import MilvusTarget, write_milvus_index
+from retrieval.indexing.store.files.segment_files import write_embeddings, write_faiss_files
+from retrieval.indexing.store.shared.store_checks import validate_labels
+from retrieval.indexing.store.shared.write_lock import exclusive_writer
 
 
 @dataclass

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from retrieval.indexing.store.index_store import IndexStore
-from retrieval.indexing.store.manifest import load_index_manifest
-from retrieval.indexing.store.milvus_store import MilvusStore
+from retrieval.indexing.store.files.index_store import IndexStore
+from retrieval.indexing.store.milvus.milvus_store import MilvusStore
+from retrieval.indexing.store.shared.manifest import load_index_manifest
 
 Store = IndexStore | MilvusStore
 

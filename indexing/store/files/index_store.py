@@ -35,15 +35,12 @@ from retrieval.indexing.common.errors import (
 from retrieval.indexing.search.binary import binarize, hamming_to_similarity
 from retrieval.indexing.search.knn import Metric
 from retrieval.indexing.search.results import PAD_ID, SearchResults
-from retrieval.indexing.store.faiss_gpu import Searcher, binary_searcher, float_searcher
-from retrieval.indexing.store.filtered_search import batch_selector, exact_selected, selected_search
-from retrieval.indexing.store.item_filter import ItemFilter
-from retrieval.indexing.store.items_db import Item, ItemsDb
-from retrieval.indexing.store.manifest import IndexManifest, load_index_manifest
-from retrieval.indexing.store.segment_files import write_faiss_files
-from retrieval.indexing.store.segment_search import empty_results, merge_top_k, search_live
-from retrieval.indexing.store.segment_set import SegmentSet, load_segment_set
-from retrieval.indexing.store.segments import (
+from retrieval.indexing.store.files.faiss_gpu import Searcher, binary_searcher, float_searcher
+from retrieval.indexing.store.files.filtered_search import batch_selector, exact_selected, selected_search
+from retrieval.indexing.store.files.segment_files import write_faiss_files
+from retrieval.indexing.store.files.segment_searcher import empty_results, merge_top_k, search_live
+from retrieval.indexing.store.files.segment_set import SegmentSet, load_segment_set
+from retrieval.indexing.store.files.segments import (
     Segment,
     base_generation,
     finish_base_swap,
@@ -51,9 +48,12 @@ from retrieval.indexing.store.segments import (
     segment_dir,
     staged_base_dir,
 )
-from retrieval.indexing.store.store_checks import checked_queries, rerank_shortlist, validate_labels
-from retrieval.indexing.store.store_updates import CompactionResult, StoreUpdates
-from retrieval.indexing.store.write_lock import exclusive_writer
+from retrieval.indexing.store.files.store_updates import CompactionResult, StoreUpdates
+from retrieval.indexing.store.shared.item_filter import ItemFilter
+from retrieval.indexing.store.shared.items_db import Item, ItemsDb
+from retrieval.indexing.store.shared.manifest import IndexManifest, load_index_manifest
+from retrieval.indexing.store.shared.store_checks import checked_queries, rerank_shortlist, validate_labels
+from retrieval.indexing.store.shared.write_lock import exclusive_writer
 
 _log = logging.getLogger(__name__)
 _OPEN_ATTEMPTS = 3  # an update committing while we read is retried (its files moved under us)

@@ -21,14 +21,12 @@ import numpy as np
 from retrieval.indexing.common.artifact_names import EMBEDDINGS_NAME
 from retrieval.indexing.common.errors import IndexChangedError, IndexNotWritableError
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.store.compaction import CompactionPlan, CompactionPolicy, major_plan, plan_compaction
-from retrieval.indexing.store.faiss_kinds import binary_kind, float_kind
-from retrieval.indexing.store.items_db import ItemsDb
-from retrieval.indexing.store.manifest import IndexManifest, load_index_manifest, save_index_manifest, utc_now
-from retrieval.indexing.store.segment_files import load_embeddings, write_embeddings, write_faiss_files
-from retrieval.indexing.store.segment_merge import write_merged
-from retrieval.indexing.store.segment_set import SegmentSet
-from retrieval.indexing.store.segments import (
+from retrieval.indexing.store.files.compaction_plan import CompactionPlan, CompactionPolicy, major_plan, plan_compaction
+from retrieval.indexing.store.files.faiss_kinds import binary_kind, float_kind
+from retrieval.indexing.store.files.segment_files import load_embeddings, write_embeddings, write_faiss_files
+from retrieval.indexing.store.files.segment_merge import write_merged
+from retrieval.indexing.store.files.segment_set import SegmentSet
+from retrieval.indexing.store.files.segments import (
     Segment,
     SegmentInfo,
     base_generation,
@@ -42,8 +40,10 @@ from retrieval.indexing.store.segments import (
     segment_dir,
     staged_base_dir,
 )
-from retrieval.indexing.store.store_checks import checked_additions
-from retrieval.indexing.store.write_lock import exclusive_writer, remove_temp_files
+from retrieval.indexing.store.shared.items_db import ItemsDb
+from retrieval.indexing.store.shared.manifest import IndexManifest, load_index_manifest, save_index_manifest, utc_now
+from retrieval.indexing.store.shared.store_checks import checked_additions
+from retrieval.indexing.store.shared.write_lock import exclusive_writer, remove_temp_files
 
 _log = logging.getLogger(__name__)
 
