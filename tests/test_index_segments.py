@@ -18,9 +18,9 @@ from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.search.binary import binarize
 from retrieval.indexing.store.build.builder import write_index
 from retrieval.indexing.store.files import filtered_search, segment_searcher, store_updates
-from retrieval.indexing.store.files.compaction_plan import CompactionPolicy
 from retrieval.indexing.store.files.faiss_kinds import binary_kind, float_kind
 from retrieval.indexing.store.files.index_store import IndexStore
+from retrieval.indexing.store.shared.compaction import CompactionPolicy
 from retrieval.indexing.store.shared.item_filter import parse_filter
 
 N, BASE, DIM, K = 400, 280, 64, 10

@@ -16,9 +16,8 @@ from retrieval.indexing.common.errors import ConfigError, DataError, IndexFormat
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.search.binary import binarize
-from retrieval.indexing.store.build import builder as index_builder
 from retrieval.indexing.store.build.builder import build_index, write_index
-from retrieval.indexing.store.files import store_updates
+from retrieval.indexing.store.files import files_target, store_updates
 from retrieval.indexing.store.files.faiss_kinds import binary_kind, float_kind
 from retrieval.indexing.store.files.index_store import IndexStore
 
@@ -160,7 +159,7 @@ def test_crash_mid_build_leaves_previous_index_loadable(
         raise OSError("killed")
 
     before = sorted(p.name for p in index_copy.iterdir())
-    monkeypatch.setattr(index_builder, "write_faiss_files", half_written)
+    monkeypatch.setattr(files_target, "write_faiss_files", half_written)
     with pytest.raises(OSError, match="killed"):
         build_index(tiny_model_dir, gallery_records[:10], index_copy, progress=False)
     assert sorted(p.name for p in index_copy.iterdir()) == before

@@ -19,7 +19,7 @@ from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.search.binary import binarize
 from retrieval.indexing.store.build.builder import write_index
-from retrieval.indexing.store.files import filtered_search, index_store
+from retrieval.indexing.store.files import filtered_search, segment_searcher
 from retrieval.indexing.store.files.faiss_kinds import binary_kind, float_kind
 from retrieval.indexing.store.files.index_store import IndexStore
 from retrieval.indexing.store.shared.item_filter import ItemFilter, parse_filter, parse_metadata
@@ -117,13 +117,13 @@ def test_selector_path_of_approximate_kinds(index_dir: Path, vectors: np.ndarray
 
 def _count_exact_searches(monkeypatch) -> list[int]:
     calls: list[int] = []
-    real = index_store.exact_selected
+    real = segment_searcher.exact_search
 
     def counting(queries, *args, **kwargs):
         calls.append(len(queries))
         return real(queries, *args, **kwargs)
 
-    monkeypatch.setattr(index_store, "exact_selected", counting)
+    monkeypatch.setattr(segment_searcher, "exact_search", counting)
     return calls
 
 

@@ -60,7 +60,7 @@ def _build(root: Path, model_dir: Path) -> tuple[Path, list[ImageRecord]]:
     """A milvus index of the generated gallery (30 images) plus ADDED random items."""
     gallery = make_gallery(root / "gallery", num_classes=3, per_class=4)
     target = MilvusTarget.of(str(root / "milvus.db"), "items", root / "index")
-    build_index(model_dir, gallery, root / "index", progress=False, milvus=target)
+    build_index(model_dir, gallery, root / "index", progress=False, target=target)
     added = _records(root, ADDED, seed=1)
     with open_store(root / "index") as store:
         store.add(added, _vectors(ADDED, seed=1))

@@ -1,11 +1,11 @@
-"""Search restricted to a set of item ids (a filter's matches): faiss id selectors, exact where better.
+"""Search restricted to a set of item ids (a filter's matches, a segment's live items): faiss id
+selectors, and exact search where that is better.
 
 The selector (``IDSelectorBatch`` of a filter's matches, or ``IDSelectorNot`` of a segment's tombstones,
-translated to positions by the ID map) travels in the index
-kind's own ``SearchParameters``, which also carry the ``nprobe`` / ``efSearch`` it was built with:
-``SearchParametersIVF`` for IVF kinds, ``SearchParametersHNSW`` for HNSW, plain ones for flat.
-Where the selector cannot give the right answer, the selected items' stored embeddings are
-searched exactly instead:
+translated to positions by the ID map) travels in the index kind's own ``SearchParameters``, which
+also carry the ``nprobe`` / ``efSearch`` it was built with: ``SearchParametersIVF`` for IVF kinds,
+``SearchParametersHNSW`` for HNSW, plain ones for flat. Where the selector cannot give the right
+answer, the selected items' stored embeddings are searched exactly instead (``exact_search``):
 - faiss's ``IndexBinaryIVF`` rejects selectors;
 - an approximate kind with a small selection (at most ``EXACT_SEARCH_ELEMENTS`` vector elements):
   IVF visits only ``nprobe`` lists, which hold a share of the few matches, and HNSW walks a graph
@@ -13,22 +13,24 @@ searched exactly instead:
 - rows an approximate search left short of k.
 So a row always holds min(k, matches) results. Exact float scores come from the stored float16
 embeddings, as re-ranking's do (within about 1e-3 of faiss's float32 ones). Filtered searches run on
-the CPU copies of the indexes.
+the CPU copies of the indexes. ``segment_searcher`` decides which of these a search takes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import faiss
 import numpy as np
 
-from retrieval.indexing.search.knn import Metric, knn_search
+from retrieval.indexing.search.binary import binarize
+from retrieval.indexing.search.kinds import SearchKind
+from retrieval.indexing.search.knn import knn_search
 from retrieval.indexing.search.results import PAD_ID, SearchResults
+from retrieval.indexing.store.files.segment_set import SegmentSet
 
-ExactSearch = Callable[[np.ndarray], SearchResults]
-"""(query rows) -> exact results over the selected items, in item ids."""
 _EXACT_BLOCK_ELEMENTS = 1 << 24  # vector elements read at once by the exact search (64 MiB of float32)
 EXACT_SEARCH_ELEMENTS = 1 << 25
 """Selections of at most this many vector elements (items x dimensions) skip an approximate index."""
@@ -55,61 +57,37 @@ def selector_params(index: Any, selector: Any, k: int) -> Any | None:
     return faiss.SearchParameters(sel=selector)  # type: ignore[call-arg]  # faiss sets keyword attributes
 
 
-def selected_search(
-    index: Any,
-    queries: np.ndarray,
-    k: int,
-    size: int,
-    selector: Any,
-    *,
-    approximate: bool,
-    to_scores: Callable[[np.ndarray], np.ndarray],
-    exact: ExactSearch,
+def small_selection(size: int, width: int) -> bool:
+    """A selection of ``size`` items of ``width`` elements (dimensions or bits) small enough that an
+    approximate index is skipped for an exact scan of it."""
+    return size * width <= EXACT_SEARCH_ELEMENTS
+
+
+@dataclass(frozen=True)
+class StoredVectors:
+    """The stored embeddings of a files index as exact search reads them: float32, or binary codes."""
+
+    segments: SegmentSet
+    threshold: float
+    dim: int
+
+    def of(self, kind: SearchKind, ids: np.ndarray) -> np.ndarray:
+        embeddings = self.segments.embeddings_of(ids)
+        return embeddings if kind is SearchKind.FLOAT else binarize(embeddings, self.threshold)
+
+
+def exact_search(
+    queries: np.ndarray, allowed: np.ndarray, k: int, kind: SearchKind, stored: StoredVectors
 ) -> SearchResults:
-    """Top-``k`` (k <= size) of the ``size`` ids that ``selector`` selects, per query row of an ID-mapped
-    index of an ``approximate`` kind or not; ``to_scores`` turns faiss distances into similarities;
-    ``exact`` answers what faiss cannot or should not (see the module docstring)."""
-    small = size * index.d <= EXACT_SEARCH_ELEMENTS
-    params = None if approximate and small else selector_params(index, selector, k)
-    if params is None:
-        return exact(np.arange(len(queries)))
-    distances, ids = search_numpy(index)(queries, k, params=params)
-    ids = np.asarray(ids, dtype=np.int64)
-    scores = np.where(ids == PAD_ID, -np.inf, to_scores(distances)).astype(np.float32)
-    return completed(SearchResults(ids=ids, scores=scores), k, exact)
-
-
-def completed(found: SearchResults, k: int, exact: ExactSearch) -> SearchResults:
-    """``found`` with the rows that hold fewer than ``k`` results redone by ``exact``."""
-    short = np.flatnonzero((found.ids != PAD_ID).sum(axis=1) < k)
-    if len(short):
-        redone = exact(short)
-        found.ids[short], found.scores[short] = redone.ids, redone.scores
-    return found
-
-
-def exact_selected(
-    queries: np.ndarray,
-    allowed: np.ndarray,
-    k: int,
-    gallery_of: Callable[[np.ndarray], np.ndarray],
-    metric: Metric,
-    *,
-    dim: int,
-) -> SearchResults:
-    """Exact top-``k`` of the ``allowed`` ids, reading their vectors (``gallery_of(ids)``: float
-    embeddings or binary codes made from them; ``dim`` float elements per item) a block at a time so
-    memory stays bounded on large selections."""
-    width = max(1, _EXACT_BLOCK_ELEMENTS // dim)
+    """Exact top-``k`` of the ``allowed`` ids (ascending), reading their stored vectors a block at a
+    time so memory stays bounded on large selections; ties keep the lower id first."""
+    width = max(1, _EXACT_BLOCK_ELEMENTS // stored.dim)
     parts = []
     for start in range(0, len(allowed), width):
         block = allowed[start : start + width]
-        found = knn_search(queries, gallery_of(block), min(k, len(block)), metric=metric)
-        parts.append((np.where(found.valid_mask(), block[found.ids.clip(0)], PAD_ID), found.scores))
-    ids = np.concatenate([p[0] for p in parts], axis=1)
-    scores = np.concatenate([p[1] for p in parts], axis=1)
-    order = np.argsort(-scores, axis=1, kind="stable")[:, :k]  # blocks ascend by id: ties keep the lower id
-    return SearchResults(np.take_along_axis(ids, order, 1), np.take_along_axis(scores, order, 1))
+        found = knn_search(queries, stored.of(kind, block), min(k, len(block)), metric=kind.metric)
+        parts.append(SearchResults(np.where(found.valid_mask(), block[found.ids.clip(0)], PAD_ID), found.scores))
+    return SearchResults.merge_top_k(parts, k)
 
 
 def search_numpy(index: faiss.Index | faiss.IndexBinary) -> Callable[..., tuple[np.ndarray, np.ndarray]]:

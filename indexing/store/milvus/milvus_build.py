@@ -8,19 +8,15 @@ that index's items at once: build into a new ``--collection`` to keep serving th
 
 from __future__ import annotations
 
-import os
-import shutil
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from retrieval.indexing.common.artifact_names import INDEX_MODEL_SUBDIR
-from retrieval.indexing.common.atomic_write import remove_dead_writers_leftovers, replace_directory
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.store.milvus.milvus_client import (
@@ -33,11 +29,8 @@ from retrieval.indexing.store.milvus.milvus_client import (
     normalized_uri,
 )
 from retrieval.indexing.store.milvus.milvus_rows import item_rows, save_next_id
+from retrieval.indexing.store.shared.index_dir import IndexedModel, check_out_dir, copy_model, staged_index_dir
 from retrieval.indexing.store.shared.manifest import IndexManifest, save_index_manifest, utc_now
-from retrieval.indexing.store.shared.write_lock import exclusive_writer
-
-if TYPE_CHECKING:
-    from retrieval.indexing.store.build.builder import IndexedModel  # builder imports this module
 
 INSERT_BATCH = 512  # rows per insert: 512 x 2048-d float32 is 4 MiB, far below gRPC's 64 MiB message limit
 FLOAT_KIND, BINARY_KIND = "milvus:FLAT", "milvus:BIN_FLAT"
@@ -58,59 +51,66 @@ class MilvusTarget:
         name = collection or "retrieval_" + "".join(c if c.isalnum() else "_" for c in Path(out_dir).resolve().name)
         return cls(normalized_uri(uri), check_collection_name(name))
 
+    def write(
+        self,
+        out_dir: Path,
+        model: IndexedModel,
+        records: Sequence[ImageRecord],
+        embeddings: np.ndarray,
+        kinds: object,
+        *,
+        progress: bool = False,
+    ) -> IndexManifest:
+        """Fill the collection, then write and swap in the index directory that names it (the faiss
+        ``kinds`` do not apply: Milvus searches FLAT and BIN_FLAT)."""
+        check_out_dir(out_dir)
+        vectors = np.asarray(embeddings, dtype=np.float32)
+        self._fill(model, records, vectors)
+        manifest = _manifest(model, records, vectors.shape[1], self)
+        with staged_index_dir(out_dir) as staging:
+            staging.mkdir(parents=True)
+            copy_model(model, staging / INDEX_MODEL_SUBDIR)
+            save_index_manifest(staging, manifest)
+        return manifest
 
-def write_milvus_index(
-    out_dir: Path,
-    embedder: IndexedModel,
-    records: Sequence[ImageRecord],
-    embeddings: np.ndarray,
-    target: MilvusTarget,
-) -> IndexManifest:
-    """Fill the collection, then write and swap in the index directory that names it."""
-    from retrieval.indexing.store.build.builder import check_out_dir, copy_model  # builder dispatches here
+    def _fill(self, model: IndexedModel, records: Sequence[ImageRecord], vectors: np.ndarray) -> None:
+        """(Re)create the collection and insert the items in batches, with ids 1..n."""
+        threshold = model.manifest.binarization_threshold
+        client = connect(self.uri)
+        try:
+            milvus_call(self.uri, "create the collection", lambda: _create(client, self, vectors.shape[1]))
+            for start in range(0, len(records), INSERT_BATCH):
+                end = min(start + INSERT_BATCH, len(records))
+                rows = item_rows(records[start:end], vectors[start:end], range(start + 1, end + 1), threshold)
+                milvus_call(self.uri, "insert", partial(client.insert, self.collection, data=rows, timeout=TIMEOUT_S))
+            save_next_id(client, meta_collection(self.collection), self.uri, len(records) + 1)
+        finally:
+            client.close()
 
-    check_out_dir(out_dir)
-    vectors = np.asarray(embeddings, dtype=np.float32)
-    threshold = embedder.manifest.binarization_threshold
-    client = connect(target.uri)
-    try:
-        milvus_call(target.uri, "create the collection", lambda: _create(client, target, vectors.shape[1]))
-        for start in range(0, len(records), INSERT_BATCH):
-            end = min(start + INSERT_BATCH, len(records))
-            rows = item_rows(records[start:end], vectors[start:end], range(start + 1, end + 1), threshold)
-            insert = partial(client.insert, target.collection, data=rows, timeout=TIMEOUT_S)
-            milvus_call(target.uri, "insert", insert)
-        save_next_id(client, meta_collection(target.collection), target.uri, len(records) + 1)
-    finally:
-        client.close()
-    manifest = _manifest(embedder, records, vectors.shape[1], target)
-    remove_dead_writers_leftovers(out_dir)
-    staging = out_dir.parent / f".{out_dir.name}.building-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    try:
-        staging.mkdir(parents=True)
-        copy_model(embedder, staging / INDEX_MODEL_SUBDIR)
-        save_index_manifest(staging, manifest)
-        with exclusive_writer(out_dir):
-            replace_directory(staging, out_dir)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return manifest
+
+def describe(manifest: IndexManifest) -> str:
+    """Where the items of a Milvus index are, as the build and merge commands print it."""
+    return f"Milvus collection {manifest.milvus_collection} at {manifest.milvus_uri}"
+
+
+def summary(manifest: IndexManifest) -> str:
+    """The backend row of ``retrieval index info``."""
+    return f"milvus: collection {manifest.milvus_collection} at {manifest.milvus_uri} (items: count at build)"
 
 
 def _create(client: object, target: MilvusTarget, dim: int) -> None:
     create_collections(client, target.collection, dim=dim, bits=dim)
 
 
-def _manifest(embedder: IndexedModel, records: Sequence[ImageRecord], dim: int, target: MilvusTarget) -> IndexManifest:
+def _manifest(model: IndexedModel, records: Sequence[ImageRecord], dim: int, target: MilvusTarget) -> IndexManifest:
     now = utc_now()
     return IndexManifest(
-        model_sha256=embedder.model_sha256,
-        model=embedder.manifest,
-        model_dir=str(embedder.export_dir.resolve()),
+        model_sha256=model.model_sha256,
+        model=model.manifest,
+        model_dir=str(model.export_dir.resolve()),
         dim=dim,
         bits=dim,
-        binarization_threshold=embedder.manifest.binarization_threshold,
+        binarization_threshold=model.manifest.binarization_threshold,
         float_kind=FLOAT_KIND,
         binary_kind=BINARY_KIND,
         count=len(records),
