@@ -237,3 +237,34 @@ def test_compact_and_info_commands(vectors: np.ndarray, embedder: OnnxEmbedder, 
     shutil.rmtree(updated)
     missing = runner.invoke(app, ["index", "compact", str(updated)])
     assert isinstance(missing.exception, IndexFormatError) and "not an index directory" in str(missing.exception)
+
+
+def test_every_segment_searches_through_its_own_gpu_searcher(
+    vectors: np.ndarray, embedder: OnnxEmbedder, tmp_path: Path, monkeypatch
+) -> None:
+    """The base and each delta get the searcher ``faiss_gpu.searcher`` makes (a GPU copy where faiss sees a
+    GPU), made once per segment: an add makes one for its new delta and keeps the others'."""
+    made: list[tuple[str, str]] = []
+
+    def spy(kind, index, name):
+        made.append((kind.value, name))
+        used = []
+
+        def search(data, k):
+            used.append(k)
+            return index.search(data, k)
+
+        spies.append(used)
+        return search
+
+    spies: list[list[int]] = []
+    monkeypatch.setattr(segment_searcher, "searcher", spy)
+    out = tmp_path / "index"
+    _write(out, embedder, vectors, np.arange(BASE), ("hnsw", "flat"))
+    with IndexStore.open(out) as store:
+        store.compact(policy=NEVER)
+        store.add(_records(range(BASE, 300)), vectors[BASE:300])
+        assert made == [("float", "hnsw"), ("binary", "flat"), ("float", "flat"), ("binary", "flat")]
+        store.search(vectors[:3], K)
+        store.search(vectors[:3], K, kind="binary")
+        assert all(spies), "every segment's searcher was used for both kinds"

@@ -23,7 +23,7 @@ from retrieval.indexing.search.results import PAD_ID, SearchResults
 from retrieval.indexing.store.shared.item_filter import ItemFilter
 from retrieval.indexing.store.shared.items_db import Item
 from retrieval.indexing.store.shared.manifest import IndexManifest
-from retrieval.indexing.store.shared.rerank import rerank_shortlist
+from retrieval.indexing.store.shared.rerank import rerank_shortlist, shortlist_ids
 from retrieval.indexing.store.shared.store_checks import checked_queries
 
 ScopeT = TypeVar("ScopeT")
@@ -101,7 +101,8 @@ class StoreBase(ABC, Generic[ScopeT]):
         if not rerank:
             return self._search_kind(SearchKind.BINARY, codes, k, scope)
         shortlist = self._search_kind(SearchKind.BINARY, codes, min(max(rerank, k), size), scope)
-        return rerank_shortlist(queries, shortlist, k, self.embeddings_of)
+        candidates = shortlist_ids(shortlist)
+        return rerank_shortlist(queries, shortlist, k, candidates, self.embeddings_of(candidates))
 
     # ----- reading items ---------------------------------------------------------------------
     def item(self, item_id: int) -> Item:
