@@ -45,13 +45,12 @@ ORDERS = {  # package -> its sub-packages and modules, lowest first: an import n
     "retrieval.indexing": [{"common"}, {"data"}, {"model"}, {"search"}, {"store"}, {"eval"}, {"api"}],
     "retrieval.indexing.store": [
         {"shared"},
-        {"files"},
-        {"milvus"},
+        {"files", "milvus"},
         {"backends", "item_search", "stored_embeddings"},
         {"build"},
     ],
 }
-INDEPENDENT = {("retrieval.indexing.store", "files", "milvus")}  # neither imports the other
+INDEPENDENT = {("retrieval.indexing.store", "files", "milvus")}  # side by side, neither imports the other
 
 
 def folder(package: str) -> Path:
@@ -84,9 +83,9 @@ def _targets(node: ast.Import | ast.ImportFrom, importer: str) -> Iterator[str]:
         yield from (alias.name for alias in node.names)
         return
     base = node.module or ""
-    if node.level:  # relative: from the importer's package
-        package = importer if modules()[importer].name == "__init__.py" else importer.rpartition(".")[0]
-        base = ".".join([*package.split(".")[: len(package.split(".")) - node.level + 1], *filter(None, [base])])
+    if node.level:  # relative: ``from .x import y`` counts from the importer's package
+        parts = importer.split(".") if modules()[importer].name == "__init__.py" else importer.split(".")[:-1]
+        base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
     for alias in node.names:
         yield f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules() else base
 

@@ -167,13 +167,16 @@ class IndexStore(StoreUpdates, StoreBase[Allowed]):
 
     def _segments_changed(self) -> None:
         """A searcher per segment and kind: kept for unchanged segments (their GPU copies too), made
-        for new ones, dropped with merged ones."""
+        for new ones, dropped with merged ones. (Keys are ``id(segment)``: a kept searcher holds its
+        segment, so no new segment can take the id of one still listed.)"""
         stored = StoredVectors(self._set, self.manifest.binarization_threshold, self.manifest.dim)
-        self._searchers = {
-            id(segment): self._searchers.get(id(segment))
-            or {kind: SegmentSearcher(segment, kind, stored, self.manifest.bits) for kind in SearchKind}
-            for segment in self._set.segments
-        }
+        searchers = {}
+        for segment in self._set.segments:
+            kept = self._searchers.get(id(segment))
+            if kept is None or kept[SearchKind.FLOAT].segment is not segment:
+                kept = {kind: SegmentSearcher(segment, kind, stored, self.manifest.bits) for kind in SearchKind}
+            searchers[id(segment)] = kept
+        self._searchers = searchers
 
 
 def _indexes(segment: Segment) -> tuple[Any, Any]:
