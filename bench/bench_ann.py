@@ -75,7 +75,12 @@ def main() -> None:
     import numpy as np
 
     from retrieval.indexing.search.binary import binarize
-    from retrieval.indexing.store.faiss_kinds import binary_kind, build_binary_index, build_float_index, float_kind
+    from retrieval.indexing.store.files.faiss_kinds import (
+        binary_kind,
+        build_binary_index,
+        build_float_index,
+        float_kind,
+    )
 
     gallery = clustered(args.size, args.dim, args.clusters, args.spread, seed=1)
     queries = clustered(args.queries, args.dim, args.clusters, args.spread, seed=2)

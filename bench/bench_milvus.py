@@ -23,11 +23,11 @@ from vector_model import NO_MODEL_SHA256, vectors_only_manifest
 
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.search.binary import binarize
-from retrieval.indexing.store.manifest import IndexManifest, save_index_manifest, utc_now
-from retrieval.indexing.store.milvus_build import BINARY_KIND, FLOAT_KIND, INSERT_BATCH
-from retrieval.indexing.store.milvus_client import connect, create_collections, meta_collection
-from retrieval.indexing.store.milvus_rows import item_rows, save_next_id
-from retrieval.indexing.store.milvus_store import MilvusStore
+from retrieval.indexing.store.milvus.milvus_build import BINARY_KIND, FLOAT_KIND, INSERT_BATCH
+from retrieval.indexing.store.milvus.milvus_client import connect, create_collections, meta_collection
+from retrieval.indexing.store.milvus.milvus_rows import item_rows, save_next_id
+from retrieval.indexing.store.milvus.milvus_store import MilvusStore
+from retrieval.indexing.store.shared.manifest import IndexManifest, save_index_manifest, utc_now
 
 DIM = 2048
 

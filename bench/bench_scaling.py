@@ -58,8 +58,8 @@ def embedding_rows(args: argparse.Namespace, tmp: Path) -> list[tuple[str, str]]
 
     from retrieval.indexing.data.sources import load_records
     from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
-    from retrieval.indexing.store.shard_merge import merge_shards
-    from retrieval.indexing.store.shards import ShardSpec, build_shard
+    from retrieval.indexing.store.build.shard_merge import merge_shards
+    from retrieval.indexing.store.build.shards import ShardSpec, build_shard
 
     export_resnet18(tmp / "export", arch="resnet50")
     embedder = OnnxEmbedder(tmp / "export", threads=args.threads, providers="cpu")
@@ -90,9 +90,14 @@ def storage_rows(args: argparse.Namespace, tmp: Path) -> list[tuple[str, str]]:
 
     from retrieval.indexing.data.records import ImageRecord
     from retrieval.indexing.search.binary import binarize
-    from retrieval.indexing.store.faiss_kinds import binary_kind, build_binary_index, build_float_index, float_kind
-    from retrieval.indexing.store.items_db import ItemsDb
-    from retrieval.indexing.store.segment_files import write_embeddings
+    from retrieval.indexing.store.files.faiss_kinds import (
+        binary_kind,
+        build_binary_index,
+        build_float_index,
+        float_kind,
+    )
+    from retrieval.indexing.store.files.segment_files import write_embeddings
+    from retrieval.indexing.store.shared.items_db import ItemsDb
 
     n, rows = args.items, []
     vectors = np.random.default_rng(0).standard_normal((n, args.dim), dtype=np.float32)

@@ -51,7 +51,12 @@ def build(size: int, dim: int, chunk: int, seed: int = 0):
     import numpy as np
 
     from retrieval.indexing.search.binary import binarize
-    from retrieval.indexing.store.faiss_kinds import BINARY_KINDS, FLOAT_KINDS, build_binary_index, build_float_index
+    from retrieval.indexing.store.files.faiss_kinds import (
+        BINARY_KINDS,
+        FLOAT_KINDS,
+        build_binary_index,
+        build_float_index,
+    )
 
     rng = np.random.default_rng(seed)
     empty_f, empty_b = np.empty((0, dim), np.float32), np.empty((0, dim // 8), np.uint8)

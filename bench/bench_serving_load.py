@@ -53,7 +53,7 @@ from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.synth.generator import generate_synthetic_dataset
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.model.preprocess import preprocess_batch
-from retrieval.indexing.store.builder import build_index
+from retrieval.indexing.store.build.builder import build_index
 
 THREADS = 2
 BATCH = 16

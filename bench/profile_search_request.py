@@ -33,7 +33,7 @@ from starlette.formparsers import MultiPartParser
 from retrieval.indexing.data.image_io import open_rgb_bytes
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.model.preprocess import normalize_pixels, resize_and_crop
-from retrieval.indexing.store.index_store import IndexStore
+from retrieval.indexing.store.files.index_store import IndexStore
 from retrieval.indexing.store.item_search import ranked_hits
 from retrieval.serving.query_pipeline import thumbnail_url
 from retrieval.serving.schemas import SearchHit, SearchResponse, Timings

@@ -1,0 +1,12 @@
+"""The ``retrieval`` command: argument parsing and printing only; the work is in
+``retrieval.indexing.api`` (no torch) and ``retrieval.training`` (torch, loaded lazily).
+
+``main`` (the typer app; ``thread_env`` sets thread waiting before numpy loads, ``help_display``
+shows flags as flags) registers each stage's commands: ``data_commands``, ``train_commands`` (with
+``config_options``: options that stand for config keys, and ``train_options``: the options ``train``
+and ``study`` share, each declared once), ``backbone_commands`` (``retrieval backbones``), ``study_commands``, ``export_commands``,
+``index_commands`` (``index build|info|add|remove|compact``, with ``shard_commands`` for ``--shard``
+and ``index merge``, and ``backend_options`` for ``--backend``), ``search_commands`` (printed by
+``search_output``), ``embed_commands``, ``eval_commands`` (with ``eval_reference``, the starting
+backbone's column, which needs torch) and ``serve_commands``.
+"""

@@ -60,7 +60,7 @@ def show_config_defaults(command: Callable[..., Any]) -> None:
 def default_text(path: str) -> str:
     """``TrainConfig``'s default of ``path``, then each recipe that sets it to another value, e.g.
     ``10; --recipe zhai_wu: 31``."""
-    from retrieval.training.config.recipes import recipe_values
+    from retrieval.training.config.recipe_tables import recipe_values
     from retrieval.training.config.train_config import config_default
 
     default = config_default(path)

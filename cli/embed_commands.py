@@ -8,19 +8,9 @@ from typing import Annotated
 import typer
 
 from retrieval.cli.index_commands import BatchOpt, QuietOpt, ThreadsOpt, echo_failures
-from retrieval.indexing.common.errors import ConfigError, DataError
-from retrieval.indexing.data.sources import load_records
-from retrieval.indexing.data.splits import select_split
-from retrieval.indexing.model.embedding_files import (
-    EmbeddingTable,
-    check_embedding_path,
-    embedding_table,
-    write_embedding_table,
-)
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
-from retrieval.indexing.model.resolution import resolve_export_dir
-from retrieval.indexing.store.open_store import open_store
-from retrieval.indexing.store.stored_embeddings import stored_embedding_table
+from retrieval.indexing import api
+from retrieval.indexing.common.errors import ConfigError
+from retrieval.indexing.model.embedding_files import check_embedding_path, write_embedding_table
 
 
 def embed(
@@ -41,33 +31,18 @@ def embed(
     check_embedding_path(out)  # an unknown suffix or a missing pyarrow fails before any image is read
     if (index is None) == (model is None) or (model is None) != (data is None):
         raise ConfigError("pass either --model MODEL --data PATH, or --index INDEX_DIR")
-    table = (
-        _from_index(index)
-        if index is not None
-        else _from_dataset(model, data, split, batch_size, threads, progress=not quiet)
-    )
+    if index is not None:
+        table = api.index_embeddings(index)
+    else:
+        assert model is not None and data is not None  # checked above
+        result = api.dataset_embeddings(
+            model, data, split=split, batch_size=batch_size, threads=threads, progress=not quiet
+        )
+        echo_failures(result.failures)
+        table = result.table
     written = write_embedding_table(out, table)
     dim = table.embeddings.shape[1]
     typer.echo(f"wrote {len(table.ids)} embeddings ({dim}-d) to {' and '.join(map(str, written))}")
-
-
-def _from_dataset(
-    model: Path | None, data: Path | None, split: str, batch_size: int, threads: int | None, *, progress: bool
-) -> EmbeddingTable:
-    """Ids are the images' positions in the split (sorted by label, then path); unreadable ones are skipped."""
-    assert model is not None and data is not None  # checked by the caller
-    records = select_split(load_records(data), split)
-    if not records:
-        raise DataError(f"the {split} split of {data} holds no images")
-    embedder = OnnxEmbedder(resolve_export_dir(model), threads=threads)
-    result = embedding_table(embedder, records, batch_size=batch_size, progress=progress)
-    echo_failures(result.failures)
-    return result.table
-
-
-def _from_index(index: Path) -> EmbeddingTable:
-    with open_store(index) as store:
-        return stored_embedding_table(store)
 
 
 def register(app: typer.Typer) -> None:

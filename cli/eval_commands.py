@@ -3,45 +3,20 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Annotated
 
-import numpy as np
 import typer
 
 from retrieval.cli.eval_reference import reference_column
 from retrieval.cli.index_commands import QuietOpt
-from retrieval.indexing.common.atomic_write import atomic_write_text
+from retrieval.indexing import api
 from retrieval.indexing.common.errors import ConfigError
-from retrieval.indexing.common.table_files import table_suffix, write_table
-from retrieval.indexing.data.sources import load_records
-from retrieval.indexing.data.splits import select_split
-from retrieval.indexing.eval.class_overlap import overlap_warning, training_classes_in
-from retrieval.indexing.eval.evaluation import (
-    KINDS,
-    EvalData,
-    EvaluationReport,
-    evaluate_index,
-    evaluate_model,
-    exact_neighbors,
-    grid_queries,
-    grid_rows,
-    index_neighbors,
-)
+from retrieval.indexing.common.table_files import table_suffix
+from retrieval.indexing.eval.evaluation import KINDS, EvaluationReport
 from retrieval.indexing.eval.metrics import RetrievalMetrics
-from retrieval.indexing.eval.neighbour_table import neighbour_columns
-from retrieval.indexing.eval.retrieval_grid import save_grid
-from retrieval.indexing.model.manifest import ModelManifest
-from retrieval.indexing.model.onnx_embedder import load_model_manifest
-from retrieval.indexing.model.resolution import resolve_export_dir
-from retrieval.indexing.store.open_store import Store, open_store
-
-METRICS_NAME = "metrics.json"
-GRID_NAME = "retrieval_grid.png"
-GRID_NEIGHBORS = 8
 
 
 def _recall_at(metrics: RetrievalMetrics, k: int) -> float | None:
@@ -121,62 +96,38 @@ def evaluate(
     if (index is None) == (model is None) or (model is not None and data is None) or (index and data):
         raise ConfigError("pass either --model MODEL --data PATH, or --index INDEX_DIR")
     out_dir = out or default_out_dir()
+    neighbours_k_wanted = neighbours_k if neighbours is not None else None
     if index is not None:
-        with open_store(index) as store:
-            report, eval_data = evaluate_index(store, ks=chosen_ks, progress=not quiet)
-            queries = grid_queries(eval_data, grid)
-            neighbors = index_neighbors(store, eval_data, queries, GRID_NEIGHBORS) if len(queries) else None
-            ranked = _all_neighbours(eval_data, neighbours_k, store) if neighbours else None
-            manifest = store.manifest.model
+        evaluation = api.evaluate_index_dir(
+            index, ks=chosen_ks, grid=grid, neighbours_k=neighbours_k_wanted, progress=not quiet
+        )
     else:
         assert model is not None and data is not None  # checked above
-        all_records = load_records(data)
-        records = select_split(all_records, split)
-        report, eval_data = evaluate_model(
-            model, records, ks=chosen_ks, batch_size=batch_size, threads=threads, progress=not quiet
+        evaluation = api.evaluate_dataset(
+            model,
+            data,
+            split=split,
+            ks=chosen_ks,
+            grid=grid,
+            neighbours_k=neighbours_k_wanted,
+            batch_size=batch_size,
+            threads=threads,
+            progress=not quiet,
         )
-        report.details["split"] = split
-        queries = grid_queries(eval_data, grid)
-        neighbors = exact_neighbors(eval_data, queries, GRID_NEIGHBORS) if len(queries) else None
-        ranked = _all_neighbours(eval_data, neighbours_k) if neighbours else None
-        manifest = load_model_manifest(resolve_export_dir(model))
         if reference:
+            report = evaluation.report
             report.reference, note = reference_column(
-                model, all_records, records, manifest, report.ks, progress=not quiet
+                model, evaluation.all_records, evaluation.records, evaluation.manifest, report.ks, progress=not quiet
             )
             typer.echo(note, err=report.reference is None)
-    _warn_about_training_classes(report, eval_data, manifest)
-    typer.echo(format_table(report))
-    atomic_write_text(out_dir / METRICS_NAME, json.dumps(report.to_json(), indent=2, default=_json_default) + "\n")
-    if neighbors is not None:
-        save_grid(grid_rows(eval_data, queries, neighbors), out_dir / GRID_NAME)
-    typer.echo(f"wrote {out_dir / METRICS_NAME}" + (f" and {out_dir / GRID_NAME}" if neighbors is not None else ""))
-    if neighbours is not None and ranked is not None:
-        write_table(neighbours, neighbour_columns(eval_data, *ranked))
-        typer.echo(f"wrote the top {neighbours_k} results of each of {len(ranked[0])} queries to {neighbours}")
-
-
-def _all_neighbours(data: EvalData, k: int, store: Store | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(query positions, their top-k gallery positions): the index as built, or exact for --model."""
-    queries = np.flatnonzero(data.is_query)
-    found = index_neighbors(store, data, queries, k) if store is not None else exact_neighbors(data, queries, k)
-    return queries, found
-
-
-def _warn_about_training_classes(report: EvaluationReport, data: EvalData, manifest: ModelManifest) -> None:
-    """Warn (and record in metrics.json) when the evaluated classes include the model's training classes."""
-    overlap = training_classes_in(data.labels, manifest)
-    report.details["training_classes_evaluated"] = len(overlap)
-    if overlap:
-        typer.secho(
-            f"warning: {overlap_warning(overlap, len(set(data.labels.tolist())))}", fg=typer.colors.YELLOW, err=True
-        )
-
-
-def _json_default(value: object) -> object:
-    if isinstance(value, np.generic):
-        return value.item()
-    raise TypeError(f"cannot serialise {type(value).__name__}")
+    if evaluation.warning is not None:
+        typer.secho(f"warning: {evaluation.warning}", fg=typer.colors.YELLOW, err=True)
+    typer.echo(format_table(evaluation.report))
+    written = api.save_evaluation(evaluation, out_dir, neighbours)
+    typer.echo(f"wrote {written.metrics}" + (f" and {written.grid}" if written.grid is not None else ""))
+    if written.neighbours is not None and evaluation.neighbours is not None:
+        count = len(evaluation.neighbours[0])
+        typer.echo(f"wrote the top {neighbours_k} results of each of {count} queries to {written.neighbours}")
 
 
 def register(app: typer.Typer) -> None:

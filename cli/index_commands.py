@@ -3,26 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from retrieval.cli.backend_options import BackendOpt, CollectionOpt, MilvusUriOpt, milvus_target
+from retrieval.cli.backend_options import BackendOpt, CollectionOpt, MilvusUriOpt
 from retrieval.cli.shard_commands import echo_shard_build, merge
-from retrieval.indexing.common.errors import ConfigError, ItemNotFoundError
-from retrieval.indexing.data.sources import load_records
-from retrieval.indexing.data.splits import select_split
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder, embed_records
-from retrieval.indexing.model.resolution import resolve_query_model
-from retrieval.indexing.store.builder import build_index
-from retrieval.indexing.store.compaction import CompactionPolicy
-from retrieval.indexing.store.faiss_kinds import BINARY_KINDS, FLOAT_KINDS
-from retrieval.indexing.store.index_store import IndexStore
-from retrieval.indexing.store.item_filter import parse_metadata
-from retrieval.indexing.store.manifest import IndexManifest, load_index_manifest
-from retrieval.indexing.store.open_store import open_store
+from retrieval.indexing import api
+from retrieval.indexing.common.errors import ConfigError
+from retrieval.indexing.store.backends import FILES, backend_of, index_target
+from retrieval.indexing.store.files.faiss_kinds import BINARY_KINDS, FLOAT_KINDS
+from retrieval.indexing.store.shared.compaction import CompactionPolicy
+from retrieval.indexing.store.shared.item_filter import parse_metadata
+from retrieval.indexing.store.shared.manifest import load_index_manifest
 
 MAX_LISTED_FAILURES = 10
 
@@ -72,42 +66,34 @@ def build(
     ] = None,
 ) -> None:
     """Embed a dataset with an exported model and write a float + binary index directory."""
-    target = milvus_target(backend, milvus_uri, collection, out)
-    records = select_split(load_records(data), split)
+    target = index_target(backend, milvus_uri, collection, out)  # an unknown backend or a stray option fails first
     if shard is not None:
-        if target is not None:
+        if backend != FILES:  # a shard is a directory of embeddings for `index merge`
             raise ConfigError("--shard writes a shard directory; build shards without --backend milvus")
-        shard_kinds = {"float_kind": float_kind, "binary_kind": binary_kind}
-        echo_failures(echo_shard_build(shard, model, data, out, records, shard_kinds, batch_size, threads, quiet))
+        kinds = {"float_kind": float_kind, "binary_kind": binary_kind}
+        echo_failures(echo_shard_build(shard, model, data, out, split, kinds, batch_size, threads, quiet))
         return
-    report = build_index(
+    report = api.build_index(
         model,
-        records,
+        data,
         out,
+        split=split,
         float_kind=float_kind,
         binary_kind=binary_kind,
         batch_size=batch_size,
         threads=threads,
         progress=not quiet,
-        milvus=target,
+        target=target,
     )
     echo_failures(report.failures)
-    kinds = f"float {report.float_kind}, binary {report.binary_kind}"
-    kinds = f"Milvus collection {target.collection} at {target.uri}" if target else kinds
     typer.echo(
         f"indexed {report.count} images of {report.num_labels} classes into {report.index_dir} "
-        f"({kinds}, model {report.model_sha256[:12]}) "
+        f"({report.storage}, model {report.model_sha256[:12]}) "
         f"in {report.total_seconds:.1f} s"
     )
     typer.echo(
         f"next: retrieval eval --index {out}   (or: retrieval search {out} IMAGE..., retrieval serve --index {out})"
     )
-
-
-def _backend_text(manifest: IndexManifest) -> str:
-    if manifest.backend == "milvus":
-        return f"milvus: collection {manifest.milvus_collection} at {manifest.milvus_uri} (items: count at build)"
-    return "files (faiss + SQLite in this directory)"
 
 
 @index_app.command("info")
@@ -121,7 +107,7 @@ def info(index_dir: Annotated[Path, typer.Argument(help="index directory")]) -> 
             "embedding",
             f"{manifest.dim}-d float, {manifest.bits}-bit binary (threshold {manifest.binarization_threshold})",
         ),
-        ("backend", _backend_text(manifest)),
+        ("backend", backend_of(manifest).summary(manifest)),
         ("kinds", f"float {manifest.float_kind}, binary {manifest.binary_kind}"),
         (
             "segments",
@@ -159,17 +145,12 @@ def add(
 ) -> None:
     """Embed more images with the index's own model and add them (new ids, old ids unchanged)."""
     extra = parse_metadata(metadata, "--metadata") if metadata is not None else {}
-    manifest = load_index_manifest(index_dir)
-    embedder = OnnxEmbedder(resolve_query_model(index_dir, manifest.model_dir), threads=threads)
-    records = [replace(record, metadata={**record.metadata, **extra}) for record in load_records(data)]
-    with open_store(index_dir, expected_model_sha256=embedder.model_sha256) as store:
-        kept, embeddings, failures = embed_records(embedder, records, batch_size=batch_size, progress=not quiet)
-        ids = store.add(kept, embeddings)
-        echo_failures(failures)
-        typer.echo(
-            f"added {len(ids)} images (ids {min(ids, default=0)}..{max(ids, default=0)}); "
-            f"the index now holds {store.count}"
-        )
+    report = api.add_images(index_dir, data, metadata=extra, batch_size=batch_size, threads=threads, progress=not quiet)
+    echo_failures(report.failures)
+    typer.echo(
+        f"added {len(report.ids)} images (ids {min(report.ids, default=0)}..{max(report.ids, default=0)}); "
+        f"the index now holds {report.count}"
+    )
 
 
 @index_app.command("remove")
@@ -178,18 +159,8 @@ def remove(
     ids: Annotated[list[int], typer.Argument(help="item ids to remove")],
 ) -> None:
     """Remove items by id (ids are never reused); an unknown id removes nothing and fails."""
-    with open_store(index_dir) as store:
-        unknown = sorted(set(ids) - set(store.ids().tolist()))
-        if unknown:
-            shown = ", ".join(map(str, unknown[:MAX_LISTED_FAILURES])) + (
-                " ..." if len(unknown) > MAX_LISTED_FAILURES else ""
-            )
-            raise ItemNotFoundError(
-                f"{len(unknown)} of the ids are not in {index_dir} ({shown}); nothing was removed "
-                "(`retrieval index info` shows what the index holds)"
-            )
-        removed = store.remove(ids)
-        typer.echo(f"removed {removed} item(s); the index now holds {store.count}")
+    removed, count = api.remove_items(index_dir, ids)
+    typer.echo(f"removed {removed} item(s); the index now holds {count}")
 
 
 def _policy_text(policy: CompactionPolicy) -> str:
@@ -227,24 +198,20 @@ def compact(
     Updates also compact on their own past the thresholds `retrieval index info` shows.
     The options change those thresholds (kept in manifest.json).
     """
-    if load_index_manifest(index_dir).backend == "milvus":
-        raise ConfigError(f"{index_dir} is a Milvus index: Milvus merges its own segments, there is nothing to compact")
     changes = {
         "max_delta_segments": max_delta_segments,
         "max_delta_fraction": max_delta_fraction,
         "max_tombstone_fraction": max_tombstone_fraction,
         "min_rows": min_rows,
     }
-    with IndexStore.open(index_dir) as store:
-        stored = store.manifest.compaction.model_dump()
-        policy = CompactionPolicy(**{**stored, **{k: v for k, v in changes.items() if v is not None}})
-        result = store.compact(policy=policy)
-        typer.echo(
-            f"{result.segments_before} segments and {result.tombstones_before} tombstones -> "
-            f"{result.segments_after} segment, {result.tombstones_after} tombstones; {store.count} items "
-            f"in {result.seconds:.1f} s"
-        )
-        typer.echo(f"compaction {_policy_text(policy)}")
+    report = api.compact_index(index_dir, changes)
+    result = report.result
+    typer.echo(
+        f"{result.segments_before} segments and {result.tombstones_before} tombstones -> "
+        f"{result.segments_after} segment, {result.tombstones_after} tombstones; {report.count} items "
+        f"in {result.seconds:.1f} s"
+    )
+    typer.echo(f"compaction {_policy_text(report.policy)}")
 
 
 index_app.command("merge")(merge)

@@ -9,15 +9,12 @@ from typing import Annotated, Literal
 import typer
 
 from retrieval.cli.index_commands import BatchOpt, QuietOpt, ThreadsOpt, echo_failures
-from retrieval.cli.search_output import QueryHits, SearchSettings, csv_document, json_document, table_text
+from retrieval.cli.search_output import SearchSettings, csv_document, json_document, table_text
+from retrieval.indexing import api
 from retrieval.indexing.common.atomic_write import atomic_write_text
 from retrieval.indexing.common.errors import ConfigError, DataError
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
-from retrieval.indexing.model.resolution import resolve_query_model
-from retrieval.indexing.store.item_filter import parse_filter
-from retrieval.indexing.store.item_search import ranked_hits, score_kind, similar_hits
-from retrieval.indexing.store.manifest import load_index_manifest
-from retrieval.indexing.store.open_store import open_store
+from retrieval.indexing.store.item_search import score_kind
+from retrieval.indexing.store.shared.item_filter import parse_filter
 
 Format = Literal["table", "json", "csv"]
 
@@ -58,29 +55,21 @@ def search(
         raise DataError("--rerank re-orders a binary shortlist; add --binary")
     kind: Literal["float", "binary"] = "binary" if binary else "float"
     where = parse_filter(filter_, "--filter")  # a malformed filter fails before any image is embedded
-    embedder = None
-    if images:
-        manifest = load_index_manifest(index_dir)
-        embedder = OnnxEmbedder(resolve_query_model(index_dir, manifest.model_dir, model), threads=threads)
-    sha256 = embedder.model_sha256 if embedder else None  # --id searches stored embeddings: no model needed
-    with open_store(index_dir, expected_model_sha256=sha256, force=force) as store:
-        queries, failures = [], []
-        if embedder is not None and images:
-            embedded = embedder.embed_paths(
-                images, batch_size=batch_size, progress=not quiet and len(images) > batch_size
-            )
-            failures = embedded.failures
-            if not embedded.ok:
-                first = failures[0][1]
-                raise DataError(
-                    first if len(images) == 1 else f"none of the {len(images)} images could be read ({first})"
-                )
-            hits = ranked_hits(store, embedded.embeddings, k, kind=kind, rerank=rerank, where=where)
-            queries += [QueryHits(str(images[i]), None, found) for i, found in zip(embedded.ok, hits, strict=True)]
-        if item_ids:
-            found_by_id = similar_hits(store, item_ids, k, kind=kind, rerank=rerank, where=where)
-            items = [store.item(item_id) for item_id in item_ids]
-            queries += [QueryHits(item.path, item.id, found) for item, found in zip(items, found_by_id, strict=True)]
+    found = api.search_index(
+        index_dir,
+        images=images or [],
+        item_ids=item_ids or [],
+        k=k,
+        kind=kind,
+        rerank=rerank,
+        where=where,
+        model=model,
+        force=force,
+        batch_size=batch_size,
+        threads=threads,
+        progress=not quiet and len(images or []) > batch_size,
+    )
+    queries, failures = found.queries, found.failures
     echo_failures(failures)
     if where is not None and queries and not any(query.hits for query in queries):
         typer.echo(f"no item of {index_dir} matches --filter {json.dumps(where.to_json())}", err=True)

@@ -7,6 +7,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+import uvicorn
+
+from retrieval.indexing.store.shared.manifest import load_index_manifest
+from retrieval.serving.app import create_app
+from retrieval.serving.settings import ServeSettings, settings_from_env
 
 
 def register(app: typer.Typer) -> None:
@@ -30,12 +35,6 @@ def serve(
     ] = None,
 ) -> None:
     """Serve searches over HTTP, with a web page at / and the API documented at /docs."""
-    import uvicorn
-
-    from retrieval.indexing.store.manifest import load_index_manifest
-    from retrieval.serving.app import create_app
-    from retrieval.serving.settings import settings_from_env
-
     load_index_manifest(index)  # fail now with one sentence, not later as a 503 from /readyz
     threads = threads or max(1, (os.cpu_count() or 1) // workers)
     settings = settings_from_env(index_dir=index.resolve(), api_key=api_key or None, threads=threads)
@@ -48,7 +47,7 @@ def serve(
     uvicorn.run("retrieval.serving.app:app_from_env", factory=True, host=host, port=port, workers=workers)
 
 
-def _export_settings(settings) -> None:
+def _export_settings(settings: ServeSettings) -> None:
     """Worker processes import the app by name, so they get the settings through the environment."""
     os.environ["RETRIEVAL_INDEX_DIR"] = str(settings.index_dir)
     os.environ["RETRIEVAL_THREADS"] = str(settings.threads)

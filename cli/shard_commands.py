@@ -3,17 +3,15 @@ by N independent jobs (Kubernetes Indexed Job, Slurm array, shell loop), merged 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from retrieval.cli.backend_options import BackendOpt, CollectionOpt, MilvusUriOpt, milvus_target
-from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.store.milvus_build import MilvusTarget
-from retrieval.indexing.store.shard_merge import MergeReport, merge_shards
-from retrieval.indexing.store.shards import build_shard, data_root, parse_shard
+from retrieval.cli.backend_options import BackendOpt, CollectionOpt, MilvusUriOpt
+from retrieval.indexing import api
+from retrieval.indexing.store.backends import index_target
+from retrieval.indexing.store.build.shard_merge import merge_shards
 
 
 def echo_shard_build(
@@ -21,27 +19,27 @@ def echo_shard_build(
     model: Path,
     data: Path,
     out: Path,
-    records: Sequence[ImageRecord],
+    split: str,
     kinds: dict[str, str],
     batch_size: int,
     threads: int | None,
     quiet: bool,
 ) -> list[tuple[Path, str]]:
-    """Build shard ``shard`` ("I/N") of ``records`` into ``out`` (``kinds``: ``float_kind``,
+    """Build shard ``shard`` ("I/N") of the ``split`` of ``data`` into ``out`` (``kinds``: ``float_kind``,
     ``binary_kind``, recorded for the merge); returns the unreadable images."""
-    spec = parse_shard(shard)
-    report = build_shard(
+    report = api.build_shard(
         model,
-        records,
+        data,
         out,
-        root=data_root(data),
-        spec=spec,
-        float_kind_name=kinds["float_kind"],
-        binary_kind_name=kinds["binary_kind"],
+        shard,
+        split=split,
+        float_kind=kinds["float_kind"],
+        binary_kind=kinds["binary_kind"],
         batch_size=batch_size,
         threads=threads,
         progress=not quiet,
     )
+    spec = report.spec
     rate = report.count / report.embed_seconds if report.embed_seconds > 0 else 0.0
     typer.echo(
         f"shard {spec}: embedded {report.count} of {report.listing_size} images into {out} "
@@ -68,17 +66,11 @@ def merge(
     ids, the same vectors, the same search results. Shards of different models, listings, shard
     counts or kinds, and duplicated or missing shards are refused before anything is written.
     """
-    target = milvus_target(backend, milvus_uri, collection, out)
-    report = merge_shards(out, shards, progress=not quiet, milvus=target)
+    target = index_target(backend, milvus_uri, collection, out)
+    report = merge_shards(out, shards, progress=not quiet, target=target)
     typer.echo(
         f"merged {report.shards} shards: {report.count} images of {report.num_labels} classes into "
-        f"{report.index_dir} ({_where(report, target)}, model "
+        f"{report.index_dir} ({report.storage}, model "
         f"{report.model_sha256[:12]}; {report.failures} unreadable images skipped) in {report.seconds:.1f} s"
     )
     typer.echo(f"next: retrieval eval --index {out}   (or: retrieval serve --index {out})")
-
-
-def _where(report: MergeReport, target: MilvusTarget | None) -> str:
-    if target is not None:
-        return f"Milvus collection {target.collection} at {target.uri}"
-    return f"float {report.float_kind}, binary {report.binary_kind}"

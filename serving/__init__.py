@@ -1,0 +1,15 @@
+"""The FastAPI search service (``retrieval serve``); no torch.
+
+``app`` (the app factory: routes, middleware, problem handlers) with ``settings`` (one pydantic model
+from the CLI or ``RETRIEVAL_*``), ``lifecycle`` (first load, reloads, shutdown) and ``state`` (the
+loaded model and index on one store thread, swapped atomically). Routes: ``routes_search``
+(``/search``, ``/embed``, ``/items/{id}/similar``), ``routes_items`` (``/items``), ``routes_admin``
+(``/admin/reload``), ``routes_health`` (``/healthz``, ``/readyz``, ``/metrics``), sharing
+``dependencies`` (the service objects, the API-key check) and ``schemas`` (request and response
+models). A query: ``uploads`` (size and type checks) -> ``query_pipeline`` (decode, embed through
+``batcher``'s micro-batches, search) -> hits; ``upload_storage`` keeps added images and
+``thumbnails`` previews them. Errors: ``service_errors`` (the service's own meanings) and
+``problems`` (``ERROR_STATUSES``, the one error -> HTTP status table). ``middleware`` (methods,
+timeouts, body size, metrics), ``prometheus`` (the metrics), ``openapi`` and ``api_examples`` (the
+OpenAPI document).
+"""

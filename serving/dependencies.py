@@ -10,14 +10,14 @@ from fastapi import Depends, Request, Security
 from fastapi.security import APIKeyHeader
 
 from retrieval.serving.batcher import MicroBatcher
-from retrieval.serving.problems import ProblemError
 from retrieval.serving.prometheus import ServiceMetrics
+from retrieval.serving.service_errors import ForbiddenError, MissingApiKeyError
 from retrieval.serving.settings import ServeSettings
 from retrieval.serving.state import ServiceState
 
 API_KEY_HEADER = "X-API-Key"
-API_KEY_STATUSES = (401, 403)
-"""What ``require_api_key`` answers: no key sent, or a wrong key (or writes disabled)."""
+API_KEY_ERRORS = (MissingApiKeyError, ForbiddenError)
+"""What ``require_api_key`` raises: no key sent (401), or a wrong key or writes disabled (403)."""
 _api_key_header = APIKeyHeader(name=API_KEY_HEADER, auto_error=False, description="required for writes and reloads")
 
 
@@ -40,14 +40,12 @@ def require_api_key(services: Services = Depends(get_services), given: str | Non
     """401 without a key, 403 with a wrong one; writes are refused when the server has no key."""
     expected = services.settings.api_key
     if expected is None:
-        raise ProblemError(
-            403, "writes are disabled: start the server with --api-key (or RETRIEVAL_API_KEY) to enable them."
+        raise ForbiddenError(
+            "writes are disabled: start the server with --api-key (or RETRIEVAL_API_KEY) to enable them."
         )
     if not given:
-        raise ProblemError(
-            401,
-            f"this endpoint needs an API key; send it in the {API_KEY_HEADER} header.",
-            headers={"WWW-Authenticate": API_KEY_HEADER},
+        raise MissingApiKeyError(
+            f"this endpoint needs an API key; send it in the {API_KEY_HEADER} header.", API_KEY_HEADER
         )
     if not hmac.compare_digest(given.encode(), expected.encode()):
-        raise ProblemError(403, f"the API key in the {API_KEY_HEADER} header is wrong.")
+        raise ForbiddenError(f"the API key in the {API_KEY_HEADER} header is wrong.")

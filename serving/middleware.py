@@ -22,8 +22,9 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from retrieval.serving.problems import problem_response
+from retrieval.serving.problems import problem_response, status_for
 from retrieval.serving.prometheus import ServiceMetrics
+from retrieval.serving.service_errors import PayloadTooLargeError, RequestTimeoutError
 
 EXEMPT_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 # Metric label values are bounded: a method a client invents is counted as "other".
@@ -91,7 +92,7 @@ class RequestTimeout:
             if started:  # headers are out; all we can do is end the response
                 raise
             detail = f"the request took longer than the limit of {self.timeout_s:g} s; retry, or send a smaller image."
-            await problem_response(504, detail)(scope, receive, send)
+            await problem_response(status_for(RequestTimeoutError), detail)(scope, receive, send)
 
 
 class BodySizeLimit:
@@ -107,7 +108,7 @@ class BodySizeLimit:
             return
         declared = dict(scope.get("headers") or []).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await problem_response(413, self._sentence())(scope, receive, send)
+            await problem_response(status_for(PayloadTooLargeError), self._sentence())(scope, receive, send)
             return
         await self.app(scope, self._counting(receive), send)
 

@@ -23,21 +23,19 @@ from retrieval.indexing.common.errors import (
     RetrievalError,
 )
 from retrieval.serving.schemas import Problem
-from retrieval.serving.service_errors import ReloadFailedError, RetryLaterError
+from retrieval.serving.service_errors import (
+    ForbiddenError,
+    InvalidParameterError,
+    MissingApiKeyError,
+    PayloadTooLargeError,
+    ReloadFailedError,
+    RequestTimeoutError,
+    RetryLaterError,
+    UnsupportedMediaTypeError,
+)
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 _log = logging.getLogger("retrieval.serving")
-
-
-class ProblemError(Exception):
-    """Raise anywhere in a route to answer with a problem body."""
-
-    def __init__(self, status: int, detail: str, *, title: str | None = None, headers: dict[str, str] | None = None):
-        super().__init__(detail)
-        self.status = status
-        self.detail = detail
-        self.title = title or HTTPStatus(status).phrase
-        self.headers = headers
 
 
 def problem_response(
@@ -52,8 +50,8 @@ def problem_response(
     return JSONResponse(body.model_dump(), status_code=status, media_type=PROBLEM_MEDIA_TYPE, headers=headers)
 
 
-ProblemCause = int | type[RetrievalError]
-"""What can make a route fail: an error type (its status comes from ``ERROR_STATUSES``) or a status."""
+ProblemCause = type[RetrievalError]
+"""What can make a route fail: an error type (its status comes from ``ERROR_STATUSES``)."""
 
 
 def problem_responses(*causes: ProblemCause) -> dict[int | str, dict[str, Any]]:
@@ -62,7 +60,7 @@ def problem_responses(*causes: ProblemCause) -> dict[int | str, dict[str, Any]]:
     Error types are mapped through ``ERROR_STATUSES``, the table the handlers answer with, so the
     documented statuses and the real ones come from one place. ``openapi.install_openapi`` moves the
     ``Problem`` schema under ``application/problem+json``, the media type these responses carry."""
-    statuses = sorted({cause if isinstance(cause, int) else status_for(cause) for cause in causes})
+    statuses = sorted({status_for(cause) for cause in causes})
     return {
         status: {
             "model": Problem,
@@ -106,12 +104,8 @@ def validation_detail(error: RequestValidationError) -> str:
     return f"{kind} '{name}': {first.get('msg', 'is invalid')}."
 
 
-async def _on_problem(_: Request, error: ProblemError) -> JSONResponse:
-    return problem_response(error.status, error.detail, title=error.title, headers=error.headers)
-
-
 async def _on_validation(_: Request, error: RequestValidationError) -> JSONResponse:
-    return problem_response(422, validation_detail(error))
+    return problem_response(status_for(InvalidParameterError), validation_detail(error))
 
 
 async def _on_http(_: Request, error: StarletteHTTPException) -> JSONResponse:
@@ -120,13 +114,20 @@ async def _on_http(_: Request, error: StarletteHTTPException) -> JSONResponse:
 
 
 # The one mapping from the product's and the service's errors to HTTP statuses, most specific first.
-# DataError comes from the client's bytes or ids; other RetrievalErrors mean the index on disk is unusable.
+# DataError comes from the client's bytes, ids or parameters; other RetrievalErrors mean the index on
+# disk (or the service) cannot answer now.
 ERROR_STATUSES: tuple[tuple[type[RetrievalError], int], ...] = (
+    (MissingApiKeyError, 401),
+    (ForbiddenError, 403),
     (ItemNotFoundError, 404),
     (IndexChangedError, 409),
+    (PayloadTooLargeError, 413),
+    (UnsupportedMediaTypeError, 415),
+    (InvalidParameterError, 422),
     (IndexNotWritableError, 503),
     (RetryLaterError, 503),
     (ReloadFailedError, 503),
+    (RequestTimeoutError, 504),
     (DataError, 400),
     (RetrievalError, 503),
 )
@@ -141,9 +142,22 @@ def status_of(error: RetrievalError) -> int:
     return status_for(type(error))
 
 
+def sentence(error: RetrievalError) -> str:
+    """The error's message as the problem's ``detail``: one sentence, ending with a full stop."""
+    text = str(error)
+    return text if text.endswith(".") else f"{text}."
+
+
+def _headers(error: RetrievalError) -> dict[str, str] | None:
+    if isinstance(error, RetryLaterError):
+        return {"Retry-After": str(error.retry_after_s)}
+    if isinstance(error, MissingApiKeyError):
+        return {"WWW-Authenticate": error.header}
+    return None
+
+
 async def _on_retrieval(_: Request, error: RetrievalError) -> JSONResponse:
-    headers = {"Retry-After": str(error.retry_after_s)} if isinstance(error, RetryLaterError) else None
-    return problem_response(status_of(error), f"{error}.".replace("..", "."), headers=headers)
+    return problem_response(status_of(error), sentence(error), headers=_headers(error))
 
 
 async def _on_unexpected(_: Request, error: Exception) -> JSONResponse:
@@ -153,7 +167,6 @@ async def _on_unexpected(_: Request, error: Exception) -> JSONResponse:
 
 def install_problem_handlers(app: FastAPI) -> None:
     # Starlette types handlers as taking any Exception; each of these is registered for its own type.
-    app.add_exception_handler(ProblemError, _on_problem)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _on_validation)  # type: ignore[arg-type]
     app.add_exception_handler(StarletteHTTPException, _on_http)  # type: ignore[arg-type]
     app.add_exception_handler(RetrievalError, _on_retrieval)  # type: ignore[arg-type]

@@ -13,15 +13,14 @@ import anyio
 import numpy as np
 from fastapi import UploadFile
 
-from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.image_io import open_rgb_bytes
 from retrieval.indexing.model.preprocess import preprocess_image
-from retrieval.indexing.store.item_filter import ItemFilter, parse_filter
 from retrieval.indexing.store.item_search import ranked_hits
 from retrieval.indexing.store.item_search import score_kind as score_kind_of
+from retrieval.indexing.store.shared.item_filter import ItemFilter, parse_filter
 from retrieval.serving.dependencies import Services
-from retrieval.serving.problems import ProblemError
 from retrieval.serving.schemas import DEFAULT_K, RERANK_FACTOR, IndexKind, ScoreKind, SearchHit, Timings
+from retrieval.serving.service_errors import InvalidParameterError, invalid_parameters
 from retrieval.serving.settings import ServeSettings
 from retrieval.serving.state import Snapshot
 from retrieval.serving.uploads import check_content_type, read_upload
@@ -42,13 +41,11 @@ def resolve_search_params(
     k_max = services.settings.k_max
     k = DEFAULT_K if k is None else k
     if not 1 <= k <= k_max:
-        raise ProblemError(422, f"k must be between 1 and {k_max}, got {k}.")
+        raise InvalidParameterError(f"k must be between 1 and {k_max}, got {k}.")
     if rerank is not None and not k <= rerank <= RERANK_FACTOR * k_max:
-        raise ProblemError(422, f"rerank must be between k ({k}) and {RERANK_FACTOR * k_max}, got {rerank}.")
-    try:
+        raise InvalidParameterError(f"rerank must be between k ({k}) and {RERANK_FACTOR * k_max}, got {rerank}.")
+    with invalid_parameters():
         where = parse_filter(filter_json, "parameter 'filter'")
-    except DataError as error:
-        raise ProblemError(422, f"{error}.") from None
     return SearchParams(k=min(k, k_max), index=index or "float", rerank=rerank, where=where)
 
 

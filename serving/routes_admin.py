@@ -5,11 +5,11 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends
 
 from retrieval.serving import api_examples
-from retrieval.serving.dependencies import API_KEY_STATUSES, Services, get_services, require_api_key
+from retrieval.serving.dependencies import API_KEY_ERRORS, Services, get_services, require_api_key
 from retrieval.serving.lifecycle import reload
 from retrieval.serving.problems import problem_responses
 from retrieval.serving.schemas import ReloadResponse
-from retrieval.serving.service_errors import ReloadFailedError
+from retrieval.serving.service_errors import ReloadFailedError, RequestTimeoutError
 
 router = APIRouter(tags=["admin"])
 
@@ -20,7 +20,7 @@ router = APIRouter(tags=["admin"])
     dependencies=[Depends(require_api_key)],
     responses={
         **api_examples.example(api_examples.RELOAD),
-        **problem_responses(ReloadFailedError, *API_KEY_STATUSES, 504),
+        **problem_responses(ReloadFailedError, *API_KEY_ERRORS, RequestTimeoutError),
     },
     summary="Reload the index from disk (API key); the old one serves until the new one is ready",
 )

@@ -13,22 +13,29 @@ from pydantic import Field
 
 from retrieval.indexing.common.errors import DataError, IndexChangedError, IndexNotWritableError, ItemNotFoundError
 from retrieval.indexing.data.records import ImageRecord, is_blank_label
-from retrieval.indexing.store.item_filter import MAX_JSON_BYTES, MAX_KEYS, Scalar, parse_metadata_for
+from retrieval.indexing.store.shared.item_filter import MAX_JSON_BYTES, MAX_KEYS, Scalar, parse_metadata_for
 from retrieval.serving import api_examples
-from retrieval.serving.dependencies import API_KEY_STATUSES, Services, get_services, require_api_key
-from retrieval.serving.problems import ProblemError, problem_responses
+from retrieval.serving.dependencies import API_KEY_ERRORS, Services, get_services, require_api_key
+from retrieval.serving.problems import problem_responses
 from retrieval.serving.query_pipeline import embed_upload, thumbnail_url
 from retrieval.serving.schemas import MAX_ITEM_ID, AddItemsResponse, DeleteItemResponse, ItemResponse
-from retrieval.serving.service_errors import RetryLaterError
+from retrieval.serving.service_errors import (
+    InvalidParameterError,
+    PayloadTooLargeError,
+    RequestTimeoutError,
+    RetryLaterError,
+    UnsupportedMediaTypeError,
+    invalid_parameters,
+)
 from retrieval.serving.state import Snapshot
 from retrieval.serving.thumbnails import thumbnail_for
 from retrieval.serving.upload_storage import discard_unused_uploads, store_upload, upload_path
 
 router = APIRouter(tags=["items"])
-# 422: parameters; 504: RequestTimeout; 413/415: body or file too large, not an image type (uploads.py).
-ITEM_PROBLEMS = problem_responses(ItemNotFoundError, RetryLaterError, 422, 504)
-_WRITE_CAUSES = (IndexChangedError, IndexNotWritableError, RetryLaterError, *API_KEY_STATUSES, 422, 504)
-ADD_PROBLEMS = problem_responses(DataError, *_WRITE_CAUSES, 413, 415)
+_COMMON = (RetryLaterError, InvalidParameterError, RequestTimeoutError)
+ITEM_PROBLEMS = problem_responses(ItemNotFoundError, *_COMMON)
+_WRITE_CAUSES = (IndexChangedError, IndexNotWritableError, *API_KEY_ERRORS, *_COMMON)
+ADD_PROBLEMS = problem_responses(DataError, *_WRITE_CAUSES, PayloadTooLargeError, UnsupportedMediaTypeError)
 DELETE_PROBLEMS = problem_responses(ItemNotFoundError, *_WRITE_CAUSES)
 THUMBNAIL_CACHE = "public, max-age=3600"
 
@@ -116,7 +123,7 @@ async def add_items(
     def add(current: Snapshot) -> AddItemsResponse:
         """Files are stored only once every image passed validation, and removed again if the add fails."""
         if current is not snapshot:
-            raise ProblemError(409, "the index was reloaded while the images were being embedded; send them again.")
+            raise IndexChangedError("the index was reloaded while the images were being embedded; send them again.")
         if idempotency_key is not None and (first := current.store.recall(idempotency_key)) is not None:
             return AddItemsResponse(**first)  # a concurrent retry committed first
         new = [path for item in embedded if not (path := upload_path(settings.index_dir, item.data)).is_file()]
@@ -157,22 +164,22 @@ async def delete_item(
 def _match_metadata(text: str | None, count: int) -> list[dict[str, Scalar]]:
     if text is None or not text.strip():
         return [{} for _ in range(count)]
-    try:
+    with invalid_parameters():
         return parse_metadata_for(text, count, "form field 'metadata'")
-    except DataError as error:
-        raise ProblemError(422, f"{error}.") from None
 
 
 def _match_labels(labels: list[str], count: int, max_files: int) -> list[str]:
     if count > max_files:
-        raise ProblemError(413, f"{count} images in one request exceed the limit of {max_files}; send them in parts.")
+        raise PayloadTooLargeError(
+            f"{count} images in one request exceed the limit of {max_files}; send them in parts."
+        )
     labels = [label.strip() for label in labels]
     if any(is_blank_label(label) for label in labels):
-        raise ProblemError(422, "form field 'labels': every label must be a non-empty string.")
+        raise InvalidParameterError("form field 'labels': every label must be a non-empty string.")
     if len(labels) == 1:
         return labels * count
     if len(labels) != count:
-        raise ProblemError(
-            422, f"form field 'labels': got {len(labels)} labels for {count} images; send one per image or one for all."
+        raise InvalidParameterError(
+            f"form field 'labels': got {len(labels)} labels for {count} images; send one per image or one for all."
         )
     return labels

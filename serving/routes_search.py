@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import TypeVar
 
 from fastapi import APIRouter, Depends, File, Form, Path, Query, UploadFile
 from fastapi.openapi.models import Example
@@ -28,13 +29,20 @@ from retrieval.serving.schemas import (
     SearchResponse,
     Timings,
 )
-from retrieval.serving.service_errors import RetryLaterError
+from retrieval.serving.service_errors import (
+    InvalidParameterError,
+    PayloadTooLargeError,
+    RequestTimeoutError,
+    RetryLaterError,
+    UnsupportedMediaTypeError,
+)
 from retrieval.serving.state import Snapshot
 
+T = TypeVar("T")
 router = APIRouter(tags=["search"])
-# 413/415: body or file too large, not an image type (uploads.py); 422: parameters; 504: RequestTimeout.
-UPLOAD_PROBLEMS = problem_responses(DataError, RetryLaterError, 413, 415, 422, 504)
-SIMILAR_PROBLEMS = problem_responses(ItemNotFoundError, RetryLaterError, 422, 504)
+_COMMON = (RetryLaterError, InvalidParameterError, RequestTimeoutError)
+UPLOAD_PROBLEMS = problem_responses(DataError, PayloadTooLargeError, UnsupportedMediaTypeError, *_COMMON)
+SIMILAR_PROBLEMS = problem_responses(ItemNotFoundError, *_COMMON)
 
 _K = "number of results (1..k_max of the server)"
 _INDEX = "'float' (exact cosine) or 'binary' (2048-bit Hamming, 32x smaller)"
@@ -115,7 +123,7 @@ async def similar(
     params = resolve_search_params(services, k, index, rerank, filter_)
     timings = Timings()
 
-    def find(snapshot: Snapshot):
+    def find(snapshot: Snapshot) -> list[SearchHit]:
         return hits_for(snapshot, snapshot.store.embedding(item_id), params, exclude=item_id)
 
     results = await services.state.read(find)
@@ -123,7 +131,7 @@ async def similar(
     return _response(params, results, timings)
 
 
-def _first(*values):
+def _first(*values: T | None) -> T | None:
     return next((value for value in values if value is not None), None)
 
 

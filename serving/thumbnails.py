@@ -16,7 +16,7 @@ from PIL import Image
 
 from retrieval.indexing.common.errors import DataError, ItemNotFoundError
 from retrieval.indexing.data.image_io import open_rgb
-from retrieval.indexing.store.items_db import Item
+from retrieval.indexing.store.shared.items_db import Item
 
 JPEG_QUALITY = 85
 

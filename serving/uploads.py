@@ -3,14 +3,16 @@
 Checks run cheapest first: the request body size (before multipart parsing, so a huge
 upload is refused without being spooled), the declared content type, the file's size,
 then decoding (``image_io.open_rgb_bytes`` in a worker thread, with the decompression-bomb
-pixel limit; its DataError is a 400 through ``problems.ERROR_STATUSES``).
+pixel limit). Each failure is an error type that ``problems.ERROR_STATUSES`` answers: 413, 415, and a
+``DataError`` (400) for an empty or undecodable file.
 """
 
 from __future__ import annotations
 
 from fastapi import UploadFile
 
-from retrieval.serving.problems import ProblemError
+from retrieval.indexing.common.errors import DataError
+from retrieval.serving.service_errors import PayloadTooLargeError, UnsupportedMediaTypeError
 
 ACCEPTED_TYPES = frozenset(
     {"image/jpeg", "image/jpg", "image/pjpeg", "image/png", "image/webp", "image/gif", "image/bmp", "image/tiff"}
@@ -24,8 +26,8 @@ READ_CHUNK_BYTES = 256 * 1024
 def check_content_type(upload: UploadFile) -> None:
     declared = (upload.content_type or "").split(";")[0].strip().lower()
     if declared not in ACCEPTED_TYPES and declared not in UNTYPED:
-        raise ProblemError(
-            415, f"file '{upload.filename}' was sent as '{declared}'; upload a JPEG, PNG, WebP, GIF, BMP or TIFF image."
+        raise UnsupportedMediaTypeError(
+            f"file '{upload.filename}' was sent as '{declared}'; upload a JPEG, PNG, WebP, GIF, BMP or TIFF image."
         )
 
 
@@ -36,10 +38,10 @@ async def read_upload(upload: UploadFile, max_bytes: int) -> bytes:
     while chunk := await upload.read(READ_CHUNK_BYTES):
         size += len(chunk)
         if size > max_bytes:
-            raise ProblemError(
-                413, f"file '{upload.filename}' is larger than the limit of {max_bytes} bytes; send a smaller image."
+            raise PayloadTooLargeError(
+                f"file '{upload.filename}' is larger than the limit of {max_bytes} bytes; send a smaller image."
             )
         chunks.append(chunk)
     if size == 0:
-        raise ProblemError(400, f"file '{upload.filename}' is empty; send an image file.")
+        raise DataError(f"file '{upload.filename}' is empty; send an image file.")
     return b"".join(chunks)

@@ -20,7 +20,7 @@ from index_fixtures import NUM_CLASSES, PER_CLASS, export_tiny_model, make_galle
 from launching import free_port
 from PIL import Image
 
-from retrieval.indexing.store.builder import build_index
+from retrieval.indexing.store.build.builder import build_index
 from retrieval.serving.app import create_app
 from retrieval.serving.settings import make_settings
 

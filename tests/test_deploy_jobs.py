@@ -10,7 +10,7 @@ import pytest
 import typer
 import yaml
 
-from retrieval.indexing.store.shards import parse_shard
+from retrieval.indexing.store.build.shards import parse_shard
 
 kubernetes_validate = pytest.importorskip("kubernetes_validate.utils")
 

@@ -16,7 +16,7 @@ from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import select_split
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
-from retrieval.indexing.store.index_store import IndexStore
+from retrieval.indexing.store.files.index_store import IndexStore
 
 runner = CliRunner()
 

@@ -19,8 +19,8 @@ from retrieval.indexing.eval.evaluation import as_built_metrics, exact_metrics, 
 from retrieval.indexing.eval.metrics import default_recall_ks
 from retrieval.indexing.eval.retrieval_grid import HIT, MISS, GridRow, render_grid
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
-from retrieval.indexing.store.builder import build_index
-from retrieval.indexing.store.index_store import IndexStore
+from retrieval.indexing.store.build.builder import build_index
+from retrieval.indexing.store.files.index_store import IndexStore
 
 runner = CliRunner()
 METRIC_KEYS = {"map_at_r", "r_precision", "precision_at_1", "nmi", "recall_at_k", "num_queries"}

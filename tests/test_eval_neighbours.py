@@ -15,7 +15,7 @@ from retrieval.cli.main import app
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.model.manifest import ModelManifest, manifest_json
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
-from retrieval.indexing.store.builder import build_index
+from retrieval.indexing.store.build.builder import build_index
 
 runner = CliRunner()
 

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from retrieval.cli.main import app
 from retrieval.indexing.common.errors import ConfigError, DataError, IndexFormatError, ItemNotFoundError
-from retrieval.indexing.store.index_store import IndexStore
+from retrieval.indexing.store.files.index_store import IndexStore
 
 runner = CliRunner()
 

@@ -16,12 +16,12 @@ from retrieval.indexing.common.errors import IndexFormatError, IndexNotWritableE
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.search.binary import binarize
-from retrieval.indexing.store import filtered_search, segment_search, store_updates
-from retrieval.indexing.store.builder import write_index
-from retrieval.indexing.store.compaction import CompactionPolicy
-from retrieval.indexing.store.faiss_kinds import binary_kind, float_kind
-from retrieval.indexing.store.index_store import IndexStore
-from retrieval.indexing.store.item_filter import parse_filter
+from retrieval.indexing.store.build.builder import write_index
+from retrieval.indexing.store.files import filtered_search, segment_searcher, store_updates
+from retrieval.indexing.store.files.faiss_kinds import binary_kind, float_kind
+from retrieval.indexing.store.files.index_store import IndexStore
+from retrieval.indexing.store.shared.compaction import CompactionPolicy
+from retrieval.indexing.store.shared.item_filter import parse_filter
 
 N, BASE, DIM, K = 400, 280, 64, 10
 KINDS = [("flat", "flat"), ("hnsw", "hnsw"), ("ivf", "ivf")]
@@ -95,7 +95,7 @@ def test_updated_index_searches_like_a_fresh_build_and_after_compaction(
     kinds, selectors: bool, vectors: np.ndarray, embedder: OnnxEmbedder, tmp_path: Path, monkeypatch
 ) -> None:
     if selectors:  # rows that meet tombstones go through the selectors, approximate kinds too (not exactly)
-        monkeypatch.setattr(segment_search, "overfetch", lambda k, fraction: k)
+        monkeypatch.setattr(segment_searcher, "overfetch", lambda k, fraction: k)
         monkeypatch.setattr(filtered_search, "EXACT_SEARCH_ELEMENTS", 0)
     updated, live = _updated(tmp_path, embedder, vectors, kinds)
     queries = vectors[::9] + 0.02
@@ -237,3 +237,34 @@ def test_compact_and_info_commands(vectors: np.ndarray, embedder: OnnxEmbedder, 
     shutil.rmtree(updated)
     missing = runner.invoke(app, ["index", "compact", str(updated)])
     assert isinstance(missing.exception, IndexFormatError) and "not an index directory" in str(missing.exception)
+
+
+def test_every_segment_searches_through_its_own_gpu_searcher(
+    vectors: np.ndarray, embedder: OnnxEmbedder, tmp_path: Path, monkeypatch
+) -> None:
+    """The base and each delta get the searcher ``faiss_gpu.searcher`` makes (a GPU copy where faiss sees a
+    GPU), made once per segment: an add makes one for its new delta and keeps the others'."""
+    made: list[tuple[str, str]] = []
+
+    def spy(kind, index, name):
+        made.append((kind.value, name))
+        used = []
+
+        def search(data, k):
+            used.append(k)
+            return index.search(data, k)
+
+        spies.append(used)
+        return search
+
+    spies: list[list[int]] = []
+    monkeypatch.setattr(segment_searcher, "searcher", spy)
+    out = tmp_path / "index"
+    _write(out, embedder, vectors, np.arange(BASE), ("hnsw", "flat"))
+    with IndexStore.open(out) as store:
+        store.compact(policy=NEVER)
+        store.add(_records(range(BASE, 300)), vectors[BASE:300])
+        assert made == [("float", "hnsw"), ("binary", "flat"), ("float", "flat"), ("binary", "flat")]
+        store.search(vectors[:3], K)
+        store.search(vectors[:3], K, kind="binary")
+        assert all(spies), "every segment's searcher was used for both kinds"

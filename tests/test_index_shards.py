@@ -17,10 +17,10 @@ from typer.testing import CliRunner
 
 from retrieval.cli.main import app
 from retrieval.indexing.common.errors import ConfigError
-from retrieval.indexing.store.index_store import IndexStore
-from retrieval.indexing.store.items_db import ItemsDb
-from retrieval.indexing.store.open_store import open_store
-from retrieval.indexing.store.shards import ShardSpec, item_key, parse_shard, shard_of
+from retrieval.indexing.store.backends import open_store
+from retrieval.indexing.store.build.shards import ShardSpec, item_key, parse_shard, shard_of
+from retrieval.indexing.store.files.index_store import IndexStore
+from retrieval.indexing.store.shared.items_db import ItemsDb
 
 runner = CliRunner()
 

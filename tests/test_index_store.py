@@ -16,11 +16,10 @@ from retrieval.indexing.common.errors import ConfigError, DataError, IndexFormat
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.search.binary import binarize
-from retrieval.indexing.store import builder as index_builder
-from retrieval.indexing.store import store_updates
-from retrieval.indexing.store.builder import build_index, write_index
-from retrieval.indexing.store.faiss_kinds import binary_kind, float_kind
-from retrieval.indexing.store.index_store import IndexStore
+from retrieval.indexing.store.build.builder import build_index, write_index
+from retrieval.indexing.store.files import files_target, store_updates
+from retrieval.indexing.store.files.faiss_kinds import binary_kind, float_kind
+from retrieval.indexing.store.files.index_store import IndexStore
 
 
 def live_in_faiss(store: IndexStore) -> tuple[int, int]:
@@ -160,7 +159,7 @@ def test_crash_mid_build_leaves_previous_index_loadable(
         raise OSError("killed")
 
     before = sorted(p.name for p in index_copy.iterdir())
-    monkeypatch.setattr(index_builder, "write_faiss_files", half_written)
+    monkeypatch.setattr(files_target, "write_faiss_files", half_written)
     with pytest.raises(OSError, match="killed"):
         build_index(tiny_model_dir, gallery_records[:10], index_copy, progress=False)
     assert sorted(p.name for p in index_copy.iterdir()) == before
@@ -262,7 +261,7 @@ def test_hits_are_a_result_row_as_items_without_padding_excluded_or_removed_ids(
 
 def test_ivf_training_uses_a_bounded_sample_and_still_finds_the_neighbours(monkeypatch: pytest.MonkeyPatch) -> None:
     """k-means trains on at most 64 rows per list (faiss would convert every row to float32 first)."""
-    from retrieval.indexing.store import faiss_kinds
+    from retrieval.indexing.store.files import faiss_kinds
 
     rng = np.random.default_rng(0)
     data = rng.integers(0, 256, size=(1000, 8), dtype=np.uint8)

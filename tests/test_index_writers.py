@@ -21,8 +21,8 @@ from serving_fixtures import API_KEY, serving_client
 from retrieval.indexing.common.errors import IndexChangedError
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
-from retrieval.indexing.store.builder import build_index
-from retrieval.indexing.store.index_store import IndexStore
+from retrieval.indexing.store.build.builder import build_index
+from retrieval.indexing.store.files.index_store import IndexStore
 
 
 def _new_record(tmp_path: Path, name: str, class_index: int = 1) -> tuple[ImageRecord, np.ndarray]:
@@ -71,7 +71,7 @@ def test_writers_in_other_processes_wait_for_the_lock(fresh_index: Path, tmp_pat
             textwrap.dedent(f"""
         import time
         from pathlib import Path
-        from retrieval.indexing.store.write_lock import exclusive_writer
+        from retrieval.indexing.store.shared.write_lock import exclusive_writer
         with exclusive_writer(Path({str(fresh_index)!r})):
             Path({str(ready)!r}).touch()
             time.sleep(1.5)

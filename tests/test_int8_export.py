@@ -19,8 +19,8 @@ from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import split_records
 from retrieval.indexing.model.manifest import ModelManifest, file_sha256
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
-from retrieval.indexing.store.builder import build_index
-from retrieval.indexing.store.index_store import IndexStore
+from retrieval.indexing.store.build.builder import build_index
+from retrieval.indexing.store.files.index_store import IndexStore
 from retrieval.training.config.train_config import TrainConfig
 from retrieval.training.data.transforms import build_eval_transform
 from retrieval.training.export.int8_export import Int8Request, calibration_records

@@ -18,11 +18,11 @@ from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.search.binary import binarize
-from retrieval.indexing.store import filtered_search, index_store
-from retrieval.indexing.store.builder import write_index
-from retrieval.indexing.store.faiss_kinds import binary_kind, float_kind
-from retrieval.indexing.store.index_store import IndexStore
-from retrieval.indexing.store.item_filter import ItemFilter, parse_filter, parse_metadata
+from retrieval.indexing.store.build.builder import write_index
+from retrieval.indexing.store.files import filtered_search, segment_searcher
+from retrieval.indexing.store.files.faiss_kinds import binary_kind, float_kind
+from retrieval.indexing.store.files.index_store import IndexStore
+from retrieval.indexing.store.shared.item_filter import ItemFilter, parse_filter, parse_metadata
 
 N, DIM, K = 1200, 64, 10
 COLOURS = ("red", "green", "blue")
@@ -117,13 +117,13 @@ def test_selector_path_of_approximate_kinds(index_dir: Path, vectors: np.ndarray
 
 def _count_exact_searches(monkeypatch) -> list[int]:
     calls: list[int] = []
-    real = index_store.exact_selected
+    real = segment_searcher.exact_search
 
     def counting(queries, *args, **kwargs):
         calls.append(len(queries))
         return real(queries, *args, **kwargs)
 
-    monkeypatch.setattr(index_store, "exact_selected", counting)
+    monkeypatch.setattr(segment_searcher, "exact_search", counting)
     return calls
 
 

@@ -23,12 +23,12 @@ from retrieval.cli.main import app
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.search.binary import binarize, hamming_to_similarity
-from retrieval.indexing.store.builder import build_index
-from retrieval.indexing.store.item_filter import ItemFilter, parse_filter
-from retrieval.indexing.store.items_db import ItemsDb
-from retrieval.indexing.store.milvus_build import MilvusTarget
-from retrieval.indexing.store.milvus_store import MilvusStore
-from retrieval.indexing.store.open_store import open_store
+from retrieval.indexing.store.backends import open_store
+from retrieval.indexing.store.build.builder import build_index
+from retrieval.indexing.store.milvus.milvus_build import MilvusTarget
+from retrieval.indexing.store.milvus.milvus_store import MilvusStore
+from retrieval.indexing.store.shared.item_filter import ItemFilter, parse_filter
+from retrieval.indexing.store.shared.items_db import ItemsDb
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("pymilvus") is None or importlib.util.find_spec("milvus_lite") is None,
@@ -60,7 +60,7 @@ def _build(root: Path, model_dir: Path) -> tuple[Path, list[ImageRecord]]:
     """A milvus index of the generated gallery (30 images) plus ADDED random items."""
     gallery = make_gallery(root / "gallery", num_classes=3, per_class=4)
     target = MilvusTarget.of(str(root / "milvus.db"), "items", root / "index")
-    build_index(model_dir, gallery, root / "index", progress=False, milvus=target)
+    build_index(model_dir, gallery, root / "index", progress=False, target=target)
     added = _records(root, ADDED, seed=1)
     with open_store(root / "index") as store:
         store.add(added, _vectors(ADDED, seed=1))

@@ -1,4 +1,5 @@
-"""``retrieval.indexing`` must work without torch: import everything, embed, build and search."""
+"""``retrieval.indexing`` must work without torch: import everything, embed, build and search, through
+the store and through the torch-free Python API (``retrieval.indexing.api``)."""
 
 from __future__ import annotations
 
@@ -17,11 +18,13 @@ SCRIPT = textwrap.dedent(
     for info in pkgutil.walk_packages(retrieval.indexing.__path__, "retrieval.indexing."):
         importlib.import_module(info.name)
         names.append(info.name)
-    assert "retrieval.indexing.store.index_store" in names and "retrieval.indexing.eval.evaluation" in names, names
+    for wanted in ("retrieval.indexing.store.files.index_store", "retrieval.indexing.eval.evaluation", "retrieval.indexing.api"):
+        assert wanted in names, names
 
+    from retrieval.indexing import api
     from retrieval.indexing.data.records import ImageRecord
-    from retrieval.indexing.store.builder import build_index
-    from retrieval.indexing.store.index_store import IndexStore
+    from retrieval.indexing.store.build.builder import build_index
+    from retrieval.indexing.store.files.index_store import IndexStore
     from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 
     model, gallery, out = (Path(arg) for arg in sys.argv[1:4])
@@ -31,6 +34,12 @@ SCRIPT = textwrap.dedent(
     with IndexStore.open(out) as store:
         assert store.items(store.search(query, 1).ids[0])[0].path == str(records[3].path)
         assert store.items(store.search(query, 1, kind="binary", rerank=5).ids[0])[0].path == str(records[3].path)
+    api_out = out.parent / "api_index"
+    assert api.build_index(model, records, api_out, progress=False).count == len(records)
+    (hits,) = api.search(api_out, records[3].path, k=1)
+    assert hits[0][0].path == str(records[3].path)
+    assert api.evaluate(index=api_out, progress=False).num_gallery == len(records)
+    assert len(api.embed(model, records, progress=False).ids) == len(records)
     heavy = sorted(name for name in sys.modules if name.split(".")[0] in ("torch", "torchvision", "pytorch_metric_learning"))
     assert not heavy, heavy
     print("ok", len(names))

@@ -16,8 +16,8 @@ from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.eval.evaluation import EvalData, as_built_metrics, exact_metrics, index_data
 from retrieval.indexing.eval.metrics import RetrievalMetrics, evaluate_retrieval
 from retrieval.indexing.search.binary import binarize
-from retrieval.indexing.store.builder import build_index
-from retrieval.indexing.store.index_store import IndexStore
+from retrieval.indexing.store.build.builder import build_index
+from retrieval.indexing.store.files.index_store import IndexStore
 
 
 def brute_force(similarity: np.ndarray, labels, is_query, is_gallery, ks) -> dict:

@@ -18,7 +18,7 @@ import torch
 from retrieval.indexing.common.errors import RetrievalError
 from retrieval.indexing.common.registry import Registry
 from retrieval.indexing.data.sources import LAYOUTS
-from retrieval.indexing.store.faiss_kinds import BINARY_KINDS, FLOAT_KINDS, build_binary_index, build_float_index
+from retrieval.indexing.store.files.faiss_kinds import BINARY_KINDS, FLOAT_KINDS, build_binary_index, build_float_index
 from retrieval.training.config.recipes import recipe_registry
 from retrieval.training.config.train_config import OptimizerConfig, ScheduleConfig
 from retrieval.training.losses import build_loss

@@ -16,8 +16,8 @@ from retrieval.cli.main import app
 from retrieval.indexing.common.errors import ConfigError, DataError, ItemNotFoundError
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
-from retrieval.indexing.store.builder import build_index
-from retrieval.indexing.store.index_store import IndexStore
+from retrieval.indexing.store.build.builder import build_index
+from retrieval.indexing.store.files.index_store import IndexStore
 
 runner = CliRunner()
 LONG = "Black-footed Albatross of the North Pacific, juvenile plumage"

@@ -17,7 +17,7 @@ from serving_fixtures import API_KEY, GALLERY_SIZE, image_bytes, query_png, serv
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.search.binary import binarize
-from retrieval.indexing.store.index_store import IndexStore
+from retrieval.indexing.store.files.index_store import IndexStore
 from retrieval.serving.app import create_app
 from retrieval.serving.batcher import MicroBatcher
 from retrieval.serving.settings import make_settings, settings_from_env

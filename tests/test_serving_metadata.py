@@ -10,7 +10,7 @@ import pytest
 from index_fixtures import make_image
 from serving_fixtures import API_KEY, image_bytes, query_png, serving_client
 
-from retrieval.indexing.store.index_store import IndexStore
+from retrieval.indexing.store.files.index_store import IndexStore
 
 KEY = {"X-API-Key": API_KEY}
 

@@ -14,7 +14,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -31,12 +31,11 @@ from retrieval.indexing.eval.retrieval_grid import GridRow
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder, embed_records
 from retrieval.indexing.model.resolution import resolve_export_dir
 from retrieval.indexing.search.binary import binarize
+from retrieval.indexing.search.kinds import KindName, SearchKind
 from retrieval.indexing.search.knn import Metric, iter_knn_chunks
-from retrieval.indexing.store.faiss_kinds import binary_kind, float_kind
-from retrieval.indexing.store.open_store import Store
+from retrieval.indexing.store.shared.store_protocol import Store
 
-SearchKind = Literal["float", "binary"]
-KINDS: tuple[SearchKind, ...] = ("float", "binary")
+KINDS: tuple[KindName, ...] = ("float", "binary")
 _SEARCH_CHUNK = 1024
 
 
@@ -186,10 +185,7 @@ def evaluate_index(
     chosen = resolve_ks(ks, data.labels[data.is_gallery])
     manifest = store.manifest
     exact = exact_metrics(data, chosen, threshold=manifest.binarization_threshold, seed=seed, progress=progress)
-    approximate = {  # a Milvus collection is searched exactly (FLAT, BIN_FLAT)
-        "float": manifest.backend == "files" and not float_kind(manifest.float_kind).exact,
-        "binary": manifest.backend == "files" and not binary_kind(manifest.binary_kind).exact,
-    }
+    approximate = {kind: not store.is_exact(SearchKind(kind)) for kind in KINDS}
     metrics: dict[str, RetrievalMetrics] = {
         kind: dataclasses.replace(as_built_metrics(store, data, chosen, kind), nmi=exact[kind].nmi)
         if approximate[kind]
@@ -212,9 +208,7 @@ def evaluate_index(
     return report, data
 
 
-def as_built_metrics(
-    store: Store, data: EvalData, ks: Sequence[int], kind: Literal["float", "binary"]
-) -> RetrievalMetrics:
+def as_built_metrics(store: Store, data: EvalData, ks: Sequence[int], kind: KindName) -> RetrievalMetrics:
     """Metrics of what ``store.search`` returns, under the same protocol as ``evaluate_retrieval``:
     per query, the first k results that are gallery items other than itself."""
     _, codes = np.unique(data.labels, return_inverse=True)
@@ -230,7 +224,7 @@ def as_built_metrics(
 
 
 def gallery_hits_widening(
-    store: Store, data: EvalData, chunk: np.ndarray, k: int, kind: Literal["float", "binary"]
+    store: Store, data: EvalData, chunk: np.ndarray, k: int, kind: KindName
 ) -> tuple[np.ndarray, np.ndarray]:
     """The first k gallery hits (self excluded) of each query in ``chunk``, searching wider until every
     row has k of them or the whole index was asked for: non-gallery items never crowd out gallery ones."""

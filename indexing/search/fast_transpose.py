@@ -14,6 +14,7 @@ and checks the bytes).
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -27,7 +28,7 @@ TRANSPOSE_ONNX = bytes.fromhex(
 
 
 @lru_cache(maxsize=1)
-def _session():
+def _session() -> Any:
     import onnxruntime as ort  # loaded on first use: evaluation needs it, searching an index does not
 
     options = ort.SessionOptions()

@@ -13,7 +13,7 @@ already follows it. Where fewer than k items exist, slots are padded with id -1 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Literal
 
 import faiss
@@ -141,9 +141,7 @@ class _TopK:
 
     def results(self) -> SearchResults:
         self._heaps.reorder()
-        ids = np.where(self._tids == PAD_ID, PAD_ID, -2 - self._tids)
-        scores = np.where(ids == PAD_ID, -np.inf, self._scores).astype(np.float32)
-        return SearchResults(ids, scores)
+        return SearchResults.from_faiss(self._scores, np.where(self._tids == PAD_ID, PAD_ID, -2 - self._tids))
 
 
 def _block_size(rows: int) -> int:
@@ -201,7 +199,7 @@ class _Scratch:
         return np.matmul(rows, columns.T, out=self.view((len(rows), len(columns))))
 
 
-def _binary_searcher(gallery: np.ndarray):
+def _binary_searcher(gallery: np.ndarray) -> Callable[[np.ndarray, np.ndarray, int, np.ndarray | None], SearchResults]:
     index = faiss.IndexBinaryFlat(gallery.shape[1] * 8)
     index.add(gallery)
 
@@ -210,8 +208,7 @@ def _binary_searcher(gallery: np.ndarray):
         distances, ids = index.search(queries, min(k + extra, index.ntotal))
         if own is not None:
             distances, ids = _drop_own(distances, ids, own)
-        scores = hamming_to_similarity(distances, index.d)
-        return _pad(SearchResults(ids.astype(np.int64), scores), k)
+        return SearchResults.from_faiss(distances, ids, lambda found: hamming_to_similarity(found, index.d)).pad(k)
 
     return search
 
@@ -223,12 +220,3 @@ def _drop_own(distances: np.ndarray, ids: np.ndarray, own: np.ndarray) -> tuple[
     keep = ~is_own
     shape = (ids.shape[0], ids.shape[1] - 1)
     return distances[keep].reshape(shape), ids[keep].reshape(shape)
-
-
-def _pad(results: SearchResults, k: int) -> SearchResults:
-    missing = k - results.k
-    if missing <= 0:
-        return results
-    ids = np.pad(results.ids, ((0, 0), (0, missing)), constant_values=PAD_ID)
-    scores = np.pad(results.scores, ((0, 0), (0, missing)), constant_values=-np.inf)
-    return SearchResults(ids, scores.astype(np.float32))

@@ -9,9 +9,10 @@ from typing import Literal
 
 import numpy as np
 
-from retrieval.indexing.store.item_filter import ItemFilter
-from retrieval.indexing.store.items_db import Item
-from retrieval.indexing.store.open_store import Store
+from retrieval.indexing.search.kinds import KindName, SearchKind
+from retrieval.indexing.store.shared.item_filter import ItemFilter
+from retrieval.indexing.store.shared.items_db import Item
+from retrieval.indexing.store.shared.store_protocol import Store
 
 Hit = tuple[Item, float]
 
@@ -21,7 +22,7 @@ def ranked_hits(
     vectors: np.ndarray,
     k: int,
     *,
-    kind: Literal["float", "binary"] = "float",
+    kind: KindName = "float",
     rerank: int | None = None,
     exclude: Sequence[int | None] | None = None,
     where: ItemFilter | None = None,
@@ -43,7 +44,7 @@ def similar_hits(
     item_ids: Sequence[int],
     k: int,
     *,
-    kind: Literal["float", "binary"] = "float",
+    kind: KindName = "float",
     rerank: int | None = None,
     where: ItemFilter | None = None,
 ) -> list[list[Hit]]:
@@ -53,6 +54,6 @@ def similar_hits(
     return ranked_hits(store, vectors, k, kind=kind, rerank=rerank, exclude=list(item_ids), where=where)
 
 
-def score_kind(kind: Literal["float", "binary"], rerank: int | None) -> Literal["cosine", "hamming"]:
+def score_kind(kind: KindName, rerank: int | None) -> Literal["cosine", "hamming"]:
     """Float and re-ranked binary searches score by cosine; plain binary ones by 1 - 2 * Hamming / bits."""
-    return "hamming" if kind == "binary" and not rerank else "cosine"
+    return "hamming" if SearchKind.of(kind) is SearchKind.BINARY and not rerank else "cosine"

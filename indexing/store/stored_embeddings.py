@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from retrieval.indexing.model.embedding_files import EmbeddingTable
-from retrieval.indexing.store.open_store import Store
+from retrieval.indexing.store.shared.store_protocol import Store
 
 
 def stored_embedding_table(store: Store) -> EmbeddingTable:

@@ -1,3 +1,4 @@
-"""What a training run is asked to do, before torch loads: ``train_config`` (``TrainConfig`` and its
-sections, YAML layers merged and validated, unknown keys refused) and ``recipes`` (``--recipe``: named
-starting points, one per loss on a shared base, plus papers' own setups). Neither imports torch."""
+"""What a training run is asked to do: ``train_config`` (``TrainConfig`` and its sections, YAML layers
+merged and validated, unknown keys refused), ``recipe_tables`` (the ``--recipe`` starting points: one
+per loss on a shared base, plus papers' own setups; tables only, read by ``--help`` without torch) and
+``recipes`` (a recipe name resolved against the registered losses to its config layer)."""

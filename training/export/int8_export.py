@@ -31,6 +31,7 @@ from retrieval.indexing.model.manifest import Int8Check, ModelManifest, Preproce
 from retrieval.indexing.model.preprocess import preprocess_image
 from retrieval.training.config.train_config import DataConfig
 from retrieval.training.data.run_data import prepare_run_data
+from retrieval.training.export.int8_quantization import FORMAT, quantize_int8
 
 log = logging.getLogger(__name__)
 
@@ -63,11 +64,6 @@ def quantize_checked(
     manifest_for: Callable[[bytes, str], ModelManifest],
 ) -> tuple[bytes, Quantization]:
     """INT8 bytes and their ``quantization`` record, or a RetrievalError when the check refuses them."""
-    from retrieval.training.export.int8_quantization import (  # onnx and the quantizer load only here
-        FORMAT,
-        quantize_int8,
-    )
-
     if request.calibration_images < 1:
         raise RetrievalError(f"--calibration-images must be at least 1, got {request.calibration_images}")
     if request.data is None:

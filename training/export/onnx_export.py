@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
 import torch
 
 from retrieval.indexing.common.artifact_names import MODEL_MANIFEST_NAME, MODEL_ONNX_NAME
@@ -85,7 +86,6 @@ def onnx_export_bytes(model: torch.nn.Module, image_size: int, *, fp16: bool = F
 
 
 def _to_fp16(onnx_bytes: bytes) -> bytes:
-    import onnx
     from onnxruntime.transformers.float16 import convert_float_to_float16
 
     with warnings.catch_warnings():

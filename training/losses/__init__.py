@@ -3,6 +3,13 @@
 ``build_loss(name, num_classes=, embedding_dim=, params=, miner=, miner_params=)`` returns
 an ``EmbeddingLoss``; ``available_losses()`` lists the registered ``LossSpec``s and
 ``available_miners()`` the miner names. See docs/losses.md for the table of losses.
+
+Modules: ``base`` (the ``EmbeddingLoss`` interface), ``registry`` (names -> builders), ``params`` (user
+parameters over a spec's defaults), ``miners`` (the miner registry), ``pml_adapter`` (a
+pytorch-metric-learning loss as an ``EmbeddingLoss``), ``pair_losses`` and ``proxy_losses`` (the two
+families, registered with their papers' defaults), and the losses written here in pml's interface:
+``normalized_softmax``, ``npairs``, ``proxy_triplet``, ``prototypical``, ``facility_location`` and
+``group_loss``.
 """
 
 from retrieval.training.losses.base import EmbeddingLoss, Sampler

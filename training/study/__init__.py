@@ -6,7 +6,9 @@ settings are then trained once per seed and fold (``final_runs``) and each chose
 test classes once (``evaluation``: "separated" and "concatenated", float and binary). A fold trains
 either the whole network with the ``Trainer`` (``finetune_backend``) or, with ``--cached-features``,
 only the head and the loss on frozen backbone features embedded once (``cached_features``,
-``head_training``, ``cached_backend``). ``reference`` is the pretrained row, ``stats`` the confidence
-intervals, ``report`` the tables and plot, ``state`` the output directory (``study.json``, resuming),
-and ``runner`` ties them together.
+``head_training``, ``cached_backend``), each handing back a ``fold_result``. ``study_config`` is the
+config of one loss in the study (its recipe, the budget options, a trial's values), ``reference`` the
+pretrained row, ``stats`` the confidence intervals, ``report`` the tables and plot, ``summary`` the
+text of study.md (command, protocol, tables, search, time), ``state`` the output directory (``study.json``, resuming), and
+``runner`` ties them together.
 """

@@ -9,12 +9,17 @@ has a float table and a binary (sign bits) table, the search summary and the wal
 
 from __future__ import annotations
 
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display
 import csv
 import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import matplotlib.pyplot as plt  # noqa: E402
 
 from retrieval.indexing.common.atomic_write import atomic_write_text, atomic_write_with
 from retrieval.training.study.evaluation import KINDS
@@ -90,11 +95,6 @@ def write_markdown(path: Path, sections: Sequence[str]) -> None:
 
 def write_plot(path: Path, rows: Sequence[Row], title: str) -> None:
     """MAP@R per loss with its 95 % interval; concatenated and separated side by side, float and binary."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     names = [name for name, _ in rows]
     fig, axes = plt.subplots(1, 2, figsize=(11, 1.2 + 0.45 * len(rows)), sharey=True)
     for axis, mode in zip(axes, MODES):

@@ -1,6 +1,7 @@
-"""When and what to compact: the policy stored in ``manifest.json`` and the plan it gives.
+"""When and what to compact: the plan that the policy stored in ``manifest.json`` gives.
 
-Two kinds of compaction, both one generation of the usual protocol (``index_store``):
+Two kinds of compaction, both one generation of the usual protocol (``index_store``); the policy
+(``CompactionPolicy``) lives in ``shared.compaction``, beside the manifest that stores it:
 * **major**: the base, every delta and no tombstone become one new base, indexed with the manifest's
   kinds (IVF and PQ are trained again on the live items). O(items); ``retrieval index compact`` runs
   it, and an update runs it when the deltas hold more than ``max_delta_fraction`` of the base's rows
@@ -17,20 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict, Field
-
-
-class CompactionPolicy(BaseModel):
-    """The thresholds of automatic compaction (``manifest.json``'s ``compaction``)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    max_delta_segments: int = Field(8, ge=1, description="more deltas than this: merge the smallest ones")
-    max_delta_fraction: float = Field(0.25, ge=0, description="delta rows above this share of base rows: major")
-    max_tombstone_fraction: float = Field(0.2, ge=0, description="tombstones above this share of rows: major")
-    min_rows: int = Field(
-        1000, ge=0, description="an automatic major compaction needs this many delta rows or tombstones"
-    )
+from retrieval.indexing.store.shared.compaction import CompactionPolicy
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from retrieval.indexing.store.item_filter import LABEL_KEY, ItemFilter, Scalar
+from retrieval.indexing.store.shared.item_filter import LABEL_KEY, ItemFilter, Scalar
 
 
 def text_key(text: str) -> str:

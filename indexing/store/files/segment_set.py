@@ -17,17 +17,15 @@ import numpy as np
 
 from retrieval.indexing.common.artifact_names import BINARY_INDEX_NAME, EMBEDDINGS_NAME, FLOAT_INDEX_NAME
 from retrieval.indexing.common.errors import IndexFormatError, ItemNotFoundError
-from retrieval.indexing.store.compaction import SegmentSize
-from retrieval.indexing.store.faiss_kinds import IndexKind, binary_kind, float_kind, id_map_ids
-from retrieval.indexing.store.items_db import ItemsDb
-from retrieval.indexing.store.manifest import IndexManifest
-from retrieval.indexing.store.segment_files import (
+from retrieval.indexing.store.files.compaction_plan import SegmentSize
+from retrieval.indexing.store.files.faiss_kinds import IndexKind, binary_kind, float_kind, id_map_ids
+from retrieval.indexing.store.files.segment_files import (
     REBUILD,
     faiss_files_exist,
     load_embeddings,
     read_faiss_files,
 )
-from retrieval.indexing.store.segments import (
+from retrieval.indexing.store.files.segments import (
     BASE,
     Segment,
     SegmentInfo,
@@ -38,6 +36,8 @@ from retrieval.indexing.store.segments import (
     index_segment,
     segment_dir,
 )
+from retrieval.indexing.store.shared.items_db import ItemsDb
+from retrieval.indexing.store.shared.manifest import IndexManifest
 
 
 class SegmentSet:

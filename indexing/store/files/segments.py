@@ -8,7 +8,7 @@
 * Embedding rows are numbered across segments: the base holds rows ``0..n-1``, a delta the range
   ``first_row..first_row+rows-1`` it was written with; ``items.sqlite`` keeps each item's row.
 * A ``remove`` deletes the SQLite rows only. The ids still stored in a segment's faiss indexes but no
-  longer in SQLite are its **tombstones**, dropped at search time (``segment_search``) until a
+  longer in SQLite are its **tombstones**, dropped at search time (``segment_searcher``) until a
   compaction rewrites the segment, so a remove touches no faiss file either.
 * The list of committed deltas and the generation of the base (``base_generation``: the compaction
   that wrote it) live in the SQLite ``meta`` table, committed in the same transaction as the items.
@@ -30,16 +30,17 @@ import numpy as np
 
 from retrieval.indexing.common.artifact_names import SEGMENTS_SUBDIR
 from retrieval.indexing.search.binary import binarize
-from retrieval.indexing.store.faiss_kinds import (
+from retrieval.indexing.search.kinds import SearchKind
+from retrieval.indexing.store.files.faiss_kinds import (
     IndexKind,
     binary_kind,
     build_binary_index,
     build_float_index,
     id_map_ids,
 )
-from retrieval.indexing.store.faiss_kinds import float_kind as float_kind_named
-from retrieval.indexing.store.items_db import ItemsDb
-from retrieval.indexing.store.segment_files import SEGMENT_FILES
+from retrieval.indexing.store.files.faiss_kinds import float_kind as float_kind_named
+from retrieval.indexing.store.files.segment_files import SEGMENT_FILES
+from retrieval.indexing.store.shared.items_db import ItemsDb
 
 BASE = ""
 """The name of the base segment."""
@@ -114,21 +115,33 @@ class Segment:
     ids: np.ndarray = field(init=False)  # sorted ids in the faiss indexes
     dead: np.ndarray = field(init=False)  # sorted tombstones: ids in the indexes that are no longer items
     _selector: tuple[Any, Any] | None = field(default=None, init=False, repr=False)
+    _live: np.ndarray | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.ids = np.union1d(id_map_ids(self.float_index), id_map_ids(self.binary_index))
         self.dead = np.zeros(0, np.int64)
+
+    def index(self, kind: SearchKind) -> Any:
+        """The faiss index of ``kind`` (``IndexIDMap2`` or ``IndexBinaryIDMap2``)."""
+        return self.float_index if kind is SearchKind.FLOAT else self.binary_index
+
+    def index_kind(self, kind: SearchKind) -> IndexKind:
+        """The index kind (flat, ivf, ...) the faiss index of ``kind`` was built with."""
+        return self.float_kind if kind is SearchKind.FLOAT else self.binary_kind
 
     @property
     def live_count(self) -> int:
         return len(self.ids) - len(self.dead)
 
     def live_ids(self) -> np.ndarray:
-        return np.setdiff1d(self.ids, self.dead, assume_unique=True) if len(self.dead) else self.ids
+        """The ids of the segment that are still items (computed once per change of the tombstones)."""
+        if self._live is None:
+            self._live = np.setdiff1d(self.ids, self.dead, assume_unique=True) if len(self.dead) else self.ids
+        return self._live
 
     def set_dead(self, dead: np.ndarray) -> None:
         self.dead = np.asarray(dead, dtype=np.int64)
-        self._selector = None
+        self._selector = self._live = None
 
     def tombstone_selector(self) -> Any:
         """A faiss selector of the live ids (``IDSelectorNot`` of the tombstones), built once per change."""

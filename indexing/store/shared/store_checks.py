@@ -1,16 +1,15 @@
-"""What both stores (files ``IndexStore``, ``MilvusStore``) check and compute the same way: query
-vectors, added items, and the float re-rank of a binary shortlist."""
+"""What both stores (files ``IndexStore``, ``MilvusStore``) check the same way: query vectors and
+added items (every item with a class label)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.records import ImageRecord, is_blank_label
-from retrieval.indexing.search.results import PAD_ID, SearchResults
 
 
 def checked_queries(vectors: np.ndarray, k: int, *, dim: int, count: int, index_dir: Path) -> np.ndarray:
@@ -42,18 +41,3 @@ def validate_labels(records: Sequence[ImageRecord]) -> None:
     for record in records:
         if is_blank_label(record.label):
             raise DataError(f"image {record.path} has an empty label; give every image a class name")
-
-
-def rerank_shortlist(
-    queries: np.ndarray, shortlist: np.ndarray, k: int, embeddings_of: Callable[[np.ndarray], np.ndarray]
-) -> SearchResults:
-    """Order each binary shortlist (ids, PAD_ID padded) by exact inner product with the items' float
-    embeddings; equal scores keep the lower id first, as every exact search here does."""
-    ids = np.full((len(queries), k), PAD_ID, dtype=np.int64)
-    scores = np.full((len(queries), k), -np.inf, dtype=np.float32)
-    for q, candidates in enumerate(shortlist):
-        candidates = np.sort(candidates[candidates != PAD_ID])
-        similarity = embeddings_of(candidates) @ queries[q]
-        order = np.argsort(-similarity, kind="stable")[:k]
-        ids[q, : len(order)], scores[q, : len(order)] = candidates[order], similarity[order]
-    return SearchResults(ids=ids, scores=scores)

@@ -12,7 +12,6 @@ import logging
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,14 +20,12 @@ import numpy as np
 from retrieval.indexing.common.artifact_names import EMBEDDINGS_NAME
 from retrieval.indexing.common.errors import IndexChangedError, IndexNotWritableError
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.store.compaction import CompactionPlan, CompactionPolicy, major_plan, plan_compaction
-from retrieval.indexing.store.faiss_kinds import binary_kind, float_kind
-from retrieval.indexing.store.items_db import ItemsDb
-from retrieval.indexing.store.manifest import IndexManifest, load_index_manifest, save_index_manifest, utc_now
-from retrieval.indexing.store.segment_files import load_embeddings, write_embeddings, write_faiss_files
-from retrieval.indexing.store.segment_merge import write_merged
-from retrieval.indexing.store.segment_set import SegmentSet
-from retrieval.indexing.store.segments import (
+from retrieval.indexing.store.files.compaction_plan import CompactionPlan, major_plan, plan_compaction
+from retrieval.indexing.store.files.faiss_kinds import binary_kind, float_kind
+from retrieval.indexing.store.files.segment_files import load_embeddings, write_embeddings, write_faiss_files
+from retrieval.indexing.store.files.segment_merge import write_merged
+from retrieval.indexing.store.files.segment_set import SegmentSet
+from retrieval.indexing.store.files.segments import (
     Segment,
     SegmentInfo,
     base_generation,
@@ -42,21 +39,13 @@ from retrieval.indexing.store.segments import (
     segment_dir,
     staged_base_dir,
 )
-from retrieval.indexing.store.store_checks import checked_additions
-from retrieval.indexing.store.write_lock import exclusive_writer, remove_temp_files
+from retrieval.indexing.store.shared.compaction import CompactionPolicy, CompactionResult
+from retrieval.indexing.store.shared.items_db import ItemsDb
+from retrieval.indexing.store.shared.manifest import IndexManifest, load_index_manifest, save_index_manifest, utc_now
+from retrieval.indexing.store.shared.store_checks import checked_additions
+from retrieval.indexing.store.shared.write_lock import exclusive_writer, remove_temp_files
 
 _log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class CompactionResult:
-    """What ``IndexStore.compact`` did: segments and tombstones before and after, and how long it took."""
-
-    segments_before: int
-    tombstones_before: int
-    segments_after: int
-    tombstones_after: int
-    seconds: float
 
 
 class StoreUpdates:
@@ -68,14 +57,6 @@ class StoreUpdates:
     _set: SegmentSet
 
     @property
-    def count(self) -> int:
-        return self._set.count
-
-    @property
-    def dim(self) -> int:
-        return self.manifest.dim
-
-    @property
     def segment_count(self) -> int:
         """Segments searched: the base plus the deltas."""
         return len(self._set.segments)
@@ -85,8 +66,8 @@ class StoreUpdates:
         """Removed items still stored in a segment (dropped at search time until a compaction)."""
         return self._set.tombstones
 
-    def _base_searchers(self) -> None:
-        raise NotImplementedError  # IndexStore: the base segment's searchers
+    def _segments_changed(self) -> None:
+        raise NotImplementedError  # IndexStore: a searcher for every segment
 
     def add(
         self, records: Sequence[ImageRecord], embeddings: np.ndarray, *, idempotency_key: str | None = None
@@ -157,7 +138,7 @@ class StoreUpdates:
             )
 
     def _add(self, records: Sequence[ImageRecord], embeddings: np.ndarray, key: str | None) -> list[int]:
-        vectors = checked_additions(records, embeddings, self.dim)
+        vectors = checked_additions(records, embeddings, self.manifest.dim)
         if not records:
             return []
         generation = self.manifest.generation + 1
@@ -170,15 +151,16 @@ class StoreUpdates:
             commit_deltas(self._db, [*self._set.deltas, info])
             self._db.set_generation(generation)
             if key is not None:
-                self._db.remember(key, {"ids": ids, "count": self.count + len(ids)})
+                self._db.remember(key, {"ids": ids, "count": self._set.count + len(ids)})
         id_array = np.asarray(ids, dtype=np.int64)
         float_index, binary_index = index_segment(
             delta_kinds(), vectors, id_array, self.manifest.binarization_threshold
         )
         write_faiss_files(directory, float_index, binary_index)
-        stored = load_embeddings(directory / EMBEDDINGS_NAME, self.dim)
+        stored = load_embeddings(directory / EMBEDDINGS_NAME, self.manifest.dim)
         segment = Segment(info, stored, float_index, binary_index, *delta_kinds())
         self._set.append(segment, id_array, np.arange(info.first_row, info.end_row, dtype=np.int64))
+        self._segments_changed()
         self._save_manifest(generation, self.manifest.num_labels + len(new_labels))
         return ids
 
@@ -230,14 +212,13 @@ class StoreUpdates:
             finish_base_swap(self.index_dir, generation)  # the memory map follows its file
         remove_uncommitted(self.index_dir, kept if plan.major else [*kept, target], base_generation(self._db))
         self._set.replace(plan.positions, merged.segment, merged.ids, merged.rows)
-        if plan.major:
-            self._base_searchers()
+        self._segments_changed()
         self._save_manifest(generation, self.manifest.num_labels)
 
     def _save_manifest(self, generation: int, num_labels: int) -> None:
         update = {
             "generation": generation,
-            "count": self.count,
+            "count": self._set.count,
             "num_labels": num_labels,
             "updated_at": utc_now(),
             "delta_segments": self.segment_count - 1,

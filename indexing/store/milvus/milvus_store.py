@@ -1,4 +1,4 @@
-"""An index whose items live in a Milvus collection: the ``IndexStore`` interface over pymilvus.
+"""An index whose items live in a Milvus collection: the ``Store`` interface over pymilvus.
 
 The index directory keeps ``manifest.json`` (``backend: milvus``, the URI and the collection) and
 ``model/``; Milvus holds the items (schema in ``milvus_client``). Search: float = exact inner
@@ -20,28 +20,37 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
-from retrieval.indexing.common.errors import DataError, IndexFormatError, ItemNotFoundError
+from retrieval.indexing.common.errors import ConfigError, IndexFormatError, ItemNotFoundError
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.search.binary import binarize, hamming_to_similarity
-from retrieval.indexing.search.results import PAD_ID, SearchResults
-from retrieval.indexing.store.index_store import IndexStore
-from retrieval.indexing.store.item_filter import ItemFilter
-from retrieval.indexing.store.items_db import Item
-from retrieval.indexing.store.manifest import IndexManifest, load_index_manifest
-from retrieval.indexing.store.milvus_client import MAX_TOPK, TIMEOUT_S, connect, meta_collection, milvus_call
-from retrieval.indexing.store.milvus_filter import filter_expression, in_expression, text_key
-from retrieval.indexing.store.milvus_rows import item_rows, next_id, read_items, recall, remember, save_next_id
-from retrieval.indexing.store.store_checks import checked_additions, checked_queries, rerank_shortlist
+from retrieval.indexing.search.kinds import SearchKind
+from retrieval.indexing.search.results import SearchResults
+from retrieval.indexing.store.milvus.milvus_client import MAX_TOPK, TIMEOUT_S, connect, meta_collection, milvus_call
+from retrieval.indexing.store.milvus.milvus_filter import filter_expression, in_expression, text_key
+from retrieval.indexing.store.milvus.milvus_rows import (
+    item_rows,
+    next_id,
+    read_items,
+    recall,
+    remember,
+    save_next_id,
+)
+from retrieval.indexing.store.shared.compaction import CompactionPolicy, CompactionResult
+from retrieval.indexing.store.shared.item_filter import ItemFilter
+from retrieval.indexing.store.shared.items_db import Item
+from retrieval.indexing.store.shared.manifest import IndexManifest, check_model, load_index_manifest
+from retrieval.indexing.store.shared.store_base import StoreBase
+from retrieval.indexing.store.shared.store_checks import checked_additions
 
 _ITEM_FIELDS = ["id", "path", "label", "split", "is_query", "is_gallery", "metadata"]
 _CHUNK = 1000  # ids per query: keeps the expression and the reply small
+_FIELDS = {SearchKind.FLOAT: ("vector", "IP"), SearchKind.BINARY: ("code", "HAMMING")}  # (vector field, metric)
 
 
-class MilvusStore:
+class MilvusStore(StoreBase[str]):
     """Search, look up, add and remove items of an index directory whose items live in Milvus."""
 
     def __init__(self, index_dir: Path, manifest: IndexManifest, client: Any) -> None:
@@ -58,11 +67,7 @@ class MilvusStore:
         manifest = load_index_manifest(index_dir)
         if manifest.backend != "milvus" or not manifest.milvus_uri or not manifest.milvus_collection:
             raise IndexFormatError(f"{index_dir} is not a milvus index (its manifest names no Milvus collection)")
-        if expected_model_sha256 and expected_model_sha256 != manifest.model_sha256 and not force:
-            raise IndexFormatError(
-                f"index was built with model {manifest.model_sha256[:12]} but the query model is "
-                f"{expected_model_sha256[:12]}; rebuild the index or pass --force"
-            )
+        check_model(manifest, expected_model_sha256, force=force)
         client = connect(manifest.milvus_uri)
         name = manifest.milvus_collection
         for wanted in (name, meta_collection(name)):
@@ -78,12 +83,6 @@ class MilvusStore:
     def close(self) -> None:
         self._client.close()
 
-    def __enter__(self) -> MilvusStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def _call(self, what: str, method: str, *args: Any, **kwargs: Any) -> Any:
         call = getattr(self._client, method)
         return milvus_call(self.uri, what, partial(call, *args, timeout=TIMEOUT_S, **kwargs))
@@ -92,10 +91,6 @@ class MilvusStore:
     @property
     def count(self) -> int:
         return self._count
-
-    @property
-    def dim(self) -> int:
-        return self.manifest.dim
 
     def _live_count(self) -> int:
         rows = self._call("count", "query", self.collection, filter="", output_fields=["count(*)"])
@@ -122,18 +117,6 @@ class MilvusStore:
         found = read_items(self._rows_by_id([i for i in set(wanted) if i >= 0], _ITEM_FIELDS))
         return [found.get(i) for i in wanted]
 
-    def item(self, item_id: int) -> Item:
-        (found,) = self.items([item_id])
-        if found is None:
-            raise ItemNotFoundError(f"there is no item {item_id} in the index")
-        return found
-
-    def hits(
-        self, results: SearchResults, row: int = 0, *, exclude: int | None = None, limit: int | None = None
-    ) -> list[tuple[Item, float]]:
-        """As ``IndexStore.hits``, which needs only ``items``: the one ids -> items path."""
-        return IndexStore.hits(self, results, row, exclude=exclude, limit=limit)  # type: ignore[arg-type]
-
     def paths_in_use(self, paths: Sequence[str]) -> set[str]:
         """Which of ``paths`` some item of the index still points to."""
         wanted = set(paths)
@@ -147,9 +130,6 @@ class MilvusStore:
         """Every item, ascending by id."""
         found = read_items(self._scan(_ITEM_FIELDS))
         return [found[i] for i in sorted(found)]
-
-    def embedding(self, item_id: int) -> np.ndarray:
-        return self.embeddings_of([item_id])[0]
 
     def embeddings_of(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
         """Stored float32 embeddings (n, d) of existing item ids, in the order given."""
@@ -168,56 +148,38 @@ class MilvusStore:
             rows += self._call("query", "query", self.collection, filter=expression, output_fields=["id", *fields])
         return rows
 
-    # ----- searching ---------------------------------------------------------------------
-    def search(
-        self,
-        vectors: np.ndarray,
-        k: int,
-        *,
-        kind: Literal["float", "binary"] = "float",
-        rerank: int | None = None,
-        where: ItemFilter | None = None,
-    ) -> SearchResults:
-        """Top-``k`` item ids per query row, best first (``PAD_ID`` past a filter's matches); scores as
-        ``IndexStore.search``."""
-        queries = checked_queries(vectors, k, dim=self.dim, count=self.count, index_dir=self.index_dir)
-        k = min(k, self.count, MAX_TOPK)
-        expression = filter_expression(where) if where is not None else ""
-        if kind == "float":
-            return self._search("vector", [row.tolist() for row in queries], k, "IP", expression)
-        if kind != "binary":
-            raise DataError(f"unknown search kind {kind!r}; use 'float' or 'binary'")
-        codes = [code.tobytes() for code in binarize(queries, self.manifest.binarization_threshold)]
-        if rerank:
-            shortlist = self._search("code", codes, min(max(rerank, k), self.count, MAX_TOPK), "HAMMING", expression)
-            return rerank_shortlist(queries, shortlist.ids, k, self.embeddings_of)
-        found = self._search("code", codes, k, "HAMMING", expression)
-        valid = found.ids != PAD_ID
-        scores = np.where(valid, hamming_to_similarity(np.where(valid, found.scores, 0), self.manifest.bits), -np.inf)
-        return SearchResults(found.ids, scores.astype(np.float32))
+    # ----- searching (``StoreBase.search`` calls these) ----------------------------------------
+    def is_exact(self, kind: SearchKind) -> bool:
+        """A Milvus collection is searched exactly (FLAT, BIN_FLAT) in both kinds."""
+        return True
 
-    def _search(self, field: str, data: list[Any], k: int, metric: str, expression: str) -> SearchResults:
-        """Raw Milvus results, padded to k: scores are inner products, or Hamming distances (ascending)."""
+    def _scope(self, where: ItemFilter | None) -> tuple[str, int]:
+        """The filter as a Milvus expression (Milvus pads past the matches); at most ``MAX_TOPK`` results."""
+        return (filter_expression(where) if where is not None else ""), min(self.count, MAX_TOPK)
+
+    def _search_kind(self, kind: SearchKind, data: np.ndarray, k: int, scope: str) -> SearchResults:
+        """Top-``k`` by the collection's ``kind`` field, ties by ascending id; binary distances scored
+        ``1 - 2 * hamming / bits`` like the files backend."""
+        field, metric = _FIELDS[kind]
+        vectors = [row.tolist() for row in data] if kind is SearchKind.FLOAT else [code.tobytes() for code in data]
         replies = self._call(
             "search",
             "search",
             self.collection,
-            data=data,
+            data=vectors,
             anns_field=field,
             limit=k,
-            filter=expression,
+            filter=scope,
             search_params={"metric_type": metric},
             output_fields=[],
         )
-        ids = np.full((len(data), k), PAD_ID, dtype=np.int64)
-        scores = np.full((len(data), k), -np.inf, dtype=np.float32)
-        sign = -1.0 if metric == "HAMMING" else 1.0  # sort key: higher = better
+        found = SearchResults.empty(len(vectors), k)
         for row, hits in enumerate(replies):
-            found_ids = np.asarray([hit["id"] for hit in hits], dtype=np.int64)
-            found = np.asarray([hit["distance"] for hit in hits], dtype=np.float32)
-            order = np.lexsort((found_ids, -sign * found))
-            ids[row, : len(order)], scores[row, : len(order)] = found_ids[order], found[order]
-        return SearchResults(ids, scores)
+            ids = np.asarray([hit["id"] for hit in hits], dtype=np.int64)
+            scores = kind.scores(np.asarray([hit["distance"] for hit in hits], dtype=np.float32), self.manifest.bits)
+            order = np.lexsort((ids, -scores))
+            found.ids[row, : len(order)], found.scores[row, : len(order)] = ids[order], scores[order]
+        return found
 
     # ----- updating ----------------------------------------------------------------------
     def add(
@@ -252,3 +214,9 @@ class MilvusStore:
             self._call("delete", "delete", self.collection, ids=present[start : start + _CHUNK])
         self._count -= len(present)
         return len(present)
+
+    def compact(self, *, policy: CompactionPolicy | None = None) -> CompactionResult:
+        """Nothing to do: Milvus merges its own segments (a ConfigError, as ``retrieval index compact`` says)."""
+        raise ConfigError(
+            f"{self.index_dir} is a Milvus index: Milvus merges its own segments, there is nothing to compact"
+        )

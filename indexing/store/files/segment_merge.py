@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 
 from retrieval.indexing.common.artifact_names import EMBEDDINGS_NAME
-from retrieval.indexing.store.faiss_kinds import IndexKind
-from retrieval.indexing.store.segment_files import load_embeddings, write_embeddings, write_faiss_files
-from retrieval.indexing.store.segment_set import SegmentSet
-from retrieval.indexing.store.segments import Segment, SegmentInfo, index_segment
+from retrieval.indexing.store.files.faiss_kinds import IndexKind
+from retrieval.indexing.store.files.segment_files import load_embeddings, write_embeddings, write_faiss_files
+from retrieval.indexing.store.files.segment_set import SegmentSet
+from retrieval.indexing.store.files.segments import Segment, SegmentInfo, index_segment
 
 
 class _StoredRows:

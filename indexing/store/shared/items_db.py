@@ -21,7 +21,7 @@ import numpy as np
 
 from retrieval.indexing.common.errors import DataError, IndexFormatError
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.store.item_filter import ItemFilter, Scalar
+from retrieval.indexing.store.shared.item_filter import ItemFilter, Scalar
 
 _SCHEMA = """
 CREATE TABLE items (

@@ -19,7 +19,7 @@ from retrieval.indexing.common.artifact_names import INDEX_MANIFEST_NAME
 from retrieval.indexing.common.atomic_write import atomic_write_text
 from retrieval.indexing.common.errors import IndexFormatError
 from retrieval.indexing.model.manifest import ModelManifest
-from retrieval.indexing.store.compaction import CompactionPolicy
+from retrieval.indexing.store.shared.compaction import CompactionPolicy
 
 INDEX_FORMAT_VERSION = 1
 
@@ -90,3 +90,12 @@ def load_index_manifest(index_dir: Path) -> IndexManifest:
 def save_index_manifest(index_dir: Path, manifest: IndexManifest) -> None:
     text = json.dumps(manifest.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
     atomic_write_text(manifest_path(index_dir), text)
+
+
+def check_model(manifest: IndexManifest, expected_model_sha256: str | None, *, force: bool = False) -> None:
+    """Refuse to search an index built with another model than the query model, unless ``force``."""
+    if expected_model_sha256 and expected_model_sha256 != manifest.model_sha256 and not force:
+        raise IndexFormatError(
+            f"index was built with model {manifest.model_sha256[:12]} but the query model is "
+            f"{expected_model_sha256[:12]}; rebuild the index or pass --force"
+        )

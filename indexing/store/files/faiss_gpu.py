@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 import faiss
 import numpy as np
 
-from retrieval.indexing.store.faiss_kinds import id_map_ids
+from retrieval.indexing.search.kinds import SearchKind
+from retrieval.indexing.store.files.faiss_kinds import id_map_ids
 
 Searcher = Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]]
 _log = logging.getLogger(__name__)
@@ -26,6 +28,11 @@ def gpu_count() -> int:
     """Number of GPUs faiss can use (0 with faiss-cpu)."""
     get = getattr(faiss, "get_num_gpus", None)
     return int(get()) if get else 0
+
+
+def searcher(kind: SearchKind, index: Any, name: str) -> Searcher:
+    """``search(data, k) -> (distances, ids)`` of a segment's index of ``kind`` (built as kind ``name``)."""
+    return float_searcher(index, name) if kind is SearchKind.FLOAT else binary_searcher(index, name)
 
 
 def float_searcher(index: faiss.IndexIDMap2, kind: str) -> Searcher:

@@ -12,9 +12,9 @@ import numpy as np
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.search.binary import binarize
-from retrieval.indexing.store.items_db import Item
-from retrieval.indexing.store.milvus_client import LABEL_CHARS, PATH_CHARS, SPLIT_CHARS, TIMEOUT_S, milvus_call
-from retrieval.indexing.store.milvus_filter import filter_keys, text_key
+from retrieval.indexing.store.milvus.milvus_client import LABEL_CHARS, PATH_CHARS, SPLIT_CHARS, TIMEOUT_S, milvus_call
+from retrieval.indexing.store.milvus.milvus_filter import filter_keys, text_key
+from retrieval.indexing.store.shared.items_db import Item
 
 _NEXT_ID = "next_id"
 _DUMMY = [0.0, 0.0]  # the meta collection's required vector

@@ -35,11 +35,11 @@ from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.model.manifest import ModelManifest
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.model.resolution import resolve_export_dir
-from retrieval.indexing.store.builder import copy_model
-from retrieval.indexing.store.faiss_kinds import binary_kind, float_kind
-from retrieval.indexing.store.items_db import ItemsDb
-from retrieval.indexing.store.manifest import utc_now
-from retrieval.indexing.store.store_checks import validate_labels
+from retrieval.indexing.store.files.faiss_kinds import binary_kind, float_kind
+from retrieval.indexing.store.shared.items_db import ItemsDb
+from retrieval.indexing.store.shared.index_dir import copy_model
+from retrieval.indexing.store.shared.manifest import utc_now
+from retrieval.indexing.store.shared.store_checks import validate_labels
 
 SHARD_FORMAT_VERSION = 1
 _SPEC = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")

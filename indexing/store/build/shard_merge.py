@@ -29,18 +29,17 @@ from retrieval.indexing.common.errors import ConfigError, DataError, IndexFormat
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.model.manifest import ModelManifest, file_sha256
 from retrieval.indexing.model.resolution import is_export_dir
-from retrieval.indexing.store.builder import write_index
-from retrieval.indexing.store.faiss_kinds import binary_kind, float_kind
-from retrieval.indexing.store.items_db import ItemsDb
-from retrieval.indexing.store.milvus_build import MilvusTarget
-from retrieval.indexing.store.shards import ShardManifest
+from retrieval.indexing.store.backends import IndexTarget, backend_of
+from retrieval.indexing.store.build.builder import index_kinds, write_index
+from retrieval.indexing.store.shared.items_db import ItemsDb
+from retrieval.indexing.store.build.shards import ShardManifest
 
 REBUILD_SHARD = "rebuild it with `retrieval index build --shard I/N`"
 
 
 @dataclass(frozen=True)
 class ShardModel:
-    """The model of merged shards, as ``write_index`` needs it (``builder.IndexedModel``)."""
+    """The model of merged shards, as ``write_index`` needs it (``shared.index_dir.IndexedModel``)."""
 
     model_sha256: str
     manifest: ModelManifest
@@ -58,6 +57,7 @@ class MergeReport:
     float_kind: str
     binary_kind: str
     seconds: float
+    storage: str = ""  # where the items are (the kinds, or the Milvus collection)
 
 
 def load_shard_manifest(shard_dir: Path) -> ShardManifest:
@@ -130,16 +130,17 @@ def read_shard(shard_dir: Path, manifest: ShardManifest) -> tuple[np.ndarray, li
 
 
 def merge_shards(
-    out_dir: Path, shard_dirs: Sequence[Path], *, progress: bool = False, milvus: MilvusTarget | None = None
+    out_dir: Path, shard_dirs: Sequence[Path], *, progress: bool = False, target: IndexTarget | None = None
 ) -> MergeReport:
-    """Combine all shards of one ``--shard I/N`` build into the index directory ``out_dir`` (with ``milvus``:
-    a bulk insert of their items, in the same order and with the same ids, into that collection)."""
+    """Combine all shards of one ``--shard I/N`` build into the index directory ``out_dir`` (with a
+    ``MilvusTarget``: a bulk insert of their items, in the same order and with the same ids, into that
+    collection)."""
     started = time.perf_counter()
     dirs = [Path(d) for d in shard_dirs]
     manifests = [load_shard_manifest(d) for d in dirs]
     check_shards(dirs, manifests)
     first = manifests[0]
-    kinds = float_kind(first.float_kind), binary_kind(first.binary_kind)
+    kinds = index_kinds(first.float_kind, first.binary_kind)
     parts = [read_shard(d, m) for d, m in zip(dirs, manifests, strict=True)]
     positions = np.concatenate([p[0] for p in parts])
     if len(np.unique(positions)) != len(positions) or (len(positions) and positions.max() >= first.listing_size):
@@ -152,7 +153,7 @@ def merge_shards(
     vectors = np.concatenate([np.asarray(p[2]) for p in parts])[order]
     model = _merge_model(dirs[0], first)
     ordered = [records[i] for i in order]
-    manifest = write_index(Path(out_dir), model, ordered, vectors, kinds, progress=progress, milvus=milvus)
+    manifest = write_index(Path(out_dir), model, ordered, vectors, kinds, progress=progress, target=target)
     return MergeReport(
         Path(out_dir),
         manifest.count,
@@ -163,6 +164,7 @@ def merge_shards(
         manifest.float_kind,
         manifest.binary_kind,
         time.perf_counter() - started,
+        backend_of(manifest).describe(manifest),
     )
 
 

@@ -1,0 +1,46 @@
+"""The torch-free Python API, and what the commands run: one function per thing a user does with an
+index, a model export or a dataset, so ``retrieval.cli`` only parses arguments and prints.
+
+``inputs`` (data, images and query models as records, vectors and embedders), ``building``
+(``build_index``, ``build_shard``), ``searching`` (``search``; ``search_index`` for ``retrieval
+search``), ``evaluating`` (``evaluate``; ``evaluate_index_dir``, ``evaluate_dataset`` and
+``save_evaluation`` for ``retrieval eval``), ``embedding`` (``embed``; ``index_embeddings``,
+``dataset_embeddings``) and ``updating`` (``add_images``, ``remove_items``, ``compact_index``).
+``retrieval.training.api`` adds what needs torch (train, export, study).
+
+    from retrieval.indexing import api
+    api.build_index("runs/ns/export", "data/", "index/", split="test")
+    hits = api.search("index/", ["query.jpg"], k=5)   # per image: [(Item, score), ...]
+"""
+
+from retrieval.indexing.api.building import build_index, build_shard
+from retrieval.indexing.api.embedding import dataset_embeddings, embed, index_embeddings
+from retrieval.indexing.api.evaluating import (
+    Evaluation,
+    evaluate,
+    evaluate_dataset,
+    evaluate_index_dir,
+    save_evaluation,
+)
+from retrieval.indexing.api.searching import QueryHits, SearchOutcome, search, search_index
+from retrieval.indexing.api.updating import add_images, compact_index, remove_items
+
+__all__ = [
+    "Evaluation",
+    "QueryHits",
+    "SearchOutcome",
+    "add_images",
+    "build_index",
+    "build_shard",
+    "compact_index",
+    "dataset_embeddings",
+    "embed",
+    "evaluate",
+    "evaluate_dataset",
+    "evaluate_index_dir",
+    "index_embeddings",
+    "remove_items",
+    "save_evaluation",
+    "search",
+    "search_index",
+]

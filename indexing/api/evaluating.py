@@ -1,0 +1,167 @@
+"""Evaluate a model on a dataset or an index as built: ``evaluate`` (the Python API) and the richer
+``evaluate_index_dir`` / ``evaluate_dataset`` + ``save_evaluation`` of ``retrieval eval`` (the
+retrieval grid, each query's neighbours, the training-class warning, ``metrics.json``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from retrieval.indexing.api.inputs import Data, PathLike, records_of
+from retrieval.indexing.common.atomic_write import atomic_write_text
+from retrieval.indexing.common.errors import ConfigError
+from retrieval.indexing.common.table_files import write_table
+from retrieval.indexing.data.records import ImageRecord
+from retrieval.indexing.data.sources import load_records
+from retrieval.indexing.data.splits import select_split
+from retrieval.indexing.eval.class_overlap import overlap_warning, training_classes_in
+from retrieval.indexing.eval.evaluation import (
+    EvalData,
+    EvaluationReport,
+    evaluate_index,
+    evaluate_model,
+    exact_neighbors,
+    grid_queries,
+    grid_rows,
+    index_neighbors,
+)
+from retrieval.indexing.eval.neighbour_table import neighbour_columns
+from retrieval.indexing.eval.retrieval_grid import GridRow, save_grid
+from retrieval.indexing.model.manifest import ModelManifest
+from retrieval.indexing.model.onnx_embedder import load_model_manifest
+from retrieval.indexing.model.resolution import resolve_export_dir
+from retrieval.indexing.store.backends import open_store
+
+METRICS_NAME = "metrics.json"
+GRID_NAME = "retrieval_grid.png"
+GRID_NEIGHBORS = 8
+
+
+def evaluate(
+    model: PathLike | None = None,
+    data: Data | None = None,
+    *,
+    index: PathLike | None = None,
+    split: str = "test",
+    ks: Sequence[int] | None = None,
+    progress: bool = True,
+) -> EvaluationReport:
+    """Float and binary retrieval metrics, as ``retrieval eval``: of a model on a dataset's ``split``
+    (``model`` and ``data``), or of an index as built (``index``)."""
+    if index is not None:
+        with open_store(Path(index)) as store:
+            return evaluate_index(store, ks=ks, progress=progress)[0]
+    if model is None or data is None:
+        raise ConfigError("evaluate() needs model and data (a model on a dataset), or index (an index as built)")
+    return evaluate_model(Path(model), records_of(data, split), ks=ks, progress=progress)[0]
+
+
+@dataclass
+class Evaluation:
+    """An evaluation and what ``retrieval eval`` writes and says besides its metrics."""
+
+    report: EvaluationReport
+    data: EvalData
+    manifest: ModelManifest  # of the evaluated model
+    grid: list[GridRow]  # the rows of retrieval_grid.png (none: no grid)
+    neighbours: tuple[np.ndarray, np.ndarray] | None  # (query positions, their top-k gallery positions)
+    warning: str | None  # the evaluated classes include training classes of the model
+    records: list[ImageRecord] = field(default_factory=list)  # evaluated (a dataset's split)
+    all_records: list[ImageRecord] = field(default_factory=list)  # the whole dataset
+
+
+def evaluate_index_dir(
+    index: Path,
+    *,
+    ks: Sequence[int] | None = None,
+    grid: int = 0,
+    neighbours_k: int | None = None,
+    progress: bool = True,
+) -> Evaluation:
+    """An index as built: its metrics, ``grid`` grid queries and each query's top ``neighbours_k``."""
+    with open_store(index) as store:
+        report, data = evaluate_index(store, ks=ks, progress=progress)
+        queries = grid_queries(data, grid)
+        neighbors = index_neighbors(store, data, queries, GRID_NEIGHBORS) if len(queries) else None
+        every = np.flatnonzero(data.is_query)
+        ranked = (every, index_neighbors(store, data, every, neighbours_k)) if neighbours_k else None
+        manifest = store.manifest.model
+    return _evaluation(report, data, manifest, _grid(data, queries, neighbors), ranked)
+
+
+def evaluate_dataset(
+    model: Path,
+    data: Path,
+    *,
+    split: str = "test",
+    ks: Sequence[int] | None = None,
+    grid: int = 0,
+    neighbours_k: int | None = None,
+    batch_size: int = 32,
+    threads: int | None = None,
+    progress: bool = True,
+) -> Evaluation:
+    """A model on the ``split`` of a dataset: exact metrics, grid queries and each query's neighbours."""
+    all_records = load_records(data)
+    records = select_split(all_records, split)
+    report, eval_data = evaluate_model(model, records, ks=ks, batch_size=batch_size, threads=threads, progress=progress)
+    report.details["split"] = split
+    queries = grid_queries(eval_data, grid)
+    neighbors = exact_neighbors(eval_data, queries, GRID_NEIGHBORS) if len(queries) else None
+    every = np.flatnonzero(eval_data.is_query)
+    ranked = (every, exact_neighbors(eval_data, every, neighbours_k)) if neighbours_k else None
+    manifest = load_model_manifest(resolve_export_dir(model))
+    evaluation = _evaluation(report, eval_data, manifest, _grid(eval_data, queries, neighbors), ranked)
+    evaluation.records, evaluation.all_records = records, all_records
+    return evaluation
+
+
+def _grid(data: EvalData, queries: np.ndarray, neighbors: np.ndarray | None) -> list[GridRow]:
+    return grid_rows(data, queries, neighbors) if neighbors is not None else []
+
+
+def _evaluation(
+    report: EvaluationReport,
+    data: EvalData,
+    manifest: ModelManifest,
+    grid: list[GridRow],
+    ranked: tuple[np.ndarray, np.ndarray] | None,
+) -> Evaluation:
+    """The evaluation, its report noting (in ``training_classes_evaluated``) the model's training classes
+    among the evaluated ones."""
+    overlap = training_classes_in(data.labels, manifest)
+    report.details["training_classes_evaluated"] = len(overlap)
+    warning = overlap_warning(overlap, len(set(data.labels.tolist()))) if overlap else None
+    return Evaluation(report, data, manifest, grid, ranked, warning)
+
+
+@dataclass(frozen=True)
+class EvaluationFiles:
+    """What ``save_evaluation`` wrote."""
+
+    metrics: Path
+    grid: Path | None
+    neighbours: Path | None
+
+
+def save_evaluation(evaluation: Evaluation, out_dir: Path, neighbours: Path | None = None) -> EvaluationFiles:
+    """``metrics.json`` and ``retrieval_grid.png`` (when there are grid rows) in ``out_dir``, and each
+    query's neighbours in ``neighbours`` (.parquet or .csv) when given."""
+    metrics = out_dir / METRICS_NAME
+    atomic_write_text(metrics, json.dumps(evaluation.report.to_json(), indent=2, default=_json_default) + "\n")
+    grid = save_grid(evaluation.grid, out_dir / GRID_NAME) if evaluation.grid else None
+    if neighbours is not None and evaluation.neighbours is not None:
+        write_table(neighbours, neighbour_columns(evaluation.data, *evaluation.neighbours))
+    else:
+        neighbours = None
+    return EvaluationFiles(metrics, grid, neighbours)
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"cannot serialise {type(value).__name__}")

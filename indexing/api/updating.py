@@ -1,0 +1,76 @@
+"""Change an existing index: add images, remove items, compact (``retrieval index add|remove|compact``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from retrieval.indexing.api.inputs import query_embedder
+from retrieval.indexing.common.errors import ItemNotFoundError
+from retrieval.indexing.data.sources import load_records
+from retrieval.indexing.model.onnx_embedder import embed_records
+from retrieval.indexing.store.backends import open_store
+from retrieval.indexing.store.shared.compaction import CompactionPolicy, CompactionResult
+from retrieval.indexing.store.shared.item_filter import Scalar
+
+LISTED_IDS = 10  # unknown ids named in an error
+
+
+@dataclass(frozen=True)
+class AddReport:
+    """The new item ids, the index's size after the add, and the images that could not be read."""
+
+    ids: list[int]
+    count: int
+    failures: list[tuple[Path, str]]
+
+
+@dataclass(frozen=True)
+class CompactReport:
+    result: CompactionResult
+    policy: CompactionPolicy  # the thresholds of automatic compaction now stored
+    count: int
+
+
+def add_images(
+    index_dir: Path,
+    data: Path,
+    *,
+    metadata: Mapping[str, Scalar] | None = None,
+    batch_size: int = 32,
+    threads: int | None = None,
+    progress: bool = True,
+) -> AddReport:
+    """Embed the images of ``data`` with the index's own model and add them (new ids, old ids
+    unchanged), each with ``metadata`` over its own."""
+    embedder = query_embedder(index_dir, threads=threads)
+    extra = dict(metadata or {})
+    records = [replace(record, metadata={**record.metadata, **extra}) for record in load_records(data)]
+    with open_store(index_dir, expected_model_sha256=embedder.model_sha256) as store:
+        kept, embeddings, failures = embed_records(embedder, records, batch_size=batch_size, progress=progress)
+        ids = store.add(kept, embeddings)
+        return AddReport(ids, store.count, failures)
+
+
+def remove_items(index_dir: Path, ids: Sequence[int]) -> tuple[int, int]:
+    """(items removed, items left); an id the index does not hold removes nothing and fails."""
+    with open_store(index_dir) as store:
+        unknown = sorted(set(ids) - set(store.ids().tolist()))
+        if unknown:
+            shown = ", ".join(map(str, unknown[:LISTED_IDS])) + (" ..." if len(unknown) > LISTED_IDS else "")
+            raise ItemNotFoundError(
+                f"{len(unknown)} of the ids are not in {index_dir} ({shown}); nothing was removed "
+                "(`retrieval index info` shows what the index holds)"
+            )
+        return store.remove(ids), store.count
+
+
+def compact_index(index_dir: Path, changes: Mapping[str, int | float | None]) -> CompactReport:
+    """Merge the base, every delta segment and no removed item into one new base; ``changes`` (None:
+    unchanged) update the stored thresholds of automatic compaction."""
+    with open_store(index_dir) as store:
+        stored = store.manifest.compaction.model_dump()
+        policy = CompactionPolicy(**{**stored, **{k: v for k, v in changes.items() if v is not None}})
+        result = store.compact(policy=policy)
+        return CompactReport(result, policy, store.count)

@@ -1,0 +1,102 @@
+"""Build an index from a model and a list of image records: embed them, then write through a target.
+
+The target is where the items go (``backends.index_target``: the files backend's directory by
+default, or a Milvus collection); either way the index directory is written in a staging directory
+beside ``out_dir`` and swapped in (``shared.index_dir``), so a crash or error mid-build leaves a
+previous index at ``out_dir`` intact and loadable.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from retrieval.indexing.common.errors import DataError
+from retrieval.indexing.data.records import ImageRecord
+from retrieval.indexing.model.onnx_embedder import OnnxEmbedder, embed_records
+from retrieval.indexing.model.resolution import resolve_export_dir
+from retrieval.indexing.store.backends import IndexTarget, backend_of
+from retrieval.indexing.store.files.faiss_kinds import IndexKind, binary_kind, float_kind
+from retrieval.indexing.store.files.files_target import FilesTarget
+from retrieval.indexing.store.shared.index_dir import IndexedModel, check_out_dir
+from retrieval.indexing.store.shared.manifest import IndexManifest
+from retrieval.indexing.store.shared.store_checks import validate_labels
+
+
+@dataclass
+class BuildReport:
+    """What ``build_index`` did; ``failures`` are the images that could not be read and were skipped;
+    ``storage`` says where the items are (the kinds, or the Milvus collection)."""
+
+    index_dir: Path
+    count: int
+    num_labels: int
+    float_kind: str
+    binary_kind: str
+    model_sha256: str
+    embed_seconds: float
+    total_seconds: float
+    failures: list[tuple[Path, str]] = field(default_factory=list)
+    storage: str = ""
+
+
+def build_index(
+    model_dir: Path,
+    records: Sequence[ImageRecord],
+    out_dir: Path,
+    *,
+    float_kind: str = "flat",
+    binary_kind: str = "flat",
+    batch_size: int = 32,
+    threads: int | None = None,
+    progress: bool = True,
+    target: IndexTarget | None = None,
+) -> BuildReport:
+    """Embed ``records`` with the model and write a float + binary index directory at ``out_dir``
+    (with a ``MilvusTarget``: the items into that Milvus collection, the directory naming it)."""
+    started = time.perf_counter()
+    kinds = index_kinds(float_kind, binary_kind)
+    if not records:
+        raise DataError("the gallery is empty; point --data at a folder or list with at least one image")
+    validate_labels(records)
+    check_out_dir(Path(out_dir))
+    embedder = OnnxEmbedder(resolve_export_dir(model_dir), threads=threads)
+    kept, embeddings, failures = embed_records(embedder, records, batch_size=batch_size, progress=progress)
+    embed_seconds = time.perf_counter() - started
+    manifest = write_index(Path(out_dir), embedder, kept, embeddings, kinds, progress=progress, target=target)
+    return BuildReport(
+        Path(out_dir),
+        manifest.count,
+        manifest.num_labels,
+        float_kind,
+        binary_kind,
+        embedder.model_sha256,
+        embed_seconds,
+        time.perf_counter() - started,
+        failures,
+        backend_of(manifest).describe(manifest),
+    )
+
+
+def index_kinds(float_name: str, binary_name: str) -> tuple[IndexKind, IndexKind]:
+    """The float and binary faiss kinds named on the command line (a ConfigError lists the known ones)."""
+    return float_kind(float_name), binary_kind(binary_name)
+
+
+def write_index(
+    out_dir: Path,
+    model: IndexedModel,
+    records: Sequence[ImageRecord],
+    embeddings: np.ndarray,
+    kinds: tuple[IndexKind, IndexKind],
+    *,
+    progress: bool = False,
+    target: IndexTarget | None = None,
+) -> IndexManifest:
+    """Write the index of ``records`` through ``target`` (the files backend when None)."""
+    chosen = target if target is not None else FilesTarget()
+    return chosen.write(out_dir, model, records, embeddings, kinds, progress=progress)

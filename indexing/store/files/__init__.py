@@ -1,0 +1,11 @@
+"""The files backend: faiss indexes + SQLite + stored embeddings in the index directory.
+
+``index_store`` (``IndexStore``: open, repair, search) with ``store_updates`` (add, remove, compact).
+Segments: ``segments`` (an immutable base + append-only deltas + tombstones), ``segment_files``
+(each segment's three files), ``segment_set`` (the loaded segments, id -> row -> segment),
+``segment_merge`` (the files of a compaction) and ``compaction_plan`` (when and what to compact).
+Searching: ``segment_searcher`` (one segment, one kind: tombstones, filters, GPU, exact fallback),
+``filtered_search`` (faiss id selectors and exact search over stored vectors), ``faiss_kinds`` (the
+registry of float and binary index kinds) and ``faiss_gpu`` (GPU copies when faiss sees a GPU).
+Writing a new index: ``files_target`` (``FilesTarget``).
+"""

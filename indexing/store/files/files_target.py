@@ -1,0 +1,115 @@
+"""``FilesTarget``: writing a new index of the files backend (faiss + SQLite in the index directory).
+
+Every file of a fresh index (generation 0: the base segment, ``items.sqlite``, ``model/``, the
+manifest last) is written in a staging directory and swapped in (``shared.index_dir``).
+``retrieval index build`` and ``index merge`` write through it unless ``--backend milvus``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from retrieval.indexing.common.artifact_names import INDEX_MODEL_SUBDIR, ITEMS_DB_NAME
+from retrieval.indexing.common.errors import ConfigError
+from retrieval.indexing.data.records import ImageRecord
+from retrieval.indexing.search.binary import binarize
+from retrieval.indexing.store.files.faiss_kinds import IndexKind, build_binary_index, build_float_index
+from retrieval.indexing.store.files.segment_files import write_embeddings, write_faiss_files
+from retrieval.indexing.store.shared.index_dir import IndexedModel, check_out_dir, copy_model, staged_index_dir
+from retrieval.indexing.store.shared.items_db import ItemsDb
+from retrieval.indexing.store.shared.manifest import IndexManifest, save_index_manifest, utc_now
+
+
+@dataclass(frozen=True)
+class FilesTarget:
+    """The files backend as a place to write an index: the directory itself."""
+
+    @classmethod
+    def of(cls, uri: str | None, collection: str | None, out_dir: Path) -> FilesTarget:
+        """From the CLI options (``--backend files`` takes no Milvus options)."""
+        if uri or collection:
+            raise ConfigError("--milvus-uri and --collection need --backend milvus")
+        return cls()
+
+    def write(
+        self,
+        out_dir: Path,
+        model: IndexedModel,
+        records: Sequence[ImageRecord],
+        embeddings: np.ndarray,
+        kinds: tuple[IndexKind, IndexKind],
+        *,
+        progress: bool = False,
+    ) -> IndexManifest:
+        """Write all files in a staging directory, then swap it in place of ``out_dir``."""
+        check_out_dir(out_dir)
+        with staged_index_dir(out_dir) as staging:
+            manifest = write_index_files(staging, model, records, embeddings, kinds, progress=progress)
+        return manifest
+
+
+def describe(manifest: IndexManifest) -> str:
+    """Where the items of a files index are, as the build and merge commands print it."""
+    return f"float {manifest.float_kind}, binary {manifest.binary_kind}"
+
+
+def summary(manifest: IndexManifest) -> str:
+    """The backend row of ``retrieval index info``."""
+    return "files (faiss + SQLite in this directory)"
+
+
+def write_index_files(
+    index_dir: Path,
+    model: IndexedModel,
+    records: Sequence[ImageRecord],
+    embeddings: np.ndarray,
+    kinds: tuple[IndexKind, IndexKind],
+    *,
+    progress: bool = False,
+) -> IndexManifest:
+    """Every file of a fresh index (generation 0) in ``index_dir``; the manifest is written last."""
+    index_dir.mkdir(parents=True, exist_ok=False)
+    vectors = np.asarray(embeddings, dtype=np.float32)
+    write_embeddings(index_dir, vectors)
+    db = ItemsDb.create(index_dir / ITEMS_DB_NAME)
+    try:
+        with db.transaction():
+            ids = np.asarray(db.insert(records, range(len(records))), dtype=np.int64)
+        num_labels = len(db.labels())
+    finally:
+        db.close()
+    threshold = model.manifest.binarization_threshold
+    float_index = build_float_index(kinds[0], vectors, ids, progress=progress)
+    binary_index = build_binary_index(kinds[1], binarize(vectors, threshold), ids, vectors.shape[1], progress=progress)
+    write_faiss_files(index_dir, float_index, binary_index)
+    copy_model(model, index_dir / INDEX_MODEL_SUBDIR)
+    manifest = _manifest(model, kinds, dim=vectors.shape[1], count=len(ids), num_labels=num_labels)
+    save_index_manifest(index_dir, manifest)
+    return manifest
+
+
+def _manifest(
+    model: IndexedModel, kinds: tuple[IndexKind, IndexKind], *, dim: int, count: int, num_labels: int
+) -> IndexManifest:
+    now = utc_now()
+    return IndexManifest(
+        model_sha256=model.model_sha256,
+        model=model.manifest,
+        model_dir=str(model.export_dir.resolve()),
+        dim=dim,
+        bits=dim,
+        binarization_threshold=model.manifest.binarization_threshold,
+        float_kind=kinds[0].name,
+        binary_kind=kinds[1].name,
+        count=count,
+        num_labels=num_labels,
+        generation=0,
+        created_at=now,
+        build_id=uuid.uuid4().hex,
+        updated_at=now,
+    )

@@ -1,0 +1,183 @@
+"""An index directory opened for searching and updating: faiss segments + SQLite + stored embeddings.
+
+Layout (names in ``artifact_names``): ``manifest.json``, ``items.sqlite``, ``model/`` (a copy of the
+export, so the directory is self-contained), the base segment's ``float.faiss``, ``binary.faiss`` and
+``embeddings.f16.npy``, and ``segments/NAME/`` with the same three files for each delta segment
+(``segments.py``: an add writes a delta, a remove leaves tombstones, a compaction makes a new base).
+
+Crash safety of updates (one generation each): new files first (an add's delta embeddings, a
+compaction's merged segment; harmless to the old state, nothing refers to them), then ONE SQLite
+transaction with the items, the segment list and generation g+1 (the commit point), then the rest
+(an add's delta faiss files; a compaction moves its new base in place and deletes merged deltas),
+then the manifest with generation g+1. ``open`` repairs what an interrupted update left after its
+commit point: it re-indexes a delta without faiss files from its embeddings, finishes moving a new
+base in place, and saves the manifest with the committed generation. What a writer left before its
+commit point is deleted by the next writer.
+
+Not thread-safe: callers that share a store between threads (the service) hold a lock.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from retrieval.indexing.common.artifact_names import ITEMS_DB_NAME
+from retrieval.indexing.common.errors import IndexFormatError
+from retrieval.indexing.search.kinds import SearchKind
+from retrieval.indexing.search.results import SearchResults
+from retrieval.indexing.store.files.filtered_search import StoredVectors
+from retrieval.indexing.store.files.segment_files import write_faiss_files
+from retrieval.indexing.store.files.segment_searcher import SegmentSearcher
+from retrieval.indexing.store.files.segment_set import SegmentSet, load_segment_set
+from retrieval.indexing.store.files.segments import (
+    Segment,
+    base_generation,
+    finish_base_swap,
+    remove_uncommitted,
+    segment_dir,
+    staged_base_dir,
+)
+from retrieval.indexing.store.files.store_updates import StoreUpdates
+from retrieval.indexing.store.shared.item_filter import ItemFilter
+from retrieval.indexing.store.shared.items_db import Item, ItemsDb
+from retrieval.indexing.store.shared.manifest import IndexManifest, check_model, load_index_manifest
+from retrieval.indexing.store.shared.store_base import StoreBase
+from retrieval.indexing.store.shared.write_lock import exclusive_writer
+
+_log = logging.getLogger(__name__)
+_OPEN_ATTEMPTS = 3  # an update committing while we read is retried (its files moved under us)
+Allowed = np.ndarray | None
+"""The ids a search may return (ascending; a filter's matches), or None for every live item."""
+
+
+class IndexStore(StoreUpdates, StoreBase[Allowed]):
+    """Search, look up, add and remove items of one index directory."""
+
+    def __init__(self, index_dir: Path, manifest: IndexManifest, db: ItemsDb, segments: SegmentSet) -> None:
+        self.index_dir = Path(index_dir)
+        self.manifest = manifest
+        self._db = db
+        self._set = segments
+        self._searchers: dict[int, dict[SearchKind, SegmentSearcher]] = {}
+        self._segments_changed()
+
+    # ----- opening -----------------------------------------------------------------------
+    @classmethod
+    def open(cls, index_dir: Path, *, expected_model_sha256: str | None = None, force: bool = False) -> IndexStore:
+        """Open (and, after an interrupted update, repair) an index directory."""
+        index_dir = Path(index_dir)
+        manifest = load_index_manifest(index_dir)
+        check_model(manifest, expected_model_sha256, force=force)
+        db = ItemsDb.open(index_dir / ITEMS_DB_NAME)
+        try:
+            return cls._loaded(index_dir, manifest, db)
+        except BaseException:
+            db.close()
+            raise
+
+    @classmethod
+    def _loaded(cls, index_dir: Path, manifest: IndexManifest, db: ItemsDb) -> IndexStore:
+        for attempt in range(_OPEN_ATTEMPTS):
+            generation = db.generation
+            try:
+                segments, stale = load_segment_set(index_dir, manifest, db)
+                break
+            except IndexFormatError:
+                if attempt == _OPEN_ATTEMPTS - 1 or db.generation == generation:
+                    raise
+                manifest = load_index_manifest(index_dir)
+        store = cls(index_dir, manifest, db, segments)
+        pending_swap = staged_base_dir(index_dir, base_generation(db)).is_dir()
+        if stale or pending_swap or generation != manifest.generation:
+            store._repair(stale, generation)
+        return store
+
+    def _repair(self, stale: list[int], generation: int) -> None:
+        """Save what ``open`` re-indexed and the committed generation's manifest (with the writer lock);
+        on a read-only mount the repaired copy is served from memory."""
+        _log.warning("%s: an update was interrupted after its commit; finishing it", self.index_dir)
+        try:
+            with exclusive_writer(self.index_dir):
+                if self._db.generation != generation:
+                    return  # another writer has moved on since we read; its state is complete
+                finish_base_swap(self.index_dir, base_generation(self._db))
+                remove_uncommitted(self.index_dir, self._set.deltas, base_generation(self._db))
+                for position in stale:
+                    segment = self._set.segments[position]
+                    write_faiss_files(segment_dir(self.index_dir, segment.info.name), *_indexes(segment))
+                self._save_manifest(generation, len(self._db.labels()))
+        except OSError as error:  # e.g. a read-only mount: serve the repaired copy from memory
+            _log.warning("%s: could not save the repaired index (%s)", self.index_dir, error)
+
+    def close(self) -> None:
+        self._db.close()
+
+    # ----- reading -----------------------------------------------------------------------
+    @property
+    def count(self) -> int:
+        return self._set.count
+
+    def ids(self) -> np.ndarray:
+        """All item ids, ascending."""
+        return self._set.ids.copy()
+
+    def items(self, ids: Sequence[int]) -> list[Item | None]:
+        """Items in the order of ``ids``; ``None`` for ids that do not exist (e.g. faiss's -1)."""
+        return self._db.items(ids)
+
+    def paths_in_use(self, paths: Sequence[str]) -> set[str]:
+        """Which of ``paths`` some item of the index still points to."""
+        return self._db.paths_in_use(list(paths)) if paths else set()
+
+    def all_items(self) -> list[Item]:
+        """Every item, ascending by id."""
+        return self._db.all_items()
+
+    def embeddings_of(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
+        """Stored embeddings (n, d) float32 (from float16) of existing item ids."""
+        return self._set.embeddings_of(np.asarray(ids, dtype=np.int64))
+
+    # ----- searching (``StoreBase.search`` calls these) ----------------------------------------
+    def is_exact(self, kind: SearchKind) -> bool:
+        """Whether the base's index of ``kind`` is exact (deltas always are)."""
+        return self._set.segments[0].index_kind(SearchKind.of(kind)).exact
+
+    def _scope(self, where: ItemFilter | None) -> tuple[Allowed, int]:
+        """The items that pass ``where`` (ascending ids), or None and every item."""
+        if where is None:
+            return None, self.count
+        allowed = self._db.matching_ids(where)
+        return allowed, len(allowed)
+
+    def _search_kind(self, kind: SearchKind, data: np.ndarray, k: int, scope: Allowed) -> SearchResults:
+        """Each segment's top-k of its live (and allowed) items, merged into one top-k."""
+        groups = self._set.split(scope) if scope is not None else None
+        parts = []
+        for position, segment in enumerate(self._set.segments):
+            selected = groups[position] if groups is not None else None
+            wanted = min(k, segment.live_count if selected is None else len(selected))
+            if wanted:
+                parts.append(self._searchers[id(segment)][kind].search(data, wanted, selected))
+        return SearchResults.merge_top_k(parts, k)
+
+    def _segments_changed(self) -> None:
+        """A searcher per segment and kind: kept for unchanged segments (their GPU copies too), made
+        for new ones, dropped with merged ones. (Keys are ``id(segment)``: a kept searcher holds its
+        segment, so no new segment can take the id of one still listed.)"""
+        stored = StoredVectors(self._set, self.manifest.binarization_threshold, self.manifest.dim)
+        searchers = {}
+        for segment in self._set.segments:
+            kept = self._searchers.get(id(segment))
+            if kept is None or kept[SearchKind.FLOAT].segment is not segment:
+                kept = {kind: SegmentSearcher(segment, kind, stored, self.manifest.bits) for kind in SearchKind}
+            searchers[id(segment)] = kept
+        self._searchers = searchers
+
+
+def _indexes(segment: Segment) -> tuple[Any, Any]:
+    return segment.float_index, segment.binary_index

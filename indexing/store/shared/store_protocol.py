@@ -1,0 +1,94 @@
+"""``Store``: the one interface of an opened index, whichever backend holds its items.
+
+The service, the commands, the evaluation and the Python API use only this; ``IndexStore`` (files:
+faiss + SQLite) and ``MilvusStore`` (a Milvus collection) implement all of it, and
+``store.backends.open_store`` opens the right one. Not thread-safe: a caller that shares a store
+between threads (the service) runs every call on one thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from retrieval.indexing.data.records import ImageRecord
+from retrieval.indexing.search.kinds import KindName, SearchKind
+from retrieval.indexing.search.results import SearchResults
+from retrieval.indexing.store.shared.compaction import CompactionPolicy, CompactionResult
+from retrieval.indexing.store.shared.item_filter import ItemFilter
+from retrieval.indexing.store.shared.items_db import Item
+from retrieval.indexing.store.shared.manifest import IndexManifest
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Search, look up, add and remove the items of one index."""
+
+    @property
+    def index_dir(self) -> Path: ...
+
+    @property
+    def manifest(self) -> IndexManifest: ...
+
+    @property
+    def count(self) -> int:
+        """Items currently searchable."""
+        ...
+
+    @property
+    def dim(self) -> int: ...
+
+    def search(
+        self,
+        vectors: np.ndarray,
+        k: int,
+        *,
+        kind: KindName = "float",
+        rerank: int | None = None,
+        where: ItemFilter | None = None,
+    ) -> SearchResults:
+        """Top-``k`` item ids per query row, best first (see ``StoreBase.search``)."""
+        ...
+
+    def is_exact(self, kind: SearchKind) -> bool:
+        """Whether a search of ``kind`` is exact (else approximate: IVF, HNSW, PQ)."""
+        ...
+
+    def ids(self) -> np.ndarray:
+        """All item ids, ascending."""
+        ...
+
+    def items(self, ids: Sequence[int]) -> list[Item | None]: ...
+
+    def item(self, item_id: int) -> Item: ...
+
+    def all_items(self) -> list[Item]: ...
+
+    def hits(
+        self, results: SearchResults, row: int = 0, *, exclude: int | None = None, limit: int | None = None
+    ) -> list[tuple[Item, float]]: ...
+
+    def paths_in_use(self, paths: Sequence[str]) -> set[str]: ...
+
+    def embedding(self, item_id: int) -> np.ndarray: ...
+
+    def embeddings_of(self, ids: Sequence[int] | np.ndarray) -> np.ndarray: ...
+
+    def add(
+        self, records: Sequence[ImageRecord], embeddings: np.ndarray, *, idempotency_key: str | None = None
+    ) -> list[int]: ...
+
+    def recall(self, idempotency_key: str) -> dict[str, Any] | None: ...
+
+    def remove(self, ids: Sequence[int]) -> int: ...
+
+    def compact(self, *, policy: CompactionPolicy | None = None) -> CompactionResult: ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Store: ...
+
+    def __exit__(self, *exc: object) -> None: ...

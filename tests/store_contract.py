@@ -1,0 +1,209 @@
+"""The contract of ``Store``, as tests every backend inherits (fsspec's ``tests/abstract`` style).
+
+``StoreContract`` holds the tests; a backend's test class subclasses it with its fixtures, which
+provide ``target(directory)``: where that backend writes a new index (test_store_contract.py). Every
+test reads an index of the same ``COUNT`` random items (ids 1..COUNT, labels, metadata), built
+through the backend's target, and compares with a brute-force answer computed here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from retrieval.indexing.common.errors import DataError, ItemNotFoundError
+from retrieval.indexing.data.records import ImageRecord
+from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.search.binary import binarize
+from retrieval.indexing.search.kinds import SearchKind
+from retrieval.indexing.search.results import PAD_ID, SearchResults
+from retrieval.indexing.store.backends import IndexTarget, open_store
+from retrieval.indexing.store.build.builder import index_kinds, write_index
+from retrieval.indexing.store.shared.item_filter import parse_filter
+from retrieval.indexing.store.shared.store_protocol import Store
+
+DIM = 64  # the tiny model's dimension (index_fixtures.TINY_DIM)
+COUNT = 60
+LABELS = 5
+K = 6
+
+
+def make_records(root: Path, count: int, seed: int) -> list[ImageRecord]:
+    return [
+        ImageRecord(path=root / f"s{seed}_{i}.png", label=f"label_{i % LABELS}", metadata={"even": i % 2 == 0, "n": i})
+        for i in range(count)
+    ]
+
+
+def make_vectors(count: int, seed: int) -> np.ndarray:
+    vectors = np.random.default_rng(seed).standard_normal((count, DIM)).astype(np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+VECTORS = make_vectors(COUNT, seed=0)
+
+
+def brute_force(queries: np.ndarray, ids: np.ndarray, kind: str, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Top-k ``ids`` (rows of ``VECTORS`` at ``ids - 1``) by inner product or by Hamming similarity."""
+    gallery = VECTORS[ids - 1]
+    if kind == "float":
+        scores = queries @ gallery.T
+    else:
+        query_bits, bits = np.unpackbits(binarize(queries), axis=1), np.unpackbits(binarize(gallery), axis=1)
+        distances = (query_bits[:, None, :] != bits[None, :, :]).sum(axis=2)
+        scores = (1 - 2 * distances / DIM).astype(np.float32)
+    order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    return ids[order], np.take_along_axis(scores, order, 1)
+
+
+def assert_same_ranking(found: SearchResults, ids: np.ndarray, scores: np.ndarray, atol: float) -> None:
+    """Scores equal; ids equal wherever a score is not tied (within ``atol``) with another of the row."""
+    np.testing.assert_allclose(found.scores, scores, atol=atol, rtol=0)
+    for row in range(len(ids)):
+        for j, score in enumerate(scores[row]):
+            tied = np.sum(np.abs(scores[row] - score) <= atol) > 1 or j == scores.shape[1] - 1
+            assert tied or found.ids[row, j] == ids[row, j], (row, j)
+
+
+class StoreContract:
+    """What every ``Store`` does. A backend's fixtures class provides the classmethod
+    ``target(directory) -> IndexTarget``: where that backend writes a new index."""
+
+    target: Callable[[Path], IndexTarget]
+
+    @classmethod
+    def build(cls, directory: Path, model_dir: Path) -> Path:
+        """An index of ``COUNT`` items (``make_records`` / ``VECTORS``) written through ``target``."""
+        out = directory / "index"
+        model = OnnxEmbedder(model_dir, threads=1)
+        records = make_records(directory, COUNT, seed=0)
+        write_index(out, model, records, VECTORS, index_kinds("flat", "flat"), target=cls.target(directory))
+        return out
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def store(cls, tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
+        """One index for the tests that only read."""
+        with open_store(cls.build(tmp_path_factory.mktemp("contract"), tiny_model_dir)) as opened:
+            yield opened
+
+    @pytest.fixture
+    def fresh(self, tiny_model_dir: Path, tmp_path: Path) -> Iterator[Store]:
+        """An index of its own for a test that writes."""
+        with open_store(self.build(tmp_path, tiny_model_dir)) as opened:
+            yield opened
+
+    # ----- reading -----------------------------------------------------------------------
+    def test_is_a_store_of_every_item(self, store: Store) -> None:
+        assert isinstance(store, Store)
+        assert (store.count, store.dim, store.manifest.count) == (COUNT, DIM, COUNT)
+        assert store.ids().tolist() == list(range(1, COUNT + 1))
+        assert [item.id for item in store.all_items()] == list(range(1, COUNT + 1))
+
+    def test_items_come_in_the_order_asked(self, store: Store) -> None:
+        third, pad, first, unknown = store.items([3, PAD_ID, 1, 10**9])
+        assert pad is None and unknown is None and first is not None and third is not None
+        assert (third.id, third.label, third.metadata, first.id) == (3, "label_2", {"even": True, "n": 2}, 1)
+        assert store.item(3) == third
+        with pytest.raises(ItemNotFoundError):
+            store.item(10**9)
+
+    def test_embeddings_are_the_stored_vectors(self, store: Store) -> None:
+        ids = np.array([5, 1, 5, COUNT])
+        np.testing.assert_allclose(store.embeddings_of(ids), VECTORS[ids - 1], atol=1e-3)  # float16 on files
+        np.testing.assert_allclose(store.embedding(7), VECTORS[6], atol=1e-3)
+        with pytest.raises(ItemNotFoundError):
+            store.embeddings_of([10**9])
+
+    def test_paths_in_use(self, store: Store) -> None:
+        first = store.item(1).path
+        assert store.paths_in_use([first, "/nowhere/x.png"]) == {first}
+
+    def test_flat_kinds_are_exact(self, store: Store) -> None:
+        assert store.is_exact(SearchKind.FLOAT) and store.is_exact(SearchKind.BINARY)
+
+    # ----- searching ---------------------------------------------------------------------
+    @pytest.mark.parametrize("kind", ["float", "binary"])
+    def test_search_equals_brute_force(self, store: Store, kind: str) -> None:
+        queries = make_vectors(8, seed=5)
+        found = store.search(queries, K, kind=SearchKind(kind))
+        ids, scores = brute_force(queries, store.ids(), kind, K)
+        assert_same_ranking(found, ids, scores, atol=1e-5 if kind == "float" else 0)
+
+    def test_rerank_orders_a_hamming_shortlist_by_inner_product(self, store: Store) -> None:
+        queries = make_vectors(4, seed=6)
+        found = store.search(queries, 5, kind="binary", rerank=20)
+        _, shortlist_scores = brute_force(queries, store.ids(), "binary", 20)
+        codes = np.unpackbits(binarize(VECTORS), axis=1)
+        for row, query in enumerate(queries):
+            np.testing.assert_allclose(found.scores[row], store.embeddings_of(found.ids[row]) @ query, atol=1e-6)
+            assert (np.diff(found.scores[row]) <= 0).all()
+            hamming = (codes[found.ids[row] - 1] != np.unpackbits(binarize(query[None]), axis=1)).sum(axis=1)
+            assert (1 - 2 * hamming / DIM >= shortlist_scores[row, -1]).all()  # each from the top-20 shortlist
+
+    def test_a_filter_keeps_its_matches_only(self, store: Store) -> None:
+        where = parse_filter({"label": "label_1", "even": True})
+        allowed = np.array([i + 1 for i in range(COUNT) if i % LABELS == 1 and i % 2 == 0])
+        queries = make_vectors(5, seed=7)
+        for kind in ("float", "binary"):
+            found = store.search(queries, 3, kind=SearchKind(kind), where=where)
+            assert (found.valid_mask().sum(axis=1) == min(3, len(allowed))).all()
+            assert np.isin(found.ids[found.valid_mask()], allowed).all()
+        found = store.search(queries, 3, where=where)
+        ids, scores = brute_force(queries, allowed, "float", 3)
+        assert_same_ranking(SearchResults(found.ids[:, :3], found.scores[:, :3]), ids, scores, atol=1e-5)
+
+    def test_a_filter_nothing_matches_finds_nothing(self, store: Store) -> None:
+        queries = make_vectors(2, seed=8)
+        found = store.search(queries, 3, where=parse_filter({"label": "no such label"}))
+        assert [store.hits(found, row) for row in range(len(queries))] == [[], []]
+
+    def test_k_above_the_count_gives_every_item_once(self, store: Store) -> None:
+        found = store.search(make_vectors(2, seed=9), COUNT + 10)
+        assert found.k == COUNT and found.valid_mask().all()
+        assert all(sorted(row) == list(range(1, COUNT + 1)) for row in found.ids.tolist())
+
+    def test_bad_queries_are_data_errors(self, store: Store) -> None:
+        with pytest.raises(DataError, match="embeddings"):
+            store.search(np.zeros((1, DIM + 1), np.float32), 3)
+        with pytest.raises(DataError, match="k must be at least 1"):
+            store.search(make_vectors(1, seed=10), 0)
+        with pytest.raises(DataError, match="unknown search kind"):
+            store.search(make_vectors(1, seed=10), 3, kind="cosine")  # type: ignore[arg-type]
+
+    def test_hits_drop_padding_the_excluded_item_and_gone_ids(self, store: Store) -> None:
+        results = SearchResults(
+            np.array([[4, 2, 10**9, 1, PAD_ID]], np.int64), np.array([[0.9, 0.5, 0.4, 0.3, -np.inf]], np.float32)
+        )
+        hits = store.hits(results, 0, exclude=2)
+        assert [(item.id, round(score, 6)) for item, score in hits] == [(4, 0.9), (1, 0.3)]
+        assert [item.id for item, _ in store.hits(results, 0, limit=1)] == [4]
+
+    # ----- updating ----------------------------------------------------------------------
+    def test_added_items_are_found_and_recalled(self, fresh: Store, tmp_path: Path) -> None:
+        records, vectors = make_records(tmp_path / "new", 3, seed=1), make_vectors(3, seed=11)
+        ids = fresh.add(records, vectors, idempotency_key="key")
+        assert ids == [COUNT + 1, COUNT + 2, COUNT + 3] and fresh.count == COUNT + 3
+        assert fresh.search(vectors, 1).ids[:, 0].tolist() == ids
+        assert fresh.item(ids[0]).path == str(records[0].path)
+        assert fresh.recall("key") == {"ids": ids, "count": COUNT + 3} and fresh.recall("other") is None
+        assert fresh.add([], np.zeros((0, DIM), np.float32)) == []
+
+    def test_an_add_refuses_blank_labels_and_wrong_shapes(self, fresh: Store, tmp_path: Path) -> None:
+        records = make_records(tmp_path, 2, seed=2)
+        with pytest.raises(DataError, match="empty label"):
+            fresh.add([records[0], ImageRecord(path=tmp_path / "x.png", label=" ")], make_vectors(2, seed=12))
+        with pytest.raises(DataError, match="embedding per record"):
+            fresh.add(records, make_vectors(3, seed=12))
+        assert fresh.count == COUNT
+
+    def test_removed_items_are_gone_and_their_ids_never_return(self, fresh: Store, tmp_path: Path) -> None:
+        assert fresh.remove([2, COUNT, 10**9]) == 2 and fresh.count == COUNT - 2
+        assert fresh.items([2, COUNT]) == [None, None] and not np.isin([2, COUNT], fresh.ids()).any()
+        found = fresh.search(VECTORS[[1, COUNT - 1]], 5)
+        assert not np.isin(found.ids, [2, COUNT]).any()
+        assert fresh.remove([2]) == 0
+        assert fresh.add(make_records(tmp_path, 1, seed=3), make_vectors(1, seed=13)) == [COUNT + 1]

@@ -1,0 +1,238 @@
+"""The layout of the source packages, read from the code with ``ast`` (nothing is imported):
+
+- no import cycle between their modules (module-level imports, ``if TYPE_CHECKING`` ones included);
+- no import inside a function, except the few optional ones listed in ``LAZY_IMPORTS``;
+- the package arrows of docs/CONTRACTS.md, and the order of ``retrieval.indexing``'s sub-packages
+  and of ``retrieval.indexing.store``'s;
+- every module and sub-package named in its package's ``__init__`` map.
+
+``PACKAGES`` lists the checked packages; a package joins all checks by one more line there.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = [
+    "retrieval.training",
+    "retrieval.indexing",
+    "retrieval.serving",
+    "retrieval.cli",
+]
+LAZY_IMPORTS = {
+    # module imported inside a function -> why it may not be imported at module level
+    "onnxruntime": "fast_transpose: evaluation needs it, searching an index does not (cpu/gpu extras)",
+    "pyarrow": "the parquet extra, checked before any work",
+    "pyarrow.parquet": "the parquet extra",
+    "pymilvus": "the milvus extra: the files backend never needs it",
+    "scipy.io": "only the Cars196 layout reads a .mat file",
+    "timm": "the pretrained extra: torchvision backbones never need it",
+    "huggingface_hub": "timm's local weights cache, for timm:NAME backbones only",
+    "safetensors.torch": "timm's local weights cache, for timm:NAME backbones only",
+    "torch.utils.tensorboard": "the tracking extra (--tensorboard)",
+    "retrieval.training": "torch (the train extra): the commands that need no torch never load it",
+}
+ARROWS = {  # package -> the top-level packages it may import (docs/CONTRACTS.md)
+    "retrieval.indexing": set(),
+    "retrieval.serving": {"retrieval.indexing"},
+    "retrieval.training": {"retrieval.indexing"},
+    "retrieval.cli": {"retrieval.indexing", "retrieval.serving", "retrieval.training"},
+}
+ORDERS = {  # package -> its sub-packages and modules, lowest first: an import never points right
+    "retrieval.indexing": [{"common"}, {"data"}, {"model"}, {"search"}, {"store"}, {"eval"}, {"api"}],
+    "retrieval.training": [
+        {"losses"},
+        {"config"},
+        {"model"},
+        {"data"},
+        {"run"},
+        {"ensemble"},
+        {"export"},
+        {"study"},
+        {"api"},
+    ],
+    "retrieval.indexing.store": [
+        {"shared"},
+        {"files", "milvus"},
+        {"backends", "item_search", "stored_embeddings"},
+        {"build"},
+    ],
+}
+INDEPENDENT = {("retrieval.indexing.store", "files", "milvus")}  # side by side, neither imports the other
+
+
+def folder(package: str) -> Path:
+    """``retrieval.X.Y`` lives in ``X/Y`` (pyproject.toml's package-dir)."""
+    return ROOT.joinpath(*package.split(".")[1:])
+
+
+@dataclass(frozen=True)
+class Import:
+    importer: str
+    target: str
+    line: int
+    lazy: bool  # inside a function
+
+
+@cache
+def modules() -> dict[str, Path]:
+    """Every module of the checked packages (a package as its ``__init__``) -> its file."""
+    found = {}
+    for package in PACKAGES:
+        for path in sorted(folder(package).rglob("*.py")):
+            parts = path.relative_to(folder(package)).with_suffix("").parts
+            name = ".".join([package, *parts])
+            found[name.removesuffix(".__init__")] = path
+    return found
+
+
+def _targets(node: ast.Import | ast.ImportFrom, importer: str) -> Iterator[str]:
+    if isinstance(node, ast.Import):
+        yield from (alias.name for alias in node.names)
+        return
+    base = node.module or ""
+    if node.level:  # relative: ``from .x import y`` counts from the importer's package
+        parts = importer.split(".") if modules()[importer].name == "__init__.py" else importer.split(".")[:-1]
+        base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+    for alias in node.names:
+        yield f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules() else base
+
+
+def _walk(node: ast.AST, lazy: bool) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool]]:
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.Import | ast.ImportFrom):
+            yield child, lazy
+        inside = lazy or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+        yield from _walk(child, inside)
+
+
+@cache
+def imports() -> list[Import]:
+    found = []
+    for name, path in modules().items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for node, lazy in _walk(tree, lazy=False):
+            found += [Import(name, target, node.lineno, lazy) for target in _targets(node, name)]
+    return found
+
+
+def _where(item: Import) -> str:
+    return f"{modules()[item.importer].relative_to(ROOT)}:{item.line} imports {item.target}"
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of ``graph`` (as a path that ends where it starts), or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt) :] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        state[node] = 2
+        path.pop()
+        return None
+
+    for start in sorted(graph):
+        if start not in state and (found := visit(start)):
+            return found
+    return None
+
+
+def test_no_import_cycle_between_modules() -> None:
+    graph: dict[str, set[str]] = {}
+    for item in imports():
+        if not item.lazy and item.target in modules() and item.target != item.importer:
+            graph.setdefault(item.importer, set()).add(item.target)
+    cycle = _cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_the_cycle_finder_finds_one() -> None:
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b", "c"}, "b": {"c"}}) is None
+
+
+def _package_of(module: str) -> str:
+    return next(package for package in ARROWS if module == package or module.startswith(package + "."))
+
+
+def _optional(item: Import) -> bool:
+    """A lazy import of ``LAZY_IMPORTS``; a first-party one (torch's ``retrieval.training``) only from the CLI."""
+    listed = any(item.target == name or item.target.startswith(name + ".") for name in LAZY_IMPORTS)
+    return listed and (not item.target.startswith("retrieval.") or item.importer.startswith("retrieval.cli."))
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_import_inside_a_function(package: str) -> None:
+    """An import moved into a function to dodge a cycle is a cycle; only optional ones may wait."""
+    wrong = [
+        _where(item)
+        for item in imports()
+        if item.lazy and _package_of(item.importer) == package and not _optional(item)
+    ]
+    assert not wrong, "imports inside functions:\n" + "\n".join(wrong)
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_package_arrows(package: str) -> None:
+    """cli -> all; training -> indexing; serving -> indexing; indexing -> nothing of the others."""
+    wrong = [
+        _where(item)
+        for item in imports()
+        if _package_of(item.importer) == package
+        and item.target.startswith("retrieval.")
+        and _package_of(item.target) not in ARROWS[package] | {package}
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+def _part(module: str, package: str) -> str | None:
+    return module.removeprefix(package + ".").split(".")[0] if module.startswith(package + ".") else None
+
+
+@pytest.mark.parametrize("package", sorted(ORDERS))
+def test_sub_packages_import_only_to_their_left(package: str) -> None:
+    rank = {part: position for position, group in enumerate(ORDERS[package]) for part in group}
+    wrong = []
+    for item in imports():
+        here, there = _part(item.importer, package), _part(item.target, package)
+        if here is None or there is None or here == there:
+            continue
+        if rank[there] > rank[here] or (package, *sorted((here, there))) in INDEPENDENT:
+            wrong.append(_where(item))
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_orders_name_every_sub_package() -> None:
+    for package, groups in ORDERS.items():
+        named = set().union(*groups)
+        children = {_part(module, package) for module in modules() if module.startswith(package + ".")}
+        assert children == named, (package, children ^ named)
+
+
+def _packages() -> list[str]:
+    return sorted(name for name, path in modules().items() if path.name == "__init__.py")
+
+
+@pytest.mark.parametrize("package", _packages())
+def test_every_module_is_named_in_its_package_map(package: str) -> None:
+    """Each package ``__init__`` opens with a map that names each of its modules and sub-packages."""
+    text = ast.get_docstring(ast.parse(modules()[package].read_text(encoding="utf-8"))) or ""
+    children = sorted(
+        {name.removeprefix(package + ".").split(".")[0] for name in modules() if name.startswith(package + ".")}
+    )
+    missing = [child for child in children if not re.search(rf"``{re.escape(child)}(/|\.\w[\w.]*)?``", text)]
+    assert not missing, f"{package}'s __init__ map does not name: {', '.join(missing)}"
