@@ -118,6 +118,7 @@ def info(index_dir: Annotated[Path, typer.Argument(help="index directory")]) -> 
             "model",
             f"{manifest.model_sha256[:12]} {manifest.model.backbone} / {manifest.model.loss} ({manifest.model_dir})",
         ),
+        *([("training", manifest.model.verdict)] if manifest.model.verdict else []),
         ("created", manifest.created_at),
         ("updated", f"{manifest.updated_at} (generation {manifest.generation})"),
         ("faiss", manifest.faiss_version),

@@ -257,6 +257,8 @@ def _print_summary(result) -> None:
                 f"{reference} (pooled features): float MAP@R {before['float']['map_at_r']:.4f}  "
                 f"P@1 {before['float']['precision_at_1']:.4f}  binary MAP@R {before['binary']['map_at_r']:.4f}"
             )
+    if "verdict" in result.test:
+        typer.echo(result.test["verdict"]["sentence"])
     typer.echo(f"next: retrieval export {result.run_dir}")
 
 

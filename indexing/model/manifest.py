@@ -92,6 +92,11 @@ class ModelManifest(BaseModel):
         1, ge=1, description="models whose L2-normalised embeddings the graph concatenates and normalises again"
     )
     quantization: Quantization | None = Field(None, description="set for an INT8 export (`--quantize int8`)")
+    verdict: str | None = Field(
+        None,
+        description="the training run's one-sentence verdict: whether training beat the backbone it started from "
+        "(on the validation classes) and by how much, or that the starting backbone was kept",
+    )
     created_at: str
 
     @classmethod

@@ -110,7 +110,12 @@ def parity_max_abs_diff(model: torch.nn.Module, onnx_bytes: bytes, image_size: i
 
 
 def build_manifest(
-    config: TrainConfig, state: dict[str, Any], onnx_bytes: bytes, embedding_dim: int, precision: str
+    config: TrainConfig,
+    state: dict[str, Any],
+    onnx_bytes: bytes,
+    embedding_dim: int,
+    precision: str,
+    verdict: str | None = None,
 ) -> ModelManifest:
     return ModelManifest(
         onnx_sha256=hashlib.sha256(onnx_bytes).hexdigest(),
@@ -126,6 +131,7 @@ def build_manifest(
         config_hash=config.config_hash(),
         validation_metrics=_numeric_metrics(state.get("val_metrics")),
         training_classes=[str(label) for label in state.get("training_classes") or []],
+        verdict=verdict,
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
 

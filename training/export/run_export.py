@@ -6,6 +6,7 @@ its members joined into one model (``ensemble_export``). Both write only a graph
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Literal
 
@@ -43,7 +44,16 @@ def export_run(
         Path(out_dir) if out_dir is not None else paths.export_dir,
         fp16=fp16,
         manifest_for=lambda onnx_bytes, precision: build_manifest(
-            config, state, onnx_bytes, model.embedding_dim, precision
+            config, state, onnx_bytes, model.embedding_dim, precision, run_verdict(paths)
         ),
         int8=int8.for_run(config.data) if int8 is not None else None,
     )
+
+
+def run_verdict(paths: RunPaths) -> str | None:
+    """The sentence the trainer ended with (``test_metrics.json``'s verdict), if the run has one."""
+    try:
+        verdict = json.loads(paths.test_metrics.read_text()).get("verdict")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return verdict.get("sentence") if isinstance(verdict, dict) else None

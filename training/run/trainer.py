@@ -390,8 +390,6 @@ class Trainer:
         result["num_test_classes"] = len(self.data.splits.test_classes)
         result["num_test_images"] = len(self.data.splits.test)
         atomic_write_text(self.paths.test_metrics, json.dumps(result, indent=2) + "\n")
-        if self.progress:
-            tqdm.write(verdict.sentence())
         log.info("verdict: %s", verdict.sentence())
         return result, best.get("val_metrics")
 
@@ -410,6 +408,7 @@ class Trainer:
         best_val = best.get("val_metrics") or {}
         return Verdict(
             reference=reference_name(self.cfg.model),
+            epochs=self.cfg.trainer.epochs,
             best_epoch=int(best["epoch"]),
             reference_val=reference_val.get("map_at_r"),
             best_val=best_val.get("map_at_r"),

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Verdict:
     reference: str  # "pretrained" or "untrained"
+    epochs: int  # epochs the run was asked to train (0: none)
     best_epoch: int
     reference_val: float | None  # validation MAP@R of epoch 0
     best_val: float | None  # validation MAP@R of the chosen epoch
@@ -27,7 +28,7 @@ class Verdict:
 
     def sentence(self) -> str:
         if self.kept_reference:
-            if self.reference_val is None:
+            if self.epochs == 0:
                 return f"no training epoch ran: the {self.reference} backbone is the run's model"
             return (
                 f"training did not help: no epoch beat the {self.reference} backbone's validation MAP@R "
