@@ -81,10 +81,11 @@ def test_trainer_with_meta_classes_trains_on_the_groups_and_evaluates_true_class
     }
     trainer = Trainer(build_config([("recipe", recipe("normsoftmax")), ("test", quick)]), tmp_path / "run")
     grouping = group_classes(trainer.data.splits.train_classes, 3, seed=5)
-    train_set = trainer.train_loader.dataset
+    train_set = trainer.train_batches.loader.dataset  # type: ignore[attr-defined]  # ImageBatches: images
     assert train_set.labels == [grouping[record.label] for record in train_set.records]
     assert trainer.loss.loss_parameters()[0].shape == (3, DIM)  # softmax over the 3 meta-classes
-    assert len(set(trainer.val_loader.dataset.labels)) == len(trainer.data.splits.val_classes) >= 2
+    assert trainer.val_inputs is not None
+    assert len(set(trainer.val_inputs.dataset.labels)) == len(trainer.data.splits.val_classes) >= 2
 
 
 # ---- one trained ensemble, exported -------------------------------------------------------------

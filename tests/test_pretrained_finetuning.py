@@ -52,9 +52,10 @@ def test_finetuning_keeps_the_pretrained_quality_and_beats_scratch(eight_birds: 
     tuned = _train(eight_birds, tmp_path / "tuned", "imagenet")
     scratch = _train(eight_birds, tmp_path / "scratch", None)
     reference = tuned["pretrained"]
-    # measured on this CPU (seed 0), MAP@R float (binary): the pretrained reference (pooled features, PCA to
-    # 128 fitted on the 238 training-class images) 0.329 (0.266), fine-tuned 0.297 (0.247), from scratch 0.102
-    assert reference["reference"]["reduction"] == "pca" and reference["reference"]["dim"] == 128
+    # the reference: pooled features, PCA fitted on the images of the training split (3 classes, the fourth
+    # validates), to 128 dimensions or as many as there are images
+    details = reference["reference"]
+    assert details["reduction"] == "pca" and details["dim"] == min(128, details["fit_images"]) >= 100
     for kind in ("float", "binary"):
         assert tuned[kind]["map_at_r"] > reference[kind]["map_at_r"] - 0.05, (kind, tuned[kind], reference[kind])
     assert tuned["float"]["map_at_r"] > scratch["float"]["map_at_r"] + 0.1, (tuned["float"], scratch["float"])

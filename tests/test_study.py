@@ -170,7 +170,7 @@ def test_concatenated_is_the_normalised_concatenation_and_separated_the_fold_ave
     joined = np.hstack(unit) / math.sqrt(3)  # each unit block contributes norm 1: the normalised concatenation
     assert np.allclose(np.linalg.norm(joined, axis=1), 1.0)
     for kind in evaluation.KINDS:
-        assert result["concatenated"][kind] == evaluation.metrics(joined.astype(np.float32), eval_set, kind)
+        assert result["concatenated"][kind] == evaluation.metrics(joined.astype(np.float32), eval_set, kind).to_dict()
         for metric in evaluation.REPORTED:
             single = [evaluation.metrics(f, eval_set, kind)[metric] for f in folds]
             assert result["separated"][kind][metric] == pytest.approx(np.mean(single))

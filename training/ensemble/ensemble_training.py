@@ -70,8 +70,9 @@ def resolve_ensemble(run_dir: Path, members: int | None, *, resume: bool) -> Ens
 
 
 def member_config(base: TrainConfig, index: int) -> TrainConfig:
-    """Member ``index`` trains with seed ``trainer.seed + index`` (so also its own DREML grouping)."""
-    trainer = base.trainer.model_copy(update={"seed": base.trainer.seed + index})
+    """Member ``index`` trains with seed ``trainer.seed + index`` (so also its own DREML grouping). A member
+    is a trained epoch: members that all fell back to the starting backbone would be one model repeated."""
+    trainer = base.trainer.model_copy(update={"seed": base.trainer.seed + index, "select_reference": False})
     return base.model_copy(update={"trainer": trainer})
 
 

@@ -354,11 +354,12 @@ class Trainer:
         features = fit.embed(PooledFeatures(self.model))[~fit.dataset.bad_mask()]
         return reference_model(self.model, fit_reduction(features, self.model.embedding_dim))
 
-    def _metrics(self, inputs: SplitInputs, model: torch.nn.Module, *, test: bool) -> SplitMetrics:
+    def _metrics(self, inputs: SplitInputs, model: torch.nn.Module, *, test: bool, grid: bool = True) -> SplitMetrics:
         """Metrics of ``model`` on a split under its records' flags (``evaluate_retrieval``, as ``retrieval eval``);
-        images found unreadable while embedding are left out and counted."""
+        images found unreadable while embedding are left out and counted. ``grid``: log its retrieval grid."""
         embeddings = inputs.embed(model)
-        self.tracker.log_retrieval_grid("test" if test else "val", inputs.dataset, embeddings, self.global_step)
+        if grid:
+            self.tracker.log_retrieval_grid("test" if test else "val", inputs.dataset, embeddings, self.global_step)
         kinds = ("float", "binary") if test else ("float",)
         return split_metrics(
             embeddings, inputs.labels, inputs.dataset, kinds=kinds, ks=self.cfg.trainer.recall_ks, compute_nmi=test
@@ -399,8 +400,14 @@ class Trainer:
             return None
         state = load_checkpoint(self.paths.reference_checkpoint)
         model = restore_model(state, self.cfg, self.paths.run_dir).to(self.device)
-        metrics = self._metrics(self.test_inputs, model, test=True).to_dict()
-        metrics["reference"] = {"name": reference_name(self.cfg.model), "dim": model.embedding_dim}
+        metrics = self._metrics(self.test_inputs, model, test=True, grid=False).to_dict()
+        metrics["reference"] = {
+            "name": reference_name(self.cfg.model),
+            "feature_dim": model.feature_dim,
+            "dim": model.embedding_dim,
+            "reduction": "pca" if model.embedding_dim < model.feature_dim else "centred",
+            "fit_images": len(fit_sample(self.data.splits.train)),
+        }
         return metrics
 
     def _verdict(self, best: dict[str, Any], test: dict[str, Any], reference: dict[str, Any] | None) -> Verdict:

@@ -36,10 +36,13 @@ class Verdict:
             )
         if self.reference_val is None or self.best_val is None:
             return f"trained model kept (epoch {self.best_epoch}); no validation classes to compare it on"
-        parts = [f"validation MAP@R {_change(self.reference_val, self.best_val)}"]
-        if self.reference_test is not None and self.trained_test is not None:
-            parts.append(f"test MAP@R {_change(self.reference_test, self.trained_test)}")
-        return f"training improved {' and '.join(parts)} over the {self.reference} backbone (epoch {self.best_epoch})"
+        chosen = (
+            f"training improved validation MAP@R {_change(self.reference_val, self.best_val)} over the "
+            f"{self.reference} backbone (epoch {self.best_epoch})"
+        )
+        if self.reference_test is None or self.trained_test is None:
+            return chosen
+        return f"{chosen}; on the test classes, which chose nothing: {_change(self.reference_test, self.trained_test)}"
 
     def to_dict(self) -> dict[str, object]:
         return {"sentence": self.sentence(), "kept_reference": self.kept_reference, **self.__dict__}
