@@ -7,7 +7,7 @@ With ``--images DIR`` the full ``embed_paths`` pipeline (decode + preprocess + i
 decoding overlapped in threads) is timed too, on real JPEGs.
 
     python bench/bench_embedder.py            # about a minute on 2 cores
-    python bench/bench_embedder.py --images ../shared/data/caltech101 --paths 256
+    python bench/bench_embedder.py --images ../shared/data/cars196 --paths 256
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--batches", type=int, default=4, help="timed batches per engine")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument(
-        "--images", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data" / "caltech101"
+        "--images", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data" / "cars196"
     )
     parser.add_argument("--paths", type=int, default=128, help="images of the full-pipeline measurement")
     return parser.parse_args()

@@ -9,8 +9,8 @@ validation check), then, in this one process:
 - MAP@R, R@1 (= P@1) of the test classes as ``retrieval eval --model`` measures them, float (inner
   product) and binary (sign bits, Hamming).
 
-    nice -n 10 python bench/bench_int8.py --run runs/caltech_b --work /tmp/int8_bench
-    python bench/bench_int8.py --run runs/caltech_b --work /tmp/int8_bench --reuse   # skip the exports
+    nice -n 10 python bench/bench_int8.py --run runs/cars196 --work /tmp/int8_bench
+    python bench/bench_int8.py --run runs/cars196 --work /tmp/int8_bench --reuse   # skip the exports
     ... --compare OLD_EXPORT_DIR   # one more model measured in the same run (e.g. an earlier fp32 export)
 """
 

@@ -30,7 +30,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--images", type=int, default=64, help="JPEGs of the embedding measurement (0: skip)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument(
-        "--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data" / "caltech101"
+        "--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data" / "cars196"
     )
     return parser.parse_args()
 
