@@ -60,11 +60,14 @@ def expand_queries(queries: np.ndarray, gallery: np.ndarray, first: SearchResult
     return expand_with(queries, np.asarray(gallery)[np.where(head.valid_mask(), head.ids, 0)], head.scores, params)
 
 
-def expand_with(queries: np.ndarray, neighbours: np.ndarray, scores: np.ndarray, params: QeParams) -> np.ndarray:
-    """alpha-QE of queries (n, d) with their neighbours' float vectors (n, m, d) and scores (n, m; -inf:
-    no neighbour), the first ``params.n`` of each row."""
+def expand_with(
+    vectors: np.ndarray, neighbours: np.ndarray, scores: np.ndarray, params: QeParams | DbaParams
+) -> np.ndarray:
+    """The alpha-weighted sum of QE and DBA: vectors (n, d) + their neighbours' float vectors (n, m, d)
+    weighted by max(score, 0)^alpha (scores (n, m), -inf: no neighbour), the first ``params.n`` of each
+    row, L2-normalised."""
     weights = neighbour_weights(scores[:, : params.n], params.alpha)
-    return normalize_rows(weighted_sums(queries, neighbours[:, : params.n], weights))
+    return normalize_rows(weighted_sums(vectors, neighbours[:, : params.n], weights))
 
 
 @dataclass(frozen=True)

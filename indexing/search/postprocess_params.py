@@ -67,6 +67,24 @@ class PostprocessParams(BaseModel):
     kreciprocal: KReciprocalParams = Field(default_factory=KReciprocalParams)
 
 
+class IndexPostprocess(BaseModel):
+    """An index manifest's ``postprocess``: the DBA its vectors were augmented with (None: raw vectors), and
+    the parameters the per-query methods (``postprocess=qe``, ``kreciprocal``) search it with."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dba: DbaParams | None = None
+    qe: QeParams = Field(default_factory=QeParams)
+    kreciprocal: KReciprocalParams = Field(default_factory=KReciprocalParams)
+
+    @classmethod
+    def of(cls, params: PostprocessParams, *, dba: bool) -> IndexPostprocess:
+        return cls(dba=params.dba if dba else None, qe=params.qe, kreciprocal=params.kreciprocal)
+
+    def params(self) -> PostprocessParams:
+        return PostprocessParams(qe=self.qe, dba=self.dba or DbaParams(), kreciprocal=self.kreciprocal)
+
+
 def parse_methods(text: str, allowed: tuple[str, ...] = METHODS) -> tuple[str, ...]:
     """'none,qe,dba' -> ('none', 'qe', 'dba'), order kept, duplicates dropped; an unknown name is a
     ConfigError that lists the known ones."""
