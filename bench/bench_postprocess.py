@@ -139,8 +139,10 @@ def main() -> None:
     test = embedded(embedder, splits.test, args.out / "embeddings-test.npz")
     threshold = embedder.manifest.binarization_threshold
     print(f"model {embedder.model_sha256[:12]} ({args.model}); data {args.data}")
-    print(f"validation: {len(val[1])} images of {len(set(val[1].tolist()))} classes; test: {len(test[1])} images of "
-          f"{len(set(test[1].tolist()))} classes; grid {args.grid}\n")
+    print(
+        f"validation: {len(val[1])} images of {len(set(val[1].tolist()))} classes; test: {len(test[1])} images of "
+        f"{len(set(test[1].tolist()))} classes; grid {args.grid}\n"
+    )
     rows: list[tuple[str, str, str, float, RetrievalMetrics]] = []
     chosen_params: dict[str, dict] = {kind: {} for kind in KINDS}
     raw: dict[str, RetrievalMetrics] = {}
@@ -152,9 +154,13 @@ def main() -> None:
             metrics = measure(test, method, params, threshold)[kind]
             raw.setdefault(kind, metrics)
             rows.append((method, kind, summary(method, params), val_map, metrics))
-            chosen_params[kind].update({key: getattr(params, key).model_dump() for key in method.split("+") if key != "none"})
+            chosen_params[kind].update(
+                {key: getattr(params, key).model_dump() for key in method.split("+") if key != "none"}
+            )
         print(f"  {method}: {time.perf_counter() - started:.0f} s", flush=True)
-    print("\n| method | kind | parameters (chosen on validation) | val MAP@R | test MAP@R | vs raw | test R@1 | vs raw |")
+    print(
+        "\n| method | kind | parameters (chosen on validation) | val MAP@R | test MAP@R | vs raw | test R@1 | vs raw |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for method, kind, params_text, val_map, m in rows:
         base = raw[kind]

@@ -73,7 +73,9 @@ def format_postprocess_table(report: EvaluationReport) -> str:
             for value, base in ((found.map_at_r, raw.map_at_r), (found.precision_at_1, raw.precision_at_1)):
                 cells += f"{f'{value:.4f} ({100 * (value - base):+.1f})':>18}"
         lines.append(f"{method:<13}{cells}")
-    lines.append(f"(in brackets: the change from the raw row, in points; parameters {report.details.get('postprocess_params')})")
+    lines.append(
+        f"(in brackets: the change from the raw row, in points; parameters {report.details.get('postprocess_params')})"
+    )
     return "\n".join(lines)
 
 

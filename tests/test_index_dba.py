@@ -39,7 +39,9 @@ def _records(positions: range) -> list[ImageRecord]:
 def _build(out: Path, tiny_model_dir: Path, vectors: np.ndarray) -> None:
     target = FilesTarget(postprocess=IndexPostprocess(dba=DBA))
     kinds = (float_kind("flat"), binary_kind("flat"))
-    write_index(out, OnnxEmbedder(tiny_model_dir, threads=1), _records(range(len(vectors))), vectors, kinds, target=target)
+    write_index(
+        out, OnnxEmbedder(tiny_model_dir, threads=1), _records(range(len(vectors))), vectors, kinds, target=target
+    )
 
 
 def test_build_add_and_compact_keep_alpha_dba(tiny_model_dir: Path, vectors: np.ndarray, tmp_path: Path) -> None:
@@ -63,8 +65,10 @@ def test_build_add_and_compact_keep_alpha_dba(tiny_model_dir: Path, vectors: np.
         )
         found = store.search(augment_database(vectors[live], DBA).vectors[:5], 1)
         np.testing.assert_array_equal(found.ids[:, 0], live[:5] + 1)
-    assert sorted(p.name for p in (out / "raw").iterdir()) == [f"g{store.manifest.generation:08d}.f16.npy",
-                                                                f"g{store.manifest.generation:08d}.ids.npy"]
+    assert sorted(p.name for p in (out / "raw").iterdir()) == [
+        f"g{store.manifest.generation:08d}.f16.npy",
+        f"g{store.manifest.generation:08d}.ids.npy",
+    ]
 
 
 def test_dba_needs_the_files_backend() -> None:

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from retrieval.indexing.common.errors import ConfigError
+from retrieval.indexing.search.binary import binarize
 from retrieval.indexing.search.postprocess import (
     augment_database,
     expand_queries,
@@ -13,7 +14,6 @@ from retrieval.indexing.search.postprocess import (
     neighbour_weights,
     sign_vectors,
 )
-from retrieval.indexing.search.binary import binarize
 from retrieval.indexing.search.postprocess_params import (
     DbaParams,
     KReciprocalParams,

@@ -118,7 +118,9 @@ def k_reciprocal_rerank(
     return out
 
 
-def _rerank_block(queries: np.ndarray, candidates: np.ndarray, params: KReciprocalParams) -> tuple[np.ndarray, np.ndarray]:
+def _rerank_block(
+    queries: np.ndarray, candidates: np.ndarray, params: KReciprocalParams
+) -> tuple[np.ndarray, np.ndarray]:
     """(order, final distance) of the candidates (b, K, d) of queries (b, d); the local set is
     [query, candidate_1..K] and row 0 of each set is the query."""
     local = np.concatenate([np.asarray(queries, np.float32)[:, None], np.asarray(candidates, np.float32)], axis=1)

@@ -23,11 +23,11 @@ from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.search.kinds import SearchKind
 from retrieval.indexing.search.postprocess import augment_database
 from retrieval.indexing.search.results import SearchResults
-from retrieval.indexing.store.files.dba_updates import augment_additions
 from retrieval.indexing.store.files.compaction_plan import CompactionPlan, major_plan, plan_compaction
+from retrieval.indexing.store.files.dba_updates import augment_additions
 from retrieval.indexing.store.files.faiss_kinds import binary_kind, float_kind
-from retrieval.indexing.store.files.segment_files import load_embeddings, write_embeddings, write_faiss_files
 from retrieval.indexing.store.files.raw_vectors import keep_only, read_raw, write_raw
+from retrieval.indexing.store.files.segment_files import load_embeddings, write_embeddings, write_faiss_files
 from retrieval.indexing.store.files.segment_merge import live_ids, write_merged
 from retrieval.indexing.store.files.segment_set import SegmentSet
 from retrieval.indexing.store.files.segments import (
