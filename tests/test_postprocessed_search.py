@@ -113,3 +113,20 @@ def test_search_command_postprocess(index_dir: Path) -> None:
     assert [hit["id"] for hit in document["queries"][0]["results"]] == [item.id for item, _ in hits]
     result = runner.invoke(app, ["search", str(index_dir), "--id", "7", "--postprocess", "dba"])
     assert result.exit_code != 0 and "known: none, qe, kreciprocal" in str(result.exception)
+
+
+def test_qe_on_a_reranked_binary_search_reranks_one_shortlist(index_dir: Path) -> None:
+    """Binary + re-rank: the expanded query re-ranks the first binary shortlist (one Hamming scan)."""
+    with IndexStore.open(index_dir) as store:
+        query = store.embedding(9)
+        shortlist = store.search(query[None], 13, kind="binary")  # rerank 12, plus the item itself
+        ids = np.sort(shortlist.ids[0][shortlist.ids[0] != 9])
+        vectors = store.embeddings_of(ids)
+        scores = vectors @ query
+        first = np.lexsort((ids, -scores))[:3]
+        local = SearchResults(first[None], scores[first][None].astype(np.float32))
+        expanded = expand_queries(query[None], vectors, local, QeParams(n=3, alpha=2))[0]
+        final = vectors @ expanded
+        expected = ids[np.lexsort((ids, -final))[:4]]
+        (hits,) = similar_hits(store, [9], 4, kind="binary", rerank=12, postprocess="qe")
+        assert [item.id for item, _ in hits] == expected.tolist()

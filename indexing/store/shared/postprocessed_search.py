@@ -7,7 +7,8 @@ asked for, its filter included) and read the stored float vectors of what it fou
 
 * ``qe``: the query plus its top n hits weighted by score^alpha (each query's excluded item, e.g. the
   item of ``/items/{id}/similar``, is never among them), searched again the same way. Cost: one more
-  search and n stored vectors.
+  search and n stored vectors. A binary search re-ranked by float (``rerank=N``) does not scan the
+  codes twice: the expanded query re-ranks the same binary shortlist of N (its float vectors read once).
 * ``kreciprocal``: the top ``candidates`` hits re-ordered by the k-reciprocal distance of the query and
   their stored float vectors (cosine); scores are 1 - that distance. Cost: (candidates + 1)^2 dot
   products, whatever the index size.
@@ -20,11 +21,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from retrieval.indexing.common.errors import DataError
-from retrieval.indexing.search.kinds import KindName
+from retrieval.indexing.search.kinds import KindName, SearchKind
 from retrieval.indexing.search.postprocess import expand_queries, k_reciprocal_rerank
 from retrieval.indexing.search.postprocess_params import QUERY_METHODS
 from retrieval.indexing.search.results import PAD_ID, SearchResults
 from retrieval.indexing.store.shared.item_filter import ItemFilter
+from retrieval.indexing.store.shared.rerank import rerank_shortlist, shortlist_ids
 from retrieval.indexing.store.shared.store_protocol import Store
 
 
@@ -48,6 +50,17 @@ def postprocessed_search(
         return _without_own(store.search(vectors, wanted + 1, kind=kind, rerank=rerank, where=where), exclude, wanted)
 
     params = store.manifest.postprocess
+    if postprocess == "qe" and rerank and SearchKind.of(kind) is SearchKind.BINARY:
+        shortlist = store.search(queries, max(rerank, k) + 1, kind=kind, where=where)
+        ids = shortlist_ids(shortlist)
+        vectors = store.embeddings_of(ids)
+
+        def reranked(vectors_q: np.ndarray, wanted: int) -> SearchResults:
+            return _without_own(rerank_shortlist(vectors_q, shortlist, wanted + 1, ids, vectors), exclude, wanted)
+
+        first = reranked(queries, params.qe.n)
+        local = SearchResults(np.where(first.valid_mask(), np.searchsorted(ids, first.ids), PAD_ID), first.scores)
+        return reranked(expand_queries(queries, vectors, local, params.qe), k)
     if postprocess == "qe":
         first = search(queries, params.qe.n)
         ids, gallery = _stored(store, first)
