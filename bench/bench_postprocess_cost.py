@@ -22,6 +22,7 @@ import os
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -89,7 +90,7 @@ def search_costs(args: argparse.Namespace, root: Path) -> None:
     print(f"built {args.size:,} x {args.dim} in {time.perf_counter() - started:.0f} s")
     faiss.omp_set_num_threads(args.search_threads)
     paths = {"binary + re-rank 100": {"kind": "binary", "rerank": 100}, "float (exact)": {"kind": "float"}}
-    print(f"\n| path | postprocess | median ms per query | p90 ms | vs plain | queries |\n|---|---|---|---|---|---|")
+    print("\n| path | postprocess | median ms per query | p90 ms | vs plain | queries |\n|---|---|---|---|---|---|")
     with IndexStore.open(out) as store:
         for path, kwargs in paths.items():
             count = args.queries if "binary" in path else args.float_queries
@@ -128,8 +129,8 @@ def dba_builds(args: argparse.Namespace, root: Path) -> None:
     model = fake_export(root / "model", args.dim)
     for size in [int(s) for s in args.dba_sizes.split(",") if s]:
         vectors = clustered(size, args.dim, seed=2)
-        plain = timed(lambda: write_index(root / f"plain-{size}", model, records(size), vectors, FLAT))
-        dba = timed(lambda: write_index(root / f"dba-{size}", model, records(size), vectors, FLAT, target=target))
+        plain = timed(write_index, root / f"plain-{size}", model, records(size), vectors, FLAT)
+        dba = timed(write_index, root / f"dba-{size}", model, records(size), vectors, FLAT, target=target)
         print(f"| vectors only (write_index) | {size:,} | {plain:.1f} | {dba:.1f} | {dba / plain:.2f}x |")
     if args.model and args.data:
         real_build(args, root, target)
@@ -147,26 +148,28 @@ def real_build(args: argparse.Namespace, root: Path, target: FilesTarget) -> Non
     started = time.perf_counter()
     kept, embeddings, _ = embed_records(embedder, test, progress=False)
     embed = time.perf_counter() - started
-    plain = timed(lambda: write_index(root / "real-plain", embedder, kept, embeddings, FLAT))
-    dba = timed(lambda: write_index(root / "real-dba", embedder, kept, embeddings, FLAT, target=target))
+    plain = timed(write_index, root / "real-plain", embedder, kept, embeddings, FLAT)
+    dba = timed(write_index, root / "real-dba", embedder, kept, embeddings, FLAT, target=target)
     print(
         f"| {args.data.name} test split, embedding {embed:.0f} s included | {len(kept):,} | {embed + plain:.1f} | "
         f"{embed + dba:.1f} | {(embed + dba) / (embed + plain):.2f}x |"
     )
 
 
-def timed(work) -> float:
+def timed(work: Callable[..., object], *args: object, **kwargs: object) -> float:
     started = time.perf_counter()
-    work()
+    work(*args, **kwargs)
     return time.perf_counter() - started
 
 
 def main() -> None:
     args = parse_args()
     load = os.getloadavg()
-    print(f"load average {load[0]:.1f}; OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}, faiss {faiss.__version__}, "
-          f"avx512f {'yes' if 'avx512f' in Path('/proc/cpuinfo').read_text() else 'no'}, "
-          f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}")
+    print(
+        f"load average {load[0]:.1f}; OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}, faiss {faiss.__version__}, "
+        f"avx512f {'yes' if 'avx512f' in Path('/proc/cpuinfo').read_text() else 'no'}, "
+        f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}"
+    )
     with tempfile.TemporaryDirectory(dir=args.workdir) as scratch:
         root = Path(scratch)
         search_costs(args, root)

@@ -23,7 +23,7 @@ import numpy as np
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.search.kinds import KindName, SearchKind
 from retrieval.indexing.search.postprocess import expand_queries, k_reciprocal_rerank
-from retrieval.indexing.search.postprocess_params import QUERY_METHODS
+from retrieval.indexing.search.postprocess_params import QUERY_METHODS, QeParams
 from retrieval.indexing.search.results import PAD_ID, SearchResults
 from retrieval.indexing.store.shared.item_filter import ItemFilter
 from retrieval.indexing.store.shared.rerank import rerank_shortlist, shortlist_ids
@@ -52,28 +52,38 @@ def postprocessed_search(
     params = store.manifest.postprocess
     if postprocess == "qe" and rerank and SearchKind.of(kind) is SearchKind.BINARY:
         shortlist = store.search(queries, max(rerank, k) + 1, kind=kind, where=where)
-        ids = shortlist_ids(shortlist)
-        vectors = store.embeddings_of(ids)
-
-        def reranked(vectors_q: np.ndarray, wanted: int) -> SearchResults:
-            return _without_own(rerank_shortlist(vectors_q, shortlist, wanted + 1, ids, vectors), exclude, wanted)
-
-        first = reranked(queries, params.qe.n)
-        local = SearchResults(np.where(first.valid_mask(), np.searchsorted(ids, first.ids), PAD_ID), first.scores)
-        return reranked(expand_queries(queries, vectors, local, params.qe), k)
+        return _qe_within(store, shortlist, queries, k, params.qe, exclude)
     if postprocess == "qe":
         first = search(queries, params.qe.n)
         ids, gallery = _stored(store, first)
-        local = SearchResults(np.where(first.valid_mask(), np.searchsorted(ids, first.ids), PAD_ID), first.scores)
-        return search(expand_queries(queries, gallery, local, params.qe), k)
+        return search(expand_queries(queries, gallery, _local(first, ids), params.qe), k)
     if postprocess == "kreciprocal":
         first = search(queries, max(params.kreciprocal.candidates, k))
         ids, gallery = _stored(store, first)
-        local = SearchResults(np.where(first.valid_mask(), np.searchsorted(ids, first.ids), PAD_ID), first.scores)
-        reranked = k_reciprocal_rerank(queries, gallery, local, params.kreciprocal)
-        found = SearchResults(np.where(reranked.valid_mask(), ids[reranked.ids.clip(0)], PAD_ID), reranked.scores)
-        return found.head(k)
+        reranked = k_reciprocal_rerank(queries, gallery, _local(first, ids), params.kreciprocal)
+        return SearchResults(np.where(reranked.valid_mask(), ids[reranked.ids.clip(0)], PAD_ID), reranked.scores).head(
+            k
+        )
     return search(queries, k)
+
+
+def _qe_within(
+    store: Store, shortlist: SearchResults, queries: np.ndarray, k: int, params: QeParams, exclude: Sequence[int | None]
+) -> SearchResults:
+    """alpha-QE inside one binary shortlist: re-ranked by float for the query, then for the expanded query."""
+    ids = shortlist_ids(shortlist)
+    vectors = store.embeddings_of(ids)
+
+    def reranked(vectors_q: np.ndarray, wanted: int) -> SearchResults:
+        return _without_own(rerank_shortlist(vectors_q, shortlist, wanted + 1, ids, vectors), exclude, wanted)
+
+    first = reranked(queries, params.n)
+    return reranked(expand_queries(queries, vectors, _local(first, ids), params), k)
+
+
+def _local(results: SearchResults, ids: np.ndarray) -> SearchResults:
+    """``results`` with item ids as positions in the ascending ``ids``."""
+    return SearchResults(np.where(results.valid_mask(), np.searchsorted(ids, results.ids), PAD_ID), results.scores)
 
 
 def _stored(store: Store, results: SearchResults) -> tuple[np.ndarray, np.ndarray]:
