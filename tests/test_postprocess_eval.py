@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
+from typer.testing import CliRunner
 
+from retrieval.cli.main import app
 from retrieval.indexing.eval.metrics import evaluate_retrieval
 from retrieval.indexing.eval.postprocess_eval import KindSpace, LeaveOneOut, postprocess_metrics, ranking
 from retrieval.indexing.search.binary import binarize
@@ -73,3 +77,22 @@ def test_postprocessing_identical_vectors_changes_nothing(protocol: str) -> None
     found = postprocess_metrics(vectors, labels, is_query, is_gallery, METHODS, params)
     for method in METHODS:
         assert found[method] == found["none"], method
+
+
+def test_eval_command_reports_each_method_beside_the_raw_row(tiny_model_dir, gallery_dir, tmp_path) -> None:
+    out = tmp_path / "eval"
+    params = '{"qe": {"n": 2, "alpha": 1}, "dba": {"n": 2}, "kreciprocal": {"k1": 3, "k2": 2, "candidates": 10}}'
+    arguments = ["eval", "--model", tiny_model_dir, "--data", gallery_dir, "--split", "all", "--out", out]
+    arguments += ["--grid", "0", "--no-reference", "--postprocess", ",".join(METHODS), "--postprocess-params", params]
+    result = CliRunner().invoke(app, [str(a) for a in arguments])
+    assert result.exit_code == 0, result.output
+    assert "MAP@R float" in result.output and "dba+qe" in result.output
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert list(metrics["postprocess"]) == list(METHODS)
+    for kind in ("float", "binary"):  # the raw row, measured again the post-processing way
+        none = metrics["postprocess"]["none"][kind]
+        assert none["map_at_r"] == pytest.approx(metrics[kind]["map_at_r"])
+        assert none["recall_at_k"] == pytest.approx(metrics[kind]["recall_at_k"])
+    assert metrics["postprocess_params"]["qe"] == {"n": 2, "alpha": 1.0}
+    bad = CliRunner().invoke(app, [str(a) for a in arguments[:-4]] + ["--postprocess", "none,aqe"])
+    assert bad.exit_code != 0 and "unknown post-processing aqe" in str(bad.exception)
