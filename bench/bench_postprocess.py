@@ -100,12 +100,17 @@ def candidates(method: str, grid: dict) -> Iterator[PostprocessParams]:
         yield from (PostprocessParams(kreciprocal=kr) for kr in grid["kreciprocal"])
 
 
+_AUGMENTED: dict[int, dict] = {}  # DBA galleries of each data set, made once per parameter set
+
+
 def measure(data: tuple[np.ndarray, np.ndarray], method: str, params: PostprocessParams, threshold: float):
     embeddings, labels = data
     everything = np.ones(len(labels), bool)
-    return postprocess_metrics(embeddings, labels, everything, everything, [method], params, threshold=threshold)[
-        method
-    ]
+    augmented = _AUGMENTED.setdefault(id(embeddings), {})
+    found = postprocess_metrics(
+        embeddings, labels, everything, everything, [method], params, threshold=threshold, augmented=augmented
+    )
+    return found[method]
 
 
 def choose(method: str, grid: dict, val: tuple, threshold: float) -> dict[str, tuple[PostprocessParams, float]]:
