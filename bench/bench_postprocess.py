@@ -100,15 +100,15 @@ def candidates(method: str, grid: dict) -> Iterator[PostprocessParams]:
         yield from (PostprocessParams(kreciprocal=kr) for kr in grid["kreciprocal"])
 
 
-_AUGMENTED: dict[int, dict] = {}  # DBA galleries of each data set, made once per parameter set
+_CACHES: dict[int, dict] = {}  # per data set: DBA galleries and k-reciprocal local sets, made once
 
 
 def measure(data: tuple[np.ndarray, np.ndarray], method: str, params: PostprocessParams, threshold: float):
     embeddings, labels = data
     everything = np.ones(len(labels), bool)
-    augmented = _AUGMENTED.setdefault(id(embeddings), {})
+    cache = _CACHES.setdefault(id(embeddings), {})
     found = postprocess_metrics(
-        embeddings, labels, everything, everything, [method], params, threshold=threshold, augmented=augmented
+        embeddings, labels, everything, everything, [method], params, threshold=threshold, cache=cache
     )
     return found[method]
 

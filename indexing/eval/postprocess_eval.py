@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -40,12 +41,13 @@ from retrieval.indexing.search.postprocess import (
     augment_database,
     expand_queries,
     expand_with,
-    k_reciprocal_rerank,
+    local_sets,
     normalize_rows,
+    rerank_local_sets,
     sign_vectors,
 )
 from retrieval.indexing.search.postprocess_params import PostprocessParams
-from retrieval.indexing.search.results import SearchResults
+from retrieval.indexing.search.results import PAD_ID, SearchResults
 
 
 @dataclass(frozen=True)
@@ -81,41 +83,63 @@ class LeaveOneOut:
         order = np.argsort(taken, kind="stable")
         self._holders, self._weights = holders[order], augmented.weights[holders, slots][order]
         self._starts = np.searchsorted(taken[order], np.arange(len(self.raw) + 1))
+        self._last: tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
 
     def degree(self, own: np.ndarray) -> np.ndarray:
         """How many gallery vectors took each of ``own`` (-1: none) as a neighbour."""
         counts = np.diff(self._starts)
         return np.where(own >= 0, counts[own.clip(0)], 0)
 
-    def corrected(self, item: int) -> tuple[np.ndarray, np.ndarray]:
-        """(rows, vectors): the augmented gallery vectors that took ``item``, recomputed without it."""
-        span = slice(self._starts[item], self._starts[item + 1])
-        rows, weights = self._holders[span], self._weights[span]
-        return rows, normalize_rows(self.augmented.sums[rows] - weights[:, None] * self.raw[item])
+    def corrections(self, own: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(query rows, gallery rows, vectors): for every query, the augmented gallery vectors that took its
+        own item (``own``, -1: none), recomputed without that item's term (kept for the same ``own``)."""
+        if self._last is not None and np.array_equal(self._last[0], own):
+            return self._last[1]
+        degree = self.degree(own)
+        rows = np.repeat(np.arange(len(own)), degree)
+        first = np.repeat(self._starts[own.clip(0)] - np.cumsum(degree) + degree, degree)
+        taken = first + np.arange(len(rows))
+        holders, weights = self._holders[taken], self._weights[taken]
+        vectors = normalize_rows(self.augmented.sums[holders] - weights[:, None] * self.raw[own[rows]])
+        self._last = (own.copy(), (rows, holders, vectors))
+        return rows, holders, vectors
 
     def search(self, space: KindSpace, queries: np.ndarray, k: int, own: np.ndarray) -> SearchResults:
         """Exact top-k of each query against the augmented gallery without its own item (``own``)."""
         gallery = space.encode(self.augmented.vectors)
-        extra = int(self.degree(own).max(initial=0))
-        base = space.search(queries, gallery, min(k + extra, len(self.raw)), own)
-        ids, scores = base.ids[:, :k].copy(), base.scores[:, :k].copy()
-        for row in np.flatnonzero(self.degree(own) > 0):
-            rows, vectors = self.corrected(int(own[row]))
-            fixed = space.similarity_vectors(vectors) @ space.similarity_vectors(queries[row : row + 1])[0]
-            rest = SearchResults(base.ids[row : row + 1], base.scores[row : row + 1]).without(rows)
-            merged = SearchResults.merge_top_k([rest, SearchResults(rows[None], fixed[None].astype(np.float32))], k)
-            ids[row], scores[row] = merged.ids[0], merged.scores[0]
-        return SearchResults(ids, scores).pad(k)
+        degree = self.degree(own)
+        base = space.search(queries, gallery, min(k + int(degree.max(initial=0)), len(self.raw)), own)
+        rows, holders, vectors = self.corrections(own)
+        fixed = np.einsum(
+            "pd,pd->p", space.similarity_vectors(vectors), space.similarity_vectors(queries)[rows]
+        ).astype(np.float32)
+        stale = np.isin(
+            _pair_keys(np.arange(len(own))[:, None], base.ids, len(self.raw)), _pair_keys(rows, holders, len(self.raw))
+        )
+        kept = SearchResults(
+            np.where(stale, PAD_ID, base.ids), np.where(stale, -np.inf, base.scores).astype(np.float32)
+        )
+        width = int(degree.max(initial=0))
+        slot = np.arange(len(rows)) - np.repeat(np.cumsum(degree) - degree, degree)
+        block = SearchResults.empty(len(own), width)
+        block.ids[rows, slot], block.scores[rows, slot] = holders, fixed
+        return SearchResults.merge_top_k([kept, block], k) if width else kept.head(k).pad(k)
 
     def neighbour_vectors(self, first: SearchResults, own: np.ndarray) -> np.ndarray:
         """(n, k, d) float vectors of ``first``'s results as each query sees them (corrected where they
         took the query's own item)."""
         vectors = self.augmented.vectors[first.ids.clip(0)].copy()
-        for row in np.flatnonzero(self.degree(own) > 0):
-            rows, corrected = self.corrected(int(own[row]))
-            where = np.flatnonzero(np.isin(first.ids[row], rows))
-            vectors[row, where] = corrected[np.searchsorted(rows, first.ids[row, where])]  # rows ascend
+        rows, holders, corrected = self.corrections(own)
+        keys = _pair_keys(rows, holders, len(self.raw))  # ascending: rows ascend, holders ascend per row
+        found = _pair_keys(np.arange(len(own))[:, None], first.ids, len(self.raw))
+        where = np.isin(found, keys) & first.valid_mask()
+        vectors[where] = corrected[np.searchsorted(keys, found[where])]
         return vectors
+
+
+def _pair_keys(rows: np.ndarray, ids: np.ndarray, size: int) -> np.ndarray:
+    """One int64 per (query row, gallery row) pair."""
+    return np.asarray(rows, np.int64) * (size + 1) + np.asarray(ids, np.int64)
 
 
 def ranking(
@@ -126,17 +150,18 @@ def ranking(
     own: np.ndarray,
     depth: int,
     params: PostprocessParams,
-    augmented: dict[str, LeaveOneOut] | None = None,
+    cache: dict[str, Any] | None = None,
 ) -> SearchResults:
     """The top ``depth`` gallery rows of each float query after ``method`` (``own``: each query's gallery
-    row, -1 when it is not in the gallery). ``augmented``: DBA galleries of THIS gallery already made, by
-    their parameters (filled in as they are made), so a parameter search augments each gallery once."""
+    row, -1 when it is not in the gallery). ``cache``: what earlier calls on THESE queries and gallery
+    made that does not depend on the parameters searched over (DBA galleries by their parameters,
+    k-reciprocal local sets by kind and size), filled in as it is made."""
+    cache = cache if cache is not None else {}
     if method in ("dba", "dba+qe"):
-        key = params.dba.model_dump_json()
-        cache = augmented if augmented is not None else {}
+        key = f"dba {params.dba.model_dump_json()}"
         if key not in cache:
             cache[key] = LeaveOneOut(augment_database(gallery, params.dba), gallery)
-        gallery_view = cache[key]
+        gallery_view: LeaveOneOut = cache[key]
         if method == "dba":
             return gallery_view.search(space, queries, depth, own)
         first = gallery_view.search(space, queries, params.qe.n, own)
@@ -149,11 +174,14 @@ def ranking(
         first = space.search(queries, encoded, params.qe.n, own)
         return space.search(expand_queries(queries, gallery, first, params.qe), encoded, depth, own)
     if method == "kreciprocal":
-        candidates = params.kreciprocal.candidates
-        first = space.search(queries, encoded, max(candidates, depth), own)
-        reranked = k_reciprocal_rerank(
-            space.similarity_vectors(queries), space.similarity_vectors(gallery), first, params.kreciprocal
-        )
+        size = params.kreciprocal.candidates
+        key = f"kreciprocal {space.kind.value} {size} {depth}"
+        if key not in cache:
+            first = space.search(queries, encoded, max(size, depth), own)
+            vectors = (space.similarity_vectors(queries), space.similarity_vectors(gallery))
+            cache[key] = (first, local_sets(*vectors, first, size))
+        first, sets = cache[key]
+        reranked = rerank_local_sets(sets, params.kreciprocal)
         rest = SearchResults(first.ids[:, reranked.k :], first.scores[:, reranked.k :])
         return SearchResults(
             np.concatenate([reranked.ids, rest.ids], 1), np.concatenate([reranked.scores, rest.scores], 1)
@@ -171,12 +199,12 @@ def postprocess_metrics(
     *,
     ks: Sequence[int] | None = None,
     threshold: float = 0.0,
-    augmented: dict[str, LeaveOneOut] | None = None,
+    cache: dict[str, Any] | None = None,
 ) -> dict[str, dict[str, RetrievalMetrics]]:
     """{method: {"float": metrics, "binary": metrics}} of each method, the queries and gallery from the
-    flags as ``evaluate_retrieval`` takes them (queries with R = 0 left out; no NMI). ``augmented``: see
-    ``ranking`` (for repeated calls on the same data)."""
-    augmented = augmented if augmented is not None else {}
+    flags as ``evaluate_retrieval`` takes them (queries with R = 0 left out; no NMI). ``cache``: see
+    ``ranking`` (one dict per data set, for repeated calls with other parameters)."""
+    cache = cache if cache is not None else {}
     _, codes = np.unique(np.asarray(labels), return_inverse=True)
     queries, gallery = np.flatnonzero(is_query), np.flatnonzero(is_gallery)
     own = gallery_positions(queries, gallery)
@@ -191,7 +219,7 @@ def postprocess_metrics(
         out[method] = {}
         for kind in SearchKind:
             space = KindSpace(kind, threshold)
-            found = ranking(method, space, vectors[queries], vectors[gallery], own, depth, params, augmented)
+            found = ranking(method, space, vectors[queries], vectors[gallery], own, depth, params, cache)
             neighbour_labels = found.labels_of(codes[gallery])
             out[method][kind.value] = metrics_from_neighbor_labels(neighbour_labels, codes[queries], relevant, chosen)
     return out

@@ -105,32 +105,58 @@ def k_reciprocal_rerank(
     re-ordered by the k-reciprocal distance (module docstring). ``queries`` and ``gallery`` are vectors
     whose dot products are the similarities (unit float vectors, or ``sign_vectors``). Scores become
     1 - the final distance (higher = closer); ties keep the first search's order."""
-    head = candidates.head(params.candidates)
-    out = SearchResults.empty(len(head), head.k)
+    return rerank_local_sets(local_sets(queries, gallery, candidates, params.candidates), params)
+
+
+@dataclass(frozen=True)
+class LocalSets:
+    """The local sets [query, its first candidates] of k-reciprocal re-ranking, by number of candidates:
+    what does not depend on k1, k2 or lambda (a parameter search makes them once)."""
+
+    head: SearchResults  # the candidates re-ranked
+    groups: list[tuple[np.ndarray, np.ndarray, np.ndarray]]  # (rows of head, distances (b, m, m), ranks)
+
+
+def local_sets(queries: np.ndarray, gallery: np.ndarray, candidates: SearchResults, size: int) -> LocalSets:
+    """Each query's local set of its first ``size`` candidates: distances 1 - s, each row scaled to
+    [0, 1] by its maximum as Zhong et al. do, and each row's ranking (the item itself first, ties or not)."""
+    head = candidates.head(size)
+    groups = []
     counts = head.valid_mask().sum(axis=1)
     for count in np.unique(counts):
         rows = np.flatnonzero(counts == count)
         for start in range(0, len(rows), _RERANK_CHUNK):
             chunk = rows[start : start + _RERANK_CHUNK]
-            ids = head.ids[chunk, :count]
-            order, distance = _rerank_block(queries[chunk], np.asarray(gallery)[ids], params)
-            out.ids[chunk, :count] = np.take_along_axis(ids, order, 1)
-            out.scores[chunk, :count] = 1.0 - np.take_along_axis(distance, order, 1)
+            local = np.concatenate(
+                [
+                    np.asarray(queries, np.float32)[chunk, None],
+                    np.asarray(gallery, np.float32)[head.ids[chunk, :count]],
+                ],
+                axis=1,
+            )
+            distance = np.maximum(1.0 - _local_similarities(local), 0.0)
+            distance /= np.maximum(distance.max(axis=2, keepdims=True), _EPS)
+            self_first = np.where(np.eye(local.shape[1], dtype=bool), -1.0, distance)
+            groups.append((chunk, distance, np.argsort(self_first, axis=2, kind="stable")))
+    return LocalSets(head, groups)
+
+
+def rerank_local_sets(sets: LocalSets, params: KReciprocalParams) -> SearchResults:
+    """The candidates of ``sets`` ordered by their final k-reciprocal distance under ``params``."""
+    out = SearchResults.empty(len(sets.head), sets.head.k)
+    for rows, distance, rank in sets.groups:
+        count = distance.shape[1] - 1
+        if count < 1:
+            continue
+        final = _final_distance(distance, rank, params)
+        order = np.argsort(final, axis=1, kind="stable")
+        out.ids[rows, :count] = np.take_along_axis(sets.head.ids[rows, :count], order, 1)
+        out.scores[rows, :count] = 1.0 - np.take_along_axis(final, order, 1)
     return out
 
 
-def _rerank_block(
-    queries: np.ndarray, candidates: np.ndarray, params: KReciprocalParams
-) -> tuple[np.ndarray, np.ndarray]:
-    """(order, final distance) of the candidates (b, K, d) of queries (b, d); the local set is
-    [query, candidate_1..K] and row 0 of each set is the query."""
-    local = np.concatenate([np.asarray(queries, np.float32)[:, None], np.asarray(candidates, np.float32)], axis=1)
-    if local.shape[1] < 2:
-        return np.zeros((len(local), 0), np.int64), np.zeros((len(local), 0), np.float32)
-    distance = np.maximum(1.0 - _local_similarities(local), 0.0)
-    distance /= np.maximum(distance.max(axis=2, keepdims=True), _EPS)  # Zhong et al. scale each row to [0, 1]
-    self_first = np.where(np.eye(local.shape[1], dtype=bool), -1.0, distance)  # each item its own nearest, ties or not
-    rank = np.argsort(self_first, axis=2, kind="stable")
+def _final_distance(distance: np.ndarray, rank: np.ndarray, params: KReciprocalParams) -> np.ndarray:
+    """(b, K) final distances of the candidates (rows 1..K) to the query (row 0) of each local set."""
     expanded = _expanded_reciprocal_sets(rank, params.k1)
     v = np.where(expanded, np.exp(-distance), 0.0)
     v /= v.sum(axis=2, keepdims=True)
@@ -139,19 +165,24 @@ def _rerank_block(
         v = np.take_along_axis(v[:, None, :, :], nearest[..., None], axis=2).mean(axis=2)
     shared = np.minimum(v[:, :1, :], v[:, 1:, :]).sum(axis=2)
     jaccard = 1.0 - shared / (2.0 - shared)
-    final = ((1.0 - params.lam) * jaccard + params.lam * distance[:, 0, 1:]).astype(np.float32)
-    return np.argsort(final, axis=1, kind="stable"), final
+    return ((1.0 - params.lam) * jaccard + params.lam * distance[:, 0, 1:]).astype(np.float32)
 
 
 def _local_similarities(local: np.ndarray) -> np.ndarray:
     """(b, m, m) dot products within each local set (b, m, d), by faiss's exact search of the set against
-    itself: 1-2 ms for 101 x 2048-d on one thread, where numpy's BLAS product of the same took 0.4 to
-    90 ms on the busy 2-core machine (its threads spin against other jobs)."""
+    itself on one OpenMP thread (the setting is per thread; restored after): 1-2 ms for 101 x 2048-d, where
+    2 threads took 6 ms and numpy's BLAS product 0.4 to 90 ms on the busy 2-core machine (its threads
+    spin against other jobs)."""
     b, m, _ = local.shape
     similarities = np.empty((b, m, m), np.float32)
-    for row in range(b):
-        found, ids = faiss.knn(local[row], local[row], m, metric=faiss.METRIC_INNER_PRODUCT)
-        np.put_along_axis(similarities[row], ids, found, axis=1)
+    threads = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    try:
+        for row in range(b):
+            found, ids = faiss.knn(local[row], local[row], m, metric=faiss.METRIC_INNER_PRODUCT)
+            np.put_along_axis(similarities[row], ids, found, axis=1)
+    finally:
+        faiss.omp_set_num_threads(threads)
     return similarities
 
 
