@@ -6,7 +6,9 @@ training classes, or ``--val-fold``), so no figure here is tuned on the test cla
 kind (float, binary), every parameter set of the grid below is measured on the validation images (the
 same protocol as ``retrieval eval --postprocess``: ``indexing/eval/postprocess_eval.py``) and the one with
 the best validation MAP@R is then measured once on the test images. The chosen parameters are written
-as ``retrieval eval --postprocess-params`` files (one per kind) beside the printed table.
+as ``retrieval eval --postprocess-params`` files (``--out``/params-METHOD-KIND.json, also what
+``retrieval index build --dba N --postprocess-params`` records), and the method best on validation is
+named with its command.
 
     nice -n 10 python bench/bench_postprocess.py --model RUN_OR_EXPORT --data ../shared/data/cars196 \\
         --out /tmp/pp_cars [--grid small]
@@ -19,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import os
 import time
 from collections.abc import Iterator
@@ -148,36 +149,58 @@ def main() -> None:
         f"validation: {len(val[1])} images of {len(set(val[1].tolist()))} classes; test: {len(test[1])} images of "
         f"{len(set(test[1].tolist()))} classes; grid {args.grid}\n"
     )
-    rows: list[tuple[str, str, str, float, RetrievalMetrics]] = []
-    chosen_params: dict[str, dict] = {kind: {} for kind in KINDS}
+    rows = run_methods(val, test, GRIDS[args.grid], threshold)
+    print_table(rows)
+    write_choices(rows, args)
+
+
+Row = tuple[str, str, PostprocessParams, float, RetrievalMetrics, RetrievalMetrics]
+"""(method, kind, parameters chosen on validation, validation MAP@R, test metrics, raw test metrics)."""
+
+
+def run_methods(val: tuple, test: tuple, grid: dict, threshold: float) -> list[Row]:
+    rows: list[Row] = []
     raw: dict[str, RetrievalMetrics] = {}
     for method in METHODS:
         started = time.perf_counter()
-        best = choose(method, GRIDS[args.grid], val, threshold)
+        best = choose(method, grid, val, threshold)
         for kind in KINDS:
             params, val_map = best[kind]
             metrics = measure(test, method, params, threshold)[kind]
             raw.setdefault(kind, metrics)
-            rows.append((method, kind, summary(method, params), val_map, metrics))
-            chosen_params[kind].update(
-                {key: getattr(params, key).model_dump() for key in method.split("+") if key != "none"}
-            )
+            rows.append((method, kind, params, val_map, metrics, raw[kind]))
         print(f"  {method}: {time.perf_counter() - started:.0f} s", flush=True)
+    return rows
+
+
+def print_table(rows: list[Row]) -> None:
     print(
         "\n| method | kind | parameters (chosen on validation) | val MAP@R | test MAP@R | vs raw | test R@1 | vs raw |"
     )
     print("|---|---|---|---|---|---|---|---|")
-    for method, kind, params_text, val_map, m in rows:
-        base = raw[kind]
+    for method, kind, params, val_map, m, base in rows:
         print(
-            f"| {method} | {kind} | {params_text} | {val_map:.4f} | {m.map_at_r:.4f} | "
+            f"| {method} | {kind} | {summary(method, params)} | {val_map:.4f} | {m.map_at_r:.4f} | "
             f"{100 * (m.map_at_r - base.map_at_r):+.1f} | {m.precision_at_1:.4f} | "
             f"{100 * (m.precision_at_1 - base.precision_at_1):+.1f} |"
         )
+
+
+def write_choices(rows: list[Row], args: argparse.Namespace) -> None:
+    """Each method's chosen parameters as a ``--postprocess-params`` file, and the command of the method
+    that was best on validation, per kind."""
+    for method, kind, params, _, _, _ in rows:
+        (args.out / f"params-{method.replace('+', '_')}-{kind}.json").write_text(
+            params.model_dump_json(indent=2) + "\n"
+        )
     for kind in KINDS:
-        path = args.out / f"postprocess-params-{kind}.json"
-        path.write_text(json.dumps(PostprocessParams.model_validate(chosen_params[kind]).model_dump(), indent=2) + "\n")
-        print(f"\nwrote {path} (retrieval eval --postprocess-params {path})", end="")
+        method = max((row for row in rows if row[1] == kind), key=lambda row: row[3])[0]
+        path = args.out / f"params-{method.replace('+', '_')}-{kind}.json"
+        print(
+            f"\nbest on validation, {kind}: {method}: retrieval eval --model {args.model} --data {args.data} "
+            f"--postprocess none,{method} --postprocess-params {path}",
+            end="",
+        )
     print()
 
 
