@@ -75,7 +75,7 @@ def test_dba_needs_the_files_backend() -> None:
     class Elsewhere:  # any target but the files backend's
         pass
 
-    with pytest.raises(ConfigError, match="--dba needs the files backend"):
+    with pytest.raises(ConfigError, match="--dba and --postprocess-params need the files backend"):
         with_postprocess(Elsewhere(), IndexPostprocess(dba=DBA))  # type: ignore[arg-type]
 
 
@@ -86,3 +86,24 @@ def test_index_add_with_another_dba_is_refused(tiny_model_dir: Path, vectors: np
     assert result.exit_code != 0 and "was built with --dba 3" in str(result.exception)
     info = CliRunner().invoke(app, ["index", "info", str(out)])
     assert "vectors augmented (DBA n=3, alpha=1)" in info.output
+
+
+def test_index_build_and_add_commands(tiny_model_dir: Path, gallery_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "index"
+    params = '{"qe": {"n": 4, "alpha": 2}, "dba": {"alpha": 0}}'
+    built = CliRunner().invoke(
+        app,
+        ["index", "build", "--model", str(tiny_model_dir), "--data", str(gallery_dir), "--out", str(out)]
+        + ["--dba", "2", "--postprocess-params", params, "--quiet"],
+    )
+    assert built.exit_code == 0, built.output
+    with IndexStore.open(out) as store:
+        postprocess = store.manifest.postprocess
+        assert postprocess.dba == DbaParams(n=2, alpha=0.0) and (postprocess.qe.n, postprocess.qe.alpha) == (4, 2.0)
+        raw = np.load(out / "raw" / "g00000000.f16.npy").astype(np.float32)
+        np.testing.assert_allclose(
+            store.embeddings_of(store.ids()), augment_database(raw, postprocess.dba).vectors, atol=2e-3
+        )
+    added = CliRunner().invoke(app, ["index", "add", str(out), "--data", str(gallery_dir), "--quiet"])
+    assert added.exit_code == 0, added.output
+    assert "augmented with their top 2 neighbours (DBA)" in added.output and "retrieval index compact" in added.output

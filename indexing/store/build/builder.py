@@ -87,15 +87,15 @@ def build_index(
 
 
 def with_postprocess(target: IndexTarget | None, postprocess: IndexPostprocess | None) -> IndexTarget | None:
-    """The target that writes ``postprocess`` into the index: DBA needs the files backend, which keeps the
-    raw vectors beside the augmented ones."""
+    """The target that writes ``postprocess`` into the index: the files backend's (which keeps a DBA index's
+    raw vectors beside the augmented ones); a Milvus collection takes neither."""
     if postprocess is None:
         return target
     if target is None or isinstance(target, FilesTarget):
         return FilesTarget(postprocess=postprocess)
-    if postprocess.dba is not None:
-        raise ConfigError("--dba needs the files backend (--backend files): it keeps raw and augmented vectors")
-    return target
+    raise ConfigError(
+        "--dba and --postprocess-params need the files backend (--backend files): it keeps raw and augmented vectors"
+    )
 
 
 def index_kinds(float_name: str, binary_name: str) -> tuple[IndexKind, IndexKind]:
