@@ -10,13 +10,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
 from retrieval.indexing.search.knn import knn_search
-from retrieval.indexing.search.postprocess import expand_with
+from retrieval.indexing.search.postprocess import augment_database, expand_with
 from retrieval.indexing.search.postprocess_params import DbaParams
 from retrieval.indexing.search.results import PAD_ID, SearchResults
+from retrieval.indexing.store.files.raw_vectors import write_raw
 
 _SHORTLIST = 4
 """Indexed neighbours fetched per wanted one (by the augmented vectors), then ranked by the raw ones."""
@@ -48,6 +50,16 @@ def augment_additions(
         indexed = merged.ids >= 0
         neighbours[indexed] = known[np.searchsorted(ids, merged.ids[indexed])]
     return expand_with(vectors, neighbours, merged.scores, params)
+
+
+def reaugmented(
+    index_dir: Path, generation: int, ids: np.ndarray, raw_of: Callable[[np.ndarray], np.ndarray], params: DbaParams
+) -> np.ndarray:
+    """alpha-DBA of the live items ``ids`` (ascending) from their raw vectors, for a full compaction of
+    ``generation``, whose raw chunk (all of them) is written first."""
+    raw = raw_of(ids)
+    write_raw(index_dir, generation, ids, raw)
+    return augment_database(raw, params).vectors
 
 
 def _among_new(vectors: np.ndarray, n: int) -> SearchResults:

@@ -21,10 +21,9 @@ from retrieval.indexing.common.artifact_names import EMBEDDINGS_NAME
 from retrieval.indexing.common.errors import IndexChangedError, IndexNotWritableError
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.search.kinds import SearchKind
-from retrieval.indexing.search.postprocess import augment_database
 from retrieval.indexing.search.results import SearchResults
 from retrieval.indexing.store.files.compaction_plan import CompactionPlan, major_plan, plan_compaction
-from retrieval.indexing.store.files.dba_updates import augment_additions
+from retrieval.indexing.store.files.dba_updates import augment_additions, reaugmented
 from retrieval.indexing.store.files.faiss_kinds import binary_kind, float_kind
 from retrieval.indexing.store.files.raw_vectors import keep_only, read_raw, write_raw
 from retrieval.indexing.store.files.segment_files import load_embeddings, write_embeddings, write_faiss_files
@@ -83,6 +82,9 @@ class StoreUpdates:
     def _raw_of(self, ids: np.ndarray) -> np.ndarray:
         """The raw (not augmented) vectors of items of a DBA index."""
         return read_raw(self.index_dir, ids, self.embeddings_of(ids))
+
+    def _float_search(self, queries: np.ndarray, k: int) -> SearchResults:
+        return self._search_kind(SearchKind.FLOAT, queries, k, None)
 
     def add(
         self, records: Sequence[ImageRecord], embeddings: np.ndarray, *, idempotency_key: str | None = None
@@ -158,8 +160,7 @@ class StoreUpdates:
             return []
         dba = self.manifest.postprocess.dba
         if dba is not None:  # augmented like the build's items; the old items stay as they are
-            search = lambda queries, k: self._search_kind(SearchKind.FLOAT, queries, k, None)  # noqa: E731
-            vectors = augment_additions(raw, dba, search, self._raw_of, self._set.count)
+            vectors = augment_additions(raw, dba, self._float_search, self._raw_of, self._set.count)
         generation = self.manifest.generation + 1
         info = SegmentInfo(delta_name(generation), self._set.next_row, len(records))
         directory = segment_dir(self.index_dir, info.name)
@@ -224,9 +225,7 @@ class StoreUpdates:
         dba = self.manifest.postprocess.dba if plan.major else None
         vectors = None
         if dba is not None:  # a full compaction re-augments every live item from its raw vector
-            raw = self._raw_of(live_ids(self._set, plan.positions))
-            vectors = augment_database(raw, dba).vectors
-            write_raw(self.index_dir, generation, live_ids(self._set, plan.positions), raw)
+            vectors = reaugmented(self.index_dir, generation, live_ids(self._set, plan.positions), self._raw_of, dba)
         threshold = self.manifest.binarization_threshold
         merged = write_merged(self._set, plan.positions, target, directory, kinds, threshold, vectors)
         kept = [info for p, info in enumerate(self._set.deltas, start=1) if p not in plan.positions]
