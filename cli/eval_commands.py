@@ -17,6 +17,7 @@ from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.common.table_files import table_suffix
 from retrieval.indexing.eval.evaluation import KINDS, EvaluationReport
 from retrieval.indexing.eval.metrics import RetrievalMetrics
+from retrieval.indexing.search.postprocess_params import load_params, parse_methods
 
 
 def _recall_at(metrics: RetrievalMetrics, k: int) -> float | None:
@@ -61,6 +62,23 @@ def format_table(report: EvaluationReport) -> str:
     return "\n".join(lines)
 
 
+def format_postprocess_table(report: EvaluationReport) -> str:
+    """One row per post-processing method: MAP@R and R@1, float and binary, and the change from the raw row."""
+    names = ("MAP@R float", "R@1 float", "MAP@R binary", "R@1 binary")
+    lines = [f"{'postprocess':<13}" + "".join(f"{name:>18}" for name in names)]
+    for method, kinds in report.postprocess.items():
+        cells = ""
+        for kind in KINDS:
+            raw, found = report.metrics[kind], kinds[kind]
+            for value, base in ((found.map_at_r, raw.map_at_r), (found.precision_at_1, raw.precision_at_1)):
+                cells += f"{f'{value:.4f} ({100 * (value - base):+.1f})':>18}"
+        lines.append(f"{method:<13}{cells}")
+    lines.append(
+        f"(in brackets: the change from the raw row, in points; parameters {report.details.get('postprocess_params')})"
+    )
+    return "\n".join(lines)
+
+
 def default_out_dir() -> Path:
     return Path(f"eval-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}")
 
@@ -87,10 +105,26 @@ def evaluate(
             help="with --model: also measure the backbone it was trained from (pooled features; needs torch)",
         ),
     ] = True,
+    postprocess: Annotated[
+        str | None,
+        typer.Option(
+            "--postprocess",
+            help="also measure these post-processings beside the raw row: none,qe,dba,dba+qe,kreciprocal",
+        ),
+    ] = None,
+    postprocess_params: Annotated[
+        str | None,
+        typer.Option(
+            "--postprocess-params",
+            help='their parameters: JSON or a JSON file, e.g. {"qe": {"n": 5, "alpha": 3}} (default: the papers\')',
+        ),
+    ] = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Measure float and binary (sign-bit) retrieval; write metrics.json and retrieval_grid.png."""
     chosen_ks = parse_ks(ks)
+    methods = parse_methods(postprocess) if postprocess else ()
+    params = load_params(postprocess_params) if postprocess_params else None
     if neighbours is not None:
         table_suffix(neighbours)  # a bad name or a missing pyarrow fails before the evaluation
     if (index is None) == (model is None) or (model is not None and data is None) or (index and data):
@@ -99,7 +133,13 @@ def evaluate(
     neighbours_k_wanted = neighbours_k if neighbours is not None else None
     if index is not None:
         evaluation = api.evaluate_index_dir(
-            index, ks=chosen_ks, grid=grid, neighbours_k=neighbours_k_wanted, progress=not quiet
+            index,
+            ks=chosen_ks,
+            grid=grid,
+            neighbours_k=neighbours_k_wanted,
+            progress=not quiet,
+            postprocess=methods,
+            postprocess_params=params,
         )
     else:
         assert model is not None and data is not None  # checked above
@@ -113,6 +153,8 @@ def evaluate(
             batch_size=batch_size,
             threads=threads,
             progress=not quiet,
+            postprocess=methods,
+            postprocess_params=params,
         )
         if reference:
             report = evaluation.report
@@ -123,6 +165,8 @@ def evaluate(
     if evaluation.warning is not None:
         typer.secho(f"warning: {evaluation.warning}", fg=typer.colors.YELLOW, err=True)
     typer.echo(format_table(evaluation.report))
+    if evaluation.report.postprocess:
+        typer.echo(format_postprocess_table(evaluation.report))
     written = api.save_evaluation(evaluation, out_dir, neighbours)
     typer.echo(f"wrote {written.metrics}" + (f" and {written.grid}" if written.grid is not None else ""))
     if written.neighbours is not None and evaluation.neighbours is not None:

@@ -12,6 +12,7 @@ from retrieval.cli.backend_options import BackendOpt, CollectionOpt, MilvusUriOp
 from retrieval.cli.shard_commands import echo_shard_build, merge
 from retrieval.indexing import api
 from retrieval.indexing.common.errors import ConfigError
+from retrieval.indexing.search.postprocess_params import IndexPostprocess, load_params
 from retrieval.indexing.store.backends import FILES, backend_of, index_target
 from retrieval.indexing.store.files.faiss_kinds import BINARY_KINDS, FLOAT_KINDS
 from retrieval.indexing.store.shared.compaction import CompactionPolicy
@@ -29,6 +30,14 @@ DataOpt = Annotated[Path, typer.Option("--data", help="dataset folder / CSV (any
 ThreadsOpt = Annotated[int | None, typer.Option("--threads", help="onnxruntime intra-op threads (default: all cores)")]
 BatchOpt = Annotated[int, typer.Option("--batch-size", min=1, help="images per inference batch")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", help="no progress bars (for logs and scripts)")]
+DbaOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--dba",
+        min=1,
+        help="database-side augmentation: store every vector as the weighted sum of itself and its top N neighbours",
+    ),
+]
 
 
 def echo_failures(failures: Sequence[tuple[Path, str]]) -> None:
@@ -64,12 +73,23 @@ def build(
             "`retrieval index merge`",
         ),
     ] = None,
+    dba: DbaOpt = None,
+    postprocess_params: Annotated[
+        str | None,
+        typer.Option(
+            "--postprocess-params",
+            help="JSON or a JSON file: the parameters of qe, kreciprocal and dba (alpha) this index serves with",
+        ),
+    ] = None,
 ) -> None:
     """Embed a dataset with an exported model and write a float + binary index directory."""
     target = index_target(backend, milvus_uri, collection, out)  # an unknown backend or a stray option fails first
+    params = load_params(postprocess_params) if postprocess_params else None
     if shard is not None:
         if backend != FILES:  # a shard is a directory of embeddings for `index merge`
             raise ConfigError("--shard writes a shard directory; build shards without --backend milvus")
+        if dba is not None or params is not None:
+            raise ConfigError("--dba and --postprocess-params apply to a whole index; build shards without them")
         kinds = {"float_kind": float_kind, "binary_kind": binary_kind}
         echo_failures(echo_shard_build(shard, model, data, out, split, kinds, batch_size, threads, quiet))
         return
@@ -84,6 +104,8 @@ def build(
         threads=threads,
         progress=not quiet,
         target=target,
+        dba=dba,
+        postprocess_params=params,
     )
     echo_failures(report.failures)
     typer.echo(
@@ -114,6 +136,7 @@ def info(index_dir: Annotated[Path, typer.Argument(help="index directory")]) -> 
             f"{manifest.delta_segments + 1} (base + {manifest.delta_segments} deltas), {manifest.tombstones} tombstones",
         ),
         ("compaction", _policy_text(manifest.compaction)),
+        ("postprocess", _postprocess_text(manifest.postprocess)),
         (
             "model",
             f"{manifest.model_sha256[:12]} {manifest.model.backbone} / {manifest.model.loss} ({manifest.model_dir})",
@@ -143,15 +166,24 @@ def add(
         ),
     ] = None,
     quiet: QuietOpt = False,
+    dba: DbaOpt = None,
 ) -> None:
-    """Embed more images with the index's own model and add them (new ids, old ids unchanged)."""
+    """Embed more images with the index's own model and add them (new ids, old ids unchanged); a DBA index
+    augments them as its build did."""
     extra = parse_metadata(metadata, "--metadata") if metadata is not None else {}
-    report = api.add_images(index_dir, data, metadata=extra, batch_size=batch_size, threads=threads, progress=not quiet)
+    report = api.add_images(
+        index_dir, data, metadata=extra, batch_size=batch_size, threads=threads, progress=not quiet, dba=dba
+    )
     echo_failures(report.failures)
     typer.echo(
         f"added {len(report.ids)} images (ids {min(report.ids, default=0)}..{max(report.ids, default=0)}); "
         f"the index now holds {report.count}"
     )
+    if report.dba is not None:
+        typer.echo(
+            f"the new images were augmented with their top {report.dba} neighbours (DBA); the old images that now "
+            f"have new neighbours are not re-augmented until `retrieval index compact {index_dir}`"
+        )
 
 
 @index_app.command("remove")
@@ -162,6 +194,16 @@ def remove(
     """Remove items by id (ids are never reused); an unknown id removes nothing and fails."""
     removed, count = api.remove_items(index_dir, ids)
     typer.echo(f"removed {removed} item(s); the index now holds {count}")
+
+
+def _postprocess_text(postprocess: IndexPostprocess) -> str:
+    dba = postprocess.dba
+    qe, kr = postprocess.qe, postprocess.kreciprocal
+    return (
+        (f"vectors augmented (DBA n={dba.n}, alpha={dba.alpha:g}); " if dba else "raw vectors (no DBA); ")
+        + f"postprocess=qe: n={qe.n}, alpha={qe.alpha:g}; "
+        + f"kreciprocal: k1={kr.k1}, k2={kr.k2}, lambda={kr.lam:g}, top {kr.candidates}"
+    )
 
 
 def _policy_text(policy: CompactionPolicy) -> str:
@@ -195,6 +237,9 @@ def compact(
 
     Adds write delta segments and removes leave tombstones; searches merge the segments.
     Compacting rewrites the index as one base of its float and binary kinds (IVF/PQ retrained).
+
+    A DBA index (`index build --dba N`) is re-augmented from its raw vectors: every item with its
+    current top N neighbours, including the items added since the build.
 
     Updates also compact on their own past the thresholds `retrieval index info` shows.
     The options change those thresholds (kept in manifest.json).

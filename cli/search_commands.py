@@ -13,6 +13,7 @@ from retrieval.cli.search_output import SearchSettings, csv_document, json_docum
 from retrieval.indexing import api
 from retrieval.indexing.common.atomic_write import atomic_write_text
 from retrieval.indexing.common.errors import ConfigError, DataError
+from retrieval.indexing.search.postprocess_params import QUERY_METHODS, parse_methods
 from retrieval.indexing.store.item_search import score_kind
 from retrieval.indexing.store.shared.item_filter import parse_filter
 
@@ -36,6 +37,14 @@ def search(
             'values, all must match, e.g. \'{"label": "cat", "shop": "berlin"}\'',
         ),
     ] = None,
+    postprocess: Annotated[
+        str,
+        typer.Option(
+            "--postprocess",
+            help="none, qe (alpha-query expansion) or kreciprocal (k-reciprocal re-ranking of the top candidates), "
+            "with the parameters in the index's manifest",
+        ),
+    ] = "none",
     as_json: Annotated[bool, typer.Option("--json", help="write JSON: every query with its results")] = False,
     as_csv: Annotated[bool, typer.Option("--csv", help="write CSV: one row per query and rank")] = False,
     out: Annotated[
@@ -54,6 +63,10 @@ def search(
     if rerank and not binary:
         raise DataError("--rerank re-orders a binary shortlist; add --binary")
     kind: Literal["float", "binary"] = "binary" if binary else "float"
+    methods = parse_methods(postprocess, QUERY_METHODS)
+    if len(methods) > 1:
+        raise ConfigError(f"--postprocess takes one of {', '.join(QUERY_METHODS)}, got {postprocess!r}")
+    method = methods[0]
     where = parse_filter(filter_, "--filter")  # a malformed filter fails before any image is embedded
     found = api.search_index(
         index_dir,
@@ -68,12 +81,13 @@ def search(
         batch_size=batch_size,
         threads=threads,
         progress=not quiet and len(images or []) > batch_size,
+        postprocess=method,
     )
     queries, failures = found.queries, found.failures
     echo_failures(failures)
     if where is not None and queries and not any(query.hits for query in queries):
         typer.echo(f"no item of {index_dir} matches --filter {json.dumps(where.to_json())}", err=True)
-    settings = SearchSettings(Path(index_dir), k, kind, rerank, score_kind(kind, rerank), where)
+    settings = SearchSettings(Path(index_dir), k, kind, rerank, score_kind(kind, rerank, method), where, method)
     if fmt == "json":
         text = json.dumps(json_document(queries, settings, failures), indent=2, ensure_ascii=False) + "\n"
     else:

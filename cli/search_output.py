@@ -23,6 +23,7 @@ class SearchSettings:
     rerank: int | None
     score_kind: str
     where: ItemFilter | None = None  # --filter
+    postprocess: str = "none"  # --postprocess
 
 
 def fit(text: str, width: int) -> str:
@@ -57,6 +58,7 @@ def json_document(
         "index_kind": settings.kind,
         "rerank": settings.rerank,
         "score_kind": settings.score_kind,
+        "postprocess": settings.postprocess,
         "filter": settings.where.to_json() if settings.where is not None else None,
         "queries": [
             {

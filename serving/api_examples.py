@@ -14,6 +14,7 @@ SEARCH: dict[str, Any] = {
     "index": "float",
     "k": 2,
     "rerank": None,
+    "postprocess": "none",
     "score_kind": "cosine",
     "results": [
         {

@@ -42,6 +42,7 @@ def search_bounds(k_max: int) -> dict[str, dict[str, Any]]:
         "k": {"type": "integer", "minimum": 1, "maximum": k_max, "default": DEFAULT_K},
         "rerank": {"type": "integer", "minimum": 1, "maximum": RERANK_FACTOR * k_max},  # and >= k
         "index": {"type": "string", "enum": ["float", "binary"], "default": "float"},
+        "postprocess": {"type": "string", "enum": ["none", "qe", "kreciprocal"], "default": "none"},
     }
 
 
@@ -50,7 +51,7 @@ def _operations(document: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _bound_search_parameters(operation: dict[str, Any], document: dict[str, Any], bounds: dict[str, Any]) -> None:
-    """Query parameters and multipart form fields named k, rerank or index get their real schema."""
+    """Query parameters and multipart form fields named k, rerank, index or postprocess get their real schema."""
     for parameter in operation.get("parameters", []):
         if parameter.get("in") == "query" and parameter["name"] in bounds:
             parameter["schema"] = _bounded(parameter["schema"], bounds[parameter["name"]])

@@ -19,7 +19,15 @@ from retrieval.indexing.store.item_search import ranked_hits
 from retrieval.indexing.store.item_search import score_kind as score_kind_of
 from retrieval.indexing.store.shared.item_filter import ItemFilter, parse_filter
 from retrieval.serving.dependencies import Services
-from retrieval.serving.schemas import DEFAULT_K, RERANK_FACTOR, IndexKind, ScoreKind, SearchHit, Timings
+from retrieval.serving.schemas import (
+    DEFAULT_K,
+    RERANK_FACTOR,
+    IndexKind,
+    PostprocessName,
+    ScoreKind,
+    SearchHit,
+    Timings,
+)
 from retrieval.serving.service_errors import InvalidParameterError, invalid_parameters
 from retrieval.serving.settings import ServeSettings
 from retrieval.serving.state import Snapshot
@@ -32,10 +40,16 @@ class SearchParams:
     index: IndexKind = "float"
     rerank: int | None = None
     where: ItemFilter | None = None
+    postprocess: PostprocessName = "none"
 
 
 def resolve_search_params(
-    services: Services, k: int | None, index: IndexKind | None, rerank: int | None, filter_json: str | None = None
+    services: Services,
+    k: int | None,
+    index: IndexKind | None,
+    rerank: int | None,
+    filter_json: str | None = None,
+    postprocess: PostprocessName | None = None,
 ) -> SearchParams:
     """Apply defaults and the configured limits; out-of-range values and a bad filter are a 422 problem."""
     k_max = services.settings.k_max
@@ -46,7 +60,9 @@ def resolve_search_params(
         raise InvalidParameterError(f"rerank must be between k ({k}) and {RERANK_FACTOR * k_max}, got {rerank}.")
     with invalid_parameters():
         where = parse_filter(filter_json, "parameter 'filter'")
-    return SearchParams(k=min(k, k_max), index=index or "float", rerank=rerank, where=where)
+    return SearchParams(
+        k=min(k, k_max), index=index or "float", rerank=rerank, where=where, postprocess=postprocess or "none"
+    )
 
 
 def _ms(start: float) -> float:
@@ -108,6 +124,7 @@ def hits_for(
         rerank=params.rerank,
         exclude=[exclude],
         where=params.where,
+        postprocess=params.postprocess,
     )
     return [
         SearchHit(
@@ -122,7 +139,7 @@ def hits_for(
 
 
 def score_kind(params: SearchParams) -> ScoreKind:
-    return score_kind_of(params.index, params.rerank)
+    return score_kind_of(params.index, params.rerank, params.postprocess)
 
 
 def thumbnail_url(item_id: int) -> str:

@@ -25,6 +25,7 @@ from retrieval.serving.schemas import (
     MAX_ITEM_ID,
     EmbedResponse,
     IndexKind,
+    PostprocessName,
     SearchHit,
     SearchResponse,
     Timings,
@@ -51,6 +52,10 @@ _FILTER = (
     'only items that match this JSON object: "label" is the exact label, any other key an equal metadata value, '
     'and all keys must match, e.g. {"label": "shoe", "shop": "berlin"}; still k results when at least k match'
 )
+_POSTPROCESS = (
+    "'none' (default), 'qe' (alpha-query expansion: the query plus its top hits, searched again) or "
+    "'kreciprocal' (the top candidates re-ranked by k-reciprocal Jaccard distance); parameters: the index's"
+)
 _FILTER_EXAMPLES: dict[str, Example] = {"label and metadata": {"value": '{"label": "shoe", "shop": "berlin"}'}}
 
 
@@ -70,6 +75,10 @@ async def search(
     filter_: str | None = Query(None, alias="filter", description=_FILTER, openapi_examples=_FILTER_EXAMPLES),
     rerank_form: int | None = Form(None, alias="rerank", description="same as the query parameter rerank"),
     filter_form: str | None = Form(None, alias="filter", description="same as the query parameter filter"),
+    postprocess: PostprocessName | None = Query(None, description=_POSTPROCESS),
+    postprocess_form: PostprocessName | None = Form(
+        None, alias="postprocess", description="same as the query parameter postprocess"
+    ),
     services: Services = Depends(get_services),
 ) -> SearchResponse:
     start = time.perf_counter()
@@ -79,6 +88,7 @@ async def search(
         _first(index_form, index),
         _first(rerank_form, rerank),
         _first(filter_form, filter_),
+        _first(postprocess_form, postprocess),
     )
     timings = Timings()
     upload = await embed_upload(services, image, timings)
@@ -117,10 +127,11 @@ async def similar(
     index: IndexKind | None = Query(None, description=_INDEX),
     rerank: int | None = Query(None, description=_RERANK),
     filter_: str | None = Query(None, alias="filter", description=_FILTER, openapi_examples=_FILTER_EXAMPLES),
+    postprocess: PostprocessName | None = Query(None, description=_POSTPROCESS),
     services: Services = Depends(get_services),
 ) -> SearchResponse:
     start = time.perf_counter()
-    params = resolve_search_params(services, k, index, rerank, filter_)
+    params = resolve_search_params(services, k, index, rerank, filter_, postprocess)
     timings = Timings()
 
     def find(snapshot: Snapshot) -> list[SearchHit]:
@@ -140,6 +151,7 @@ def _response(params: SearchParams, results: list[SearchHit], timings: Timings) 
         index=params.index,
         k=params.k,
         rerank=params.rerank,
+        postprocess=params.postprocess,
         score_kind=score_kind(params),
         results=results,
         timings=timings,

@@ -7,7 +7,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 IndexKind = Literal["float", "binary"]
-ScoreKind = Literal["cosine", "hamming"]
+ScoreKind = Literal["cosine", "hamming", "kreciprocal"]
+PostprocessName = Literal["none", "qe", "kreciprocal"]
 
 MAX_ITEM_ID = 2**63 - 1
 """Item ids are SQLite INTEGER PRIMARY KEYs (>= 1); a larger path value is a 422, never an overflow."""
@@ -55,9 +56,11 @@ class SearchResponse(_Strict):
     index: IndexKind
     k: int
     rerank: int | None = None
+    postprocess: PostprocessName = Field("none", description="the post-processing the results went through")
     score_kind: ScoreKind = Field(
-        description="'cosine': cosine similarity (float and re-ranked binary searches); "
-        "'hamming': 1 - 2 * Hamming distance / bits, the cosine of the sign codes (plain binary searches)"
+        description="'cosine': cosine similarity (float and re-ranked binary searches, and after query expansion "
+        "the expanded query's); 'hamming': 1 - 2 * Hamming distance / bits, the cosine of the sign codes (plain "
+        "binary searches); 'kreciprocal': 1 - the k-reciprocal re-ranking distance"
     )
     results: list[SearchHit]
     timings: Timings

@@ -178,6 +178,38 @@ def test_search_click_to_search_loading_and_index_switch(browser, base_url: str,
         page.close()
 
 
+def test_query_expansion_switch(browser, base_url: str, tmp_path: Path) -> None:
+    """The switch sends postprocess=qe for uploads and item queries, and turning it off goes back."""
+    query = query_file(tmp_path)
+    page = open_search_page(browser, base_url)
+    try:
+        k = 5
+        page.fill("#k", str(k))
+        page.set_input_files("input[type=file]", str(query))
+        page.wait_for_function("document.getElementById('results').dataset.postprocess === 'none'")
+        upload = {"image": ("q.png", query.read_bytes())}
+        plain = api_ids(base_url, "/search", params={"k": k}, files=upload)
+        assert shown_ids(page) == plain
+        assert page.get_attribute("#qe", "value") == "qe" and not page.is_checked("#qe")
+        page.check("#qe")  # the same upload again, expanded
+        page.wait_for_function("document.getElementById('results').dataset.postprocess === 'qe'")
+        page.wait_for_function(ALL_LOADED)
+        assert shown_ids(page) == api_ids(base_url, "/search", params={"k": k, "postprocess": "qe"}, files=upload)
+        assert "with query expansion" in page.text_content("#timings")
+        first = shown_ids(page)[0]
+        page.locator("#results .hit").first.locator("button").click()  # an item query keeps the switch
+        page.wait_for_function(f"document.getElementById('results').dataset.query === 'item:{first}'")
+        page.wait_for_function(ALL_LOADED)
+        similar = api_ids(base_url, f"/items/{first}/similar", params={"k": k, "postprocess": "qe"})
+        assert shown_ids(page) == similar and first not in similar
+        page.uncheck("#qe")
+        page.wait_for_function("document.getElementById('results').dataset.postprocess === 'none'")
+        assert shown_ids(page) == api_ids(base_url, f"/items/{first}/similar", params={"k": k})
+        assert page.is_hidden("#error") and page.blocked == []
+    finally:
+        page.close()
+
+
 def test_errors_name_the_file_and_clear_stale_results(browser, base_url: str, tmp_path: Path) -> None:
     broken = tmp_path / "broken.png"
     broken.write_bytes(b"this is not a PNG at all")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from retrieval.indexing.api.inputs import Data, PathLike, records_of
+from retrieval.indexing.search.postprocess_params import DbaParams, IndexPostprocess, PostprocessParams
 from retrieval.indexing.store.backends import IndexTarget
 from retrieval.indexing.store.build import builder, shards
 from retrieval.indexing.store.build.builder import BuildReport
@@ -23,10 +24,14 @@ def build_index(
     threads: int | None = None,
     progress: bool = True,
     target: IndexTarget | None = None,
+    dba: int | None = None,
+    postprocess_params: PostprocessParams | None = None,
 ) -> BuildReport:
     """Embed a dataset (any layout ``retrieval data`` reads, or a list of ``ImageRecord``) with an
     export or run directory and write a float + binary index to ``out``; ``split``: all, train, val or
-    test; ``target``: where the items go (``backends.index_target``; default the files backend)."""
+    test; ``target``: where the items go (``backends.index_target``; default the files backend); ``dba``:
+    augment every vector with its top ``dba`` neighbours (alpha-DBA); ``postprocess_params``: the
+    parameters recorded in the manifest (the service's ``postprocess=qe|kreciprocal``, DBA's alpha)."""
     return builder.build_index(
         Path(model),
         records_of(data, split),
@@ -37,7 +42,18 @@ def build_index(
         threads=threads,
         progress=progress,
         target=target,
+        postprocess=index_postprocess(dba, postprocess_params),
     )
+
+
+def index_postprocess(dba: int | None, params: PostprocessParams | None) -> IndexPostprocess | None:
+    """The manifest's ``postprocess`` of ``--dba N`` and ``--postprocess-params`` (None: neither given)."""
+    if dba is None and params is None:
+        return None
+    chosen = params or PostprocessParams()
+    if dba is not None:
+        chosen = chosen.model_copy(update={"dba": DbaParams(n=dba, alpha=chosen.dba.alpha)})
+    return IndexPostprocess.of(chosen, dba=dba is not None)
 
 
 def build_shard(

@@ -30,10 +30,12 @@ from retrieval.indexing.eval.evaluation import (
     index_neighbors,
 )
 from retrieval.indexing.eval.neighbour_table import neighbour_columns
+from retrieval.indexing.eval.postprocess_eval import postprocess_metrics
 from retrieval.indexing.eval.retrieval_grid import GridRow, save_grid
 from retrieval.indexing.model.manifest import ModelManifest
 from retrieval.indexing.model.onnx_embedder import load_model_manifest
 from retrieval.indexing.model.resolution import resolve_export_dir
+from retrieval.indexing.search.postprocess_params import PostprocessParams
 from retrieval.indexing.store.backends import open_store
 
 METRICS_NAME = "metrics.json"
@@ -81,10 +83,21 @@ def evaluate_index_dir(
     grid: int = 0,
     neighbours_k: int | None = None,
     progress: bool = True,
+    postprocess: Sequence[str] = (),
+    postprocess_params: PostprocessParams | None = None,
 ) -> Evaluation:
-    """An index as built: its metrics, ``grid`` grid queries and each query's top ``neighbours_k``."""
+    """An index as built: its metrics, ``grid`` grid queries and each query's top ``neighbours_k``, and
+    each ``postprocess`` method's metrics on its stored embeddings."""
     with open_store(index) as store:
         report, data = evaluate_index(store, ks=ks, progress=progress)
+        augmented = store.manifest.postprocess.dba is not None
+        if augmented and any(method.startswith("dba") for method in postprocess):
+            raise ConfigError(
+                f"{index} was built with --dba: its stored vectors are augmented already; evaluate "
+                "dba and dba+qe on a model (--model --data) or an index built without --dba"
+            )
+        params = postprocess_params or store.manifest.postprocess.params()
+        add_postprocess(report, data, postprocess, params, store.manifest.binarization_threshold)
         queries = grid_queries(data, grid)
         neighbors = index_neighbors(store, data, queries, GRID_NEIGHBORS) if len(queries) else None
         every = np.flatnonzero(data.is_query)
@@ -104,12 +117,17 @@ def evaluate_dataset(
     batch_size: int = 32,
     threads: int | None = None,
     progress: bool = True,
+    postprocess: Sequence[str] = (),
+    postprocess_params: PostprocessParams | None = None,
 ) -> Evaluation:
-    """A model on the ``split`` of a dataset: exact metrics, grid queries and each query's neighbours."""
+    """A model on the ``split`` of a dataset: exact metrics, grid queries and each query's neighbours, and
+    each ``postprocess`` method's metrics."""
     all_records = load_records(data)
     records = select_split(all_records, split)
     report, eval_data = evaluate_model(model, records, ks=ks, batch_size=batch_size, threads=threads, progress=progress)
     report.details["split"] = split
+    threshold = load_model_manifest(resolve_export_dir(model)).binarization_threshold
+    add_postprocess(report, eval_data, postprocess, postprocess_params or PostprocessParams(), threshold)
     queries = grid_queries(eval_data, grid)
     neighbors = exact_neighbors(eval_data, queries, GRID_NEIGHBORS) if len(queries) else None
     every = np.flatnonzero(eval_data.is_query)
@@ -118,6 +136,18 @@ def evaluate_dataset(
     evaluation = _evaluation(report, eval_data, manifest, _grid(eval_data, queries, neighbors), ranked)
     evaluation.records, evaluation.all_records = records, all_records
     return evaluation
+
+
+def add_postprocess(
+    report: EvaluationReport, data: EvalData, methods: Sequence[str], params: PostprocessParams, threshold: float
+) -> None:
+    """``report.postprocess``: each method's float and binary metrics, and the parameters they ran with."""
+    if not methods:
+        return
+    report.postprocess = postprocess_metrics(
+        data.embeddings, data.labels, data.is_query, data.is_gallery, methods, params, ks=report.ks, threshold=threshold
+    )
+    report.details["postprocess_params"] = params.model_dump()
 
 
 def _grid(data: EvalData, queries: np.ndarray, neighbors: np.ndarray | None) -> list[GridRow]:

@@ -43,17 +43,21 @@ def search(
     kind: KindName = "float",
     rerank: int | None = None,
     where: Mapping[str, Any] | None = None,
+    postprocess: str = "none",
 ) -> list[list[Hit]]:
     """The ``k`` most similar items of each image (a path or a PIL image), embedded with the index's
     own model: per image a list of ``(Item, score)``, best first. ``where`` filters by label and
-    metadata like the service's ``filter``, e.g. ``{"label": "red_circle"}``."""
+    metadata like the service's ``filter``, e.g. ``{"label": "red_circle"}``; ``postprocess``: none,
+    qe or kreciprocal."""
     queries = [images] if isinstance(images, str | Path | Image.Image) else list(images)
     if not queries:
         raise DataError("search() needs at least one image")
     embedder = query_embedder(Path(index))
     with open_store(Path(index), expected_model_sha256=embedder.model_sha256) as store:
         vectors = embed_images(embedder, queries)
-        return ranked_hits(store, vectors, k, kind=kind, rerank=rerank, where=parse_filter(where))
+        return ranked_hits(
+            store, vectors, k, kind=kind, rerank=rerank, where=parse_filter(where), postprocess=postprocess
+        )
 
 
 def search_index(
@@ -70,6 +74,7 @@ def search_index(
     batch_size: int = 32,
     threads: int | None = None,
     progress: bool = False,
+    postprocess: str = "none",
 ) -> SearchOutcome:
     """``retrieval search``: the hits of each readable image file (embedded in batches with ``model``,
     by default the index's own; unreadable ones are reported, and an error only when none can be
@@ -86,12 +91,16 @@ def search_index(
                 raise DataError(
                     first if len(images) == 1 else f"none of the {len(images)} images could be read ({first})"
                 )
-            hits = ranked_hits(store, embedded.embeddings, k, kind=kind, rerank=rerank, where=where)
+            hits = ranked_hits(
+                store, embedded.embeddings, k, kind=kind, rerank=rerank, where=where, postprocess=postprocess
+            )
             outcome.queries += [
                 QueryHits(str(images[i]), None, found) for i, found in zip(embedded.ok, hits, strict=True)
             ]
         if item_ids:
-            found_by_id = similar_hits(store, item_ids, k, kind=kind, rerank=rerank, where=where)
+            found_by_id = similar_hits(
+                store, item_ids, k, kind=kind, rerank=rerank, where=where, postprocess=postprocess
+            )
             items = [store.item(item_id) for item_id in item_ids]
             outcome.queries += [
                 QueryHits(item.path, item.id, found) for item, found in zip(items, found_by_id, strict=True)

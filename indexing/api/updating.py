@@ -7,12 +7,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from retrieval.indexing.api.inputs import query_embedder
-from retrieval.indexing.common.errors import ItemNotFoundError
+from retrieval.indexing.common.errors import ConfigError, ItemNotFoundError
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.model.onnx_embedder import embed_records
 from retrieval.indexing.store.backends import open_store
 from retrieval.indexing.store.shared.compaction import CompactionPolicy, CompactionResult
 from retrieval.indexing.store.shared.item_filter import Scalar
+from retrieval.indexing.store.shared.manifest import load_index_manifest
 
 LISTED_IDS = 10  # unknown ids named in an error
 
@@ -24,6 +25,7 @@ class AddReport:
     ids: list[int]
     count: int
     failures: list[tuple[Path, str]]
+    dba: int | None = None  # the new items were augmented with this many neighbours (a DBA index)
 
 
 @dataclass(frozen=True)
@@ -41,16 +43,22 @@ def add_images(
     batch_size: int = 32,
     threads: int | None = None,
     progress: bool = True,
+    dba: int | None = None,
 ) -> AddReport:
     """Embed the images of ``data`` with the index's own model and add them (new ids, old ids
-    unchanged), each with ``metadata`` over its own."""
+    unchanged), each with ``metadata`` over its own. A DBA index augments them as its build did;
+    ``dba`` (``--dba N``) must then be its N, and is refused on an index built without it."""
+    built = load_index_manifest(index_dir).postprocess.dba
+    if dba is not None and (built is None or built.n != dba):
+        how = "without --dba" if built is None else f"with --dba {built.n}"
+        raise ConfigError(f"{index_dir} was built {how}; rebuild it with --dba {dba} to change its augmentation")
     embedder = query_embedder(index_dir, threads=threads)
     extra = dict(metadata or {})
     records = [replace(record, metadata={**record.metadata, **extra}) for record in load_records(data)]
     with open_store(index_dir, expected_model_sha256=embedder.model_sha256) as store:
         kept, embeddings, failures = embed_records(embedder, records, batch_size=batch_size, progress=progress)
         ids = store.add(kept, embeddings)
-        return AddReport(ids, store.count, failures)
+        return AddReport(ids, store.count, failures, built.n if built is not None else None)
 
 
 def remove_items(index_dir: Path, ids: Sequence[int]) -> tuple[int, int]:

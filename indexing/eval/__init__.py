@@ -1,4 +1,5 @@
 """Offline evaluation: ``metrics`` (Recall@K, MAP@R, R-precision, P@1: the one implementation),
 ``nmi`` (k-means NMI), ``evaluation`` (embed or read an index and measure, float and binary),
-``retrieval_grid`` (the query -> results PNG), ``neighbour_table`` (each query's top results as a
+``postprocess_eval`` (each post-processing method's metrics beside the raw row, ``eval
+--postprocess``), ``retrieval_grid`` (the query -> results PNG), ``neighbour_table`` (each query's top results as a
 table, ``eval --neighbours``) and ``class_overlap`` (evaluated classes the model was trained on)."""

@@ -92,6 +92,7 @@ class EvaluationReport:
     exact: dict[str, RetrievalMetrics] = field(default_factory=dict)
     details: dict[str, object] = field(default_factory=dict)
     reference: ReferenceRow | None = None
+    postprocess: dict[str, dict[str, RetrievalMetrics]] = field(default_factory=dict)  # eval --postprocess
 
     @classmethod
     def of(
@@ -114,6 +115,11 @@ class EvaluationReport:
             document["exact"] = {kind: self.exact[kind].to_dict() for kind in KINDS}
         if self.reference is not None:
             document["reference"] = self.reference.to_json()
+        if self.postprocess:
+            document["postprocess"] = {
+                method: {kind: metrics.to_dict() for kind, metrics in kinds.items()}
+                for method, kinds in self.postprocess.items()
+            }
         document.update(
             protocol=self.protocol,
             num_queries=self.num_queries,

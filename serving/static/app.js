@@ -107,11 +107,13 @@ function showResults(body, query) {
   const grid = $("results");
   grid.replaceChildren(...body.results.map((hit) => hitElement(hit, body.score_kind)));
   grid.dataset.index = body.index;
+  grid.dataset.postprocess = body.postprocess;
   grid.dataset.query = query.kind === "item" ? `item:${query.id}` : "file";
   $("results-hint").hidden = !body.results.length;
   const t = body.timings;
   $("timings").textContent =
-    `${body.results.length} results like ${describe(query)} from the ${body.index} index · ` +
+    `${body.results.length} results like ${describe(query)} from the ${body.index} index` +
+    `${body.postprocess === "qe" ? " with query expansion" : ""} · ` +
     `decode ${t.decode_ms.toFixed(1)} ms · embed ${t.embed_ms.toFixed(1)} ms · ` +
     `search ${t.search_ms.toFixed(1)} ms · total ${t.total_ms.toFixed(1)} ms`;
 }
@@ -131,6 +133,7 @@ function showFailure(query, message, status) {
 
 function request(query) {
   const params = new URLSearchParams({ k: $("k").value || String(DEFAULT_K), index: chosenIndex() });
+  if ($("qe").checked) params.set("postprocess", "qe"); // alpha-query expansion (docs/serving.md)
   if (query.kind === "item") return fetch(`/items/${query.id}/similar?${params}`);
   const form = new FormData();
   form.append("image", query.file, query.file.name);
@@ -213,4 +216,5 @@ function wireDropZone() {
 wireDropZone();
 document.querySelectorAll('input[name="index"]').forEach((radio) => radio.addEventListener("change", search));
 $("k").addEventListener("change", search);
+$("qe").addEventListener("change", search);
 showStatus();

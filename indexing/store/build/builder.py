@@ -15,10 +15,11 @@ from pathlib import Path
 
 import numpy as np
 
-from retrieval.indexing.common.errors import DataError
+from retrieval.indexing.common.errors import ConfigError, DataError
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder, embed_records
 from retrieval.indexing.model.resolution import resolve_export_dir
+from retrieval.indexing.search.postprocess_params import IndexPostprocess
 from retrieval.indexing.store.backends import IndexTarget, backend_of
 from retrieval.indexing.store.files.faiss_kinds import IndexKind, binary_kind, float_kind
 from retrieval.indexing.store.files.files_target import FilesTarget
@@ -55,10 +56,13 @@ def build_index(
     threads: int | None = None,
     progress: bool = True,
     target: IndexTarget | None = None,
+    postprocess: IndexPostprocess | None = None,
 ) -> BuildReport:
     """Embed ``records`` with the model and write a float + binary index directory at ``out_dir``
-    (with a ``MilvusTarget``: the items into that Milvus collection, the directory naming it)."""
+    (with a ``MilvusTarget``: the items into that Milvus collection, the directory naming it);
+    ``postprocess``: recorded in the manifest, and with its ``dba`` the vectors are augmented."""
     started = time.perf_counter()
+    target = with_postprocess(target, postprocess)
     kinds = index_kinds(float_kind, binary_kind)
     if not records:
         raise DataError("the gallery is empty; point --data at a folder or list with at least one image")
@@ -79,6 +83,18 @@ def build_index(
         time.perf_counter() - started,
         failures,
         backend_of(manifest).describe(manifest),
+    )
+
+
+def with_postprocess(target: IndexTarget | None, postprocess: IndexPostprocess | None) -> IndexTarget | None:
+    """The target that writes ``postprocess`` into the index: the files backend's (which keeps a DBA index's
+    raw vectors beside the augmented ones); a Milvus collection takes neither."""
+    if postprocess is None:
+        return target
+    if target is None or isinstance(target, FilesTarget):
+        return FilesTarget(postprocess=postprocess)
+    raise ConfigError(
+        "--dba and --postprocess-params need the files backend (--backend files): it keeps raw and augmented vectors"
     )
 
 

@@ -7,5 +7,7 @@ Segments: ``segments`` (an immutable base + append-only deltas + tombstones), ``
 Searching: ``segment_searcher`` (one segment, one kind: tombstones, filters, GPU, exact fallback),
 ``filtered_search`` (faiss id selectors and exact search over stored vectors), ``faiss_kinds`` (the
 registry of float and binary index kinds) and ``faiss_gpu`` (GPU copies when faiss sees a GPU).
-Writing a new index: ``files_target`` (``FilesTarget``).
+Writing a new index: ``files_target`` (``FilesTarget``). A DBA index (``--dba N``): ``raw_vectors`` (the
+raw embeddings beside the augmented ones) and ``dba_updates`` (adds augment their items; a full
+compaction re-augments all).
 """

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +18,10 @@ from retrieval.indexing.common.artifact_names import INDEX_MODEL_SUBDIR, ITEMS_D
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.search.binary import binarize
+from retrieval.indexing.search.postprocess import augment_database
+from retrieval.indexing.search.postprocess_params import IndexPostprocess
 from retrieval.indexing.store.files.faiss_kinds import IndexKind, build_binary_index, build_float_index
+from retrieval.indexing.store.files.raw_vectors import write_raw
 from retrieval.indexing.store.files.segment_files import write_embeddings, write_faiss_files
 from retrieval.indexing.store.shared.index_dir import IndexedModel, check_out_dir, copy_model, staged_index_dir
 from retrieval.indexing.store.shared.items_db import ItemsDb
@@ -27,7 +30,10 @@ from retrieval.indexing.store.shared.manifest import IndexManifest, save_index_m
 
 @dataclass(frozen=True)
 class FilesTarget:
-    """The files backend as a place to write an index: the directory itself."""
+    """The files backend as a place to write an index: the directory itself; ``postprocess`` goes into the
+    manifest, and with its ``dba`` the vectors are augmented (``index build --dba N``)."""
+
+    postprocess: IndexPostprocess = field(default_factory=IndexPostprocess)
 
     @classmethod
     def of(cls, uri: str | None, collection: str | None, out_dir: Path) -> FilesTarget:
@@ -49,7 +55,9 @@ class FilesTarget:
         """Write all files in a staging directory, then swap it in place of ``out_dir``."""
         check_out_dir(out_dir)
         with staged_index_dir(out_dir) as staging:
-            manifest = write_index_files(staging, model, records, embeddings, kinds, progress=progress)
+            manifest = write_index_files(
+                staging, model, records, embeddings, kinds, progress=progress, postprocess=self.postprocess
+            )
         return manifest
 
 
@@ -71,10 +79,14 @@ def write_index_files(
     kinds: tuple[IndexKind, IndexKind],
     *,
     progress: bool = False,
+    postprocess: IndexPostprocess | None = None,
 ) -> IndexManifest:
-    """Every file of a fresh index (generation 0) in ``index_dir``; the manifest is written last."""
+    """Every file of a fresh index (generation 0) in ``index_dir``; the manifest is written last. With
+    ``postprocess.dba`` the stored and indexed vectors are the augmented ones, the raw ones go to ``raw/``."""
     index_dir.mkdir(parents=True, exist_ok=False)
-    vectors = np.asarray(embeddings, dtype=np.float32)
+    postprocess = postprocess or IndexPostprocess()
+    raw = np.asarray(embeddings, dtype=np.float32)
+    vectors = augment_database(raw, postprocess.dba).vectors if postprocess.dba else raw
     write_embeddings(index_dir, vectors)
     db = ItemsDb.create(index_dir / ITEMS_DB_NAME)
     try:
@@ -83,12 +95,15 @@ def write_index_files(
         num_labels = len(db.labels())
     finally:
         db.close()
+    if postprocess.dba:
+        write_raw(index_dir, 0, ids, raw)
     threshold = model.manifest.binarization_threshold
     float_index = build_float_index(kinds[0], vectors, ids, progress=progress)
     binary_index = build_binary_index(kinds[1], binarize(vectors, threshold), ids, vectors.shape[1], progress=progress)
     write_faiss_files(index_dir, float_index, binary_index)
     copy_model(model, index_dir / INDEX_MODEL_SUBDIR)
     manifest = _manifest(model, kinds, dim=vectors.shape[1], count=len(ids), num_labels=num_labels)
+    manifest = manifest.model_copy(update={"postprocess": postprocess})
     save_index_manifest(index_dir, manifest)
     return manifest
 

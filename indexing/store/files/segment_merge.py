@@ -34,6 +34,11 @@ class _StoredRows:
         return self._segments.embeddings_of(self._ids[rows])
 
 
+def live_ids(segments: SegmentSet, positions: tuple[int, ...]) -> np.ndarray:
+    """The live ids of ``segments.segments[positions]``, ascending: the items a merge of them writes."""
+    return np.sort(np.concatenate([segments.segments[p].live_ids() for p in positions]))
+
+
 @dataclass(frozen=True)
 class MergedSegment:
     """A written segment (not yet committed) and the new rows of its items."""
@@ -50,12 +55,15 @@ def write_merged(
     directory: Path,
     kinds: tuple[IndexKind, IndexKind],
     threshold: float,
+    vectors: np.ndarray | None = None,
 ) -> MergedSegment:
     """Write the live items of ``segments.segments[positions]``, ascending by id, into ``directory``
-    as the segment ``target`` (its ``rows`` must be their number)."""
-    ids = np.sort(np.concatenate([segments.segments[p].live_ids() for p in positions]))
+    as the segment ``target`` (its ``rows`` must be their number); ``vectors`` (one row per such id, in
+    that order) replace their stored values (a DBA index re-augmented by a full compaction)."""
+    ids = live_ids(segments, positions)
     dim = segments.segments[0].embeddings.shape[1]
-    write_embeddings(directory, _StoredRows(segments, ids, dim))  # type: ignore[arg-type]  # sliced like an array
+    rows = _StoredRows(segments, ids, dim) if vectors is None else vectors
+    write_embeddings(directory, rows)  # type: ignore[arg-type]  # sliced like an array
     embeddings = load_embeddings(Path(directory) / EMBEDDINGS_NAME, dim)
     float_index, binary_index = index_segment(kinds, embeddings, ids, threshold)
     write_faiss_files(directory, float_index, binary_index)

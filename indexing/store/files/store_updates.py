@@ -20,10 +20,14 @@ import numpy as np
 from retrieval.indexing.common.artifact_names import EMBEDDINGS_NAME
 from retrieval.indexing.common.errors import IndexChangedError, IndexNotWritableError
 from retrieval.indexing.data.records import ImageRecord
+from retrieval.indexing.search.kinds import SearchKind
+from retrieval.indexing.search.results import SearchResults
 from retrieval.indexing.store.files.compaction_plan import CompactionPlan, major_plan, plan_compaction
+from retrieval.indexing.store.files.dba_updates import augment_additions, reaugmented
 from retrieval.indexing.store.files.faiss_kinds import binary_kind, float_kind
+from retrieval.indexing.store.files.raw_vectors import keep_only, read_raw, write_raw
 from retrieval.indexing.store.files.segment_files import load_embeddings, write_embeddings, write_faiss_files
-from retrieval.indexing.store.files.segment_merge import write_merged
+from retrieval.indexing.store.files.segment_merge import live_ids, write_merged
 from retrieval.indexing.store.files.segment_set import SegmentSet
 from retrieval.indexing.store.files.segments import (
     Segment,
@@ -68,6 +72,19 @@ class StoreUpdates:
 
     def _segments_changed(self) -> None:
         raise NotImplementedError  # IndexStore: a searcher for every segment
+
+    def _search_kind(self, kind: SearchKind, data: np.ndarray, k: int, scope: Any) -> SearchResults:
+        raise NotImplementedError  # IndexStore: each segment, then the merge
+
+    def embeddings_of(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
+        raise NotImplementedError  # IndexStore: the stored vectors
+
+    def _raw_of(self, ids: np.ndarray) -> np.ndarray:
+        """The raw (not augmented) vectors of items of a DBA index."""
+        return read_raw(self.index_dir, ids, self.embeddings_of(ids))
+
+    def _float_search(self, queries: np.ndarray, k: int) -> SearchResults:
+        return self._search_kind(SearchKind.FLOAT, queries, k, None)
 
     def add(
         self, records: Sequence[ImageRecord], embeddings: np.ndarray, *, idempotency_key: str | None = None
@@ -138,9 +155,12 @@ class StoreUpdates:
             )
 
     def _add(self, records: Sequence[ImageRecord], embeddings: np.ndarray, key: str | None) -> list[int]:
-        vectors = checked_additions(records, embeddings, self.manifest.dim)
+        vectors = raw = checked_additions(records, embeddings, self.manifest.dim)
         if not records:
             return []
+        dba = self.manifest.postprocess.dba
+        if dba is not None:  # augmented like the build's items; the old items stay as they are
+            vectors = augment_additions(raw, dba, self._float_search, self._raw_of, self._set.count)
         generation = self.manifest.generation + 1
         info = SegmentInfo(delta_name(generation), self._set.next_row, len(records))
         directory = segment_dir(self.index_dir, info.name)
@@ -153,6 +173,8 @@ class StoreUpdates:
             if key is not None:
                 self._db.remember(key, {"ids": ids, "count": self._set.count + len(ids)})
         id_array = np.asarray(ids, dtype=np.int64)
+        if dba is not None:
+            write_raw(self.index_dir, generation, id_array, raw)
         float_index, binary_index = index_segment(
             delta_kinds(), vectors, id_array, self.manifest.binarization_threshold
         )
@@ -200,7 +222,12 @@ class StoreUpdates:
         else:
             target = SegmentInfo(delta_name(generation), self._set.next_row, live)
             directory, kinds = segment_dir(self.index_dir, target.name), delta_kinds()
-        merged = write_merged(self._set, plan.positions, target, directory, kinds, self.manifest.binarization_threshold)
+        dba = self.manifest.postprocess.dba if plan.major else None
+        vectors = None
+        if dba is not None:  # a full compaction re-augments every live item from its raw vector
+            vectors = reaugmented(self.index_dir, generation, live_ids(self._set, plan.positions), self._raw_of, dba)
+        threshold = self.manifest.binarization_threshold
+        merged = write_merged(self._set, plan.positions, target, directory, kinds, threshold, vectors)
         kept = [info for p, info in enumerate(self._set.deltas, start=1) if p not in plan.positions]
         with self._db.transaction():
             self._db.set_rows(merged.ids.tolist(), merged.rows.tolist())
@@ -210,6 +237,8 @@ class StoreUpdates:
             self._db.set_generation(generation)
         if plan.major:
             finish_base_swap(self.index_dir, generation)  # the memory map follows its file
+        if dba is not None:
+            keep_only(self.index_dir, generation)
         remove_uncommitted(self.index_dir, kept if plan.major else [*kept, target], base_generation(self._db))
         self._set.replace(plan.positions, merged.segment, merged.ids, merged.rows)
         self._segments_changed()

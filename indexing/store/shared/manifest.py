@@ -19,6 +19,7 @@ from retrieval.indexing.common.artifact_names import INDEX_MANIFEST_NAME
 from retrieval.indexing.common.atomic_write import atomic_write_text
 from retrieval.indexing.common.errors import IndexFormatError
 from retrieval.indexing.model.manifest import ModelManifest
+from retrieval.indexing.search.postprocess_params import IndexPostprocess
 from retrieval.indexing.store.shared.compaction import CompactionPolicy
 
 INDEX_FORMAT_VERSION = 1
@@ -57,6 +58,10 @@ class IndexManifest(BaseModel):
     )
     milvus_uri: str | None = Field(None, description="milvus backend: server URL or milvus-lite .db file")
     milvus_collection: str | None = Field(None, description="milvus backend: the collection holding the items")
+    postprocess: IndexPostprocess = Field(
+        default_factory=IndexPostprocess,
+        description="dba: the augmentation the stored vectors carry (None: raw); qe, kreciprocal: their search parameters",
+    )
 
 
 def manifest_path(index_dir: Path) -> Path:
