@@ -11,10 +11,8 @@ import numpy as np
 
 from retrieval.indexing.search.kinds import KindName, SearchKind
 from retrieval.indexing.store.shared.item_filter import ItemFilter
-from retrieval.indexing.store.shared.items_db import Item
+from retrieval.indexing.store.shared.items_db import Hit
 from retrieval.indexing.store.shared.store_protocol import Store
-
-Hit = tuple[Item, float]
 
 
 def ranked_hits(
