@@ -124,3 +124,20 @@ def test_serve_names_a_port_in_use_in_one_sentence(tiny_index_template: Path) ->
     assert done.returncode == 2
     assert f"error: port {port} on 127.0.0.1 is already in use" in done.stderr and "--port" in done.stderr
     assert "Traceback" not in done.stderr and "OSError" not in done.stderr
+
+
+def test_silent_phases_say_what_they_do(capsys: pytest.CaptureFixture[str]) -> None:
+    from retrieval.cli.activity import activity
+
+    with activity("loading torch and the training code"):
+        pass
+    with activity("never shown", enabled=False):
+        pass
+    assert capsys.readouterr().err == "loading torch and the training code ...\n"  # not a terminal: one line
+
+
+def test_data_check_advises_turning_the_flip_off_for_mirror_sensitive_classes(tmp_path: Path) -> None:
+    data = _folder_of_images(tmp_path / "data")
+    result = CliRunner().invoke(app, ["data", "check", str(data), "--quiet"])
+    assert result.exit_code == 0 and "retrieval train --set data.horizontal_flip=false" in result.output
+    assert "mirror image" in result.output

@@ -256,6 +256,8 @@ class Trainer:
         val, candidate = None, self.cfg.trainer.select_reference or self.cfg.trainer.epochs == 0
         if self.ctx.is_main:
             atomic_write_text(self.paths.metrics, "")
+            if self.progress:  # the reference is fitted and validated before any bar: say so meanwhile
+                tqdm.write(f"epoch 0: measuring the {reference_name(self.cfg.model)} backbone (the reference) ...")
             reference = self._reference_model()
             val = self._validate(reference)
             state = self._state(0, val, reference)
