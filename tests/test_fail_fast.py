@@ -141,3 +141,13 @@ def test_data_check_advises_turning_the_flip_off_for_mirror_sensitive_classes(tm
     result = CliRunner().invoke(app, ["data", "check", str(data), "--quiet"])
     assert result.exit_code == 0 and "retrieval train --set data.horizontal_flip=false" in result.output
     assert "mirror image" in result.output
+
+
+def test_study_mistakes_are_refused_before_torch_loads(tmp_path: Path) -> None:
+    data = _folder_of_images(tmp_path / "data")
+    common = ["study", "--losses", "triplet", "--out", str(tmp_path / "study")]
+    missing = _without_torch(*common, "--data", str(tmp_path / "nothing"))
+    assert "does not exist" in missing and "torch not loaded" in missing
+    misspelt = _without_torch(*common, "--data", str(data), "--set", "triplet:trainer.epoch=2")
+    assert "did you mean epochs?" in misspelt and "torch not loaded" in misspelt
+    assert not (tmp_path / "study").exists()

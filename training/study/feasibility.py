@@ -31,6 +31,6 @@ def check_batches(configs: Mapping[str, TrainConfig], records: Sequence[ImageRec
             except DataError as error:
                 raise DataError(
                     f"--losses {loss} cannot train on fold {fold} of {folds} ({len(split.train)} images of "
-                    f"{len(split.train_classes)} classes): {error}; no trial has run (--set applies a setting to "
-                    "every loss, e.g. --set trainer.batch_size=16)"
+                    f"{len(split.train_classes)} classes): {error}; no trial has run (--batch-size or --set KEY=VALUE "
+                    "change it for every loss; fewer --folds leave each fold more training classes)"
                 ) from None
