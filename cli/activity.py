@@ -1,5 +1,6 @@
-"""A line for each silent phase of a command (loading torch, a model, an index): a spinner on a terminal,
-the line once anywhere else, and on a terminal the time it took when it ends."""
+"""A spinner for each silent phase of a command (loading torch, a model, an index) on a terminal, and the
+time it took when it ends. Nothing where stderr is not a terminal: a log or a pipe gets no spinner frames
+(and a reader of ``--json`` output mixed with stderr no extra line)."""
 
 from __future__ import annotations
 
@@ -16,13 +17,9 @@ TICK_S = 0.1
 
 @contextmanager
 def activity(message: str, *, enabled: bool = True) -> Iterator[None]:
-    """Show ``message`` on stderr while the block runs (nothing when ``enabled`` is false)."""
-    if not enabled:
-        yield
-        return
+    """Spin ``message`` on stderr while the block runs, when stderr is a terminal and ``enabled``."""
     stream = sys.stderr
-    if not stream.isatty():
-        print(f"{message} ...", file=stream, flush=True)
+    if not enabled or not stream.isatty():
         yield
         return
     started, done = time.perf_counter(), threading.Event()

@@ -296,8 +296,9 @@ def test_keyboard_only_each_search_is_a_url_and_back_goes_back(browser, base_url
             page.keyboard.press("Tab")
             if page.evaluate("document.activeElement.id") == "file":
                 break
+        assert page.evaluate("document.activeElement.id") == "file"
         with page.expect_file_chooser() as chooser:
-            page.keyboard.press("Enter")
+            page.keyboard.press("Space")  # a file input opens its chooser on Space (and Enter)
         chooser.value.set_files(str(query))
         _wait_query(page, "file")
         uploaded = shown_ids(page)

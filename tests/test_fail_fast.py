@@ -126,14 +126,25 @@ def test_serve_names_a_port_in_use_in_one_sentence(tiny_index_template: Path) ->
     assert "Traceback" not in done.stderr and "OSError" not in done.stderr
 
 
-def test_silent_phases_say_what_they_do(capsys: pytest.CaptureFixture[str]) -> None:
-    from retrieval.cli.activity import activity
+def test_silent_phases_spin_on_a_terminal_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
 
-    with activity("loading torch and the training code"):
-        pass
-    with activity("never shown", enabled=False):
-        pass
-    assert capsys.readouterr().err == "loading torch and the training code ...\n"  # not a terminal: one line
+    from retrieval.cli import activity as module
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    for stream, enabled in ((Terminal(), True), (Terminal(), False), (io.StringIO(), True)):
+        monkeypatch.setattr(module.sys, "stderr", stream)
+        with module.activity("loading torch and the training code", enabled=enabled):
+            module.time.sleep(0.25)
+        shown = stream.getvalue()
+        if enabled and isinstance(stream, Terminal):
+            assert "| loading torch and the training code ..." in shown  # the spinner's first frame
+            assert shown.endswith("\rloading torch and the training code: 0.2 s\n") or ": 0.3 s" in shown
+        else:
+            assert shown == ""  # disabled, or a pipe or a log: nothing
 
 
 def test_data_check_advises_turning_the_flip_off_for_mirror_sensitive_classes(tmp_path: Path) -> None:
