@@ -8,5 +8,6 @@ and ``study`` share, each declared once), ``backbone_commands`` (``retrieval bac
 ``index_commands`` (``index build|info|add|remove|compact``, with ``shard_commands`` for ``--shard``
 and ``index merge``, and ``backend_options`` for ``--backend``), ``search_commands`` (printed by
 ``search_output``), ``embed_commands``, ``eval_commands`` (with ``eval_reference``, the starting
-backbone's column, which needs torch) and ``serve_commands``.
+backbone's column, which needs torch) and ``serve_commands``; ``activity`` spins on the terminal while a
+silent phase (torch, a model, an index) loads.
 """

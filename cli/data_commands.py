@@ -84,8 +84,16 @@ def check(
     """Try to read every image of a dataset and list the ones that cannot be read."""
     report = scan_images(load_records(path), progress=not quiet)
     typer.echo(report.summary(limit=20))
+    typer.echo(MIRROR_ADVICE)
     if not report.ok:
         raise DataError(f"{len(report.bad)} unreadable images in {path}; fix or remove them")
+
+
+MIRROR_ADVICE = (
+    "advice: training flips images left-right at random (data.horizontal_flip); when a class differs from another "
+    "by its mirror image (arrows, text, left- vs right-hand parts), that teaches the model to confuse them: "
+    "turn it off with `retrieval train --set data.horizontal_flip=false` (docs/data.md)"
+)
 
 
 def register(app: typer.Typer) -> None:

@@ -157,6 +157,8 @@ def evaluate(
             postprocess_params=params,
         )
         if reference:
+            if not quiet:
+                typer.echo("measuring the backbone the model was trained from (loads torch) ...", err=True)
             report = evaluation.report
             report.reference, note = reference_column(
                 model, evaluation.all_records, evaluation.records, evaluation.manifest, report.ks, progress=not quiet

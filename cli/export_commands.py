@@ -95,12 +95,15 @@ def int8_summary(quantization: Quantization) -> str:
 
 
 def next_command(run_dir: Path, out: Path | None) -> str:
-    """The ``index build`` command for this export: the run's test classes, its own data path."""
+    """The ``index build`` command for this export, with the run's own data path: the test classes, or every
+    class for a run that trained on all of them (``--split none``, ``--final-fit``)."""
     from retrieval.training.run.run_dir import load_run_config
 
-    data = load_run_config(run_dir).data.path or "DATA"
+    config = load_run_config(run_dir)
+    data = config.data.path or "DATA"
     model = out if out is not None else run_dir
-    return f"retrieval index build --model {model} --data {data} --split test --out {Path(run_dir) / 'index'}"
+    split = "all" if config.data.split == "none" else "test"
+    return f"retrieval index build --model {model} --data {data} --split {split} --out {Path(run_dir) / 'index'}"
 
 
 def register(app: typer.Typer) -> None:

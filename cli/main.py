@@ -24,7 +24,7 @@ from retrieval.cli import (  # noqa: E402
     study_commands,
     train_commands,
 )
-from retrieval.cli.help_display import show_flags_as_flags  # noqa: E402
+from retrieval.cli.help_display import present  # noqa: E402
 from retrieval.indexing.common.errors import RetrievalError  # noqa: E402
 
 INTERRUPTED = 130  # the shell's code for a command ended by SIGINT (128 + 2)
@@ -75,7 +75,7 @@ for module in (
     serve_commands,
 ):
     module.register(app)
-show_flags_as_flags(app)  # after every command is registered
+present(app)  # after every command is registered
 
 
 def main() -> None:

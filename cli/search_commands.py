@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 
 import typer
 
+from retrieval.cli.activity import activity
 from retrieval.cli.index_commands import BatchOpt, QuietOpt, ThreadsOpt, echo_failures
 from retrieval.cli.search_output import SearchSettings, csv_document, json_document, table_text
 from retrieval.indexing import api
@@ -68,21 +69,23 @@ def search(
         raise ConfigError(f"--postprocess takes one of {', '.join(QUERY_METHODS)}, got {postprocess!r}")
     method = methods[0]
     where = parse_filter(filter_, "--filter")  # a malformed filter fails before any image is embedded
-    found = api.search_index(
-        index_dir,
-        images=images or [],
-        item_ids=item_ids or [],
-        k=k,
-        kind=kind,
-        rerank=rerank,
-        where=where,
-        model=model,
-        force=force,
-        batch_size=batch_size,
-        threads=threads,
-        progress=not quiet and len(images or []) > batch_size,
-        postprocess=method,
-    )
+    bars = not quiet and len(images or []) > batch_size  # many images: progress bars; few: one line meanwhile
+    with activity(f"opening {index_dir} and searching", enabled=not quiet and not bars):
+        found = api.search_index(
+            index_dir,
+            images=images or [],
+            item_ids=item_ids or [],
+            k=k,
+            kind=kind,
+            rerank=rerank,
+            where=where,
+            model=model,
+            force=force,
+            batch_size=batch_size,
+            threads=threads,
+            progress=bars,
+            postprocess=method,
+        )
     queries, failures = found.queries, found.failures
     echo_failures(failures)
     if where is not None and queries and not any(query.hits for query in queries):

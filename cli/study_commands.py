@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from retrieval.cli.activity import activity
 from retrieval.cli.config_options import config_layer, show_config_defaults
 from retrieval.cli.train_options import (
     Backbone,
@@ -20,6 +21,8 @@ from retrieval.cli.train_options import (
     Pretrained,
 )
 from retrieval.indexing.common.errors import ConfigError
+from retrieval.training.config.config_checks import check_config
+from retrieval.training.config.train_config import build_config, parse_set
 
 STUDY_HELP = (
     "Compare losses fairly, as 'A Metric Learning Reality Check' (Musgrave et al., ECCV 2020) does.\n\n"
@@ -75,13 +78,16 @@ def study(
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bars.")] = False,
 ) -> None:
-    from retrieval.training.study.runner import run_study
-    from retrieval.training.study.state import StudySpec
-
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    options = config_layer(study, locals())
+    assignments = parse_set([item.split(":", 1)[-1] for item in set_ or []])  # "loss:key=value" sets key too
+    layers = [("command-line options", options), ("--set", assignments), ("--data", {"data": {"path": str(data)}})]
+    for warning in check_config(build_config(layers)):  # before torch loads
+        typer.secho(f"warning: {warning}", fg=typer.colors.YELLOW, err=True)
+    with activity("loading torch and the training code", enabled=not quiet):
+        from retrieval.training.study.runner import run_study
+        from retrieval.training.study.state import StudySpec
     names = parse_losses(losses)
-    if not data.exists():
-        raise ConfigError(f"--data {data} does not exist")
     spec = StudySpec(
         data=str(data.resolve()),
         losses=names,
@@ -90,7 +96,7 @@ def study(
         seeds=_at_least(seeds, 1, "--seeds"),
         seed=seed,
         cached_features=cached_features,
-        options=config_layer(study, locals()),
+        options=options,
         overrides=list(set_ or []),
     )
     started = time.perf_counter()

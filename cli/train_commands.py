@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from retrieval.cli.activity import activity
 from retrieval.cli.config_options import ConfigKey, config_layer, show_config_defaults
 from retrieval.cli.train_options import (
     Backbone,
@@ -19,12 +20,15 @@ from retrieval.cli.train_options import (
     MaxImagesPerClass,
     Pretrained,
 )
+from retrieval.indexing.common.artifact_names import RUN_CONFIG_NAME
 from retrieval.indexing.common.errors import ConfigError
+from retrieval.training.config.config_checks import check_config, recipe_loss_warning
+from retrieval.training.config.train_config import TrainConfig, build_config, parse_set, read_yaml
 
 if TYPE_CHECKING:  # torch loads only when a command needs it
-    from retrieval.training.config.train_config import TrainConfig
     from retrieval.training.ensemble.ensemble_training import EnsembleSpec
     from retrieval.training.run.distributed import DistContext
+    from retrieval.training.run.trained_run import TrainedRun
 
 
 def train(
@@ -77,6 +81,25 @@ def train(
         str | None, typer.Option("--device", help="auto (CUDA if present) | cpu | cuda."), ConfigKey("trainer.device")
     ] = None,
     pretrained: Pretrained = None,
+    split: Annotated[
+        str | None,
+        typer.Option(
+            "--split",
+            help="classes: hold out test and validation classes to measure on classes never trained on; none: "
+            "train on every class (your own classes, to search them), measuring nothing.",
+        ),
+        ConfigKey("data.split"),
+    ] = None,
+    final_fit: Annotated[
+        bool | None,
+        typer.Option(
+            "--final-fit",
+            help="Measure first, then use every class: the class-disjoint fit chooses the epochs and reports the "
+            "test classes (RUN_DIR/selection), then the run's model is trained again on every class for that "
+            "many epochs.",
+        ),
+        ConfigKey("trainer.final_fit"),
+    ] = None,
     val_fraction: Annotated[
         float | None,
         typer.Option("--val-fraction", help="Share of training classes held out for validation."),
@@ -153,21 +176,25 @@ def train(
 
     The configuration is built in layers: the defaults shown below, then --recipe, then --config, then these
     options, then --set (--print-config shows the result). A default that a recipe changes says so, e.g.
-    "10; --recipe zhai_wu: 31".
+    "10; --recipe zhai_wu: 31". --epochs 0 trains nothing: the run's model is the starting backbone, to try
+    it before training. --split none or --final-fit train on every class (docs/training.md).
     """
-    from retrieval.training.config.recipes import describe_recipe
-    from retrieval.training.ensemble.ensemble_training import resolve_ensemble
-    from retrieval.training.run.distributed import DistContext
-    from retrieval.training.run.interrupt import interrupt_at_safe_points
-    from retrieval.training.run.run_dir import RunPaths, claim_run_dir
-    from retrieval.training.run.trainer import Trainer
-
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if out is None and not print_config:
         raise ConfigError("--out is required: the run directory to train into (e.g. --out runs/first)")
+    layers = _config_layers(out if resume else None, config, config_layer(train, locals()), set_ or [])
+    _check_before_torch(layers, recipe, loss, needs_data=not print_config)
+    with activity("loading torch and the training code", enabled=not (quiet or print_config)):
+        from retrieval.training.config.recipes import describe_recipe
+        from retrieval.training.ensemble.ensemble_training import resolve_ensemble
+        from retrieval.training.run.distributed import DistContext
+        from retrieval.training.run.final_fit import fit_run
+        from retrieval.training.run.interrupt import interrupt_at_safe_points
+        from retrieval.training.run.run_dir import RunPaths, claim_run_dir
+
     if out is not None and not print_config:
         claim_run_dir(out, resume=resume, overwrite=overwrite)
-    cfg = _resolved_config(out if resume else None, recipe, config, config_layer(train, locals()), set_ or [])
+    cfg = _resolved_config(recipe, layers)
     if print_config:
         _print_config(cfg)
         return
@@ -177,13 +204,13 @@ def train(
     if recipe and ctx.is_main:
         logging.getLogger(__name__).info("recipe %s: %s", recipe, describe_recipe(recipe))
     if spec is not None:
+        if cfg.trainer.final_fit or cfg.data.split == "none":
+            raise ConfigError("--ensemble trains on the class-disjoint split; leave out --final-fit and --split none")
         _train_ensemble(cfg, out, spec, progress=not quiet, ctx=ctx)
         return
-    trainer = Trainer(cfg, out, resume=resume, progress=not quiet, ctx=ctx)
     try:
         with interrupt_at_safe_points() as interrupt:
-            trainer.stop_check = interrupt.check
-            result = trainer.fit()
+            result = fit_run(cfg, out, resume=resume, progress=not quiet, ctx=ctx, stop_check=interrupt.check)
     except KeyboardInterrupt:
         if ctx.is_main:
             last = RunPaths(out).last_checkpoint
@@ -194,25 +221,41 @@ def train(
         _print_summary(result)
 
 
-def _resolved_config(
-    resumed: Path | None, recipe: str | None, config: Path | None, options: dict[str, Any], assignments: list[str]
-) -> TrainConfig:
-    """The layers in order: a resumed run's saved config, the recipe, the config file, the options, --set."""
-    from retrieval.training.config.recipes import recipe as recipe_layer
-    from retrieval.training.config.train_config import build_config, parse_set, read_yaml
-    from retrieval.training.run.run_dir import RunPaths
-
+def _config_layers(
+    resumed: Path | None, config: Path | None, options: dict[str, Any], assignments: list[str]
+) -> list[tuple[str, dict[str, Any]]]:
+    """The layers after the recipe, in order: a resumed run's saved config (a final-fit run's is its first
+    fit's, which holds the request), the config file, the options, --set. Torch-free."""
     layers: list[tuple[str, dict[str, Any]]] = []
-    saved = RunPaths(resumed).config if resumed is not None else None
-    if saved is not None and saved.is_file():
-        layers.append((str(saved), read_yaml(saved)))
-    if recipe:
-        layers.append((f"recipe {recipe}", recipe_layer(recipe)))
+    if resumed is not None:
+        saved = next(
+            (p for p in (resumed / "selection" / RUN_CONFIG_NAME, resumed / RUN_CONFIG_NAME) if p.is_file()), None
+        )
+        if saved is not None:
+            layers.append((str(saved), read_yaml(saved)))
     if config:
         layers.append((str(config), read_yaml(config)))
     layers.append(("command-line options", options))
     layers.append(("--set", parse_set(assignments)))
-    return build_config(layers)
+    return layers
+
+
+def _check_before_torch(
+    layers: list[tuple[str, dict[str, Any]]], recipe: str | None, loss: str | None, *, needs_data: bool
+) -> None:
+    """What can be refused without torch, refused in a second: config keys and values (every layer but the
+    recipe's, whose keys are the tables'), the dataset path and layout, the image size; then the warnings."""
+    warnings = check_config(build_config(layers), needs_data=needs_data)
+    warnings += [warning] if (warning := recipe_loss_warning(recipe, loss)) else []
+    for text in warnings:
+        typer.secho(f"warning: {text}", fg=typer.colors.YELLOW, err=True)
+
+
+def _resolved_config(recipe: str | None, layers: list[tuple[str, dict[str, Any]]]) -> TrainConfig:
+    """The recipe's layer (it needs the registered losses, so torch) under the other layers."""
+    from retrieval.training.config.recipes import recipe as recipe_layer
+
+    return build_config([(f"recipe {recipe}", recipe_layer(recipe)), *layers] if recipe else layers)
 
 
 def _print_config(cfg: TrainConfig) -> None:
@@ -244,21 +287,21 @@ def _train_ensemble(cfg: TrainConfig, out: Path, spec: EnsembleSpec, *, progress
         _print_ensemble_summary(result.run_dir, result.metrics)
 
 
-def _print_summary(result) -> None:
+def _print_summary(result: TrainedRun) -> None:
     typer.echo(f"run directory: {result.run_dir}  (best epoch {result.best_epoch} of {result.epochs_completed})")
-    for kind in ("float", "binary"):
-        metrics = result.test[kind]
-        recall = ", ".join(f"R@{k} {v:.4f}" for k, v in metrics["recall_at_k"].items())
-        typer.echo(f"test {kind:6s}: MAP@R {metrics['map_at_r']:.4f}  P@1 {metrics['precision_at_1']:.4f}  {recall}")
-    for reference in ("pretrained", "untrained"):  # the starting backbone's pooled features, same test classes
-        if reference in result.test:
-            before = {kind: result.test[reference][kind] for kind in ("float", "binary")}
+    test = result.test
+    if test is not None:
+        for kind, metrics in (("float", test.float_metrics), ("binary", test.binary_metrics)):
+            recall = ", ".join(f"R@{k} {v:.4f}" for k, v in metrics.recall_at_k.items())
+            typer.echo(f"test {kind:6s}: MAP@R {metrics.map_at_r:.4f}  P@1 {metrics.precision_at_1:.4f}  {recall}")
+        if (reference := test.reference) is not None:  # the starting backbone's pooled features, same classes
             typer.echo(
-                f"{reference} (pooled features): float MAP@R {before['float']['map_at_r']:.4f}  "
-                f"P@1 {before['float']['precision_at_1']:.4f}  binary MAP@R {before['binary']['map_at_r']:.4f}"
+                f"{reference.name} (pooled features): float MAP@R {reference.float_metrics.map_at_r:.4f}  "
+                f"P@1 {reference.float_metrics.precision_at_1:.4f}  "
+                f"binary MAP@R {reference.binary_metrics.map_at_r:.4f}"
             )
-    if "verdict" in result.test:
-        typer.echo(result.test["verdict"]["sentence"])
+    if result.verdict:
+        typer.echo(result.verdict)
     typer.echo(f"next: retrieval export {result.run_dir}")
 
 
@@ -282,10 +325,12 @@ def _print_ensemble_summary(run_dir: Path, metrics: dict[str, Any]) -> None:
 
 
 def losses(as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
-    """List the registered losses with a one-line description each."""
+    """List the registered losses with a one-line description each, and the recipes with what they set."""
+    from retrieval.training.config.recipes import BASE_SETTINGS, recipe_registry, recipe_settings
     from retrieval.training.losses import available_losses, available_miners
 
     specs = available_losses()
+    recipes = {name: recipe_settings(name) for name in recipe_registry().names()}
     if as_json:
         rows = [
             {
@@ -297,7 +342,8 @@ def losses(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
             }
             for s in specs
         ]
-        typer.echo(json.dumps({"losses": rows, "miners": available_miners()}, indent=2))
+        document = {"losses": rows, "miners": available_miners(), "recipe_base": BASE_SETTINGS, "recipes": recipes}
+        typer.echo(json.dumps(document, indent=2))
         return
     width = max(len(s.name) for s in specs)
     typer.echo(f"{'loss':<{width}}  {'family':6s}  {'sampler':8s}  {'default miner':18s}  description")
@@ -305,6 +351,18 @@ def losses(as_json: Annotated[bool, typer.Option("--json", help="Machine-readabl
         miner = spec.default_miner or "-"
         typer.echo(f"{spec.name:<{width}}  {spec.family:6s}  {spec.sampler:8s}  {miner:18s}  {spec.description}")
     typer.echo(f"\nminers: {', '.join(available_miners())}   (docs/losses.md has parameters and papers)")
+    typer.echo(
+        "\nrecipes: --recipe NAME sets the shared base and the loss's own settings; --loss NAME alone sets only "
+        "loss.name on the configuration's defaults\n"
+        f"  every recipe: {_settings_text(BASE_SETTINGS)}"
+    )
+    width = max(map(len, recipes))
+    for name, settings in recipes.items():
+        typer.echo(f"  {name:<{width}}  {_settings_text(settings)}")
+
+
+def _settings_text(settings: dict[str, Any]) -> str:
+    return ", ".join(f"{key}={json.dumps(value)}" for key, value in settings.items())
 
 
 def register(app: typer.Typer) -> None:

@@ -16,7 +16,8 @@ from retrieval.cli.config_options import ConfigKey
 Backbone = Annotated[
     str | None,
     typer.Option(
-        "--backbone", help="resnet18|resnet50|densenet121|efficientnet_lite0|... or timm:NAME for any timm model."
+        "--backbone",
+        help="resnet18, resnet50, densenet121, efficientnet_lite0, ... (`retrieval backbones`) or timm:NAME for any timm model.",
     ),
     ConfigKey("model.backbone"),
 ]

@@ -8,7 +8,7 @@ loaded model and index on one store thread, swapped atomically). Routes: ``route
 ``dependencies`` (the service objects, the API-key check) and ``schemas`` (request and response
 models). A query: ``uploads`` (size and type checks) -> ``query_pipeline`` (decode, embed through
 ``batcher``'s micro-batches, search) -> hits; ``upload_storage`` keeps added images and
-``thumbnails`` previews them. Errors: ``service_errors`` (the service's own meanings) and
+``thumbnails`` previews them, ``item_images`` sends them at full size. Errors: ``service_errors`` (the service's own meanings) and
 ``problems`` (``ERROR_STATUSES``, the one error -> HTTP status table). ``middleware`` (methods,
 timeouts, body size, metrics), ``prometheus`` (the metrics), ``openapi`` and ``api_examples`` (the
 OpenAPI document).

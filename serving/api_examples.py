@@ -23,6 +23,8 @@ SEARCH: dict[str, Any] = {
             "label": "Black_footed_Albatross",
             "metadata": {"filename": "albatross_0017.jpg"},
             "thumbnail_url": "/items/17/thumbnail",
+            "path": "/srv/index/uploads/6b1f0c2e9d.jpg",
+            "image_url": "/items/17/image",
         },
         {
             "id": 4,
@@ -30,6 +32,8 @@ SEARCH: dict[str, Any] = {
             "label": "Black_footed_Albatross",
             "metadata": {},
             "thumbnail_url": "/items/4/thumbnail",
+            "path": "/data/birds/001.Black_footed_Albatross/Black_Footed_Albatross_0004.jpg",
+            "image_url": "/items/4/image",
         },
     ],
     "timings": {"decode_ms": 3.1, "embed_ms": 11.8, "search_ms": 0.4, "total_ms": 15.6},
@@ -40,6 +44,8 @@ ITEM: dict[str, Any] = {
     "label": "Black_footed_Albatross",
     "metadata": {"filename": "albatross_0017.jpg"},
     "thumbnail_url": "/items/17/thumbnail",
+    "path": "/srv/index/uploads/6b1f0c2e9d.jpg",
+    "image_url": "/items/17/image",
 }
 ADD_ITEMS: dict[str, Any] = {"ids": [201, 202], "count": 202}
 DELETE_ITEM: dict[str, Any] = {"id": 17, "count": 201}

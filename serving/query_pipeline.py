@@ -19,6 +19,7 @@ from retrieval.indexing.store.item_search import ranked_hits
 from retrieval.indexing.store.item_search import score_kind as score_kind_of
 from retrieval.indexing.store.shared.item_filter import ItemFilter, parse_filter
 from retrieval.serving.dependencies import Services
+from retrieval.serving.item_images import image_url
 from retrieval.serving.schemas import (
     DEFAULT_K,
     RERANK_FACTOR,
@@ -133,6 +134,8 @@ def hits_for(
             label=item.label,
             metadata=dict(item.metadata),
             thumbnail_url=thumbnail_url(item.id),
+            path=item.path,
+            image_url=image_url(item.id),
         )
         for item, score in found
     ]

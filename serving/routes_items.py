@@ -1,4 +1,5 @@
-"""``GET /items/{id}``, ``GET /items/{id}/thumbnail``, ``POST /items`` and ``DELETE /items/{id}``."""
+"""``GET /items/{id}``, ``GET /items/{id}/thumbnail``, ``GET /items/{id}/image``, ``POST /items`` and
+``DELETE /items/{id}``."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from retrieval.indexing.data.records import ImageRecord, is_blank_label
 from retrieval.indexing.store.shared.item_filter import MAX_JSON_BYTES, MAX_KEYS, Scalar, parse_metadata_for
 from retrieval.serving import api_examples
 from retrieval.serving.dependencies import API_KEY_ERRORS, Services, get_services, require_api_key
+from retrieval.serving.item_images import SHOWN_AS_STORED, image_response, image_url
 from retrieval.serving.problems import problem_responses
 from retrieval.serving.query_pipeline import embed_upload, thumbnail_url
 from retrieval.serving.schemas import MAX_ITEM_ID, AddItemsResponse, DeleteItemResponse, ItemResponse
@@ -51,7 +53,12 @@ async def get_item(
 ) -> ItemResponse:
     record = await services.state.read(lambda snap: snap.store.item(item_id))
     return ItemResponse(
-        id=item_id, label=record.label, metadata=dict(record.metadata), thumbnail_url=thumbnail_url(item_id)
+        id=item_id,
+        label=record.label,
+        metadata=dict(record.metadata),
+        thumbnail_url=thumbnail_url(item_id),
+        path=record.path,
+        image_url=image_url(item_id),
     )
 
 
@@ -76,6 +83,28 @@ async def get_thumbnail(
     if request.headers.get("if-none-match") == thumb.etag:
         return Response(status_code=304, headers=headers)
     return Response(thumb.jpeg, media_type="image/jpeg", headers=headers)
+
+
+@router.get(
+    "/items/{item_id}/image",
+    responses={
+        200: {"content": {mime: {} for mime in (*SHOWN_AS_STORED.values(),)}, "description": "the image"},
+        304: {"description": "Not Modified: the If-None-Match header named the current ETag"},
+        **ITEM_PROBLEMS,
+    },
+    response_class=Response,
+    summary="A stored item's image at full size",
+)
+async def get_image(
+    request: Request,
+    item_id: int = Path(ge=1, le=MAX_ITEM_ID, description="item id"),
+    services: Services = Depends(get_services),
+) -> Response:
+    record = await services.state.read(lambda snap: snap.store.item(item_id))
+    response = await image_response(record, services.settings, services.decode_limiter)
+    if request.headers.get("if-none-match") == response.headers["etag"]:
+        return Response(status_code=304, headers={key: response.headers[key] for key in ("etag", "cache-control")})
+    return response
 
 
 @router.post(

@@ -18,6 +18,11 @@ RERANK_FACTOR = 10
 """``rerank`` may fetch up to this many times ``k_max`` candidates."""
 
 
+_PATH = (
+    "where the item's image is stored on the server: the indexed file, or for an image added with POST /items "
+    "its copy in the index's uploads/ folder (the uploaded file name is then metadata 'filename')"
+)
+_IMAGE_URL = "the image at full size (GET /items/{id}/image)"
 _METADATA = (
     "the item's metadata: what POST /items was given (and the uploaded file name as 'filename'), "
     "or a CSV manifest's extra columns; match it with the searches' filter"
@@ -43,6 +48,8 @@ class SearchHit(_Strict):
     label: str
     metadata: dict[str, Any] = Field(default_factory=dict, description=_METADATA)
     thumbnail_url: str
+    path: str = Field(description=_PATH)
+    image_url: str = Field(description=_IMAGE_URL)
 
 
 class Timings(_Strict):
@@ -77,6 +84,8 @@ class ItemResponse(_Strict):
     label: str
     metadata: dict[str, Any] = Field(default_factory=dict, description=_METADATA)
     thumbnail_url: str
+    path: str = Field(description=_PATH)
+    image_url: str = Field(description=_IMAGE_URL)
 
 
 class AddItemsResponse(_Strict):

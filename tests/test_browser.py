@@ -6,7 +6,9 @@ CDN shows up as a failure here, as it would for a user without internet.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -27,7 +29,11 @@ LAUNCH_ARGS = [
     "--no-first-run",
 ]
 SCREENSHOTS = Path(os.environ.get("RETRIEVAL_SCREENSHOT_DIR", "/tmp"))
-VIEWPORTS = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
+VIEWPORTS = {
+    "desktop": {"width": 1280, "height": 800},
+    "phone": {"width": 390, "height": 844},
+    "small phone": {"width": 320, "height": 640},
+}
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 REDOC_BADGE = "https://cdn.redoc.ly/redoc/logo-mini.svg"
 ALL_LOADED = "[...document.querySelectorAll('#results img')].every(i => i.complete && i.naturalWidth > 0)"
@@ -298,5 +304,181 @@ def test_result_grid_fits_desktop_and_phone(browser, base_url: str, tmp_path: Pa
         )
         assert size[0] <= size[1] and size[2] > 3 * size[3]  # no overflow; several lines tall
         assert page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
+    finally:
+        page.close()
+
+
+def _url(page) -> str:
+    return page.evaluate("location.pathname + location.search")
+
+
+def _wait_query(page, query: str) -> None:
+    page.wait_for_function(f"document.getElementById('results').dataset.query === '{query}'")
+    page.wait_for_function("document.getElementById('results-section').getAttribute('aria-busy') === 'false'")
+
+
+def test_keyboard_only_each_search_is_a_url_and_back_goes_back(browser, base_url: str, tmp_path: Path) -> None:
+    """Tab to the file input, choose with Enter, Tab to a result, Enter: each search is a URL; the clicked result
+    is gone with the old results, so the focus lands on the new results' summary (the next Tab is the first
+    result), and Back and Forward step through the searches."""
+    query = query_file(tmp_path)
+    page = open_search_page(browser, base_url)
+    try:
+        for _ in range(12):
+            page.keyboard.press("Tab")
+            if page.evaluate("document.activeElement.id") == "file":
+                break
+        assert page.evaluate("document.activeElement.id") == "file"
+        with page.expect_file_chooser() as chooser:
+            page.keyboard.press("Space")  # a file input opens its chooser on Space (and Enter)
+        chooser.value.set_files(str(query))
+        _wait_query(page, "file")
+        uploaded = shown_ids(page)
+        assert uploaded == api_ids(
+            base_url, "/search", params={"k": 10}, files={"image": ("q.png", query.read_bytes())}
+        )
+        assert _url(page) == "/?q=upload" and page.evaluate("document.activeElement.id") == "file"
+
+        for _ in range(12):  # on through the options to the first result, then Enter searches by it
+            page.keyboard.press("Tab")
+            if page.evaluate("!!document.activeElement.closest('.hit')"):
+                break
+        assert page.evaluate("document.activeElement.closest('.hit').dataset.id") == str(uploaded[0])
+        page.keyboard.press("Enter")
+        _wait_query(page, f"item:{uploaded[0]}")
+        assert _url(page) == f"/?item={uploaded[0]}" and page.evaluate("document.activeElement.id") == "timings"
+        similar = shown_ids(page)
+        page.keyboard.press("Tab")  # from the summary straight to the new first result
+        assert page.evaluate("document.activeElement.closest('.hit').dataset.id") == str(similar[0])
+        assert similar == api_ids(base_url, f"/items/{uploaded[0]}/similar", params={"k": 10})
+
+        page.go_back()  # the upload search again, from the file this page still holds
+        _wait_query(page, "file")
+        assert _url(page) == "/?q=upload" and shown_ids(page) == uploaded and page.is_visible("#preview")
+        page.go_forward()
+        _wait_query(page, f"item:{uploaded[0]}")
+        assert shown_ids(page) == similar
+
+        page.reload()  # an upload cannot come back from a URL alone: the page says so
+        page.go_back()
+        page.wait_for_selector("#error:not([hidden])")
+        assert "choose it again" in page.text_content("#error") and shown_ids(page) == []
+        assert page.blocked == []
+    finally:
+        page.close()
+
+
+def test_an_item_url_opens_its_search_with_its_options(browser, base_url: str) -> None:
+    page = offline_page(browser)
+    try:
+        page.goto(f"{base_url}/?item=5&k=4&index=binary")
+        _wait_query(page, "item:5")
+        assert shown_ids(page) == api_ids(base_url, "/items/5/similar", params={"k": 4, "index": "binary"})
+        assert page.input_value("#k") == "4" and page.is_checked("input[name=index][value=binary]")
+        assert "item #5" in page.text_content("#query-name")
+        assert page.get_attribute("#query-link", "href") == "/items/5/image" and page.is_visible("#query-link")
+        entries = page.evaluate("history.length")
+        page.fill("#k", "3")  # another option: the same search, the URL follows (no new history entry)
+        page.dispatch_event("#k", "change")
+        page.wait_for_function("document.querySelectorAll('#results .hit').length === 3")
+        assert _url(page) == "/?item=5&k=3&index=binary" and page.evaluate("history.length") == entries
+    finally:
+        page.close()
+
+
+def test_filter_box_timings_and_the_full_image(browser, base_url: str, tmp_path: Path) -> None:
+    query = query_file(tmp_path)
+    upload = {"image": ("q.png", query.read_bytes())}
+    page = open_search_page(browser, base_url)
+    try:
+        page.set_input_files("input[type=file]", str(query))
+        _wait_query(page, "file")
+        third = httpx.get(f"{base_url}/items/{shown_ids(page)[2]}").json()
+        page.fill("#filter-label", third["label"])
+        page.press("#filter-label", "Enter")
+        page.wait_for_function("location.search.includes('label=')")
+        page.wait_for_function("document.getElementById('results-section').getAttribute('aria-busy') === 'false'")
+        where = json.dumps({"label": third["label"]})
+        assert shown_ids(page) == api_ids(base_url, "/search", params={"k": 10, "filter": where}, files=upload)
+        labels = page.eval_on_selector_all("#results .label", "els => els.map(e => e.textContent)")
+        assert labels and set(labels) == {third["label"]}
+
+        page.fill("#filter-meta", f"n={third['metadata']['n']}")  # a number matches the number stored
+        page.press("#filter-meta", "Enter")
+        page.wait_for_function("document.querySelectorAll('#results .hit').length === 1")
+        assert shown_ids(page) == [third["id"]] and "meta=n" in _url(page)
+        page.fill("#filter-meta", "shop")  # not key=value: said at once, nothing sent
+        page.press("#filter-meta", "Enter")
+        page.wait_for_selector("#error:not([hidden])")
+        assert "is not key=value" in page.text_content("#error")
+        page.fill("#filter-meta", "")
+        page.fill("#filter-label", "")
+        page.press("#filter-label", "Enter")
+        page.wait_for_function("document.querySelectorAll('#results .hit').length === 10")
+
+        upload_timings = page.text_content("#timings")
+        assert "decode" in upload_timings and "embed" in upload_timings
+        assert page.is_hidden("#query-link")  # an upload has no stored image to open
+        first = page.locator("#results .hit").first
+        link = first.locator(".open")
+        hit = httpx.get(f"{base_url}/items/{shown_ids(page)[0]}").json()
+        assert link.get_attribute("href") == hit["image_url"] and link.text_content() == Path(hit["path"]).name
+        assert hit["path"] in link.get_attribute("title")
+        full = httpx.get(base_url + hit["image_url"])
+        assert full.status_code == 200 and full.content == Path(hit["path"]).read_bytes()
+
+        first.locator("button").click()
+        _wait_query(page, f"item:{hit['id']}")
+        timings = page.text_content("#timings")  # an item query embeds nothing: only its search is timed
+        assert "decode" not in timings and "embed" not in timings and "search" in timings
+        assert not re.search(r"search 0(\.0)? ms", timings), timings
+        assert page.is_hidden("#error") and page.blocked == []
+    finally:
+        page.close()
+
+
+def test_labels_wrap_between_words_and_a_small_phone_reaches_every_control(
+    browser, base_url: str, tmp_path: Path
+) -> None:
+    viewport = VIEWPORTS["small phone"]
+    page = open_search_page(browser, base_url, viewport)
+    try:
+        page.set_input_files("input[type=file]", str(query_file(tmp_path)))
+        page.wait_for_function(ALL_LOADED + " && document.querySelectorAll('#results .hit').length === 10")
+        controls = ["#drop", "#k", "#filter-label", "#filter-meta", "#results .hit button", "#results .hit .open"]
+        for selector in controls:
+            box = page.locator(selector).first.bounding_box()
+            assert box["x"] >= 0 and box["x"] + box["width"] <= viewport["width"], selector
+            assert box["height"] >= 18, selector  # big enough to tap
+        assert page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
+
+        # a long label in a tile wraps only after its separators: no word is split across lines
+        pieces = page.eval_on_selector(
+            "#results .hit .label",
+            """(e) => {
+                e.replaceChildren(...labelPieces("001.Black_footed_Albatross_over_the_north_Pacific"));
+                const tops = [];
+                for (const node of e.childNodes) {
+                    if (node.nodeType !== Node.TEXT_NODE) continue;
+                    const range = document.createRange();
+                    range.selectNodeContents(node);
+                    tops.push([node.textContent, new Set([...range.getClientRects()].map(r => Math.round(r.top))).size]);
+                }
+                return [tops, e.getClientRects().length, e.scrollWidth <= e.clientWidth, e.clientHeight];
+            }""",
+        )
+        words, _, fits, height = pieces
+        assert [word for word, _ in words] == [
+            "001.",
+            "Black_",
+            "footed_",
+            "Albatross_",
+            "over_",
+            "the_",
+            "north_",
+            "Pacific",
+        ]
+        assert all(lines == 1 for _, lines in words), words  # each word on one line
+        assert fits and height > 40  # wrapped over several lines, inside the tile
     finally:
         page.close()

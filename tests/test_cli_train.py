@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from PIL import Image
 
 RETRIEVAL = [sys.executable, "-c", "from retrieval.cli.main import main; main()"]
 
@@ -156,7 +157,7 @@ def test_every_train_option_sets_its_config_key_over_the_recipe(
     """Each option's value reaches its config key (command line over --recipe); the rest keep their defaults."""
     from typer.testing import CliRunner
 
-    import retrieval.training.run.trainer
+    import retrieval.training.run.final_fit
     from retrieval.cli.main import app
     from retrieval.training.config.train_config import TrainConfig
 
@@ -166,9 +167,13 @@ def test_every_train_option_sets_its_config_key_over_the_recipe(
     def capture(cfg: TrainConfig, *args: object, **kwargs: object) -> None:
         raise Configured(cfg)
 
-    monkeypatch.setattr(retrieval.training.run.trainer, "Trainer", capture)
+    monkeypatch.setattr(retrieval.training.run.final_fit, "fit_run", capture)
+    for label in ("a", "b"):  # the data path is checked before torch loads: a real (tiny) ImageFolder
+        (tmp_path / "data" / label).mkdir(parents=True)
+        Image.new("RGB", (8, 8)).save(tmp_path / "data" / label / "0.png")
     strings = {"--loss": "triplet", "--backbone": "resnet34", "--device": "cpu", "--on-bad-image": "fail"}
-    values: dict[type, object] = {int: 3, float: 0.25, Path: tmp_path / "data"}
+    strings["--split"] = "none"
+    values: dict[type, object] = {int: 33, float: 0.25, Path: tmp_path / "data"}
     args, expected = ["train", "--out", str(tmp_path / "run"), "--recipe", "normsoftmax"], {}
     options = _config_key_options()
     assert len(options) >= 15
@@ -217,12 +222,14 @@ def _help_rows(*command: str) -> dict[str, str]:
     rows: dict[str, str] = {}
     current = None
     for line in result.output.splitlines():
-        match = re.match(r"^│\s+(?:\*\s+)?(--[\w-]+)", line)
+        match = re.match(r"^  (--[\w-]+)", line)
         if match:
             current = match.group(1)
             rows[current] = line
-        elif current and line.startswith("│"):
-            rows[current] += " " + line.strip("│ ")
+        elif current and line.startswith("   "):  # a continuation of the option's help
+            rows[current] += " " + line.strip()
+        else:
+            current = None
     return rows
 
 

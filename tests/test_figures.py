@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from index_fixtures import make_image
+from PIL import Image
 
 from retrieval.indexing.eval.evaluation import EvalData, grid_rows
 from retrieval.indexing.eval.retrieval_grid import (
@@ -108,3 +109,19 @@ def test_curves_have_whole_epoch_ticks(epochs: int) -> None:
         low, high = axes.get_xlim()
         ticks = [tick for tick in axes.get_xticks() if low <= tick <= high]
         assert len(ticks) >= 1 and all(float(tick).is_integer() for tick in ticks), ticks
+
+
+@pytest.mark.parametrize(("width", "height"), [(32, 32), (20, 40), (600, 300)])
+def test_grid_tiles_are_filled_by_small_and_large_images_alike(tmp_path: Path, width: int, height: int) -> None:
+    """An image is scaled to its tile, up or down, aspect kept: a 32 px image is not a speck in a 96 px tile."""
+    from retrieval.indexing.eval.retrieval_grid import thumbnail
+
+    path = tmp_path / "red.png"
+    Image.new("RGB", (width, height), (255, 0, 0)).save(path)
+    tile = np.asarray(thumbnail(path, 96)).astype(int)
+    red = (tile[..., 0] > 200) & (tile[..., 1] < 60)
+    rows, columns = np.nonzero(red)
+    scale = min(96 / width, 96 / height)
+    assert columns.max() - columns.min() + 1 == pytest.approx(width * scale, abs=2)
+    assert rows.max() - rows.min() + 1 == pytest.approx(height * scale, abs=2)
+    assert max(np.ptp(columns), np.ptp(rows)) + 1 >= 95  # the longer side fills the tile

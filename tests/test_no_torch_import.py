@@ -1,5 +1,6 @@
 """``retrieval.indexing`` must work without torch: import everything, embed, build and search, through
-the store and through the torch-free Python API (``retrieval.indexing.api``)."""
+the store and through the torch-free Python API (``retrieval.indexing.api``, and the flat ``from retrieval
+import ...``, whose train and export load torch only when called)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,10 @@ SCRIPT = textwrap.dedent(
     assert hits[0][0].path == str(records[3].path)
     assert api.evaluate(index=api_out, progress=False).num_gallery == len(records)
     assert len(api.embed(model, records, progress=False).ids) == len(records)
+    import retrieval
+    from retrieval import build_index, evaluate, export, search, train  # the flat API: torch only when training
+    (hits,) = search(api_out, records[3].path, k=2)
+    assert hits[0].item.path == str(records[3].path) and hits[0].score > hits[1].score
     heavy = sorted(name for name in sys.modules if name.split(".")[0] in ("torch", "torchvision", "pytorch_metric_learning"))
     assert not heavy, heavy
     print("ok", len(names))

@@ -22,6 +22,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = [
+    "retrieval",
     "retrieval.training",
     "retrieval.indexing",
     "retrieval.serving",
@@ -38,9 +39,11 @@ LAZY_IMPORTS = {
     "huggingface_hub": "timm's local weights cache, for timm:NAME backbones only",
     "safetensors.torch": "timm's local weights cache, for timm:NAME backbones only",
     "torch.utils.tensorboard": "the tracking extra (--tensorboard)",
-    "retrieval.training": "torch (the train extra): the commands that need no torch never load it",
+    "retrieval.training": "torch (the train extra): the commands and the flat API's searches never load it",
 }
+TORCH_LOADERS = ("retrieval.cli.", "retrieval.pipeline")  # may import retrieval.training inside a function
 ARROWS = {  # package -> the top-level packages it may import (docs/CONTRACTS.md)
+    "retrieval": {"retrieval.indexing", "retrieval.training"},  # the flat API (api/): training only lazily
     "retrieval.indexing": set(),
     "retrieval.serving": {"retrieval.indexing"},
     "retrieval.training": {"retrieval.indexing"},
@@ -70,8 +73,8 @@ INDEPENDENT = {("retrieval.indexing.store", "files", "milvus")}  # side by side,
 
 
 def folder(package: str) -> Path:
-    """``retrieval.X.Y`` lives in ``X/Y`` (pyproject.toml's package-dir)."""
-    return ROOT.joinpath(*package.split(".")[1:])
+    """``retrieval`` lives in ``api/``, ``retrieval.X.Y`` in ``X/Y`` (pyproject.toml's package-dir)."""
+    return ROOT / "api" if package == "retrieval" else ROOT.joinpath(*package.split(".")[1:])
 
 
 @dataclass(frozen=True)
@@ -166,13 +169,15 @@ def test_the_cycle_finder_finds_one() -> None:
 
 
 def _package_of(module: str) -> str:
-    return next(package for package in ARROWS if module == package or module.startswith(package + "."))
+    """The most specific checked package that holds ``module`` (``retrieval`` holds only the api/ modules)."""
+    return max((package for package in ARROWS if module == package or module.startswith(package + ".")), key=len)
 
 
 def _optional(item: Import) -> bool:
-    """A lazy import of ``LAZY_IMPORTS``; a first-party one (torch's ``retrieval.training``) only from the CLI."""
+    """A lazy import of ``LAZY_IMPORTS``; a first-party one (torch's ``retrieval.training``) only from the CLI
+    and the flat API's ``train``/``export``/``study``."""
     listed = any(item.target == name or item.target.startswith(name + ".") for name in LAZY_IMPORTS)
-    return listed and (not item.target.startswith("retrieval.") or item.importer.startswith("retrieval.cli."))
+    return listed and (not item.target.startswith("retrieval.") or item.importer.startswith(TORCH_LOADERS))
 
 
 @pytest.mark.parametrize("package", PACKAGES)

@@ -1,4 +1,4 @@
-"""The four source folders install as ``retrieval.*`` only, and every sub-package is declared."""
+"""The source folders install as ``retrieval`` (api/) and ``retrieval.*`` only, and every sub-package is declared."""
 
 import subprocess
 import sys
@@ -10,6 +10,7 @@ import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = {
+    "api": "retrieval",
     "training": "retrieval.training",
     "indexing": "retrieval.indexing",
     "serving": "retrieval.serving",
@@ -53,4 +54,5 @@ def test_wheel_holds_only_the_retrieval_namespace(tmp_path: Path) -> None:
     top_levels = {name.split("/")[0] for name in names if not name.startswith("retrieval-")}
     assert top_levels == {"retrieval"}
     assert "retrieval/serving/static/index.html" in names
-    assert "retrieval/cli/main.py" in names and "retrieval/__init__.py" not in names
+    assert "retrieval/cli/main.py" in names and "retrieval/pipeline.py" in names
+    assert "retrieval/__init__.py" in names  # the flat API's root (api/), lazy: importing it loads nothing

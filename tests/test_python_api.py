@@ -39,7 +39,11 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> dict:
 def test_the_page_trains_exports_indexes_searches_and_evaluates(page: dict) -> None:
     folder, run = page["folder"], page["run"]
     assert run.run_dir == Path("runs/ns") and run.epochs_completed == 4
-    assert run.test == json.loads((folder / "runs/ns/test_metrics.json").read_text())
+    written = json.loads((folder / "runs/ns/test_metrics.json").read_text())
+    assert run.test.float_metrics.map_at_r == written["float"]["map_at_r"] and run.best_epoch == written["best_epoch"]
+    assert run.test.reference.name == "untrained"  # resnet18 from random weights: the page reads .reference
+    assert run.test.reference.float_metrics.map_at_r == written["untrained"]["float"]["map_at_r"]
+    assert run.verdict == written["verdict"]["sentence"]
     assert any((folder / "runs/ns/tensorboard").glob("events.out.tfevents.*"))
     assert page["exported"].max_abs_diff < 1e-3 and (folder / "runs/ns/export/model.onnx").is_file()
     assert page["built"].count == 96 and page["built"].num_labels == 8  # the 8 test classes
@@ -80,3 +84,36 @@ def test_the_page_embeds_trains_an_ensemble_and_runs_a_study(page: dict) -> None
     outcome = page["outcome"]
     assert {name for name, _ in outcome.rows} >= {"normalized_softmax"}
     assert all((folder / outcome.out / name).is_file() for name in ("study.md", "study.csv", "study.png"))
+
+
+def test_the_flat_api_is_the_training_api_with_the_same_signatures() -> None:
+    """``from retrieval import train`` (lazy: torch loads when it runs) takes exactly what ``retrieval.training.api``'s
+    does, so the two cannot drift apart; the torch-free names are the very functions of ``retrieval.indexing.api``."""
+    import inspect
+
+    import retrieval
+    import retrieval.indexing.api as indexing_api
+
+    for name in ("train", "export", "config", "train_ensemble", "study"):
+        assert inspect.signature(getattr(retrieval, name)) == inspect.signature(getattr(api, name)), name
+    for name in ("build_index", "search", "evaluate", "embed"):
+        assert getattr(retrieval, name) is getattr(indexing_api, name), name
+    assert set(retrieval.__all__) <= set(dir(retrieval))
+    with pytest.raises(AttributeError, match="no attribute 'trian'"):
+        retrieval.trian  # noqa: B018
+
+
+def test_train_takes_options_by_config_key_and_refuses_what_cannot_train(tmp_path: Path) -> None:
+    from PIL import Image
+
+    from retrieval import train
+
+    for label in ("a", "b"):
+        (tmp_path / label).mkdir()
+        Image.new("RGB", (40, 40)).save(tmp_path / label / "0.png")
+    with pytest.raises(ConfigError, match="did you mean epochs"):
+        train(tmp_path, tmp_path / "run", epoch=3)
+    with pytest.raises(ConfigError, match="data.image_size 16 is below 32 px"):
+        train(tmp_path, tmp_path / "run", image_size=16)
+    with pytest.raises(ConfigError, match="a TrainConfig alone"):
+        train(api.config(), tmp_path / "run", epochs=2)

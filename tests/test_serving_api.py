@@ -99,7 +99,10 @@ def test_hits_carry_label_metadata_and_thumbnail(client) -> None:
         "label": hit["label"],
         "metadata": hit["metadata"],
         "thumbnail_url": hit["thumbnail_url"],
+        "path": hit["path"],
+        "image_url": f"/items/{hit['id']}/image",
     }
+    assert Path(hit["path"]).is_file() and hit["image_url"] == item["image_url"]
     assert hit["label"].startswith("class_") and "n" in hit["metadata"]
     thumb = client.get(hit["thumbnail_url"])
     assert thumb.headers["content-type"] == "image/jpeg" and "max-age" in thumb.headers["cache-control"]
@@ -255,3 +258,15 @@ def test_invented_http_methods_do_not_add_metric_series(tiny_index_template: Pat
         text = client.get("/metrics").text
     assert "BREW" not in text
     assert 'method="other"' in text
+
+
+def test_the_full_image_is_the_stored_file_with_the_thumbnails_rules(client) -> None:
+    hit = client.post("/search", files=_upload(query_png(0)), params={"k": 1}).json()["results"][0]
+    full = client.get(hit["image_url"])  # no API key, as for thumbnails
+    assert full.status_code == 200 and full.headers["content-type"] == "image/png"
+    assert full.content == Path(hit["path"]).read_bytes()  # a PNG is sent as stored, at full size
+    assert Image.open(io.BytesIO(full.content)).size == (48, 40)
+    again = client.get(hit["image_url"], headers={"If-None-Match": full.headers["etag"]})
+    assert again.status_code == 304 and again.content == b""
+    missing = client.get("/items/999999/image")
+    assert missing.status_code == 404 and missing.headers["content-type"] == "application/problem+json"

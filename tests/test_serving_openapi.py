@@ -26,6 +26,7 @@ EXPECTED_PROBLEMS = {
     ("get", "/items/{item_id}/similar"): {404, 422, 503, 504},
     ("get", "/items/{item_id}"): {404, 422, 503, 504},
     ("get", "/items/{item_id}/thumbnail"): {404, 422, 503, 504},
+    ("get", "/items/{item_id}/image"): {404, 422, 503, 504},
     ("post", "/items"): {400, 401, 403, 409, 413, 415, 422, 503, 504},
     ("delete", "/items/{item_id}"): {401, 403, 404, 409, 422, 503, 504},
     ("post", "/admin/reload"): {401, 403, 503, 504},
@@ -106,6 +107,10 @@ def test_every_operation_has_a_valid_example(document) -> None:
         if key == ("get", "/items/{item_id}/thumbnail"):
             assert set(response["content"]) == {"image/jpeg"} and "304" in operation["responses"]
             continue
+        if key == ("get", "/items/{item_id}/image"):  # the stored file as it is, or PNG
+            assert set(response["content"]) == {"image/jpeg", "image/png", "image/webp", "image/gif"}
+            assert "304" in operation["responses"]
+            continue
         ((media_type, content),) = response["content"].items()
         assert "example" in content, key
         if media_type == "application/json":  # the example is a valid body of the response model
@@ -127,6 +132,7 @@ def test_documented_statuses_cover_what_the_service_answers(fresh_index: Path) -
             ("get", "/items/{item_id}/similar", {"url": "/items/99999/similar"}, 404),
             ("get", "/items/{item_id}", {"url": "/items/0"}, 422),
             ("get", "/items/{item_id}/thumbnail", {"url": "/items/99999/thumbnail"}, 404),
+            ("get", "/items/{item_id}/image", {"url": "/items/99999/image"}, 404),
             ("post", "/items", {"files": [("images", image)], "data": {"labels": "x"}}, 401),
             ("post", "/items", {"files": [("images", image)], "data": {"labels": ""}, "headers": key}, 422),
             ("delete", "/items/{item_id}", {"url": "/items/99999", "headers": key}, 404),

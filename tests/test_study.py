@@ -172,7 +172,7 @@ def test_concatenated_is_the_normalised_concatenation_and_separated_the_fold_ave
     for kind in evaluation.KINDS:
         assert result["concatenated"][kind] == evaluation.metrics(joined.astype(np.float32), eval_set, kind).to_dict()
         for metric in evaluation.REPORTED:
-            single = [evaluation.metrics(f, eval_set, kind)[metric] for f in folds]
+            single = [getattr(evaluation.metrics(f, eval_set, kind), metric) for f in folds]
             assert result["separated"][kind][metric] == pytest.approx(np.mean(single))
 
 

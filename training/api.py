@@ -1,8 +1,9 @@
 """The Python API: the command line's stages as functions, for notebooks and scripts (docs/python.md).
 
     from retrieval.training import api
-    cfg = api.config("normsoftmax", data={"path": "data/"}, trainer={"epochs": 4})
-    run = api.train(cfg, "runs/ns")            # -> TrainResult (run_dir, best_epoch, test metrics)
+    run = api.train("data/", "runs/ns", recipe="normsoftmax", epochs=4)  # -> TrainedRun (.test.reference, .verdict)
+    cfg = api.config("normsoftmax", data={"path": "data/"}, trainer={"epochs": 4})   # or a TrainConfig
+    run = api.train(cfg, "runs/ns", overwrite=True)
     api.export(run.run_dir)                     # -> ExportResult (runs/ns/export: model.onnx + model.json)
     api.build_index(run.run_dir, "data/", "index/", split="test")
     hits = api.search("index/", ["query.jpg"], k=5)   # per image: [(Item, score), ...]
@@ -15,11 +16,14 @@ Each function is a thin call of the implementation the matching command uses (``
 ``export_run``, ``train_ensemble``, ``run_study``), so the API and the CLI cannot drift apart. What
 needs no torch (``build_index``, ``search``, ``evaluate``, ``embed``) is ``retrieval.indexing.api``'s,
 re-exported here so one import serves a whole notebook; importing ``retrieval.indexing.api`` alone
-never loads torch. Errors are the same one-sentence ``RetrievalError``s.
+never loads torch. ``from retrieval import ...`` (the root package) is the flat import of all of them
+that loads torch only when ``train``, ``export`` or ``study`` is called. Errors are the same one-sentence
+``RetrievalError``s.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -27,18 +31,21 @@ from typing import Any, Literal
 from retrieval.indexing.api import build_index, embed, evaluate, search
 from retrieval.indexing.api.inputs import PathLike
 from retrieval.indexing.common.errors import ConfigError
+from retrieval.training.config.config_checks import check_config, recipe_loss_warning
 from retrieval.training.config.recipes import recipe as recipe_layer
-from retrieval.training.config.train_config import TrainConfig, build_config
+from retrieval.training.config.train_config import TrainConfig, build_config, keyword_layer, read_yaml
 from retrieval.training.ensemble.ensemble_training import EnsembleResult, EnsembleSpec, resolve_ensemble
 from retrieval.training.ensemble.ensemble_training import train_ensemble as _train_ensemble
 from retrieval.training.export.int8_export import Int8Request
 from retrieval.training.export.onnx_export import ExportResult
 from retrieval.training.export.run_export import export_run
+from retrieval.training.run.final_fit import fit_run
 from retrieval.training.run.run_dir import claim_run_dir
-from retrieval.training.run.trainer import Trainer, TrainResult
+from retrieval.training.run.trained_run import TrainedRun
 from retrieval.training.study.runner import StudyOutcome, run_study
 from retrieval.training.study.state import StudySpec
 
+log = logging.getLogger(__name__)
 __all__ = ["build_index", "config", "embed", "evaluate", "export", "search", "study", "train", "train_ensemble"]
 
 
@@ -51,12 +58,46 @@ def config(recipe: str | None = None, **sections: Mapping[str, Any]) -> TrainCon
 
 
 def train(
-    cfg: TrainConfig, out: PathLike, *, resume: bool = False, overwrite: bool = False, progress: bool = True
-) -> TrainResult:
-    """Train into the run directory ``out`` as ``retrieval train`` does (an existing run needs
-    ``resume`` or ``overwrite``); returns the run directory, the best epoch and the test metrics."""
+    data: PathLike | TrainConfig | None,
+    out: PathLike,
+    *,
+    recipe: str | None = None,
+    config: PathLike | None = None,
+    resume: bool = False,
+    overwrite: bool = False,
+    progress: bool = True,
+    **options: Any,
+) -> TrainedRun:
+    """Train into the run directory ``out`` as ``retrieval train`` does, e.g. ``train("photos/", "runs/a",
+    epochs=0, backbone="efficientnet_lite0", pretrained="imagenet")``: the layers are ``recipe``, the YAML file
+    ``config``, then ``options`` named after config keys (``epochs`` is ``trainer.epochs``, ``split="none"``
+    ``data.split``, ``final_fit=True`` ``trainer.final_fit``; a name in several sections is ``section__key``).
+    ``data`` may also be a whole ``TrainConfig`` (``config()``), taken as it is. An existing run needs
+    ``resume`` or ``overwrite``. Returns a ``TrainedRun``: ``best_epoch``, ``test`` (``.float_metrics``,
+    ``.reference``: the starting backbone's row) and the ``verdict`` sentence."""
+    cfg = _train_config(data, recipe, config, options)
+    for warning in check_config(cfg):
+        log.warning("%s", warning)
     claim_run_dir(Path(out), resume=resume, overwrite=overwrite)
-    return Trainer(cfg, Path(out), resume=resume, progress=progress).fit()
+    return fit_run(cfg, Path(out), resume=resume, progress=progress)
+
+
+def _train_config(
+    data: PathLike | TrainConfig | None, recipe: str | None, config: PathLike | None, options: dict[str, Any]
+) -> TrainConfig:
+    if isinstance(data, TrainConfig):
+        if recipe or config or options:
+            raise ConfigError("train() takes a TrainConfig alone, or data with recipe / config / options")
+        return data
+    if (warning := recipe_loss_warning(recipe, options.get("loss", options.get("loss__name")))) is not None:
+        log.warning("%s", warning)
+    layers = [(f"recipe {recipe}", recipe_layer(recipe))] if recipe else []
+    if config is not None:
+        layers.append((str(config), read_yaml(Path(config))))
+    arguments = keyword_layer(options)
+    if data is not None:
+        arguments.setdefault("data", {})["path"] = str(data)
+    return build_config([*layers, ("arguments", arguments)])
 
 
 def train_ensemble(

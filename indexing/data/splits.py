@@ -18,6 +18,9 @@ Rule (also in docs/data.md):
 
 Records inside each split are sorted by (label, path), so the result does not depend on
 the order the records came in.
+
+``every_class_split`` is the other choice (``data.split: none``): every record trains, nothing is
+held out, so nothing is measured; for a model meant to search the same classes it was trained on.
 """
 
 from __future__ import annotations
@@ -65,6 +68,15 @@ def split_records(
     )
     _check_sizes(splits, val_on=bool(val_classes) or val_fraction > 0 or val_fold is not None)
     return splits
+
+
+def every_class_split(records: Sequence[ImageRecord]) -> DatasetSplits:
+    """Every record in the training split (``data.split: none``): no validation, no test classes."""
+    ordered = sorted(records, key=record_sort_key)
+    classes = sorted({record.label for record in ordered})
+    if len(classes) < MIN_CLASSES:
+        raise DataError(f"training needs at least {MIN_CLASSES} classes but the data has {len(classes)}")
+    return DatasetSplits(train=ordered, val=[], test=[], train_classes=classes, val_classes=[], test_classes=[])
 
 
 def select_split(

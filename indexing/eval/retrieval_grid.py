@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image, ImageDraw, ImageFont, ImageOps
 
 from retrieval.indexing.common.atomic_write import atomic_write_with
 from retrieval.indexing.common.errors import RetrievalError
@@ -67,13 +67,14 @@ def wrap_label(text: str, width: int, face: Font) -> list[str]:
 
 
 def thumbnail(path: Path, size: int) -> Image.Image:
-    """A ``size`` x ``size`` letterboxed thumbnail, or a grey tile for an unreadable file."""
+    """The image scaled to fill a ``size`` x ``size`` tile (up or down, aspect kept, letterboxed), or a grey
+    tile for an unreadable file: a 32 px image fills its tile as a 500 px one does, never a speck."""
     tile = Image.new("RGB", (size, size), (200, 200, 200))
     try:
         img = open_rgb(Path(path))
     except RetrievalError:
         return tile
-    img.thumbnail((size, size))
+    img = ImageOps.contain(img, (size, size), Image.Resampling.BICUBIC)
     tile.paste(img, ((size - img.width) // 2, (size - img.height) // 2))
     return tile
 

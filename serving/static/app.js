@@ -1,12 +1,15 @@
 // The search page: pick or drop an image (or click a result), search, show the hits as a grid.
-// No framework, no build step, no network access beyond this server.
+// Each search is a URL (/?item=17, /?q=upload, with k, index and the filter), so Back and Forward
+// step through the searches and an item search can be shared. No framework, no build step, no
+// network access beyond this server.
 "use strict";
 
 const DEFAULT_K = 10; // the API's default k (serving/schemas.py DEFAULT_K)
 const FILE_REJECTED = new Set([400, 413, 415]); // the server could not use the uploaded file
 const $ = (id) => document.getElementById(id);
-// query: { kind: "file", file } or { kind: "item", id, label }
-const state = { query: null, previewUrl: null, requestId: 0 };
+// query: { kind: "file", file, upload } or { kind: "item", id, label, imageUrl }
+// uploads: upload number -> File, so Back and Forward can search an uploaded image again
+const state = { query: null, previewUrl: null, requestId: 0, uploads: new Map() };
 
 function chosenIndex() {
   return document.querySelector('input[name="index"]:checked').value;
@@ -14,6 +17,35 @@ function chosenIndex() {
 
 function describe(query) {
   return query.kind === "file" ? `"${query.file.name}"` : `item #${query.id} (${query.label})`;
+}
+
+// A label wraps only after its separators (space _ - . /), never inside a word: <wbr> marks them.
+function labelPieces(text) {
+  const pieces = [];
+  for (const part of text.match(/[^ _\-./]*[ _\-./]|[^ _\-./]+/g) || []) {
+    pieces.push(document.createTextNode(part));
+    if (/[_\-./]$/.test(part)) pieces.push(document.createElement("wbr"));
+  }
+  return pieces;
+}
+
+// Where the item is: the name it was uploaded with, else its stored file's name.
+function fileName(hit) {
+  const uploaded = hit.metadata && typeof hit.metadata.filename === "string" ? hit.metadata.filename : "";
+  return uploaded || hit.path.split(/[\\/]/).pop();
+}
+
+function ms(value) {
+  if (value >= 10) return value.toFixed(0);
+  if (value >= 0.1) return value.toFixed(1);
+  return value > 0 ? value.toPrecision(2) : "0";
+}
+
+// An item query embeds nothing: only its search is timed.
+function timingText(t, query) {
+  const phases = query.kind === "file" ? [["decode", t.decode_ms], ["embed", t.embed_ms]] : [];
+  phases.push(["search", t.search_ms], ["total", t.total_ms]);
+  return phases.map(([name, value]) => `${name} ${ms(value)} ms`).join(" · ");
 }
 
 function showError(message) {
@@ -32,12 +64,14 @@ async function problemMessage(response) {
   }
 }
 
-function showPreview(src, name) {
+function showPreview(src, name, imageUrl) {
   $("preview").src = src;
   $("preview").alt = `query: ${name}`;
   $("preview").hidden = false;
   $("drop-hint").hidden = true;
   $("query-name").textContent = name;
+  $("query-link").hidden = !imageUrl;
+  if (imageUrl) $("query-link").href = imageUrl;
 }
 
 function clearPreview() {
@@ -47,6 +81,7 @@ function clearPreview() {
   $("preview").hidden = true;
   $("drop-hint").hidden = false;
   $("query-name").textContent = "";
+  $("query-link").hidden = true;
 }
 
 function setBusy(busy) {
@@ -95,9 +130,18 @@ function hitElement(hit, scoreKind) {
     : "cosine similarity (higher is closer)";
   const top = span("caption-top", "");
   top.append(span("item-id", `#${hit.id}`), score);
-  button.append(img, top, span("label", hit.label));
-  button.addEventListener("click", () => searchByItem(hit));
-  item.append(button);
+  const label = span("label", "");
+  label.append(...labelPieces(hit.label));
+  button.append(img, top, label);
+  button.addEventListener("click", () => searchByItem(hit, { history: "push", focus: true }));
+  const open = document.createElement("a");
+  open.className = "open";
+  open.href = hit.image_url;
+  open.target = "_blank";
+  open.rel = "noopener";
+  open.title = `the full image: ${hit.path}`;
+  open.textContent = fileName(hit);
+  item.append(button, open);
   const metadata = metadataList(hit.metadata);
   if (metadata) item.append(metadata);
   return item;
@@ -114,8 +158,7 @@ function showResults(body, query) {
   $("timings").textContent =
     `${body.results.length} results like ${describe(query)} from the ${body.index} index` +
     `${body.postprocess === "qe" ? " with query expansion" : ""} · ` +
-    `decode ${t.decode_ms.toFixed(1)} ms · embed ${t.embed_ms.toFixed(1)} ms · ` +
-    `search ${t.search_ms.toFixed(1)} ms · total ${t.total_ms.toFixed(1)} ms`;
+    timingText(t, query);
 }
 
 // After an error nothing stale stays on screen: no old results, no old timings line, and no
@@ -131,8 +174,9 @@ function showFailure(query, message, status) {
   }
 }
 
-function request(query) {
+function request(query, filter) {
   const params = new URLSearchParams({ k: $("k").value || String(DEFAULT_K), index: chosenIndex() });
+  if (filter) params.set("filter", filter);
   if ($("qe").checked) params.set("postprocess", "qe"); // alpha-query expansion (docs/serving.md)
   if (query.kind === "item") return fetch(`/items/${query.id}/similar?${params}`);
   const form = new FormData();
@@ -140,13 +184,23 @@ function request(query) {
   return fetch(`/search?${params}`, { method: "POST", body: form });
 }
 
-async function search() {
+// options.history: "push" (a new query), "replace" (the same query, other options) or "none"
+// (Back, Forward, a page opened on a URL); options.focus moves the focus to the results' summary.
+async function search(options = {}) {
   const query = state.query;
   if (!query) return;
+  let filter;
+  try {
+    filter = filterJson();
+  } catch (error) {
+    showError(error.message);
+    return;
+  }
+  if (options.history !== "none") remember(query, options.history === "push" ? "push" : "replace");
   const requestId = ++state.requestId;
   setBusy(true);
   try {
-    const response = await request(query);
+    const response = await request(query, filter);
     if (requestId !== state.requestId) return; // a newer search replaced this one
     if (!response.ok) {
       const message = await problemMessage(response);
@@ -157,6 +211,7 @@ async function search() {
     if (requestId !== state.requestId) return;
     showError("");
     showResults(body, query);
+    if (options.focus) $("timings").focus(); // keyboard users go on from the results, not the page top
   } catch (error) {
     if (requestId === state.requestId) showFailure(query, `the server could not be reached (${error.message})`, 0);
   } finally {
@@ -167,17 +222,19 @@ async function search() {
 function choose(file) {
   if (!file) return;
   clearPreview();
-  state.query = { kind: "file", file };
+  const upload = state.uploads.size + 1;
+  state.uploads.set(upload, file);
+  state.query = { kind: "file", file, upload };
   state.previewUrl = URL.createObjectURL(file);
   showPreview(state.previewUrl, file.name);
-  search();
+  search({ history: "push" }); // the focus stays on the file input, which is still there
 }
 
-function searchByItem(hit) {
+function searchByItem(hit, options) {
   clearPreview();
-  state.query = { kind: "item", id: hit.id, label: hit.label };
-  showPreview(hit.thumbnail_url, `item #${hit.id} · ${hit.label}`);
-  search();
+  state.query = { kind: "item", id: hit.id, label: hit.label, imageUrl: hit.image_url };
+  showPreview(hit.thumbnail_url, `item #${hit.id} · ${hit.label}`, hit.image_url);
+  search(options);
 }
 
 async function showStatus() {
@@ -213,8 +270,102 @@ function wireDropZone() {
   });
 }
 
+// The filter box: "label" is the exact label, "metadata" comma-separated key=value pairs whose values
+// are JSON numbers, true, false or null where they read as one, else text ("12" in quotes is text).
+function filterJson() {
+  const where = {};
+  const label = $("filter-label").value.trim();
+  if (label) where.label = label;
+  for (const part of $("filter-meta").value.split(",")) {
+    if (!part.trim()) continue;
+    const at = part.indexOf("=");
+    if (at < 1) throw new Error(`Filter: "${part.trim()}" is not key=value (e.g. shop=berlin).`);
+    const raw = part.slice(at + 1).trim();
+    const json = /^(true|false|null|-?\d+(\.\d+)?([eE][-+]?\d+)?)$/.test(raw);
+    where[part.slice(0, at).trim()] = json ? JSON.parse(raw) : raw.replace(/^"(.*)"$/, "$1");
+  }
+  return Object.keys(where).length ? JSON.stringify(where) : null;
+}
+
+// ---- each search is a URL -------------------------------------------------------------------
+function pageUrl(query) {
+  const params = new URLSearchParams();
+  if (query.kind === "item") params.set("item", query.id);
+  else params.set("q", "upload");
+  if ($("k").value && $("k").value !== String(DEFAULT_K)) params.set("k", $("k").value);
+  if (chosenIndex() !== "float") params.set("index", chosenIndex());
+  for (const [name, id] of [["label", "filter-label"], ["meta", "filter-meta"]]) {
+    if ($(id).value.trim()) params.set(name, $(id).value.trim());
+  }
+  if ($("qe").checked) params.set("postprocess", "qe");
+  return `/?${params}`;
+}
+
+function remember(query, how) {
+  const entry = query.kind === "item"
+    ? { kind: "item", id: query.id, label: query.label, imageUrl: query.imageUrl }
+    : { kind: "file", upload: query.upload };
+  if (`${location.pathname}${location.search}` === pageUrl(query) && how === "push") how = "replace";
+  if (how === "push") history.pushState(entry, "", pageUrl(query));
+  else history.replaceState(entry, "", pageUrl(query));
+}
+
+function restoreOptions(params) {
+  $("k").value = params.get("k") || String(DEFAULT_K);
+  const index = params.get("index") === "binary" ? "binary" : "float";
+  document.querySelector(`input[name="index"][value="${index}"]`).checked = true;
+  $("filter-label").value = params.get("label") || "";
+  $("filter-meta").value = params.get("meta") || "";
+  $("qe").checked = params.get("postprocess") === "qe";
+}
+
+// The search a URL names: an item (looked up for its label and thumbnail), or an upload that
+// this page still holds; an upload from before a reload cannot be searched again.
+async function restore(entry, params, focus) {
+  restoreOptions(params);
+  const item = Number(params.get("item"));
+  if (Number.isInteger(item) && item > 0) {
+    if (entry && entry.kind === "item" && entry.id === item) {
+      searchByItem({ id: item, label: entry.label, thumbnail_url: `/items/${item}/thumbnail`, image_url: entry.imageUrl },
+        { history: "none", focus });
+      return;
+    }
+    const response = await fetch(`/items/${item}`);
+    if (!response.ok) {
+      showError(`Could not open item #${item}: ${await problemMessage(response)}`);
+      return;
+    }
+    searchByItem(await response.json(), { history: "none", focus });
+    return;
+  }
+  const file = entry && entry.kind === "file" ? state.uploads.get(entry.upload) : undefined;
+  if (params.get("q") === "upload" && file) {
+    clearPreview();
+    state.query = { kind: "file", file, upload: entry.upload };
+    state.previewUrl = URL.createObjectURL(file);
+    showPreview(state.previewUrl, file.name);
+    search({ history: "none", focus });
+    return;
+  }
+  state.query = null;
+  clearPreview();
+  $("results").replaceChildren();
+  $("results-hint").hidden = true;
+  $("timings").textContent = "";
+  showError(params.get("q") === "upload" ? "The uploaded image is not kept after the page reloads: choose it again." : "");
+}
+
 wireDropZone();
-document.querySelectorAll('input[name="index"]').forEach((radio) => radio.addEventListener("change", search));
-$("k").addEventListener("change", search);
-$("qe").addEventListener("change", search);
+document.querySelectorAll('input[name="index"]').forEach((radio) => radio.addEventListener("change", () => search()));
+$("k").addEventListener("change", () => search());
+["filter-label", "filter-meta"].forEach((id) => {
+  $(id).addEventListener("change", () => search()); // leaving the box
+  $(id).addEventListener("keydown", (event) => {
+    if (event.key === "Enter") { event.preventDefault(); search(); } // or Enter in it
+  });
+});
+$("options").addEventListener("submit", (event) => event.preventDefault());
+window.addEventListener("popstate", (event) => restore(event.state, new URLSearchParams(location.search), true));
+$("qe").addEventListener("change", () => search());
 showStatus();
+restore(history.state, new URLSearchParams(location.search), false);

@@ -1,4 +1,6 @@
 """What a training run is asked to do: ``train_config`` (``TrainConfig`` and its sections, YAML layers
 merged and validated, unknown keys refused), ``recipe_tables`` (the ``--recipe`` starting points: one
 per loss on a shared base, plus papers' own setups; tables only, read by ``--help`` without torch) and
-``recipes`` (a recipe name resolved against the registered losses to its config layer)."""
+``recipes`` (a recipe name resolved against the registered losses to its config layer); ``config_checks``
+(what can be refused before torch loads: the dataset path, image sizes, a ``--loss`` that replaces a
+recipe's)."""

@@ -127,3 +127,11 @@ def recipe_values(path: str) -> dict[str, Any]:
     section, key = path.split(".")
     layers = {"every recipe": BASE_RECIPE, **LOSS_OVERRIDES, **{n: layer for n, (_, layer) in PAPER_RECIPES.items()}}
     return {name: layer[section][key] for name, layer in layers.items() if key in layer.get(section, {})}
+
+
+def loss_of_recipe(name: str) -> str:
+    """The loss ``--recipe name`` trains, from the tables alone (an alias, a paper's setup, or a loss name
+    itself); ``recipes.recipe_registry`` checks that the loss exists."""
+    if name in PAPER_RECIPES:
+        return PAPER_RECIPES[name][0]
+    return ALIASES.get(name, name)

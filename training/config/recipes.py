@@ -49,3 +49,24 @@ def describe_recipe(name: str) -> str:
     loss_name = recipe_registry().get(name)
     described = DESCRIPTIONS.get(name) or DESCRIPTIONS.get(loss_name)
     return described or f"{loss_name} with its paper's loss parameters on the shared base: {BASE_DESCRIPTION}"
+
+
+def recipe_settings(name: str) -> dict[str, Any]:
+    """What ``--recipe name`` sets beyond the shared base, as dotted keys (``loss.params.temperature``):
+    its loss, the loss's paper values and, for a paper's own setup, everything that differs."""
+    settings = flat_settings(recipe(name)).items()
+    return {key: value for key, value in settings if key not in BASE_SETTINGS or BASE_SETTINGS[key] != value}
+
+
+def flat_settings(layer: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A config layer as ``{"section.key": value}`` (nested ``params`` as ``section.params.name``)."""
+    flat: dict[str, Any] = {}
+    for key, value in layer.items():
+        if isinstance(value, dict) and value:
+            flat.update(flat_settings(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+BASE_SETTINGS = flat_settings(BASE_RECIPE)

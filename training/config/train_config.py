@@ -41,6 +41,11 @@ class DataConfig(_Strict):
         None, ge=0, description="use fold i of num_folds (Reality Check) instead of val_fraction"
     )
     num_folds: int = Field(4, ge=2)
+    split: Literal["classes", "none"] = Field(
+        "classes",
+        description="classes: class-disjoint train / validation / test (measures on classes never trained on); "
+        "none: every class trains, nothing is held out and nothing measured (see also trainer.final_fit)",
+    )
     max_images_per_class: int | None = Field(
         None,
         ge=2,
@@ -158,6 +163,11 @@ class TrainerConfig(_Strict):
     tensorboard: bool = Field(
         False, description="also write TensorBoard event files to RUN_DIR/tensorboard (training.tracking)"
     )
+    final_fit: bool = Field(
+        False,
+        description="after the class-disjoint fit chooses the best epoch (RUN_DIR/selection), train the run's model "
+        "again on every class for that many epochs; the test figures are the first fit's",
+    )
 
 
 class TrainConfig(_Strict):
@@ -218,21 +228,34 @@ def keyword_layer(values: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
     A keyword is a key's field name where that name belongs to one section only (``epochs``,
     ``image_size``, ``backbone``); a name found in several sections (``lr``, ``name``) must be written
-    ``section__key`` (``optimizer__lr``). The Python API's study() reads its budget options this way.
+    ``section__key`` (``optimizer__lr``). ``loss``, ``optimizer`` and ``schedule`` name their section's
+    ``name`` (``loss="triplet"``). The Python API's train() and study() read their options this way.
     """
     layer: dict[str, dict[str, Any]] = {}
     for keyword, value in values.items():
         section, _, key = keyword.partition("__")
-        if not key:
+        if not key and keyword in NAMED_SECTIONS:  # loss="triplet" is loss.name, as --loss is
+            section, key = keyword, "name"
+        elif not key:
             sections = [name for name, field in TrainConfig.model_fields.items() if keyword in _fields_of(field)]
             if len(sections) != 1:
-                where = f"it is a key of {', '.join(sections)}" if sections else "no section has this key"
+                where = f"it is a key of {', '.join(sections)}" if sections else _closest_keyword(keyword)
                 raise ConfigError(f"unknown option {keyword!r} ({where}); write SECTION__KEY, e.g. trainer__epochs")
             section, key = sections[0], keyword
         elif section not in TrainConfig.model_fields or key not in _fields_of(TrainConfig.model_fields[section]):
             raise ConfigError(f"unknown option {keyword!r}: {section}.{key} is not a configuration key")
         layer.setdefault(section, {})[key] = value
     return layer
+
+
+NAMED_SECTIONS = ("loss", "optimizer", "schedule")
+
+
+def _closest_keyword(keyword: str) -> str:
+    """'no section has this key', and the closest key name if one is near (``epoch`` -> ``epochs``)."""
+    known = {key for field in TrainConfig.model_fields.values() for key in _fields_of(field)} | set(NAMED_SECTIONS)
+    close = difflib.get_close_matches(keyword, sorted(known), n=1)
+    return f"did you mean {close[0]}?" if close else "no section has this key"
 
 
 def _fields_of(field: Any) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from retrieval.indexing.common.errors import ConfigError, DataError
 from retrieval.indexing.data.bad_images import scan_images
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.data.sources import load_records
-from retrieval.indexing.data.splits import DatasetSplits, split_records
+from retrieval.indexing.data.splits import DatasetSplits, every_class_split, split_records
 from retrieval.indexing.data.subsample import cap_images_per_class
 from retrieval.training.config.train_config import DataConfig
 from retrieval.training.data.class_grouping import group_classes
@@ -38,7 +38,7 @@ def prepare_run_data(cfg: DataConfig, *, progress: bool, grouping_seed: int = 0)
     if cfg.max_images_per_class is not None:
         records = cap_images_per_class(records, cfg.max_images_per_class)
     records = _drop_bad_images(records, cfg.on_bad_image, progress)
-    splits = split_records(records, val_fraction=cfg.val_fraction, val_fold=cfg.val_fold, num_folds=cfg.num_folds)
+    splits = _split(records, cfg)
     train_index = label_index(splits.train)
     if cfg.meta_classes is not None:
         train_index = group_classes(train_index, cfg.meta_classes, grouping_seed)
@@ -49,6 +49,13 @@ def prepare_run_data(cfg: DataConfig, *, progress: bool, grouping_seed: int = 0)
             grouping_seed,
         )
     return RunData(splits, train_index, label_index(records))
+
+
+def _split(records: list[ImageRecord], cfg: DataConfig) -> DatasetSplits:
+    """Class-disjoint train / validation / test (``data.split: classes``), or every class trains (``none``)."""
+    if cfg.split == "none":
+        return every_class_split(records)
+    return split_records(records, val_fraction=cfg.val_fraction, val_fold=cfg.val_fold, num_folds=cfg.num_folds)
 
 
 def _drop_bad_images(records: list[ImageRecord], policy: str, progress: bool) -> list[ImageRecord]:

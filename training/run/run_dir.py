@@ -8,6 +8,8 @@
       curves.png             training curves
       test_metrics.json      metrics on the test split
       export/                model.onnx + model.json (``retrieval export``)
+      selection/             with ``trainer.final_fit``: the class-disjoint fit that chose the epochs (a run
+                             directory itself); the run's own model is then retrained on every class
 
 An ensemble run (``retrieval train --ensemble L``, ``training.ensemble``) holds the base
 ``config.yaml``, ``ensemble.json`` (the member count), ``members/0..L-1/`` (each a run directory
@@ -105,6 +107,11 @@ class RunPaths:
         return self.run_dir / RUN_EXPORT_SUBDIR
 
     @property
+    def selection_dir(self) -> Path:
+        """``trainer.final_fit``: the class-disjoint fit that chose the number of epochs."""
+        return self.run_dir / "selection"
+
+    @property
     def ensemble_spec(self) -> Path:
         return self.run_dir / "ensemble.json"
 
@@ -187,5 +194,5 @@ def claim_run_dir(run_dir: Path, *, resume: bool, overwrite: bool) -> None:
         )
     for name in RUN_ARTIFACTS:
         (paths.run_dir / name).unlink(missing_ok=True)
-    for folder in (paths.checkpoints_dir, paths.export_dir, paths.members_dir):
+    for folder in (paths.checkpoints_dir, paths.export_dir, paths.members_dir, paths.selection_dir):
         shutil.rmtree(folder, ignore_errors=True)

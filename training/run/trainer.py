@@ -151,7 +151,7 @@ class Trainer:
         self.steps_per_epoch = self.train_batches.steps_per_epoch
         index, device, precision = self.data.eval_label_index, self.device, self.precision
         self.val_inputs = SplitInputs(splits.val, index, cfg, device, precision, self.prefix) if splits.val else None
-        self.test_inputs = SplitInputs(splits.test, index, cfg, device, precision, self.prefix)
+        self.test_inputs = SplitInputs(splits.test, index, cfg, device, precision, self.prefix) if splits.test else None
 
     def _train_batches(self) -> TrainBatches:
         cfg, records, index = self.cfg, self.data.splits.train, self.data.train_label_index
@@ -225,7 +225,7 @@ class Trainer:
             if self.selection.should_stop(self.cfg.trainer.patience if self.val_inputs is not None else None):
                 log.info("early stopping: no better validation MAP@R for %d epochs", self.selection.stale_epochs)
                 break
-        if not self.evaluate_test:
+        if not self.evaluate_test or self.test_inputs is None:  # no test classes: data.split none
             barrier(self.ctx)
             best_val = load_checkpoint(self.paths.best_checkpoint).get("val_metrics") if self.ctx.is_main else None
             return TrainResult(self.paths.run_dir, epoch, self.selection.best_epoch, best_val or None, {})
@@ -256,6 +256,8 @@ class Trainer:
         val, candidate = None, self.cfg.trainer.select_reference or self.cfg.trainer.epochs == 0
         if self.ctx.is_main:
             atomic_write_text(self.paths.metrics, "")
+            if self.progress:  # the reference is fitted and validated before any bar: say so meanwhile
+                tqdm.write(f"epoch 0: measuring the {reference_name(self.cfg.model)} backbone (the reference) ...")
             reference = self._reference_model()
             val = self._validate(reference)
             state = self._state(0, val, reference)
@@ -377,7 +379,7 @@ class Trainer:
     def _final_test(self) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """Test metrics of the best checkpoint and of the reference, the verdict, and the best validation metrics."""
         barrier(self.ctx)
-        if not self.ctx.is_main:
+        if not self.ctx.is_main or self.test_inputs is None:
             return {}, None
         best = load_checkpoint(self.paths.best_checkpoint)
         model = restore_model(best, self.cfg, self.paths.run_dir).to(self.device)
@@ -398,6 +400,7 @@ class Trainer:
         """Test metrics of the reference model (epoch 0), reported only, never used to choose."""
         if not self.cfg.trainer.evaluate_untrained_test or not self.paths.reference_checkpoint.is_file():
             return None
+        assert self.test_inputs is not None  # _final_test runs only with test classes
         state = load_checkpoint(self.paths.reference_checkpoint)
         model = restore_model(state, self.cfg, self.paths.run_dir).to(self.device)
         metrics = self._metrics(self.test_inputs, model, test=True, grid=False).to_dict()

@@ -9,6 +9,6 @@ only the head and the loss on frozen backbone features embedded once (``cached_f
 ``head_training``, ``cached_backend``), each handing back a ``fold_result``. ``study_config`` is the
 config of one loss in the study (its recipe, the budget options, a trial's values), ``reference`` the
 pretrained row, ``stats`` the confidence intervals, ``report`` the tables and plot, ``summary`` the
-text of study.md (command, protocol, tables, search, time), ``state`` the output directory (``study.json``, resuming), and
-``runner`` ties them together.
+text of study.md (command, protocol, tables, search, time), ``state`` the output directory (``study.json``, resuming), ``feasibility`` the check that every
+loss can form its batches on every fold before the first trial, and ``runner`` ties them together.
 """

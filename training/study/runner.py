@@ -20,6 +20,7 @@ from retrieval.training.data.run_data import prepare_run_data
 from retrieval.training.run.reference import reference_name
 from retrieval.training.study.cached_backend import CachedBackend
 from retrieval.training.study.cached_features import FeatureSet, load_or_extract
+from retrieval.training.study.feasibility import check_batches
 from retrieval.training.study.final_runs import final_runs
 from retrieval.training.study.finetune_backend import FineTuneBackend
 from retrieval.training.study.fold_result import FoldResult, StudyBackend
@@ -61,6 +62,7 @@ def run_study(spec: StudySpec, out: Path, *, overwrite: bool = False, progress: 
     saved = resumable_state(out, spec, overwrite=overwrite)
     base = configs[spec.losses[0]]
     splits = _prepare_splits(base, spec.folds, progress)
+    check_batches(configs, splits.train + splits.test, spec.folds)  # every trial's batch shape, before the first trial
     backend = _backend(spec, splits, out, progress)
     state = saved if saved is not None else start_study(out, spec)
     if "reference" not in state:

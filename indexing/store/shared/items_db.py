@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -245,3 +245,11 @@ def _metadata_test(path: str, value: Scalar) -> tuple[str, list[Scalar]]:
     kinds = "'text'" if isinstance(value, str) else "'integer', 'real'"
     test = f"json_type(metadata, ?) IN ({kinds}) AND json_extract(metadata, ?) = ?"
     return f"CASE WHEN json_valid(metadata) THEN {test} END", [path, path, value]
+
+
+class Hit(NamedTuple):
+    """One ranked search result: the stored item and its score (higher is closer). A tuple, so
+    ``for item, score in hits`` reads it too."""
+
+    item: Item
+    score: float

@@ -21,7 +21,7 @@ from retrieval.indexing.search.binary import binarize
 from retrieval.indexing.search.kinds import KindName, SearchKind
 from retrieval.indexing.search.results import PAD_ID, SearchResults
 from retrieval.indexing.store.shared.item_filter import ItemFilter
-from retrieval.indexing.store.shared.items_db import Item
+from retrieval.indexing.store.shared.items_db import Hit, Item
 from retrieval.indexing.store.shared.manifest import IndexManifest
 from retrieval.indexing.store.shared.rerank import rerank_shortlist, shortlist_ids
 from retrieval.indexing.store.shared.store_checks import checked_queries
@@ -117,7 +117,7 @@ class StoreBase(ABC, Generic[ScopeT]):
 
     def hits(
         self, results: SearchResults, row: int = 0, *, exclude: int | None = None, limit: int | None = None
-    ) -> list[tuple[Item, float]]:
+    ) -> list[Hit]:
         """(item, score) pairs of one result row, best first: padding, ``exclude`` and ids gone since
         the search are dropped, and at most ``limit`` are kept. The one ids -> items path."""
         pairs = [
@@ -126,5 +126,5 @@ class StoreBase(ABC, Generic[ScopeT]):
             if i != PAD_ID and i != exclude
         ]
         items = self.items([item_id for item_id, _ in pairs])
-        found = [(item, score) for item, (_, score) in zip(items, pairs, strict=True) if item is not None]
+        found = [Hit(item, score) for item, (_, score) in zip(items, pairs, strict=True) if item is not None]
         return found[:limit] if limit is not None else found

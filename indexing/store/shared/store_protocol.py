@@ -19,7 +19,7 @@ from retrieval.indexing.search.kinds import KindName, SearchKind
 from retrieval.indexing.search.results import SearchResults
 from retrieval.indexing.store.shared.compaction import CompactionPolicy, CompactionResult
 from retrieval.indexing.store.shared.item_filter import ItemFilter
-from retrieval.indexing.store.shared.items_db import Item
+from retrieval.indexing.store.shared.items_db import Hit, Item
 from retrieval.indexing.store.shared.manifest import IndexManifest
 
 
@@ -69,7 +69,7 @@ class Store(Protocol):
 
     def hits(
         self, results: SearchResults, row: int = 0, *, exclude: int | None = None, limit: int | None = None
-    ) -> list[tuple[Item, float]]: ...
+    ) -> list[Hit]: ...
 
     def paths_in_use(self, paths: Sequence[str]) -> set[str]: ...
 

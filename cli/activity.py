@@ -1,0 +1,42 @@
+"""A spinner for each silent phase of a command (loading torch, a model, an index) on a terminal, and the
+time it took when it ends. Nothing where stderr is not a terminal: a log or a pipe gets no spinner frames
+(and a reader of ``--json`` output mixed with stderr no extra line)."""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+FRAMES = "|/-\\"
+TICK_S = 0.1
+
+
+@contextmanager
+def activity(message: str, *, enabled: bool = True) -> Iterator[None]:
+    """Spin ``message`` on stderr while the block runs, when stderr is a terminal and ``enabled``."""
+    stream = sys.stderr
+    if not enabled or not stream.isatty():
+        yield
+        return
+    started, done = time.perf_counter(), threading.Event()
+
+    def spin() -> None:
+        for frame in itertools.cycle(FRAMES):
+            stream.write(f"\r{frame} {message} ...")
+            stream.flush()
+            if done.wait(TICK_S):
+                return
+
+    spinner = threading.Thread(target=spin, daemon=True)
+    spinner.start()
+    try:
+        yield
+    finally:
+        done.set()
+        spinner.join()
+        stream.write(f"\r{message}: {time.perf_counter() - started:.1f} s\n")
+        stream.flush()

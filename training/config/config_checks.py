@@ -1,0 +1,56 @@
+"""Checks of a resolved ``TrainConfig`` made before torch loads (it takes seconds to import): a missing
+dataset, a layout nobody can read and an image size no backbone can use fail at once, in one sentence.
+
+``check_config`` raises for what cannot train and returns warnings for what trains badly: ``retrieval
+train`` and ``retrieval study`` call it before importing torch, and the Python API's ``train`` before
+training.
+"""
+
+from __future__ import annotations
+
+from retrieval.indexing.common.errors import ConfigError
+from retrieval.indexing.data.sources import detect_layout
+from retrieval.training.config.recipe_tables import loss_of_recipe
+from retrieval.training.config.train_config import TrainConfig
+
+MIN_IMAGE_SIZE = 32
+"""Every backbone here halves the image five times (an output stride of 32): at 32 px its last stage
+sees one pixel, below that less than one, and what it learns is noise."""
+PRETRAINED_MIN_SIZE = 96
+"""ImageNet weights were trained at 224 px (EfficientNet-Lite1/2: 240/260); well below 96 px their
+features lose most of what made them useful."""
+
+
+def check_config(cfg: TrainConfig, *, needs_data: bool = True) -> list[str]:
+    """Raise ConfigError or DataError for what cannot train; return warnings (sentences) for what trains badly."""
+    if needs_data:
+        if cfg.data.path is None:
+            raise ConfigError("no dataset given: pass --data PATH (an ImageFolder directory, a CSV or a dataset root)")
+        detect_layout(cfg.data.path)  # the path exists and is a dataset layout (DataError otherwise)
+    size = cfg.data.image_size
+    if size < MIN_IMAGE_SIZE:
+        raise ConfigError(
+            f"data.image_size {size} is below {MIN_IMAGE_SIZE} px, the smallest image {cfg.model.backbone} can "
+            f"see (it downsamples 32x); use --image-size {MIN_IMAGE_SIZE} or more (images are resized to it)"
+        )
+    warnings = []
+    if cfg.model.pretrained and size < PRETRAINED_MIN_SIZE:
+        warnings.append(
+            f"data.image_size {size} px is small for pretrained weights (trained at 224 px): expect them to help "
+            f"less; {PRETRAINED_MIN_SIZE} px or more keeps most of their features (images are resized to it)"
+        )
+    return warnings
+
+
+def recipe_loss_warning(recipe: str | None, loss: str | None) -> str | None:
+    """A sentence when ``--loss`` replaces the loss of ``--recipe`` (the recipe's other settings stay)."""
+    if not recipe or not loss:
+        return None
+    recipe_loss = loss_of_recipe(recipe)
+    if loss_of_recipe(loss) == recipe_loss:
+        return None
+    return (
+        f"--loss {loss} replaces the loss of --recipe {recipe} ({recipe_loss}) but keeps the recipe's other "
+        f"settings, which were chosen for {recipe_loss}; for {loss}'s own defaults use --recipe {loss} "
+        "(`retrieval losses` lists what each recipe sets)"
+    )
