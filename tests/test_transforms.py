@@ -106,3 +106,19 @@ def test_train_transform_crops_with_configured_scale():
 def test_bad_crop_scale_is_a_config_error(scale):
     with pytest.raises(ConfigError, match=rf"train_crop_scale .* got \({scale[0]}, {scale[1]}\)"):
         build_train_transform(DataConfig(train_crop_scale=scale))
+
+
+def test_colour_jitter_changes_colours_only_when_asked() -> None:
+    from PIL import Image
+
+    from retrieval.training.config.train_config import DataConfig
+    from retrieval.training.data.transforms import build_train_transform
+
+    image = Image.new("RGB", (64, 64), (200, 40, 40))  # one red: any crop of it is the same red
+    torch.manual_seed(0)
+    plain = DataConfig(image_size=32, horizontal_flip=False)
+    same = {tuple(build_train_transform(plain)(image)[:, 0, 0].tolist()) for _ in range(5)}
+    assert len(same) == 1  # cropping a uniform image changes nothing
+    jittered = build_train_transform(plain.model_copy(update={"color_jitter": 0.4}))
+    colours = {tuple(round(v, 3) for v in jittered(image)[:, 0, 0].tolist()) for _ in range(5)}
+    assert len(colours) == 5  # every draw another colour

@@ -11,7 +11,7 @@ import numpy as np
 
 from retrieval.indexing.search.kinds import KindName, SearchKind
 from retrieval.indexing.store.shared.item_filter import ItemFilter
-from retrieval.indexing.store.shared.items_db import Hit, Item
+from retrieval.indexing.store.shared.items_db import Hit
 from retrieval.indexing.store.shared.postprocessed_search import postprocessed_search
 from retrieval.indexing.store.shared.store_protocol import Store
 

@@ -55,6 +55,14 @@ class DataConfig(_Strict):
     image_size: int = Field(224, gt=0, description="crop size; eval resizes the shorter side to image_size * 8/7")
     train_crop_scale: tuple[float, float] = (0.16, 1.0)
     horizontal_flip: bool = True
+    color_jitter: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="training augmentation: random brightness, contrast and saturation change of up to this "
+        "fraction and a hue shift of up to half of it (0: off); for classes whose colour is not what tells "
+        "them apart (a car model comes in every paint), never for ones it does (bird species)",
+    )
     sampler: Literal["auto", "balanced", "shuffle"] = Field(
         "auto", description="auto: class-balanced C x M for pair losses, plain shuffling for classification losses"
     )

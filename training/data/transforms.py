@@ -1,6 +1,6 @@
 """Image transforms of the papers' standard protocol, built from ``DataConfig``.
 
-Train: RandomResizedCrop(image_size, scale=train_crop_scale) + optional horizontal flip.
+Train: RandomResizedCrop(image_size, scale=train_crop_scale) + optional colour jitter + optional horizontal flip.
 Eval: resize the shorter side to ``round(image_size * 256 / 224)`` and centre-crop
 ``image_size`` (256 -> 224 for the default size). Both end in ToTensor + ImageNet
 Normalize. The eval transform is built *from* ``eval_preprocessing(cfg)``, the same
@@ -73,6 +73,9 @@ def build_train_transform(cfg: DataConfig, backbone: str | None = None) -> Image
             antialias=True,
         )
     ]
+    if cfg.color_jitter:
+        strength = cfg.color_jitter
+        steps.append(T.ColorJitter(brightness=strength, contrast=strength, saturation=strength, hue=strength / 2))
     if cfg.horizontal_flip:
         steps.append(T.RandomHorizontalFlip())
     return T.Compose(steps + _normalize(eval_preprocessing(cfg, backbone)))
