@@ -116,8 +116,8 @@ async def add_items(
         first = await services.state.read(lambda snap: snap.store.recall(idempotency_key))
         if first is not None:
             return AddItemsResponse(**first)
-    snapshot = services.state.current()
-    embedded = [await embed_upload(services, upload, snapshot=snapshot) for upload in images]
+    with services.state.hold() as snapshot:
+        embedded = [await embed_upload(services, upload, snapshot) for upload in images]
     embeddings = np.stack([item.vector for item in embedded]).astype(np.float32)
 
     def add(current: Snapshot) -> AddItemsResponse:
