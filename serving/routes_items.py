@@ -12,7 +12,7 @@ from fastapi.responses import Response
 from pydantic import Field
 
 from retrieval.indexing.common.errors import DataError, IndexChangedError, IndexNotWritableError, ItemNotFoundError
-from retrieval.indexing.data.records import ImageRecord, is_blank_label
+from retrieval.indexing.data.records import MAX_LABEL_CHARS, ImageRecord, label_problem
 from retrieval.indexing.store.shared.item_filter import MAX_JSON_BYTES, MAX_KEYS, Scalar, parse_metadata_for
 from retrieval.serving import api_examples
 from retrieval.serving.dependencies import API_KEY_ERRORS, Services, get_services, require_api_key
@@ -89,7 +89,8 @@ async def get_thumbnail(
 async def add_items(
     images: list[UploadFile] = File(min_length=1, description="one or more images"),
     labels: list[Annotated[str, Field(min_length=1)]] = Form(
-        min_length=1, description="one non-blank label per image, or a single label for all"
+        min_length=1,
+        description=f"one non-blank label (at most {MAX_LABEL_CHARS} characters) per image, or a single label for all",
     ),
     metadata: str | None = Form(
         None,
@@ -174,8 +175,8 @@ def _match_labels(labels: list[str], count: int, max_files: int) -> list[str]:
             f"{count} images in one request exceed the limit of {max_files}; send them in parts."
         )
     labels = [label.strip() for label in labels]
-    if any(is_blank_label(label) for label in labels):
-        raise InvalidParameterError("form field 'labels': every label must be a non-empty string.")
+    if problem := next(filter(None, map(label_problem, labels)), None):
+        raise InvalidParameterError(f"form field 'labels': the label {problem}.")
     if len(labels) == 1:
         return labels * count
     if len(labels) != count:

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from retrieval.indexing.common.errors import DataError, IndexFormatError
+from retrieval.indexing.common.unicode_text import readable_json
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.store.shared.item_filter import ItemFilter, Scalar
 
@@ -57,8 +58,10 @@ class Item:
 
 
 def _item(row: tuple) -> Item:
+    """An item as stored; text written before lone surrogates were refused is read with U+FFFD in their
+    place (``json.dumps`` escaped them as ``\\ud800``), so such an item is still served."""
     id_, path, label, split, is_query, is_gallery, metadata, emb_row = row
-    return Item(id_, path, label, split, bool(is_query), bool(is_gallery), json.loads(metadata), emb_row)
+    return Item(id_, path, label, split, bool(is_query), bool(is_gallery), readable_json(json.loads(metadata)), emb_row)
 
 
 def _check_text(record: ImageRecord) -> None:
