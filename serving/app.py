@@ -26,6 +26,7 @@ from retrieval.serving.problems import install_problem_handlers
 from retrieval.serving.prometheus import ServiceMetrics
 from retrieval.serving.settings import ServeSettings, settings_from_env
 from retrieval.serving.state import ServiceState, Snapshot
+from retrieval.serving.thumbnails import ThumbnailMaker
 from retrieval.serving.uploads import MULTIPART_SLACK_BYTES
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -66,8 +67,16 @@ def _make_services(settings: ServeSettings) -> Services:
 
     batcher = MicroBatcher(settings.batch_max_size, settings.batch_max_wait_ms, on_batch=metrics.batch_size.observe)
     decodes = anyio.CapacityLimiter(settings.max_concurrent_decodes)
+    thumbnails = ThumbnailMaker(
+        settings.thumbnail_px,
+        max_pixels=settings.max_pixels,
+        max_decode_bytes=settings.max_decode_mb << 20,
+        decode_slots=decodes,
+    )
     state = ServiceState(settings, on_change)
-    return Services(settings=settings, state=state, batcher=batcher, metrics=metrics, decode_limiter=decodes)
+    return Services(
+        settings=settings, state=state, batcher=batcher, metrics=metrics, decode_limiter=decodes, thumbnails=thumbnails
+    )
 
 
 def _add_page(app: FastAPI) -> None:

@@ -14,6 +14,7 @@ from retrieval.serving.prometheus import ServiceMetrics
 from retrieval.serving.service_errors import ForbiddenError, MissingApiKeyError
 from retrieval.serving.settings import ServeSettings
 from retrieval.serving.state import ServiceState
+from retrieval.serving.thumbnails import ThumbnailMaker
 
 API_KEY_HEADER = "X-API-Key"
 API_KEY_ERRORS = (MissingApiKeyError, ForbiddenError)
@@ -30,6 +31,7 @@ class Services:
     batcher: MicroBatcher
     metrics: ServiceMetrics
     decode_limiter: anyio.CapacityLimiter  # uploads decoded at once (settings.max_concurrent_decodes)
+    thumbnails: ThumbnailMaker  # previews, decoded in the same slots and budget
 
 
 def get_services(request: Request) -> Services:

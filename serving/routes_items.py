@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path as FilePath
 from typing import Annotated
 
-import anyio
 import numpy as np
 from fastapi import APIRouter, Depends, File, Form, Header, Path, Request, UploadFile
 from fastapi.responses import Response
@@ -28,7 +27,6 @@ from retrieval.serving.service_errors import (
     invalid_parameters,
 )
 from retrieval.serving.state import Snapshot
-from retrieval.serving.thumbnails import thumbnail_for
 from retrieval.serving.upload_storage import discard_unused_uploads, store_upload, upload_path
 
 router = APIRouter(tags=["items"])
@@ -71,7 +69,7 @@ async def get_thumbnail(
     services: Services = Depends(get_services),
 ) -> Response:
     record = await services.state.read(lambda snap: snap.store.item(item_id))
-    thumb = await anyio.to_thread.run_sync(thumbnail_for, record, services.settings.thumbnail_px)
+    thumb = await services.thumbnails.thumbnail_for(record)
     headers = {"Cache-Control": THUMBNAIL_CACHE, "ETag": thumb.etag}
     if request.headers.get("if-none-match") == thumb.etag:
         return Response(status_code=304, headers=headers)

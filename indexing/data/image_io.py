@@ -27,13 +27,22 @@ _ALPHA_MODES = {"RGBA", "LA", "PA", "RGBa", "La"}
 _HIGH_DEPTH_MODES = {"I", "I;16", "I;16L", "I;16B", "I;16N", "F"}
 
 
-def open_rgb(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image.Image:
+def open_rgb(
+    path: Path,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    *,
+    max_decode_bytes: int | None = None,
+    reduce_to: tuple[int, int] | None = None,
+) -> Image.Image:
     """Open ``path`` as an upright, fully loaded 8-bit RGB image.
 
     Raises ``DataError("cannot read image <path>: <reason>")`` for missing, corrupt,
     truncated or non-image files and for images with more than ``max_pixels`` pixels.
+    ``max_decode_bytes`` refuses, from the header, an image whose decoding would need more memory;
+    ``reduce_to`` lets a JPEG decode at the smallest scale (1/2, 1/4, 1/8) that still covers that size
+    (a preview), before the memory check.
     """
-    return _read(lambda: open(path, "rb"), str(path), max_pixels)
+    return _read(lambda: open(path, "rb"), str(path), max_pixels, None, max_decode_bytes, reduce_to)
 
 
 #: The only decoders an upload may reach, whatever its declared type says and whatever plugins
@@ -57,10 +66,13 @@ def _read(
     max_pixels: int,
     formats: tuple[str, ...] | None = None,
     max_decode_bytes: int | None = None,
+    reduce_to: tuple[int, int] | None = None,
 ) -> Image.Image:
     try:
         with opener() as handle, Image.open(handle, formats=formats) as image:
             check_pixel_limit(image.size, max_pixels)
+            if reduce_to is not None:
+                image.draft(None, reduce_to)  # JPEG only: the size below is then the reduced one
             check_decode_budget(image, max_decode_bytes)
             image.load()
             ImageOps.exif_transpose(image, in_place=True)  # a copy only when it rotates
