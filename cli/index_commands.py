@@ -16,7 +16,6 @@ from retrieval.indexing.store.backends import FILES, backend_of, index_target
 from retrieval.indexing.store.files.faiss_kinds import BINARY_KINDS, FLOAT_KINDS
 from retrieval.indexing.store.shared.compaction import CompactionPolicy
 from retrieval.indexing.store.shared.item_filter import parse_metadata
-from retrieval.indexing.store.shared.manifest import load_index_manifest
 
 MAX_LISTED_FAILURES = 10
 
@@ -99,7 +98,7 @@ def build(
 @index_app.command("info")
 def info(index_dir: Annotated[Path, typer.Argument(help="index directory")]) -> None:
     """Show what an index holds and how it was built."""
-    manifest = load_index_manifest(index_dir)
+    manifest = api.index_info(index_dir)
     sizes = {p.name: p.stat().st_size for p in Path(index_dir).iterdir() if p.is_file()}
     rows = [
         ("items", f"{manifest.count} ({manifest.num_labels} classes)"),

@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from retrieval.indexing.common.errors import (
     DataError,
+    IndexBusyError,
     IndexChangedError,
     IndexNotWritableError,
     ItemNotFoundError,
@@ -148,9 +149,15 @@ def sentence(error: RetrievalError) -> str:
     return text if text.endswith(".") else f"{text}."
 
 
+BUSY_RETRY_AFTER_S = 1
+"""When to retry a write that found another writer holding the index (``IndexBusyError``)."""
+
+
 def _headers(error: RetrievalError) -> dict[str, str] | None:
     if isinstance(error, RetryLaterError):
         return {"Retry-After": str(error.retry_after_s)}
+    if isinstance(error, IndexBusyError):
+        return {"Retry-After": str(BUSY_RETRY_AFTER_S)}
     if isinstance(error, MissingApiKeyError):
         return {"WWW-Authenticate": error.header}
     return None

@@ -216,9 +216,8 @@ def test_a_class_folder_name_that_is_not_utf8_is_one_sentence(tmp_path: Path, ti
 
 def test_the_next_writer_removes_temp_files_a_killed_writer_left(fresh_index: Path, tmp_path: Path) -> None:
     leftover = fresh_index / ".embeddings.f16.npy.k1ll3d.tmp"
-    leftover.write_bytes(b"\0" * 4096)  # what SIGKILL during write_embeddings leaves
     record, paths = _new_record(tmp_path, "after-crash")
     with IndexStore.open(fresh_index) as store:
-        assert leftover.exists()  # readers do not touch it
+        leftover.write_bytes(b"\0" * 4096)  # what SIGKILL during write_embeddings leaves, after this open
         store.add([record], _embed(fresh_index, paths))
     assert not leftover.exists()

@@ -5,7 +5,8 @@ index, a model export or a dataset, so ``retrieval.cli`` only parses arguments a
 (``build_index``, ``build_shard``), ``searching`` (``search``; ``search_index`` for ``retrieval
 search``), ``evaluating`` (``evaluate``; ``evaluate_index_dir``, ``evaluate_dataset`` and
 ``save_evaluation`` for ``retrieval eval``), ``embedding`` (``embed``; ``index_embeddings``,
-``dataset_embeddings``) and ``updating`` (``add_images``, ``remove_items``, ``compact_index``).
+``dataset_embeddings``), ``updating`` (``add_images``, ``remove_items``, ``compact_index``) and
+``maintaining`` (``index_info``).
 ``retrieval.training.api`` adds what needs torch (train, export, study).
 
     from retrieval.indexing import api
@@ -22,6 +23,7 @@ from retrieval.indexing.api.evaluating import (
     evaluate_index_dir,
     save_evaluation,
 )
+from retrieval.indexing.api.maintaining import index_info
 from retrieval.indexing.api.searching import QueryHits, SearchOutcome, search, search_index
 from retrieval.indexing.api.updating import add_images, compact_index, remove_items
 
@@ -39,6 +41,7 @@ __all__ = [
     "evaluate_dataset",
     "evaluate_index_dir",
     "index_embeddings",
+    "index_info",
     "remove_items",
     "save_evaluation",
     "search",

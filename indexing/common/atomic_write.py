@@ -102,20 +102,48 @@ def replace_directory(staging: Path, target: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-_LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?:building|old)-(?P<pid>\d+)$")
+_LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?P<kind>building|old)-(?P<pid>\d+)$")
 
 
 def remove_dead_writers_leftovers(target: Path) -> list[Path]:
     """Delete the staging (``.NAME.building-PID``) and swap (``.NAME.old-PID``) directories that
-    killed writers left beside ``target``; those of live processes are kept. Returns what went."""
+    killed writers left beside ``target``; those of live processes are kept. A writer killed between
+    the two renames of ``replace_directory`` left no ``target``: its ``.old-PID`` is moved back first
+    (``recover_swapped_out``). Returns what went."""
     target = Path(target)
+    recover_swapped_out(target)
     removed = []
+    for sibling, _ in _dead_writers_leftovers(target):
+        shutil.rmtree(sibling, ignore_errors=True)
+        removed.append(sibling)
+    return removed
+
+
+def recover_swapped_out(target: Path) -> Path | None:
+    """Put back the directory a writer killed between the two renames of ``replace_directory`` moved
+    aside (``.NAME.old-PID`` of a dead process) when nothing took its place; returns what was put back."""
+    target = Path(target)
+    if target.exists():
+        return None
+    for sibling, kind in _dead_writers_leftovers(target):
+        if kind == "old":
+            try:
+                os.replace(sibling, target)
+            except OSError:  # another process put one back first
+                return None
+            _fsync_dir(target.parent)
+            return sibling
+    return None
+
+
+def _dead_writers_leftovers(target: Path) -> list[tuple[Path, str]]:
+    """(directory, "building" or "old") of dead processes beside ``target``, newest first."""
+    found = []
     for sibling in target.parent.glob(f".{target.name}.*-*") if target.parent.is_dir() else ():
         match = _LEFTOVER.match(sibling.name)
         if match and match["name"] == target.name and not _alive(int(match["pid"])):
-            shutil.rmtree(sibling, ignore_errors=True)
-            removed.append(sibling)
-    return removed
+            found.append((sibling, match["kind"]))
+    return sorted(found, key=lambda pair: pair[0].stat().st_mtime_ns, reverse=True)
 
 
 def _alive(pid: int) -> bool:

@@ -12,7 +12,8 @@ transaction with the items, the segment list and generation g+1 (the commit poin
 then the manifest with generation g+1. ``open`` repairs what an interrupted update left after its
 commit point: it re-indexes a delta without faiss files from its embeddings, finishes moving a new
 base in place, and saves the manifest with the committed generation. What a writer left before its
-commit point is deleted by the next writer.
+commit point is deleted by the next writer; its temporary files also by the next ``open`` that finds
+no writer running.
 
 Not thread-safe: callers that share a store between threads (the service) hold a lock.
 """
@@ -47,7 +48,7 @@ from retrieval.indexing.store.shared.item_filter import ItemFilter
 from retrieval.indexing.store.shared.items_db import Item, ItemsDb
 from retrieval.indexing.store.shared.manifest import IndexManifest, check_model, load_index_manifest
 from retrieval.indexing.store.shared.store_base import StoreBase
-from retrieval.indexing.store.shared.write_lock import exclusive_writer
+from retrieval.indexing.store.shared.write_lock import exclusive_writer, remove_temp_files, writer_if_free
 
 _log = logging.getLogger(__name__)
 _OPEN_ATTEMPTS = 3  # an update committing while we read is retried (its files moved under us)
@@ -73,6 +74,9 @@ class IndexStore(StoreUpdates, StoreBase[Allowed]):
         index_dir = Path(index_dir)
         manifest = load_index_manifest(index_dir)
         check_model(manifest, expected_model_sha256, force=force)
+        with writer_if_free(index_dir) as free:
+            if free:  # no writer is running, so the temporary files here are a killed writer's
+                remove_temp_files(index_dir)
         db = ItemsDb.open(index_dir / ITEMS_DB_NAME)
         try:
             return cls._loaded(index_dir, manifest, db)
