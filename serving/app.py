@@ -17,6 +17,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
 
 from retrieval.serving import routes_admin, routes_health, routes_items, routes_search
+from retrieval.serving.admission import EmbedAdmission
 from retrieval.serving.batcher import MicroBatcher
 from retrieval.serving.dependencies import API_KEY_HEADER, Services
 from retrieval.serving.lifecycle import lifespan
@@ -24,6 +25,7 @@ from retrieval.serving.middleware import AllowedMethods, BodySizeLimit, MetricsM
 from retrieval.serving.openapi import install_openapi
 from retrieval.serving.problems import install_problem_handlers
 from retrieval.serving.prometheus import ServiceMetrics
+from retrieval.serving.rate_limit import RateLimit
 from retrieval.serving.settings import ServeSettings, settings_from_env
 from retrieval.serving.state import ServiceState, Snapshot
 from retrieval.serving.thumbnails import ThumbnailMaker
@@ -75,7 +77,13 @@ def _make_services(settings: ServeSettings) -> Services:
     )
     state = ServiceState(settings, on_change)
     return Services(
-        settings=settings, state=state, batcher=batcher, metrics=metrics, decode_limiter=decodes, thumbnails=thumbnails
+        settings=settings,
+        state=state,
+        batcher=batcher,
+        metrics=metrics,
+        decode_limiter=decodes,
+        admission=EmbedAdmission(settings.max_queued_images),
+        thumbnails=thumbnails,
     )
 
 
@@ -88,13 +96,15 @@ def _add_page(app: FastAPI) -> None:
 
 
 def _add_middleware(app: FastAPI, services: Services) -> None:
-    """Outermost last: metrics see every response, including 413s and 504s made by the others; CORS
+    """Outermost last: metrics see every response, including 413s, 429s and 504s made by the others; CORS
     answers preflights before ``AllowedMethods`` answers other ``OPTIONS`` requests."""
     settings = services.settings
     app.add_middleware(AllowedMethods, routes=[*app.routes, *(route for router in ROUTERS for route in router.routes)])
     app.add_middleware(RequestTimeout, timeout_s=settings.request_timeout_s)
     body_limit = settings.max_upload_bytes + MULTIPART_SLACK_BYTES
     app.add_middleware(BodySizeLimit, max_bytes=body_limit)
+    if settings.rate_limit_per_s is not None:
+        app.add_middleware(RateLimit, rate=settings.rate_limit_per_s, burst=settings.rate_limit_burst)
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,

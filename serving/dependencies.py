@@ -9,6 +9,7 @@ import anyio
 from fastapi import Depends, Request, Security
 from fastapi.security import APIKeyHeader
 
+from retrieval.serving.admission import EmbedAdmission
 from retrieval.serving.batcher import MicroBatcher
 from retrieval.serving.prometheus import ServiceMetrics
 from retrieval.serving.service_errors import ForbiddenError, MissingApiKeyError
@@ -31,6 +32,7 @@ class Services:
     batcher: MicroBatcher
     metrics: ServiceMetrics
     decode_limiter: anyio.CapacityLimiter  # uploads decoded at once (settings.max_concurrent_decodes)
+    admission: EmbedAdmission  # images between admission and embedding (settings.max_queued_images)
     thumbnails: ThumbnailMaker  # previews, decoded in the same slots and budget
 
 

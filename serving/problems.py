@@ -29,6 +29,7 @@ from retrieval.serving.service_errors import (
     InvalidParameterError,
     MissingApiKeyError,
     PayloadTooLargeError,
+    RateLimitedError,
     ReloadFailedError,
     RequestTimeoutError,
     RetryLaterError,
@@ -81,6 +82,7 @@ _EXAMPLE_DETAILS = {
     413: "the request body is larger than the limit of 10551296 bytes; send a smaller image.",
     415: "file 'notes.txt' was sent as 'text/plain'; upload a JPEG, PNG, WebP, GIF, BMP or TIFF image.",
     422: "k must be between 1 and 100, got 0.",
+    429: "this client sent more than 20 requests at once or 5 per second on average; retry after the Retry-After seconds.",
     503: "The service is not ready: the model and index are still loading; retry in a moment.",
     504: "the request took longer than the limit of 30 s; retry, or send a smaller image.",
 }
@@ -125,6 +127,7 @@ ERROR_STATUSES: tuple[tuple[type[RetrievalError], int], ...] = (
     (PayloadTooLargeError, 413),
     (UnsupportedMediaTypeError, 415),
     (InvalidParameterError, 422),
+    (RateLimitedError, 429),
     (IndexNotWritableError, 503),
     (RetryLaterError, 503),
     (ReloadFailedError, 503),

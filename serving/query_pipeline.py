@@ -77,20 +77,21 @@ async def embed_upload(
     settings = services.settings
     timings = timings if timings is not None else Timings()
     check_content_type(upload)
-    start = time.perf_counter()
-    data = await read_upload(upload, settings.max_upload_bytes)
-    pixels = await anyio.to_thread.run_sync(
-        _decode_and_preprocess,
-        data,
-        repr(upload.filename or "upload"),
-        settings,
-        snapshot,
-        limiter=services.decode_limiter,
-    )
-    timings.decode_ms = _ms(start)
-    start = time.perf_counter()
-    vector = await services.batcher.embed(snapshot.embedder, pixels)
-    timings.embed_ms = _ms(start)
+    with services.admission.admit():  # 503 at once past max_queued_images (backpressure)
+        start = time.perf_counter()
+        data = await read_upload(upload, settings.max_upload_bytes)
+        pixels = await anyio.to_thread.run_sync(
+            _decode_and_preprocess,
+            data,
+            repr(upload.filename or "upload"),
+            settings,
+            snapshot,
+            limiter=services.decode_limiter,
+        )
+        timings.decode_ms = _ms(start)
+        start = time.perf_counter()
+        vector = await services.batcher.embed(snapshot.embedder, pixels)
+        timings.embed_ms = _ms(start)
     return EmbeddedUpload(snapshot, data, vector)
 
 

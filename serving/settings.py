@@ -35,6 +35,16 @@ class ServeSettings(BaseModel):
     k_max: int = Field(100, ge=1, description="largest k a client may ask for")
     batch_max_size: int = Field(16, ge=1, description="images embedded per onnxruntime call at most")
     batch_max_wait_ms: float = Field(4.0, ge=0, description="how long the first image waits for company")
+    max_queued_images: int = Field(
+        32,
+        ge=1,
+        description="images accepted for decoding and embedding at once (waiting or running); past it a request "
+        "gets 503 with Retry-After at once instead of queueing until its timeout",
+    )
+    rate_limit_per_s: float | None = Field(
+        None, gt=0, description="requests per second each client (IP address) may send on average; none = no limit"
+    )
+    rate_limit_burst: int = Field(20, ge=1, description="requests a client may send at once before its rate applies")
     cors_origins: list[str] = Field(default_factory=list, description="allowed CORS origins; empty = CORS off")
     request_timeout_s: float = Field(30.0, gt=0, description="requests running longer get 504")
     threads: int | None = Field(None, ge=1, description="onnxruntime intra-op threads; default = all cores")
