@@ -1,4 +1,5 @@
-"""``retrieval index build|info|add|remove|compact``: the index directory from the shell (``search``: search_commands)."""
+"""``retrieval index build|info|add|remove|compact``: the index directory from the shell (``search``: search_commands;
+``snapshot``, ``verify``, ``rebuild``, ``switch``, ``rollback``: maintenance_commands)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from typing import Annotated
 import typer
 
 from retrieval.cli.backend_options import BackendOpt, CollectionOpt, MilvusUriOpt
+from retrieval.cli.index_options import BatchOpt, DataOpt, ModelOpt, QuietOpt, ThreadsOpt
+from retrieval.cli.maintenance_commands import rebuild, rollback, snapshot, switch, verify
 from retrieval.cli.shard_commands import echo_shard_build, merge
 from retrieval.indexing import api
 from retrieval.indexing.common.errors import ConfigError
@@ -22,12 +25,6 @@ MAX_LISTED_FAILURES = 10
 index_app = typer.Typer(
     help="Build, inspect and update an index directory (float + binary faiss).", no_args_is_help=True
 )
-
-ModelOpt = Annotated[Path, typer.Option("--model", help="export dir (model.onnx + model.json) or training run dir")]
-DataOpt = Annotated[Path, typer.Option("--data", help="dataset folder / CSV (any layout `retrieval data` reads)")]
-ThreadsOpt = Annotated[int | None, typer.Option("--threads", help="onnxruntime intra-op threads (default: all cores)")]
-BatchOpt = Annotated[int, typer.Option("--batch-size", min=1, help="images per inference batch")]
-QuietOpt = Annotated[bool, typer.Option("--quiet", help="no progress bars (for logs and scripts)")]
 
 
 def echo_failures(failures: Sequence[tuple[Path, str]]) -> None:
@@ -215,6 +212,8 @@ def compact(
 
 
 index_app.command("merge")(merge)
+for command in (snapshot, verify, rebuild, switch, rollback):
+    index_app.command(command.__name__)(command)
 
 
 def register(app: typer.Typer) -> None:

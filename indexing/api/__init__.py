@@ -6,7 +6,8 @@ index, a model export or a dataset, so ``retrieval.cli`` only parses arguments a
 search``), ``evaluating`` (``evaluate``; ``evaluate_index_dir``, ``evaluate_dataset`` and
 ``save_evaluation`` for ``retrieval eval``), ``embedding`` (``embed``; ``index_embeddings``,
 ``dataset_embeddings``), ``updating`` (``add_images``, ``remove_items``, ``compact_index``) and
-``maintaining`` (``index_info``).
+``maintaining`` (``index_info``, ``snapshot_index``, ``verify_index``, ``rebuild_index``,
+``switch_index``, ``rollback_index``).
 ``retrieval.training.api`` adds what needs torch (train, export, study).
 
     from retrieval.indexing import api
@@ -23,7 +24,14 @@ from retrieval.indexing.api.evaluating import (
     evaluate_index_dir,
     save_evaluation,
 )
-from retrieval.indexing.api.maintaining import index_info
+from retrieval.indexing.api.maintaining import (
+    index_info,
+    rebuild_index,
+    rollback_index,
+    snapshot_index,
+    switch_index,
+    verify_index,
+)
 from retrieval.indexing.api.searching import QueryHits, SearchOutcome, search, search_index
 from retrieval.indexing.api.updating import add_images, compact_index, remove_items
 
@@ -42,8 +50,13 @@ __all__ = [
     "evaluate_index_dir",
     "index_embeddings",
     "index_info",
+    "rebuild_index",
     "remove_items",
+    "rollback_index",
     "save_evaluation",
     "search",
     "search_index",
+    "snapshot_index",
+    "switch_index",
+    "verify_index",
 ]

@@ -26,6 +26,8 @@ BINARY_INDEX_NAME = "binary.faiss"
 EMBEDDINGS_NAME = "embeddings.f16.npy"
 ITEMS_DB_NAME = "items.sqlite"
 SEGMENTS_SUBDIR = "segments"  # append-only delta segments beside the base files (index_store)
+UPLOADS_SUBDIR = "uploads"  # images added through the service, named <sha256>.<format>
+SNAPSHOT_MANIFEST_NAME = "snapshot.json"  # `retrieval index snapshot`: the sha256 of every file of the copy
 # A shard directory (``retrieval index build --shard I/N``), combined by ``retrieval index merge``.
 SHARD_MANIFEST_NAME = "shard.json"
 SHARD_EMBEDDINGS_NAME = "embeddings.f32.npy"  # float32: the merge indexes exactly what one build would

@@ -183,5 +183,21 @@ class IndexStore(StoreUpdates, StoreBase[Allowed]):
         self._searchers = searchers
 
 
+def committed_manifest(index_dir: Path) -> IndexManifest:
+    """The manifest of the generation committed in ``items.sqlite``: when an update was killed between its
+    commit and its manifest (the item table is ahead), the index is opened, which finishes and saves it
+    (on a read-only mount the repaired manifest is only returned)."""
+    manifest = load_index_manifest(Path(index_dir))
+    db = ItemsDb.open(Path(index_dir) / ITEMS_DB_NAME)
+    try:
+        committed = db.generation
+    finally:
+        db.close()
+    if committed == manifest.generation:
+        return manifest
+    with IndexStore.open(index_dir) as store:
+        return store.manifest
+
+
 def _indexes(segment: Segment) -> tuple[Any, Any]:
     return segment.float_index, segment.binary_index
