@@ -78,7 +78,7 @@ _EXAMPLE_DETAILS = {
     401: "this endpoint needs an API key; send it in the X-API-Key header.",
     403: "the API key in the X-API-Key header is wrong.",
     404: "there is no item 42 in the index.",
-    409: "the index was reloaded while the images were being embedded; send them again.",
+    409: "the service switched to another model while the images were being embedded; send them again.",
     413: "the request body is larger than the limit of 10551296 bytes; send a smaller image.",
     415: "file 'notes.txt' was sent as 'text/plain'; upload a JPEG, PNG, WebP, GIF, BMP or TIFF image.",
     422: "k must be between 1 and 100, got 0.",

@@ -120,9 +120,12 @@ async def add_items(
     embeddings = np.stack([item.vector for item in embedded]).astype(np.float32)
 
     def add(current: Snapshot) -> AddItemsResponse:
-        """Files are stored only once every image passed validation, and removed again if the add fails."""
-        if current is not snapshot:
-            raise IndexChangedError("the index was reloaded while the images were being embedded; send them again.")
+        """Files are stored only once every image passed validation, and removed again if the add fails. A
+        reload meanwhile that kept the model leaves the embeddings valid: they go into the reloaded index."""
+        if current.embedder.model_sha256 != snapshot.embedder.model_sha256:
+            raise IndexChangedError(
+                "the service switched to another model while the images were being embedded; send them again."
+            )
         if idempotency_key is not None and (first := current.store.recall(idempotency_key)) is not None:
             return AddItemsResponse(**first)  # a concurrent retry committed first
         new = [path for item in embedded if not (path := upload_path(settings.index_dir, item.data)).is_file()]

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 import httpx
@@ -28,9 +29,11 @@ from retrieval.indexing.store.files.index_store import IndexStore
 from retrieval.indexing.store.maintenance import generation_sync
 from retrieval.indexing.store.maintenance.generations import next_generation_dir, previous_generation_dir
 from retrieval.indexing.store.shared.manifest import load_index_manifest
+from retrieval.serving import batcher
 from retrieval.serving.upload_storage import store_upload
 
 GALLERY = 30
+KEY = {"X-API-Key": API_KEY}
 
 
 @pytest.fixture(scope="module")
@@ -225,3 +228,39 @@ def test_the_service_answers_throughout_and_serves_the_new_model_after_its_reloa
             searcher.join()
     assert failures == [] and answered > 0
     assert served["model_sha256"] == OnnxEmbedder(new_model).model_sha256 and served["embedding_dim"] == 32
+
+
+def test_an_add_embedded_before_a_reload_is_kept_unless_the_model_changed(
+    fresh_index: Path, new_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = batcher._embed_stacked
+    embedding = threading.Event()
+
+    def slow(embedder, pixels):  # the service's embedding only: long enough for a switch and a reload
+        embedding.set()
+        time.sleep(3.0)
+        return original(embedder, pixels)
+
+    def add_during(base: str, change) -> httpx.Response:
+        embedding.clear()
+        answers: list[httpx.Response] = []
+        files = [("images", ("a.png", image_bytes(make_image(5, 120)), "image/png"))]
+        sender = threading.Thread(
+            target=lambda: answers.append(
+                httpx.post(f"{base}/items", files=files, data={"labels": "x"}, headers=KEY, timeout=60)
+            )
+        )
+        sender.start()
+        embedding.wait(30)
+        change()
+        assert httpx.post(f"{base}/admin/reload", headers=KEY, timeout=60).status_code == 200
+        sender.join()
+        return answers[0]
+
+    api.rebuild_index(fresh_index, new_model, switch=False)  # ready beside the live index
+    with running_server(fresh_index) as base:
+        monkeypatch.setattr(batcher, "_embed_stacked", slow)
+        kept = add_during(base, lambda: None)  # a reload of the same model: the add goes through
+        assert kept.status_code == 201, kept.text
+        refused = add_during(base, lambda: api.switch_index(fresh_index))  # another model: embed again
+        assert refused.status_code == 409 and "another model" in refused.json()["detail"]
