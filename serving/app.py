@@ -21,6 +21,7 @@ from retrieval.serving.admission import EmbedAdmission
 from retrieval.serving.batcher import MicroBatcher
 from retrieval.serving.dependencies import API_KEY_HEADER, Services
 from retrieval.serving.lifecycle import lifespan
+from retrieval.serving.malloc_arenas import limit_malloc_arenas
 from retrieval.serving.middleware import AllowedMethods, BodySizeLimit, MetricsMiddleware, RequestTimeout
 from retrieval.serving.openapi import install_openapi
 from retrieval.serving.problems import install_problem_handlers
@@ -37,6 +38,8 @@ ROUTERS = (routes_search.router, routes_items.router, routes_admin.router, route
 
 def create_app(settings: ServeSettings) -> FastAPI:
     """A ready-to-run app for ``settings``; nothing is loaded until the app starts."""
+    if settings.malloc_arenas is not None:
+        limit_malloc_arenas(settings.malloc_arenas)
     services = _make_services(settings)
     # /docs and /redoc load Swagger UI and ReDoc from files in the fastapi-offline wheel, not a CDN.
     app = FastAPIOffline(

@@ -59,6 +59,12 @@ class ServeSettings(BaseModel):
         description="faiss (OpenMP) threads of the store thread; the service searches one query at a time, "
         "where more threads gain little and their spin-waiting takes cores from onnxruntime",
     )
+    malloc_arenas: int | None = Field(
+        2,
+        ge=1,
+        description="glibc malloc arenas the process may create (serving/malloc_arenas.py: more fragment the heap "
+        "as threads come and go with reloads); none = glibc's default of 8 per core",
+    )
     thumbnail_px: int = Field(160, ge=16, le=1024, description="longest side of /items/{id}/thumbnail")
     max_files_per_upload: int = Field(64, ge=1, description="POST /items accepts at most this many images")
 

@@ -84,3 +84,18 @@ def test_a_request_holding_the_old_snapshot_finishes_on_it_before_it_is_closed(f
     assert count > 0
     assert during == 2  # the old snapshot stays open while it is held
     assert after == 1  # and is closed once it is not
+
+
+def test_the_service_caps_malloc_arenas_as_set(monkeypatch, tmp_path: Path) -> None:
+    """The heap of a service whose threads come and go fragments across arenas (bench/bench_soak.py)."""
+    from retrieval.serving import app as app_module
+    from retrieval.serving.malloc_arenas import limit_malloc_arenas
+
+    capped: list[int] = []
+    monkeypatch.setattr(app_module, "limit_malloc_arenas", capped.append)
+    app_module.create_app(make_settings(index_dir=tmp_path))
+    app_module.create_app(make_settings(index_dir=tmp_path, malloc_arenas=4))
+    app_module.create_app(make_settings(index_dir=tmp_path, malloc_arenas=None))
+    assert capped == [2, 4]
+    if Path("/lib/x86_64-linux-gnu/libc.so.6").exists() or Path("/usr/lib64/libc.so.6").exists():
+        assert limit_malloc_arenas(8) is True  # glibc takes the setting

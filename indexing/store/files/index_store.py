@@ -152,10 +152,12 @@ class IndexStore(StoreUpdates, StoreBase[Allowed]):
         return self._set.segments[0].index_kind(SearchKind.of(kind)).exact
 
     def _scope(self, where: ItemFilter | None) -> tuple[Allowed, int]:
-        """The items that pass ``where`` (ascending ids), or None and every item."""
+        """The items that pass ``where`` (ascending ids), or None and every item. Only items this store has
+        loaded: another connection may have added items to the item table since (a service's snapshot
+        that a reload is replacing), which are not in these segments."""
         if where is None:
             return None, self.count
-        allowed = self._db.matching_ids(where)
+        allowed = np.intersect1d(self._db.matching_ids(where), self._set.ids, assume_unique=True)
         return allowed, len(allowed)
 
     def _search_kind(self, kind: SearchKind, data: np.ndarray, k: int, scope: Allowed) -> SearchResults:
