@@ -8,7 +8,7 @@ similar items, adds and deletes, and hostile inputs: lone surrogates and 2,000-d
 metadata, random bytes, a PNG header claiming 100,000 x 100,000 pixels, truncated JPEGs, wrong content
 types, bad k, unknown ids, over-long labels, bodies over the size limit) while a reloader posts
 ``/admin/reload`` after every ``requests / reloads`` requests, so reloads land while requests hold the
-snapshot they replace. After the 100th reload and at the end the load pauses for ``--settle`` seconds
+snapshot they replace. After every 100th reload and at the end the load pauses for ``--settle`` seconds
 and the server's RSS, open files (regular files; sockets excluded) and memory maps are read.
 
 Targets (issue 23): RSS at the end within 10 % of its value after the first 100 reloads, open files
@@ -229,7 +229,9 @@ def probe(pid: int, reloads: int) -> Probe:
     return Probe(reloads, rss_bytes(pid), files, len(links), maps)
 
 
-async def _reloader(soak: Soak, reloads: int, pid: int, settle_s: float, probes: list[Probe]) -> None:
+async def _reloader(
+    soak: Soak, reloads: int, pid: int, settle_s: float, probes: list[Probe], probe_every: int = 100
+) -> None:
     every = max(1, soak.budget // reloads)
     failures = 0
     for number in range(1, reloads + 1):
@@ -237,7 +239,7 @@ async def _reloader(soak: Soak, reloads: int, pid: int, settle_s: float, probes:
             await asyncio.sleep(0.005)
         answer = await soak.http.post("/admin/reload", headers=KEY)
         failures += answer.status_code != 200
-        if number == 100:  # the reference point: pause the load, let retired snapshots close, measure
+        if number % probe_every == 0 and number < reloads:  # pause the load, let retired snapshots close, measure
             soak.paused.clear()
             await asyncio.sleep(settle_s)
             probes.append(probe(pid, number))
@@ -256,7 +258,7 @@ async def soak_run(
         soak.paused.set()
         probes = [probe(pid, 0)]
         workers = [asyncio.create_task(_worker(soak)) for _ in range(args.workers)]
-        await _reloader(soak, args.reloads, pid, args.settle, probes)
+        await _reloader(soak, args.reloads, pid, args.settle, probes, args.probe_every)
         await asyncio.gather(*workers)
         await asyncio.sleep(args.settle)
         probes.append(probe(pid, args.reloads))
@@ -279,6 +281,7 @@ def main() -> None:
     parser.add_argument("--gallery", type=int, default=100)
     parser.add_argument("--settle", type=float, default=2.0, help="seconds of quiet before each measurement")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--probe-every", type=int, default=100, help="reloads between measurements (100: the target's)")
     args = parser.parse_args()
     random.seed(args.seed)
     with tempfile.TemporaryDirectory() as tmp_name:
@@ -297,7 +300,8 @@ def main() -> None:
 
 
 def report(soak: Soak, probes: list[Probe], args: argparse.Namespace, seconds: float) -> None:
-    start, reference, end = probes[0], probes[1], probes[-1]
+    reference = next(point for point in probes if point.reloads >= 100)  # after the first 100 reloads
+    end = probes[-1]
     print(
         f"soak: {args.reloads} reloads, {args.requests} requests from {args.workers} clients in {seconds:.0f} s; "
         f"resnet18 ONNX {IMAGE_PX} px, gallery {args.gallery}; load average at the end {os.getloadavg()[0]:.1f} "
@@ -305,7 +309,8 @@ def report(soak: Soak, probes: list[Probe], args: argparse.Namespace, seconds: f
     )
     print("| point | reloads | server RSS MB | open files (regular) | all fds | memory maps |")
     print("|---|---|---|---|---|---|")
-    for name, point in (("start", start), ("after 100 reloads", reference), ("end", end)):
+    for point in probes:
+        name = "start" if point is probes[0] else "end" if point is end else f"after {point.reloads} reloads"
         print(f"| {name} | {point.reloads} | {point.rss / MB:.1f} | {point.files} | {point.fds} | {point.maps} |")
     change = end.rss / reference.rss - 1
     print(

@@ -10,7 +10,7 @@ models). A query: ``uploads`` (size and type checks) -> ``query_pipeline`` (admi
 the bound on queued images; decode, embed through ``batcher``'s micro-batches, search) -> hits; ``upload_storage`` keeps added images and
 ``thumbnails`` previews them. Errors: ``service_errors`` (the service's own meanings) and
 ``problems`` (``ERROR_STATUSES``, the one error -> HTTP status table). ``middleware`` (methods,
-timeouts, body size, metrics), ``rate_limit`` (a per-client token bucket), ``malloc_arenas`` (a cap
-on glibc's arenas, so the heap does not fragment as threads come and go), ``prometheus`` (the metrics), ``openapi`` and ``api_examples`` (the
+timeouts, body size, metrics), ``rate_limit`` (a per-client token bucket), ``glibc_malloc`` (a cap
+on glibc's arenas and freed memory handed back, so the heap does not creep up), ``prometheus`` (the metrics), ``openapi`` and ``api_examples`` (the
 OpenAPI document).
 """

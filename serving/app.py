@@ -20,8 +20,8 @@ from retrieval.serving import routes_admin, routes_health, routes_items, routes_
 from retrieval.serving.admission import EmbedAdmission
 from retrieval.serving.batcher import MicroBatcher
 from retrieval.serving.dependencies import API_KEY_HEADER, Services
+from retrieval.serving.glibc_malloc import limit_malloc_arenas
 from retrieval.serving.lifecycle import lifespan
-from retrieval.serving.malloc_arenas import limit_malloc_arenas
 from retrieval.serving.middleware import AllowedMethods, BodySizeLimit, MetricsMiddleware, RequestTimeout
 from retrieval.serving.openapi import install_openapi
 from retrieval.serving.problems import install_problem_handlers

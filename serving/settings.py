@@ -62,7 +62,7 @@ class ServeSettings(BaseModel):
     malloc_arenas: int | None = Field(
         2,
         ge=1,
-        description="glibc malloc arenas the process may create (serving/malloc_arenas.py: more fragment the heap "
+        description="glibc malloc arenas the process may create (serving/glibc_malloc.py: more fragment the heap "
         "as threads come and go with reloads); none = glibc's default of 8 per core",
     )
     thumbnail_px: int = Field(160, ge=16, le=1024, description="longest side of /items/{id}/thumbnail")

@@ -36,6 +36,7 @@ from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.store.backends import open_store
 from retrieval.indexing.store.shared.manifest import load_index_manifest
 from retrieval.indexing.store.shared.store_protocol import Store
+from retrieval.serving.glibc_malloc import release_free_memory
 from retrieval.serving.service_errors import RetryLaterError
 from retrieval.serving.settings import ServeSettings
 
@@ -190,13 +191,14 @@ def _retire_if_unused(snapshot: Snapshot) -> None:
 
 
 def _retire(snapshot: Snapshot) -> None:
-    """Close the store on its own thread after the work queued there, end the thread, drop the model."""
+    """Drop the model, close the store on its own thread after the work queued there, end the thread, and
+    hand the memory they freed back to the system."""
     if snapshot.usage.closed:
         return
     snapshot.usage.closed = True
+    snapshot.embedder.close()
     snapshot.store_thread.submit(_close_store, snapshot.store)
     snapshot.store_thread.shutdown(wait=False)  # queued work still runs, then the thread ends
-    snapshot.embedder.close()
 
 
 def _close_store(store: Store) -> None:
@@ -204,3 +206,4 @@ def _close_store(store: Store) -> None:
         store.close()
     except Exception as error:  # noqa: BLE001 - a retired store that fails to close must not stop the service
         _log.warning("closing a retired index snapshot failed: %s", error)
+    release_free_memory()

@@ -98,11 +98,6 @@ class StoreUpdates:
             self._compact_if_due()
             return added
 
-    def id_ledger(self) -> IdLedger:
-        """What a copy of these items must keep to continue this index: the last id given, the idempotency
-        records."""
-        return IdLedger(self._db.last_id, self._db.remembered())
-
     def adopt_id_ledger(self, ledger: IdLedger) -> None:
         """Continue another index's ids and idempotency records (a model upgrade's new generation, with its
         items copied by id): no id it gave is given again, a retried request is still answered."""

@@ -1,9 +1,10 @@
 """Bring one generation of an index to the items of another: the same ids and records, each embedded
 with the target generation's own model.
 
-Items the source holds and the target does not are embedded and added under their ids (in chunks: each
-chunk is one committed delta of the target, so a killed sync loses at most a chunk and the next run goes
-on from there); items the target holds and the source no longer does are removed. Images the service
+The source is read from its item table alone (no faiss index of the live generation is loaded). Items
+the source holds and the target does not are embedded and added under their ids (in chunks: each chunk
+is one committed delta of the target, so a killed sync loses at most a chunk and the next run goes on
+from there); items the target holds and the source no longer does are removed. Images the service
 stored in the source's ``uploads/`` are hard-linked into the target's (copied across file systems), so
 the same item path finds its file whichever generation is live. This is how the writes that reach the
 live index during a rebuild get into the new generation: every pass catches up with them, and the last
@@ -20,11 +21,12 @@ from pathlib import Path
 
 import numpy as np
 
-from retrieval.indexing.common.artifact_names import UPLOADS_SUBDIR
+from retrieval.indexing.common.artifact_names import ITEMS_DB_NAME, UPLOADS_SUBDIR
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.store.files.index_store import IndexStore
-from retrieval.indexing.store.shared.items_db import Item
+from retrieval.indexing.store.files.store_updates import IdLedger
+from retrieval.indexing.store.shared.items_db import Item, ItemsDb
 
 CHUNK = 1024  # items embedded and committed at once
 Progress = Callable[[int, int], None]
@@ -52,29 +54,34 @@ def sync_generation(
     the source's id counter and idempotency records (the last pass, before a switch); ``progress`` is
     called with (items done, items to do) after each chunk."""
     report = SyncReport()
-    with IndexStore.open(source_dir) as source, IndexStore.open(target_dir) as target:
-        gone = np.setdiff1d(target.ids(), source.ids())
-        if len(gone):
-            paths = [item.path for item in target.items(gone.tolist()) if item is not None]
-            report.removed = target.remove(gone.tolist())
-            _drop_unused_uploads(source.index_dir, target, paths)
-        missing = np.setdiff1d(source.ids(), target.ids())
-        for start in range(0, len(missing), CHUNK):
-            items = [item for item in source.items(missing[start : start + CHUNK].tolist()) if item is not None]
-            _add(source, target, embedder, items, batch_size, report)
-            if progress is not None:
-                progress(min(start + CHUNK, len(missing)), len(missing))
-        if keep_ids:
-            target.adopt_id_ledger(source.id_ledger())
+    source = ItemsDb.open(Path(source_dir) / ITEMS_DB_NAME)  # the items alone: no faiss index is loaded
+    try:
+        with IndexStore.open(target_dir) as target:
+            source_ids = source.id_rows()[0]
+            gone = np.setdiff1d(target.ids(), source_ids)
+            if len(gone):
+                paths = [item.path for item in target.items(gone.tolist()) if item is not None]
+                report.removed = target.remove(gone.tolist())
+                _drop_unused_uploads(Path(source_dir), target, paths)
+            missing = np.setdiff1d(source_ids, target.ids())
+            for start in range(0, len(missing), CHUNK):
+                items = [item for item in source.items(missing[start : start + CHUNK].tolist()) if item is not None]
+                _add(Path(source_dir), target, embedder, items, batch_size, report)
+                if progress is not None:
+                    progress(min(start + CHUNK, len(missing)), len(missing))
+            if keep_ids:
+                target.adopt_id_ledger(IdLedger(source.last_id, source.remembered()))
+    finally:
+        source.close()
     return report
 
 
 def _add(
-    source: IndexStore, target: IndexStore, embedder: OnnxEmbedder, items: list[Item], batch: int, report: SyncReport
+    source_dir: Path, target: IndexStore, embedder: OnnxEmbedder, items: list[Item], batch: int, report: SyncReport
 ) -> None:
     """Embed ``items`` with the target's model and add those that could be read under their ids."""
     for item in items:
-        _link_upload(source.index_dir, target.index_dir, Path(item.path))
+        _link_upload(source_dir, target.index_dir, Path(item.path))
     result = embedder.embed_paths([Path(item.path) for item in items], batch_size=batch, progress=False)
     unread = {str(path): reason for path, reason in result.failures}
     report.failures += [(item.id, unread[item.path]) for item in items if item.path in unread]
