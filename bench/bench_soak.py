@@ -215,6 +215,7 @@ class Probe:
     files: int
     fds: int
     maps: int
+    paths: frozenset[str] = frozenset()  # the regular files open
 
 
 def probe(pid: int, reloads: int) -> Probe:
@@ -224,9 +225,9 @@ def probe(pid: int, reloads: int) -> Probe:
             links.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
         except OSError:
             pass
-    files = sum(link.startswith("/") for link in links)
+    paths = [link for link in links if link.startswith("/")]
     maps = sum(1 for _ in open(f"/proc/{pid}/maps"))
-    return Probe(reloads, rss_bytes(pid), files, len(links), maps)
+    return Probe(reloads, rss_bytes(pid), len(paths), len(links), maps, frozenset(paths))
 
 
 async def _reloader(
@@ -317,6 +318,12 @@ def report(soak: Soak, probes: list[Probe], args: argparse.Namespace, seconds: f
         f"\nRSS end vs after 100 reloads: **{change:+.1%}** (target within 10 %); open files "
         f"{reference.files} -> {end.files} (target unchanged)"
     )
+    for name, paths in (
+        ("open after 100 only", reference.paths - end.paths),
+        ("open at the end only", end.paths - reference.paths),
+    ):
+        if paths:
+            print(f"{name}: {', '.join(sorted(Path(path).name for path in paths))}")
     print("\n| request | status | count | an example of its problem detail |\n|---|---|---|---|")
     for (kind, status), count in sorted(soak.statuses.items()):
         example = soak.examples.get((kind, status), "").replace("|", "/")

@@ -24,7 +24,7 @@ from serving_server import Variant, free_port, start_server
 
 MB = 1 << 20
 VARIANTS = (
-    Variant("bounded (max_queued_images 32, the default)"),
+    Variant("bounded (max_queued_images 24, the default)"),
     Variant("unbounded (max_queued_images 1,000,000)", env={"RETRIEVAL_MAX_QUEUED_IMAGES": "1000000"}),
 )
 

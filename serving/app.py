@@ -17,7 +17,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
 
 from retrieval.serving import routes_admin, routes_health, routes_items, routes_search
-from retrieval.serving.admission import EmbedAdmission
+from retrieval.serving.admission import AdmissionGate, EmbedAdmission
 from retrieval.serving.batcher import MicroBatcher
 from retrieval.serving.dependencies import API_KEY_HEADER, Services
 from retrieval.serving.glibc_malloc import limit_malloc_arenas
@@ -106,6 +106,7 @@ def _add_middleware(app: FastAPI, services: Services) -> None:
     app.add_middleware(RequestTimeout, timeout_s=settings.request_timeout_s)
     body_limit = settings.max_upload_bytes + MULTIPART_SLACK_BYTES
     app.add_middleware(BodySizeLimit, max_bytes=body_limit)
+    app.add_middleware(AdmissionGate, admission=services.admission)
     if settings.rate_limit_per_s is not None:
         app.add_middleware(RateLimit, rate=settings.rate_limit_per_s, burst=settings.rate_limit_burst)
     if settings.cors_origins:

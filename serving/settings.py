@@ -36,7 +36,7 @@ class ServeSettings(BaseModel):
     batch_max_size: int = Field(16, ge=1, description="images embedded per onnxruntime call at most")
     batch_max_wait_ms: float = Field(4.0, ge=0, description="how long the first image waits for company")
     max_queued_images: int = Field(
-        32,
+        24,
         ge=1,
         description="images accepted for decoding and embedding at once (waiting or running); past it a request "
         "gets 503 with Retry-After at once instead of queueing until its timeout",

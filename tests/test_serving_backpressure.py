@@ -78,3 +78,16 @@ def test_the_bounds_are_validated_settings() -> None:
         make_settings(index_dir=".", max_queued_images=0)
     with pytest.raises(ConfigError, match="rate_limit_per_s"):
         make_settings(index_dir=".", rate_limit_per_s=0)
+
+
+def test_at_the_bound_an_upload_is_refused_before_its_body_is_read(tiny_index_template: Path, slow_model: None) -> None:
+    """The gate answers from the headers: even a body that parsing would refuse (text, a 415) gets the 503."""
+    with running_server(tiny_index_template, max_queued_images=1) as base:
+        assert _search(base)[0] == 200  # warm
+        with ThreadPoolExecutor(1) as pool:
+            busy = pool.submit(_search, base)  # holds the one place for SLOW_EMBED_S
+            time.sleep(SLOW_EMBED_S / 3)
+            refused = httpx.post(f"{base}/search", files={"image": ("a.txt", b"text", "text/plain")}, timeout=60)
+            assert busy.result()[0] == 200
+    assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
+    assert "max_queued_images" in refused.json()["detail"]
