@@ -18,6 +18,7 @@ import re
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import faiss
 import numpy as np
@@ -170,7 +171,7 @@ def _check_vectors(index_dir: Path, manifest: IndexManifest, segments: SegmentSe
         if manifest.model.l2_normalized and np.abs(norms - 1).max(initial=0) > NORM_TOLERANCE:
             _fail(index_dir, f"segment {name} stores a vector of length {norms[np.abs(norms - 1).argmax()]:.3f}, not 1")
         if float_flat:
-            held = segment.float_index.index.reconstruct_n(int(start), len(positions))[keep]
+            held = _reconstruct_n(segment.float_index.index, int(start), len(positions))[keep]
             worst = np.abs(held - expected).max(initial=0)
             if worst > FLOAT_TOLERANCE:
                 _fail(index_dir, f"segment {name}'s float index differs from its stored vectors (by {worst:.3g})")
@@ -189,11 +190,17 @@ def _check_codes(
     keep: np.ndarray,
     threshold: float,
 ) -> None:
-    codes = segment.binary_index.index.reconstruct_n(int(start), len(positions))[keep]
+    codes = _reconstruct_n(segment.binary_index.index, int(start), len(positions))[keep]
     differ = np.unpackbits(codes ^ binarize(expected, threshold), axis=1, bitorder="little")[:, : expected.shape[1]]
     near_threshold = np.abs(expected - threshold) < 2**-14  # float16 rounds these to the threshold
     if (differ.astype(bool) & ~near_threshold).any():
         _fail(index_dir, f"segment {name}'s binary index differs from the sign codes of its stored vectors")
+
+
+def _reconstruct_n(index: Any, start: int, count: int) -> np.ndarray:
+    """faiss's numpy ``reconstruct_n``: ``faiss.contrib.torch_utils`` (imported with pytorch-metric-learning)
+    replaces it with one that returns torch tensors and keeps the original as ``reconstruct_n_numpy``."""
+    return np.asarray(getattr(index, "reconstruct_n_numpy", index.reconstruct_n)(start, count))
 
 
 def _check_records(index_dir: Path, db: ItemsDb, report: VerifyReport) -> None:
