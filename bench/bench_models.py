@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 import torchvision
 
-from retrieval.indexing.model.manifest import ModelManifest, file_sha256, manifest_json
+from retrieval.indexing.model.manifest import ModelManifest, Preprocessing, file_sha256, manifest_json
 
 POOLED_DIMS = {"resnet18": 512, "resnet50": 2048}
 
@@ -29,10 +29,12 @@ class Resnet18Embedder(torch.nn.Module):
         return torch.nn.functional.normalize(self.backbone(images), dim=1)
 
 
-def export_resnet18(out_dir: Path, image_size: int = 224, arch: str = "resnet18") -> Resnet18Embedder:
-    """Write ``out_dir/model.onnx`` + ``model.json``; return the torch model that was exported."""
+def export_resnet18(out_dir: Path, image_size: int = 224, arch: str = "resnet18", seed: int = 0) -> Resnet18Embedder:
+    """Write ``out_dir/model.onnx`` + ``model.json`` (eval transform: shorter side to 256/224 of
+    ``image_size``, centre crop ``image_size``); return the torch model that was exported. Another
+    ``seed`` gives other random weights (another model, for a model upgrade)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     model = Resnet18Embedder(arch).eval()
     torch.onnx.export(
         model,
@@ -47,6 +49,7 @@ def export_resnet18(out_dir: Path, image_size: int = 224, arch: str = "resnet18"
     manifest = ModelManifest(
         onnx_sha256=file_sha256(out_dir / "model.onnx"),
         embedding_dim=POOLED_DIMS[arch],
+        preprocessing=Preprocessing(resize=round(image_size * 256 / 224), crop=image_size),
         backbone=arch,
         loss="none",
         config_hash="bench",

@@ -10,6 +10,7 @@ with is the mean of the measurements just before and just after it (the machine 
 
     python bench/bench_serving_load.py [--clients 16] [--requests 300] [--repeats 1]
         [--compare] [--tree NAME=DIR ...]
+    python bench/bench_serving_load.py --overload 4 [--overload-seconds 30]   # backpressure (overload_protocol.py)
 
 Variants: this source tree with the raw client (pre-encoded requests) and with the httpx client
 (``load_clients.py``; both run in this process, the server in its own). ``--compare`` adds this
@@ -35,48 +36,19 @@ import argparse
 import asyncio
 import io
 import os
-import socket
-import subprocess
-import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-from bench_models import export_resnet18
 from load_clients import LOADS, LoadResult, process_cpu_s
+from overload_protocol import run_overload, table
 from PIL import Image
+from serving_server import BATCH, THREADS, Variant, build_fixture, free_port, start_server
 
-from retrieval.cli.thread_env import apply_thread_env_defaults
-from retrieval.indexing.data.sources import load_records
-from retrieval.indexing.data.synth.generator import generate_synthetic_dataset
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.model.preprocess import preprocess_batch
-from retrieval.indexing.store.build.builder import build_index
-
-THREADS = 2
-BATCH = 16
-
-
-def build_fixture(tmp: Path, gallery: int) -> tuple[Path, Path, list[bytes]]:
-    """(model dir, index dir, 64 query JPEGs): the exported model, an index over ``gallery`` generated images."""
-    model_dir = tmp / "export"
-    export_resnet18(model_dir)
-    generate_synthetic_dataset(tmp / "data", classes=max(1, gallery // 10), per_class=10, size=128, progress=False)
-    records = load_records(tmp / "data")
-    build_index(model_dir, records, tmp / "index", threads=THREADS, progress=False)
-    return model_dir, tmp / "index", query_jpegs(records, 64)
-
-
-def query_jpegs(records, count: int) -> list[bytes]:
-    """JPEG bytes of gallery images at a photo-like 500x375, as a client would upload."""
-    payloads = []
-    for record in records[:count]:
-        buffer = io.BytesIO()
-        Image.open(record.path).convert("RGB").resize((500, 375)).save(buffer, "JPEG", quality=90)
-        payloads.append(buffer.getvalue())
-    return payloads
 
 
 @dataclass(frozen=True)
@@ -106,50 +78,6 @@ def mean_rate(*rates: RawRate) -> RawRate:
     return RawRate(
         *(sum(values) / len(rates) for values in zip(*((r.images_per_s, r.cpu_ms_per_image) for r in rates)))
     )
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-@dataclass(frozen=True)
-class Variant:
-    name: str
-    client: str = "raw"  # a key of load_clients.LOADS
-    env: dict[str, str] = field(default_factory=dict)  # extra RETRIEVAL_* settings of the server
-    source: Path | None = None  # run the server from this source tree (PYTHONPATH) instead of this one
-
-
-def start_server(index_dir: Path, port: int, variant: Variant, omp_wait_policy: str = "PASSIVE") -> subprocess.Popen:
-    threads_env = dict(os.environ)
-    if omp_wait_policy != "unset":  # what `retrieval serve` sets (cli/thread_env.py), OMP_WAIT_POLICY as given
-        apply_thread_env_defaults(threads_env)
-        threads_env["OMP_WAIT_POLICY"] = omp_wait_policy
-    env = {
-        **threads_env,
-        "RETRIEVAL_INDEX_DIR": str(index_dir),
-        "RETRIEVAL_THREADS": str(THREADS),
-        "RETRIEVAL_BATCH_MAX_SIZE": str(BATCH),
-        "RETRIEVAL_BATCH_MAX_WAIT_MS": "4",
-        **variant.env,
-    }
-    if variant.source is not None:
-        env["PYTHONPATH"] = str(variant.source)
-    command = [sys.executable, "-m", "uvicorn", "retrieval.serving.app:app_from_env", "--factory"]
-    command += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
-    server = subprocess.Popen(command, env=env)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
-                return server
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    server.terminate()
-    raise SystemExit("the server did not become ready within 60 s")
 
 
 def batch_sizes(base: str) -> tuple[float, float]:
@@ -243,10 +171,29 @@ def main() -> None:
         choices=["PASSIVE", "ACTIVE", "unset"],
         help="OMP_WAIT_POLICY of the server: PASSIVE as `retrieval serve` sets it; unset as the first version of this benchmark",
     )
+    parser.add_argument(
+        "--overload",
+        type=float,
+        default=None,
+        metavar="F",
+        help="instead of the variants: saturation, then open-loop arrivals at F x its rate (overload_protocol.py)",
+    )
+    parser.add_argument("--overload-seconds", type=float, default=30.0, help="length of the open-loop run")
+    parser.add_argument("--timeout", type=float, default=30.0, help="the server's request_timeout_s (--overload)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         model_dir, index_dir, jpegs = build_fixture(tmp, args.gallery)
+        if args.overload is not None:
+            runs = run_overload(index_dir, jpegs, args)
+            print(
+                f"resnet18 ONNX 224 px, gallery {args.gallery}, {THREADS} onnxruntime threads; saturation: {args.clients} "
+                f"closed-loop clients, {args.requests} requests; overload: {args.overload:g}x that rate open-loop for "
+                f"{args.overload_seconds:g} s, one connection per request; request_timeout_s {args.timeout:g}; "
+                f"load average at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+            )
+            print("\n".join(table(runs, args.overload)))
+            return
         rows, raws = [], []
         for round_ in range(1, args.repeats + 1):
             before = raw_onnx_rate(model_dir, jpegs, args.raw_seconds)

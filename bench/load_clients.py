@@ -157,3 +157,93 @@ def process_cpu_s(pid: int, thread: int | None = None) -> float | None:
     except OSError:
         return None
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class OpenLoopResult:
+    """Requests sent at a fixed rate whatever the answers: every outcome with its latency."""
+
+    offered_per_s: float
+    seconds: float = 0.0
+    accepted_s: list[float] = field(default_factory=list)  # latencies of the 200s
+    refused_s: list[float] = field(default_factory=list)  # latencies of the 503s and 429s with Retry-After
+    refused_without_retry_after: int = 0
+    errors: dict[str, int] = field(default_factory=dict)  # any other status, "timeout", "connection"
+
+    @property
+    def sent(self) -> int:
+        return len(self.accepted_s) + len(self.refused_s) + self.refused_without_retry_after + sum(self.errors.values())
+
+    def accepted_percentile_ms(self, q: float) -> float:
+        return float(np.percentile(np.asarray(self.accepted_s) * 1000.0, q)) if self.accepted_s else 0.0
+
+
+async def open_loop_load(
+    port: int, jpegs: list[bytes], rate: float, seconds: float, timeout_s: float
+) -> OpenLoopResult:
+    """``POST /search`` at ``rate`` requests per second for ``seconds``, each on its own connection and
+    not waiting for earlier answers (open loop: arrivals do not slow down when the server does)."""
+    encoded = [search_request(jpeg, port) for jpeg in jpegs]
+    result = OpenLoopResult(rate)
+
+    async def one(request: bytes) -> None:
+        started = time.perf_counter()
+        try:
+            status, headers = await asyncio.wait_for(_status_and_headers(port, request), timeout_s)
+        except asyncio.TimeoutError:
+            result.errors["timeout"] = result.errors.get("timeout", 0) + 1
+            return
+        except (OSError, asyncio.IncompleteReadError, ValueError):
+            result.errors["connection"] = result.errors.get("connection", 0) + 1
+            return
+        latency = time.perf_counter() - started
+        if status == 200:
+            result.accepted_s.append(latency)
+        elif status in (429, 503) and b"retry-after" in headers:
+            result.refused_s.append(latency)
+        elif status in (429, 503):
+            result.refused_without_retry_after += 1
+        else:
+            result.errors[str(status)] = result.errors.get(str(status), 0) + 1
+
+    tasks, sent, started = [], 0, time.monotonic()
+    while time.monotonic() - started < seconds:
+        due = started + sent / rate
+        if due > time.monotonic():
+            await asyncio.sleep(due - time.monotonic())
+        tasks.append(asyncio.create_task(one(encoded[sent % len(encoded)])))
+        sent += 1
+    await asyncio.gather(*tasks)
+    result.seconds = time.monotonic() - started
+    return result
+
+
+async def _status_and_headers(port: int, request: bytes) -> tuple[int, dict[bytes, bytes]]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(request)
+        status = int((await reader.readline()).split()[1])
+        headers = {}
+        while (line := await reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.partition(b":")
+            headers[name.strip().lower()] = value.strip()
+        await reader.readexactly(int(headers.get(b"content-length", b"0")))
+        return status, headers
+    finally:
+        writer.close()
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident memory of a process (VmRSS), 0 when it cannot be read."""
+    try:
+        for line in open(f"/proc/{pid}/status"):
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def open_files(pid: int) -> int:
+    """File descriptors a process holds open."""
+    return len(os.listdir(f"/proc/{pid}/fd"))

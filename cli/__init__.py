@@ -6,7 +6,8 @@ shows flags as flags) registers each stage's commands: ``data_commands``, ``trai
 ``config_options``: options that stand for config keys, and ``train_options``: the options ``train``
 and ``study`` share, each declared once), ``backbone_commands`` (``retrieval backbones``), ``study_commands``, ``export_commands``,
 ``index_commands`` (``index build|info|add|remove|compact``, with ``shard_commands`` for ``--shard``
-and ``index merge``, and ``backend_options`` for ``--backend``), ``search_commands`` (printed by
+and ``index merge``, ``maintenance_commands`` for ``index snapshot|verify|rebuild|switch|rollback``,
+``backend_options`` for ``--backend`` and ``index_options``, the options index commands share), ``search_commands`` (printed by
 ``search_output``), ``embed_commands``, ``eval_commands`` (with ``eval_reference``, the starting
 backbone's column, which needs torch) and ``serve_commands``; ``activity`` spins on the terminal while a
 silent phase (torch, a model, an index) loads.

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from retrieval.cli.index_commands import QuietOpt
+from retrieval.cli.index_options import QuietOpt
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.bad_images import scan_images
 from retrieval.indexing.data.sources import describe_layout, load_records

@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from retrieval.cli.index_commands import BatchOpt, QuietOpt, ThreadsOpt, echo_failures
+from retrieval.cli.index_commands import echo_failures
+from retrieval.cli.index_options import BatchOpt, QuietOpt, ThreadsOpt
 from retrieval.indexing import api
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.model.embedding_files import check_embedding_path, write_embedding_table

@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from retrieval.cli.eval_reference import reference_column
-from retrieval.cli.index_commands import QuietOpt
+from retrieval.cli.index_options import QuietOpt
 from retrieval.indexing import api
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.common.table_files import table_suffix

@@ -1,4 +1,5 @@
-"""``retrieval index build|info|add|remove|compact``: the index directory from the shell (``search``: search_commands)."""
+"""``retrieval index build|info|add|remove|compact``: the index directory from the shell (``search``: search_commands;
+``snapshot``, ``verify``, ``rebuild``, ``switch``, ``rollback``: maintenance_commands)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from typing import Annotated
 import typer
 
 from retrieval.cli.backend_options import BackendOpt, CollectionOpt, MilvusUriOpt
+from retrieval.cli.index_options import BatchOpt, DataOpt, DbaOpt, ModelOpt, QuietOpt, ThreadsOpt
+from retrieval.cli.maintenance_commands import rebuild, rollback, snapshot, switch, verify
 from retrieval.cli.shard_commands import echo_shard_build, merge
 from retrieval.indexing import api
 from retrieval.indexing.common.errors import ConfigError
@@ -17,27 +20,12 @@ from retrieval.indexing.store.backends import FILES, backend_of, index_target
 from retrieval.indexing.store.files.faiss_kinds import BINARY_KINDS, FLOAT_KINDS
 from retrieval.indexing.store.shared.compaction import CompactionPolicy
 from retrieval.indexing.store.shared.item_filter import parse_metadata
-from retrieval.indexing.store.shared.manifest import load_index_manifest
 
 MAX_LISTED_FAILURES = 10
 
 index_app = typer.Typer(
     help="Build, inspect and update an index directory (float + binary faiss).", no_args_is_help=True
 )
-
-ModelOpt = Annotated[Path, typer.Option("--model", help="export dir (model.onnx + model.json) or training run dir")]
-DataOpt = Annotated[Path, typer.Option("--data", help="dataset folder / CSV (any layout `retrieval data` reads)")]
-ThreadsOpt = Annotated[int | None, typer.Option("--threads", help="onnxruntime intra-op threads (default: all cores)")]
-BatchOpt = Annotated[int, typer.Option("--batch-size", min=1, help="images per inference batch")]
-QuietOpt = Annotated[bool, typer.Option("--quiet", help="no progress bars (for logs and scripts)")]
-DbaOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--dba",
-        min=1,
-        help="database-side augmentation: store every vector as the weighted sum of itself and its top N neighbours",
-    ),
-]
 
 
 def echo_failures(failures: Sequence[tuple[Path, str]]) -> None:
@@ -121,7 +109,7 @@ def build(
 @index_app.command("info")
 def info(index_dir: Annotated[Path, typer.Argument(help="index directory")]) -> None:
     """Show what an index holds and how it was built."""
-    manifest = load_index_manifest(index_dir)
+    manifest = api.index_info(index_dir)
     sizes = {p.name: p.stat().st_size for p in Path(index_dir).iterdir() if p.is_file()}
     rows = [
         ("items", f"{manifest.count} ({manifest.num_labels} classes)"),
@@ -261,6 +249,8 @@ def compact(
 
 
 index_app.command("merge")(merge)
+for command in (snapshot, verify, rebuild, switch, rollback):
+    index_app.command(command.__name__)(command)
 
 
 def register(app: typer.Typer) -> None:

@@ -9,7 +9,8 @@ from typing import Annotated, Literal
 import typer
 
 from retrieval.cli.activity import activity
-from retrieval.cli.index_commands import BatchOpt, QuietOpt, ThreadsOpt, echo_failures
+from retrieval.cli.index_commands import echo_failures
+from retrieval.cli.index_options import BatchOpt, QuietOpt, ThreadsOpt
 from retrieval.cli.search_output import SearchSettings, csv_document, json_document, table_text
 from retrieval.indexing import api
 from retrieval.indexing.common.atomic_write import atomic_write_text

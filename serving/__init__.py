@@ -6,10 +6,12 @@ loaded model and index on one store thread, swapped atomically). Routes: ``route
 (``/search``, ``/embed``, ``/items/{id}/similar``), ``routes_items`` (``/items``), ``routes_admin``
 (``/admin/reload``), ``routes_health`` (``/healthz``, ``/readyz``, ``/metrics``), sharing
 ``dependencies`` (the service objects, the API-key check) and ``schemas`` (request and response
-models). A query: ``uploads`` (size and type checks) -> ``query_pipeline`` (decode, embed through
-``batcher``'s micro-batches, search) -> hits; ``upload_storage`` keeps added images and
-``thumbnails`` previews them, ``item_images`` sends them at full size. Errors: ``service_errors`` (the service's own meanings) and
+models). A query: ``uploads`` (size and type checks) -> ``query_pipeline`` (admitted by ``admission``,
+the bound on queued images; decode, embed through ``batcher``'s micro-batches, search) -> hits;
+``upload_storage`` keeps added images, ``thumbnails`` previews them, ``item_images`` sends them at
+full size. Errors: ``service_errors`` (the service's own meanings) and
 ``problems`` (``ERROR_STATUSES``, the one error -> HTTP status table). ``middleware`` (methods,
-timeouts, body size, metrics), ``prometheus`` (the metrics), ``openapi`` and ``api_examples`` (the
+timeouts, body size, metrics), ``rate_limit`` (a per-client token bucket), ``glibc_malloc`` (a cap
+on glibc's arenas and freed memory handed back, so the heap does not creep up), ``prometheus`` (the metrics), ``openapi`` and ``api_examples`` (the
 OpenAPI document).
 """

@@ -17,15 +17,19 @@ from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
 
 from retrieval.serving import routes_admin, routes_health, routes_items, routes_search
+from retrieval.serving.admission import AdmissionGate, EmbedAdmission
 from retrieval.serving.batcher import MicroBatcher
 from retrieval.serving.dependencies import API_KEY_HEADER, Services
+from retrieval.serving.glibc_malloc import limit_malloc_arenas
 from retrieval.serving.lifecycle import lifespan
 from retrieval.serving.middleware import AllowedMethods, BodySizeLimit, MetricsMiddleware, RequestTimeout
 from retrieval.serving.openapi import install_openapi
 from retrieval.serving.problems import install_problem_handlers
 from retrieval.serving.prometheus import ServiceMetrics
+from retrieval.serving.rate_limit import RateLimit
 from retrieval.serving.settings import ServeSettings, settings_from_env
 from retrieval.serving.state import ServiceState, Snapshot
+from retrieval.serving.thumbnails import ThumbnailMaker
 from retrieval.serving.uploads import MULTIPART_SLACK_BYTES
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -34,6 +38,8 @@ ROUTERS = (routes_search.router, routes_items.router, routes_admin.router, route
 
 def create_app(settings: ServeSettings) -> FastAPI:
     """A ready-to-run app for ``settings``; nothing is loaded until the app starts."""
+    if settings.malloc_arenas is not None:
+        limit_malloc_arenas(settings.malloc_arenas)
     services = _make_services(settings)
     # /docs and /redoc load Swagger UI and ReDoc from files in the fastapi-offline wheel, not a CDN.
     app = FastAPIOffline(
@@ -66,8 +72,22 @@ def _make_services(settings: ServeSettings) -> Services:
 
     batcher = MicroBatcher(settings.batch_max_size, settings.batch_max_wait_ms, on_batch=metrics.batch_size.observe)
     decodes = anyio.CapacityLimiter(settings.max_concurrent_decodes)
+    thumbnails = ThumbnailMaker(
+        settings.thumbnail_px,
+        max_pixels=settings.max_pixels,
+        max_decode_bytes=settings.max_decode_mb << 20,
+        decode_slots=decodes,
+    )
     state = ServiceState(settings, on_change)
-    return Services(settings=settings, state=state, batcher=batcher, metrics=metrics, decode_limiter=decodes)
+    return Services(
+        settings=settings,
+        state=state,
+        batcher=batcher,
+        metrics=metrics,
+        decode_limiter=decodes,
+        admission=EmbedAdmission(settings.max_queued_images),
+        thumbnails=thumbnails,
+    )
 
 
 def _add_page(app: FastAPI) -> None:
@@ -79,13 +99,16 @@ def _add_page(app: FastAPI) -> None:
 
 
 def _add_middleware(app: FastAPI, services: Services) -> None:
-    """Outermost last: metrics see every response, including 413s and 504s made by the others; CORS
+    """Outermost last: metrics see every response, including 413s, 429s and 504s made by the others; CORS
     answers preflights before ``AllowedMethods`` answers other ``OPTIONS`` requests."""
     settings = services.settings
     app.add_middleware(AllowedMethods, routes=[*app.routes, *(route for router in ROUTERS for route in router.routes)])
     app.add_middleware(RequestTimeout, timeout_s=settings.request_timeout_s)
     body_limit = settings.max_upload_bytes + MULTIPART_SLACK_BYTES
     app.add_middleware(BodySizeLimit, max_bytes=body_limit)
+    app.add_middleware(AdmissionGate, admission=services.admission)
+    if settings.rate_limit_per_s is not None:
+        app.add_middleware(RateLimit, rate=settings.rate_limit_per_s, burst=settings.rate_limit_burst)
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,

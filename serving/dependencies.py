@@ -9,11 +9,13 @@ import anyio
 from fastapi import Depends, Request, Security
 from fastapi.security import APIKeyHeader
 
+from retrieval.serving.admission import EmbedAdmission
 from retrieval.serving.batcher import MicroBatcher
 from retrieval.serving.prometheus import ServiceMetrics
 from retrieval.serving.service_errors import ForbiddenError, MissingApiKeyError
 from retrieval.serving.settings import ServeSettings
 from retrieval.serving.state import ServiceState
+from retrieval.serving.thumbnails import ThumbnailMaker
 
 API_KEY_HEADER = "X-API-Key"
 API_KEY_ERRORS = (MissingApiKeyError, ForbiddenError)
@@ -30,6 +32,8 @@ class Services:
     batcher: MicroBatcher
     metrics: ServiceMetrics
     decode_limiter: anyio.CapacityLimiter  # uploads decoded at once (settings.max_concurrent_decodes)
+    admission: EmbedAdmission  # images between admission and embedding (settings.max_queued_images)
+    thumbnails: ThumbnailMaker  # previews, decoded in the same slots and budget
 
 
 def get_services(request: Request) -> Services:

@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from retrieval.indexing.common.errors import (
     DataError,
+    IndexBusyError,
     IndexChangedError,
     IndexNotWritableError,
     ItemNotFoundError,
@@ -28,6 +29,7 @@ from retrieval.serving.service_errors import (
     InvalidParameterError,
     MissingApiKeyError,
     PayloadTooLargeError,
+    RateLimitedError,
     ReloadFailedError,
     RequestTimeoutError,
     RetryLaterError,
@@ -76,10 +78,11 @@ _EXAMPLE_DETAILS = {
     401: "this endpoint needs an API key; send it in the X-API-Key header.",
     403: "the API key in the X-API-Key header is wrong.",
     404: "there is no item 42 in the index.",
-    409: "the index was reloaded while the images were being embedded; send them again.",
+    409: "the service switched to another model while the images were being embedded; send them again.",
     413: "the request body is larger than the limit of 10551296 bytes; send a smaller image.",
     415: "file 'notes.txt' was sent as 'text/plain'; upload a JPEG, PNG, WebP, GIF, BMP or TIFF image.",
     422: "k must be between 1 and 100, got 0.",
+    429: "this client sent more than 20 requests at once or 5 per second on average; retry after the Retry-After seconds.",
     503: "The service is not ready: the model and index are still loading; retry in a moment.",
     504: "the request took longer than the limit of 30 s; retry, or send a smaller image.",
 }
@@ -124,6 +127,7 @@ ERROR_STATUSES: tuple[tuple[type[RetrievalError], int], ...] = (
     (PayloadTooLargeError, 413),
     (UnsupportedMediaTypeError, 415),
     (InvalidParameterError, 422),
+    (RateLimitedError, 429),
     (IndexNotWritableError, 503),
     (RetryLaterError, 503),
     (ReloadFailedError, 503),
@@ -148,9 +152,15 @@ def sentence(error: RetrievalError) -> str:
     return text if text.endswith(".") else f"{text}."
 
 
+BUSY_RETRY_AFTER_S = 1
+"""When to retry a write that found another writer holding the index (``IndexBusyError``)."""
+
+
 def _headers(error: RetrievalError) -> dict[str, str] | None:
     if isinstance(error, RetryLaterError):
         return {"Retry-After": str(error.retry_after_s)}
+    if isinstance(error, IndexBusyError):
+        return {"Retry-After": str(BUSY_RETRY_AFTER_S)}
     if isinstance(error, MissingApiKeyError):
         return {"WWW-Authenticate": error.header}
     return None

@@ -86,28 +86,29 @@ class EmbeddedUpload:
 
 
 async def embed_upload(
-    services: Services, upload: UploadFile, timings: Timings | None = None, snapshot: Snapshot | None = None
+    services: Services, upload: UploadFile, snapshot: Snapshot, timings: Timings | None = None
 ) -> EmbeddedUpload:
-    """Check, decode and embed one uploaded image with the serving model: the one upload -> vector path
-    of searches and of ``POST /items``. Fills the decode/embed timings when given."""
+    """Check, decode and embed one uploaded image with the model of ``snapshot`` (which the caller holds,
+    ``ServiceState.hold``): the one upload -> vector path of searches and of ``POST /items``. Fills the
+    decode/embed timings when given."""
     settings = services.settings
     timings = timings if timings is not None else Timings()
     check_content_type(upload)
-    snapshot = snapshot or services.state.current()
-    start = time.perf_counter()
-    data = await read_upload(upload, settings.max_upload_bytes)
-    pixels = await anyio.to_thread.run_sync(
-        _decode_and_preprocess,
-        data,
-        repr(upload.filename or "upload"),
-        settings,
-        snapshot,
-        limiter=services.decode_limiter,
-    )
-    timings.decode_ms = _ms(start)
-    start = time.perf_counter()
-    vector = await services.batcher.embed(snapshot.embedder, pixels)
-    timings.embed_ms = _ms(start)
+    with services.admission.admit():  # 503 at once past max_queued_images (backpressure)
+        start = time.perf_counter()
+        data = await read_upload(upload, settings.max_upload_bytes)
+        pixels = await anyio.to_thread.run_sync(
+            _decode_and_preprocess,
+            data,
+            repr(upload.filename or "upload"),
+            settings,
+            snapshot,
+            limiter=services.decode_limiter,
+        )
+        timings.decode_ms = _ms(start)
+        start = time.perf_counter()
+        vector = await services.batcher.embed(snapshot.embedder, pixels)
+        timings.embed_ms = _ms(start)
     return EmbeddedUpload(snapshot, data, vector)
 
 

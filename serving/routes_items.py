@@ -6,14 +6,13 @@ from __future__ import annotations
 from pathlib import Path as FilePath
 from typing import Annotated
 
-import anyio
 import numpy as np
 from fastapi import APIRouter, Depends, File, Form, Header, Path, Request, UploadFile
 from fastapi.responses import Response
 from pydantic import Field
 
 from retrieval.indexing.common.errors import DataError, IndexChangedError, IndexNotWritableError, ItemNotFoundError
-from retrieval.indexing.data.records import ImageRecord, is_blank_label
+from retrieval.indexing.data.records import MAX_LABEL_CHARS, ImageRecord, label_problem
 from retrieval.indexing.store.shared.item_filter import MAX_JSON_BYTES, MAX_KEYS, Scalar, parse_metadata_for
 from retrieval.serving import api_examples
 from retrieval.serving.dependencies import API_KEY_ERRORS, Services, get_services, require_api_key
@@ -30,7 +29,6 @@ from retrieval.serving.service_errors import (
     invalid_parameters,
 )
 from retrieval.serving.state import Snapshot
-from retrieval.serving.thumbnails import thumbnail_for
 from retrieval.serving.upload_storage import discard_unused_uploads, store_upload, upload_path
 
 router = APIRouter(tags=["items"])
@@ -78,7 +76,7 @@ async def get_thumbnail(
     services: Services = Depends(get_services),
 ) -> Response:
     record = await services.state.read(lambda snap: snap.store.item(item_id))
-    thumb = await anyio.to_thread.run_sync(thumbnail_for, record, services.settings.thumbnail_px)
+    thumb = await services.thumbnails.thumbnail_for(record)
     headers = {"Cache-Control": THUMBNAIL_CACHE, "ETag": thumb.etag}
     if request.headers.get("if-none-match") == thumb.etag:
         return Response(status_code=304, headers=headers)
@@ -118,7 +116,8 @@ async def get_image(
 async def add_items(
     images: list[UploadFile] = File(min_length=1, description="one or more images"),
     labels: list[Annotated[str, Field(min_length=1)]] = Form(
-        min_length=1, description="one non-blank label per image, or a single label for all"
+        min_length=1,
+        description=f"one non-blank label (at most {MAX_LABEL_CHARS} characters) per image, or a single label for all",
     ),
     metadata: str | None = Form(
         None,
@@ -145,14 +144,17 @@ async def add_items(
         first = await services.state.read(lambda snap: snap.store.recall(idempotency_key))
         if first is not None:
             return AddItemsResponse(**first)
-    snapshot = services.state.current()
-    embedded = [await embed_upload(services, upload, snapshot=snapshot) for upload in images]
+    with services.state.hold() as snapshot:
+        embedded = [await embed_upload(services, upload, snapshot) for upload in images]
     embeddings = np.stack([item.vector for item in embedded]).astype(np.float32)
 
     def add(current: Snapshot) -> AddItemsResponse:
-        """Files are stored only once every image passed validation, and removed again if the add fails."""
-        if current is not snapshot:
-            raise IndexChangedError("the index was reloaded while the images were being embedded; send them again.")
+        """Files are stored only once every image passed validation, and removed again if the add fails. A
+        reload meanwhile that kept the model leaves the embeddings valid: they go into the reloaded index."""
+        if current.embedder.model_sha256 != snapshot.embedder.model_sha256:
+            raise IndexChangedError(
+                "the service switched to another model while the images were being embedded; send them again."
+            )
         if idempotency_key is not None and (first := current.store.recall(idempotency_key)) is not None:
             return AddItemsResponse(**first)  # a concurrent retry committed first
         new = [path for item in embedded if not (path := upload_path(settings.index_dir, item.data)).is_file()]
@@ -203,8 +205,8 @@ def _match_labels(labels: list[str], count: int, max_files: int) -> list[str]:
             f"{count} images in one request exceed the limit of {max_files}; send them in parts."
         )
     labels = [label.strip() for label in labels]
-    if any(is_blank_label(label) for label in labels):
-        raise InvalidParameterError("form field 'labels': every label must be a non-empty string.")
+    if problem := next(filter(None, map(label_problem, labels)), None):
+        raise InvalidParameterError(f"form field 'labels': the label {problem}.")
     if len(labels) == 1:
         return labels * count
     if len(labels) != count:

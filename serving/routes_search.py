@@ -91,8 +91,9 @@ async def search(
         _first(postprocess_form, postprocess),
     )
     timings = Timings()
-    upload = await embed_upload(services, image, timings)
-    results = await search_hits(services, upload.snapshot, upload.vector, params, timings)
+    with services.state.hold() as snapshot:  # the model that embeds the query searches its own index
+        upload = await embed_upload(services, image, snapshot, timings)
+        results = await search_hits(services, snapshot, upload.vector, params, timings)
     timings.total_ms = round((time.perf_counter() - start) * 1000.0, 3)
     return _response(params, results, timings)
 
@@ -107,7 +108,8 @@ async def embed(
     image: UploadFile = File(description="the image to embed"),
     services: Services = Depends(get_services),
 ) -> EmbedResponse:
-    upload = await embed_upload(services, image)
+    with services.state.hold() as snapshot:
+        upload = await embed_upload(services, image, snapshot)
     return EmbedResponse(
         embedding=upload.vector.astype(float).tolist(),
         dim=int(upload.vector.shape[0]),

@@ -22,6 +22,10 @@ class RetryLaterError(RetrievalError):
         self.retry_after_s = retry_after_s
 
 
+class RateLimitedError(RetrievalError):
+    """A client sent more requests than its token bucket allows (``rate_limit.RateLimit``)."""
+
+
 class ReloadFailedError(RetrievalError):
     """A reload could not open the index or model on disk; the previous snapshot, if any, keeps serving."""
 

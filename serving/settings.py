@@ -35,6 +35,16 @@ class ServeSettings(BaseModel):
     k_max: int = Field(100, ge=1, description="largest k a client may ask for")
     batch_max_size: int = Field(16, ge=1, description="images embedded per onnxruntime call at most")
     batch_max_wait_ms: float = Field(4.0, ge=0, description="how long the first image waits for company")
+    max_queued_images: int = Field(
+        24,
+        ge=1,
+        description="images accepted for decoding and embedding at once (waiting or running); past it a request "
+        "gets 503 with Retry-After at once instead of queueing until its timeout",
+    )
+    rate_limit_per_s: float | None = Field(
+        None, gt=0, description="requests per second each client (IP address) may send on average; none = no limit"
+    )
+    rate_limit_burst: int = Field(20, ge=1, description="requests a client may send at once before its rate applies")
     cors_origins: list[str] = Field(default_factory=list, description="allowed CORS origins; empty = CORS off")
     request_timeout_s: float = Field(30.0, gt=0, description="requests running longer get 504")
     threads: int | None = Field(None, ge=1, description="onnxruntime intra-op threads; default = all cores")
@@ -48,6 +58,12 @@ class ServeSettings(BaseModel):
         ge=1,
         description="faiss (OpenMP) threads of the store thread; the service searches one query at a time, "
         "where more threads gain little and their spin-waiting takes cores from onnxruntime",
+    )
+    malloc_arenas: int | None = Field(
+        2,
+        ge=1,
+        description="glibc malloc arenas the process may create (serving/glibc_malloc.py: more fragment the heap "
+        "as threads come and go with reloads); none = glibc's default of 8 per core",
     )
     thumbnail_px: int = Field(160, ge=16, le=1024, description="longest side of /items/{id}/thumbnail")
     max_files_per_upload: int = Field(64, ge=1, description="POST /items accepts at most this many images")

@@ -12,14 +12,20 @@ A reload opens a fresh embedder + store from disk on a new store thread *beside*
 serving one, then replaces one reference: requests already queued finish on the old
 snapshot, new ones see the new snapshot, nobody sees a half-loaded index. Writes and
 reloads are serialised, so an add is never lost between "reload read the disk" and "swap".
+
+A request holds its snapshot (``hold``) from the first use to the last; a replaced snapshot is
+retired as soon as nobody holds it: its store is closed on its own thread (after the work queued
+there), the thread ends and the model is released. So reloads leave open files, threads and memory
+where they were, however often they come (``tests/test_serving_reload_resources.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -30,11 +36,21 @@ from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.store.backends import open_store
 from retrieval.indexing.store.shared.manifest import load_index_manifest
 from retrieval.indexing.store.shared.store_protocol import Store
+from retrieval.serving.glibc_malloc import release_free_memory
 from retrieval.serving.service_errors import RetryLaterError
 from retrieval.serving.settings import ServeSettings
 
 T = TypeVar("T")
 _log = logging.getLogger("retrieval.serving")
+
+
+@dataclass
+class _Usage:
+    """How many requests hold a snapshot, and whether it has been replaced (event-loop thread only)."""
+
+    holders: int = 0
+    replaced: bool = False
+    closed: bool = False
 
 
 @dataclass(frozen=True)
@@ -45,6 +61,7 @@ class Snapshot:
     store: Store
     generation: int
     store_thread: ThreadPoolExecutor = field(compare=False, repr=False)
+    usage: _Usage = field(default_factory=_Usage, compare=False, repr=False)
 
 
 def open_snapshot(settings: ServeSettings, generation: int) -> Snapshot:
@@ -107,28 +124,44 @@ class ServiceState:
                 self.load_error = str(error)
                 raise
             self._snapshot, self.load_error = snapshot, None
-            if old is not None:  # requests still holding the old snapshot get until their timeout
-                asyncio.get_running_loop().call_later(self.settings.request_timeout_s, _retire, old)
+            if old is not None:  # closed now, or when the last request holding it is done
+                old.usage.replaced = True
+                _retire_if_unused(old)
             count = await self.read(lambda snap: snap.store.count, snapshot)
         self._changed(snapshot, count)
         _log.info("serving %s (generation %d, %d items)", self.settings.index_dir, generation, count)
         return snapshot
 
+    @contextmanager
+    def hold(self) -> Iterator[Snapshot]:
+        """The serving snapshot, kept open until the block ends even if a reload replaces it meanwhile.
+        A request that uses the snapshot more than once (embed, then search) holds it throughout."""
+        snapshot = self.current()
+        snapshot.usage.holders += 1
+        try:
+            yield snapshot
+        finally:
+            snapshot.usage.holders -= 1
+            _retire_if_unused(snapshot)
+
     async def read(self, use: Callable[[Snapshot], T], snapshot: Snapshot | None = None) -> T:
         """Run ``use(snapshot)`` on the store thread.
 
-        Pass the snapshot whose model embedded the query, so a reload in between never
-        searches one model's vector in another model's index.
+        Pass the snapshot whose model embedded the query (held by the caller), so a reload in
+        between never searches one model's vector in another model's index; without one, the
+        serving snapshot is held for this call.
         """
-        snapshot = snapshot or self.current()
-        return await asyncio.wrap_future(_submit(snapshot, use))
+        if snapshot is not None:
+            return await asyncio.wrap_future(_submit(snapshot, use))
+        with self.hold() as held:
+            return await asyncio.wrap_future(_submit(held, use))
 
     async def write(self, change: Callable[[Snapshot], T]) -> T:
         """Run ``change(snapshot)`` on the store thread, never concurrently with a reload."""
         async with self._mutation:
-            snapshot = self.current()
-            result = await asyncio.wrap_future(_submit(snapshot, change))
-            count = await self.read(lambda snap: snap.store.count, snapshot)
+            with self.hold() as snapshot:
+                result = await asyncio.wrap_future(_submit(snapshot, change))
+                count = await self.read(lambda snap: snap.store.count, snapshot)
         self._changed(snapshot, count)
         return result
 
@@ -138,8 +171,11 @@ class ServiceState:
             self._on_change(snapshot, count)
 
     def close(self) -> None:
+        """Close the serving snapshot (at shutdown): its store after the work queued on its thread."""
         if self._snapshot is not None:
+            self._snapshot.usage.replaced = True
             _retire(self._snapshot)
+            self._snapshot = None
 
 
 def _submit(snapshot: Snapshot, use: Callable[[Snapshot], T]) -> Future[T]:
@@ -149,5 +185,25 @@ def _submit(snapshot: Snapshot, use: Callable[[Snapshot], T]) -> Future[T]:
         raise RetryLaterError("the index was reloaded during this request; send it again", retry_after_s=1) from None
 
 
+def _retire_if_unused(snapshot: Snapshot) -> None:
+    if snapshot.usage.replaced and snapshot.usage.holders == 0:
+        _retire(snapshot)
+
+
 def _retire(snapshot: Snapshot) -> None:
+    """Drop the model, close the store on its own thread after the work queued there, end the thread, and
+    hand the memory they freed back to the system."""
+    if snapshot.usage.closed:
+        return
+    snapshot.usage.closed = True
+    snapshot.embedder.close()
+    snapshot.store_thread.submit(_close_store, snapshot.store)
     snapshot.store_thread.shutdown(wait=False)  # queued work still runs, then the thread ends
+
+
+def _close_store(store: Store) -> None:
+    try:
+        store.close()
+    except Exception as error:  # noqa: BLE001 - a retired store that fails to close must not stop the service
+        _log.warning("closing a retired index snapshot failed: %s", error)
+    release_free_memory()

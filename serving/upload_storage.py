@@ -12,10 +12,11 @@ from pathlib import Path
 
 from PIL import Image
 
+from retrieval.indexing.common.artifact_names import UPLOADS_SUBDIR
 from retrieval.indexing.common.atomic_write import atomic_write_bytes
 from retrieval.indexing.common.errors import IndexNotWritableError
 
-UPLOADS_SUBDIR = "uploads"
+__all__ = ["UPLOADS_SUBDIR", "discard_unused_uploads", "image_suffix", "is_upload", "store_upload", "upload_path"]
 
 
 def image_suffix(data: bytes) -> str:

@@ -194,7 +194,7 @@ class StoreContract:
 
     def test_an_add_refuses_blank_labels_and_wrong_shapes(self, fresh: Store, tmp_path: Path) -> None:
         records = make_records(tmp_path, 2, seed=2)
-        with pytest.raises(DataError, match="empty label"):
+        with pytest.raises(DataError, match="the label is empty"):
             fresh.add([records[0], ImageRecord(path=tmp_path / "x.png", label=" ")], make_vectors(2, seed=12))
         with pytest.raises(DataError, match="embedding per record"):
             fresh.add(records, make_vectors(3, seed=12))

@@ -186,7 +186,7 @@ def test_resume_skips_finished_members(
     assert after == before  # member 0 was not touched
     assert load_run_config(run / "members" / "1").trainer.seed == 1
     assert json.loads((run / "ensemble_metrics.json").read_text())["members"] == MEMBERS
-    with pytest.raises(ConfigError, match="older than the checkpoint .*members/1"):
+    with pytest.raises(ConfigError, match="members/1/checkpoints/best.pt has changed since the export"):
         resolve_export_dir(run)  # the old export no longer holds member 1
     claim_run_dir(run, resume=False, overwrite=True)
     assert not (run / "members").exists() and not (run / "ensemble.json").exists()

@@ -92,6 +92,8 @@ def test_export_writes_files_and_manifest(exported: tuple[Run, ModelManifest, fl
     assert manifest.l2_normalized and manifest.binarization_threshold == 0.0
     assert (manifest.backbone, manifest.loss) == ("resnet18", "normalized_softmax")
     assert manifest.config_hash == run.config.config_hash()
+    best = run.run_dir / "checkpoints" / "best.pt"
+    assert manifest.source_checkpoints == {"checkpoints/best.pt": file_sha256(best)}  # the stale-export check
     assert manifest.validation_metrics == dict(VAL_METRICS, epoch=3.0)
     created = datetime.fromisoformat(manifest.created_at)
     assert created.tzinfo is not None and abs(datetime.now(timezone.utc) - created).total_seconds() < 600

@@ -80,7 +80,47 @@ def test_cli_refuses_to_train_over_a_run(tmp_path: Path, synth_data: Path) -> No
     assert "Traceback" not in done.stderr
 
 
-def test_an_export_older_than_its_checkpoint_is_refused(tmp_path: Path, tiny_model_dir: Path) -> None:
+def _run_with_export(root: Path, tiny_model_dir: Path) -> tuple[Path, Path]:
+    """A run directory whose export records the checkpoint it was made from, as `retrieval export` does."""
+    import shutil
+
+    from retrieval.indexing.model.manifest import ModelManifest, file_sha256, manifest_json
+
+    run = root / "run"
+    shutil.copytree(tiny_model_dir, run / "export")
+    (run / "checkpoints").mkdir()
+    checkpoint = run / "checkpoints" / "best.pt"
+    checkpoint.write_bytes(b"the exported weights")
+    manifest = ModelManifest.load(run / "export")
+    sources = {"checkpoints/best.pt": file_sha256(checkpoint)}
+    (run / "export" / "model.json").write_text(
+        manifest_json(manifest.model_copy(update={"source_checkpoints": sources}))
+    )
+    return run, checkpoint
+
+
+def test_an_export_is_stale_when_its_checkpoint_changed_not_when_it_was_touched_or_copied(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    import shutil
+
+    run, checkpoint = _run_with_export(tmp_path, tiny_model_dir)
+    onnx_time = (run / "export" / "model.onnx").stat().st_mtime
+    os.utime(checkpoint, (onnx_time + 60, onnx_time + 60))  # `touch`: same weights, newer time
+    assert resolve_export_dir(run) == (run / "export").resolve()
+    copied = Path(shutil.copytree(run, tmp_path / "copy", copy_function=shutil.copy))  # `cp -r`: new times
+    os.utime(copied / "export" / "model.onnx", (onnx_time - 60, onnx_time - 60))
+    assert resolve_export_dir(copied) == (copied / "export").resolve()
+    checkpoint.write_bytes(b"more training")  # new weights, even with an older time than the export
+    os.utime(checkpoint, (onnx_time - 60, onnx_time - 60))
+    with pytest.raises(ConfigError, match=r"checkpoints/best.pt has changed since .* `retrieval export"):
+        resolve_export_dir(run)
+
+
+def test_an_export_older_than_its_checkpoint_is_refused_when_it_records_no_checkpoint(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    """Exports written before they recorded their checkpoints fall back to modification times."""
     import shutil
 
     run = tmp_path / "run"

@@ -178,7 +178,7 @@ def test_bad_inputs_give_one_sentence_and_damage_nothing(
     with pytest.raises(ConfigError, match="unknown binary index kind 'pq'; known kinds: flat, ivf, hnsw"):
         build_index(tiny_model_dir, gallery_records, tmp_path / "x", binary_kind="pq", progress=False)
     blank = [ImageRecord(path=gallery_records[0].path, label=" ")]
-    with pytest.raises(DataError, match="has an empty label"):
+    with pytest.raises(DataError, match="the label is empty"):
         build_index(tiny_model_dir, blank, tmp_path / "x", progress=False)
     unreadable = [ImageRecord(path=tmp_path / "gone.png", label="a")]
     with pytest.raises(DataError, match="none of the 1 images could be read"):

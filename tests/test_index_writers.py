@@ -216,9 +216,24 @@ def test_a_class_folder_name_that_is_not_utf8_is_one_sentence(tmp_path: Path, ti
 
 def test_the_next_writer_removes_temp_files_a_killed_writer_left(fresh_index: Path, tmp_path: Path) -> None:
     leftover = fresh_index / ".embeddings.f16.npy.k1ll3d.tmp"
-    leftover.write_bytes(b"\0" * 4096)  # what SIGKILL during write_embeddings leaves
     record, paths = _new_record(tmp_path, "after-crash")
     with IndexStore.open(fresh_index) as store:
-        assert leftover.exists()  # readers do not touch it
+        leftover.write_bytes(b"\0" * 4096)  # what SIGKILL during write_embeddings leaves, after this open
         store.add([record], _embed(fresh_index, paths))
     assert not leftover.exists()
+
+
+def test_a_filtered_search_of_a_store_opened_before_another_writers_add_finds_what_it_loaded(
+    fresh_index: Path, tmp_path: Path
+) -> None:
+    """A service snapshot being replaced by a reload shares the item table with the new one: items the new
+    one added match a filter there but are not in the old segments (before: ItemNotFoundError, a 404)."""
+    from retrieval.indexing.store.shared.item_filter import parse_filter
+
+    record, paths = _new_record(tmp_path, "late", class_index=1)
+    vectors = _embed(fresh_index, paths)
+    with IndexStore.open(fresh_index) as old, IndexStore.open(fresh_index) as newer:
+        (new_id,) = newer.add([record], vectors)
+        found = old.search(vectors, 10, where=parse_filter({"label": "class_1"}))
+        ids = [item.id for item, _ in old.hits(found)]
+    assert len(ids) == 5 and new_id not in ids

@@ -265,3 +265,20 @@ def test_eval_and_embed_read_a_milvus_index_as_the_files_one(
     np.testing.assert_allclose(np.load(tmp_path / "milvus.npy"), np.load(tmp_path / "files.npy"), atol=1e-3)
     compacted = runner.invoke(app, ["index", "compact", str(milvus)])
     assert isinstance(compacted.exception, ConfigError) and "Milvus merges its own segments" in str(compacted.exception)
+
+
+def test_milvus_lite_writes_its_logs_beside_its_database_not_into_tmp(tmp_path: Path) -> None:
+    import tempfile
+
+    from retrieval.indexing.store.milvus.milvus_client import connect, lite_log_dir
+
+    def tmp_logs() -> set[str]:
+        return {p.name for p in Path(tempfile.gettempdir()).glob("milvus*") if p.is_file() or p.is_symlink()}
+
+    before = tmp_logs()
+    database = tmp_path / "items.db"
+    for _ in range(2):  # each start of the embedded server writes a log file
+        connect(str(database)).close()
+    assert tmp_logs() - before == set()
+    logs = lite_log_dir(str(database))
+    assert logs.parent == tmp_path and any(logs.iterdir())

@@ -32,8 +32,9 @@ def test_service_embedder_does_not_spin_and_embeds_the_same(tiny_index_template)
     with serving_client(tiny_index_template) as client:
         served = client.app.state.services.state.current().embedder
         embedded = client.post("/embed", files={"image": ("q.png", query_png(), "image/png")}).json()["embedding"]
+        served_spinning = served._session.get_session_options().get_session_config_entry(SPINNING)  # closed on exit
     spinning = OnnxEmbedder(tiny_index_template / "model", threads=served.threads)
-    assert served._session.get_session_options().get_session_config_entry(SPINNING) == "0"
+    assert served_spinning == "0"
     assert spinning._session.get_session_options().get_session_config_entry(SPINNING) == "1"
     expected = spinning.embed_images([Image.open(io.BytesIO(query_png()))])[0]
     np.testing.assert_array_equal(np.asarray(embedded, dtype=np.float32), expected)

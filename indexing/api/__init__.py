@@ -5,7 +5,9 @@ index, a model export or a dataset, so ``retrieval.cli`` only parses arguments a
 (``build_index``, ``build_shard``), ``searching`` (``search``; ``search_index`` for ``retrieval
 search``), ``evaluating`` (``evaluate``; ``evaluate_index_dir``, ``evaluate_dataset`` and
 ``save_evaluation`` for ``retrieval eval``), ``embedding`` (``embed``; ``index_embeddings``,
-``dataset_embeddings``) and ``updating`` (``add_images``, ``remove_items``, ``compact_index``).
+``dataset_embeddings``), ``updating`` (``add_images``, ``remove_items``, ``compact_index``) and
+``maintaining`` (``index_info``, ``snapshot_index``, ``verify_index``, ``rebuild_index``,
+``switch_index``, ``rollback_index``).
 ``retrieval.training.api`` adds what needs torch (train, export, study).
 
     from retrieval.indexing import api
@@ -21,6 +23,14 @@ from retrieval.indexing.api.evaluating import (
     evaluate_dataset,
     evaluate_index_dir,
     save_evaluation,
+)
+from retrieval.indexing.api.maintaining import (
+    index_info,
+    rebuild_index,
+    rollback_index,
+    snapshot_index,
+    switch_index,
+    verify_index,
 )
 from retrieval.indexing.api.searching import QueryHits, SearchOutcome, search, search_index
 from retrieval.indexing.api.updating import add_images, compact_index, remove_items
@@ -39,8 +49,14 @@ __all__ = [
     "evaluate_dataset",
     "evaluate_index_dir",
     "index_embeddings",
+    "index_info",
+    "rebuild_index",
     "remove_items",
+    "rollback_index",
     "save_evaluation",
     "search",
     "search_index",
+    "snapshot_index",
+    "switch_index",
+    "verify_index",
 ]

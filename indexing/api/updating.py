@@ -13,7 +13,9 @@ from retrieval.indexing.model.onnx_embedder import embed_records
 from retrieval.indexing.store.backends import open_store
 from retrieval.indexing.store.shared.compaction import CompactionPolicy, CompactionResult
 from retrieval.indexing.store.shared.item_filter import Scalar
-from retrieval.indexing.store.shared.manifest import load_index_manifest
+from retrieval.indexing.store.shared.manifest import check_model, load_index_manifest
+from retrieval.indexing.store.shared.store_checks import validate_labels
+from retrieval.indexing.store.shared.write_lock import exclusive_writer
 
 LISTED_IDS = 10  # unknown ids named in an error
 
@@ -53,10 +55,14 @@ def add_images(
         how = "without --dba" if built is None else f"with --dba {built.n}"
         raise ConfigError(f"{index_dir} was built {how}; rebuild it with --dba {dba} to change its augmentation")
     embedder = query_embedder(index_dir, threads=threads)
+    check_model(load_index_manifest(index_dir), embedder.model_sha256)
     extra = dict(metadata or {})
     records = [replace(record, metadata={**record.metadata, **extra}) for record in load_records(data)]
-    with open_store(index_dir, expected_model_sha256=embedder.model_sha256) as store:
-        kept, embeddings, failures = embed_records(embedder, records, batch_size=batch_size, progress=progress)
+    validate_labels(records)
+    kept, embeddings, failures = embed_records(embedder, records, batch_size=batch_size, progress=progress)
+    # Opened under the writer lock, after embedding: the add extends the newest generation even while
+    # the service writes steadily (a store opened before embedding would be stale by then).
+    with exclusive_writer(index_dir), open_store(index_dir, expected_model_sha256=embedder.model_sha256) as store:
         ids = store.add(kept, embeddings)
         return AddReport(ids, store.count, failures, built.n if built is not None else None)
 

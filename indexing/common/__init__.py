@@ -1,3 +1,5 @@
-"""What every stage shares: user-facing errors (``errors``), crash-safe writes (``atomic_write``),
+"""What every stage shares: user-facing errors (``errors``), crash-safe writes (``atomic_write``) and
+directory renames that finish after a crash (``directory_moves``),
 the file and folder names of the on-disk artifacts (``artifact_names``), the one name -> entry
-table shape (``registry``) and tables written as .parquet or .csv (``table_files``)."""
+table shape (``registry``), tables written as .parquet or .csv (``table_files``) and text that UTF-8
+can encode (``unicode_text``: lone surrogates refused where text comes in, replaced where it is read)."""

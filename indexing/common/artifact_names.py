@@ -27,6 +27,8 @@ EMBEDDINGS_NAME = "embeddings.f16.npy"
 ITEMS_DB_NAME = "items.sqlite"
 SEGMENTS_SUBDIR = "segments"  # append-only delta segments beside the base files (index_store)
 RAW_VECTORS_SUBDIR = "raw"  # a DBA index's raw (not augmented) embeddings by item id (store/files/raw_vectors)
+UPLOADS_SUBDIR = "uploads"  # images added through the service, named <sha256>.<format>
+SNAPSHOT_MANIFEST_NAME = "snapshot.json"  # `retrieval index snapshot`: the sha256 of every file of the copy
 # A shard directory (``retrieval index build --shard I/N``), combined by ``retrieval index merge``.
 SHARD_MANIFEST_NAME = "shard.json"
 SHARD_EMBEDDINGS_NAME = "embeddings.f32.npy"  # float32: the merge indexes exactly what one build would

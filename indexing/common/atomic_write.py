@@ -29,7 +29,7 @@ def atomic_path(target: Path) -> Iterator[Path]:
         with open(tmp, "rb+") as handle:
             os.fsync(handle.fileno())
         os.replace(tmp, target)
-        _fsync_dir(target.parent)
+        fsync_dir(target.parent)
     finally:
         if tmp.exists():
             tmp.unlink()
@@ -56,7 +56,7 @@ def _current_umask() -> int:
     return mask
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
     try:
         fd = os.open(directory, os.O_RDONLY)
     except OSError:
@@ -85,7 +85,7 @@ def atomic_directory(target: Path) -> Iterator[Path]:
         os.chmod(staging, 0o777 & ~_current_umask())
         yield staging
         replace_directory(staging, target)
-        _fsync_dir(target.parent)
+        fsync_dir(target.parent)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
@@ -102,23 +102,53 @@ def replace_directory(staging: Path, target: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-_LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?:building|old)-(?P<pid>\d+)$")
+_LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?P<kind>building|old|discard)-(?P<pid>\d+)$")
 
 
 def remove_dead_writers_leftovers(target: Path) -> list[Path]:
-    """Delete the staging (``.NAME.building-PID``) and swap (``.NAME.old-PID``) directories that
-    killed writers left beside ``target``; those of live processes are kept. Returns what went."""
+    """Delete the staging (``.NAME.building-PID``), swap (``.NAME.old-PID``) and discarded generation
+    (``.NAME.discard-PID``) directories that killed writers left beside ``target``; those of live
+    processes are kept. A writer killed between
+    the two renames of ``replace_directory`` left no ``target``: its ``.old-PID`` is moved back first
+    (``recover_swapped_out``). Returns what went."""
     target = Path(target)
+    recover_swapped_out(target)
     removed = []
-    for sibling in target.parent.glob(f".{target.name}.*-*") if target.parent.is_dir() else ():
-        match = _LEFTOVER.match(sibling.name)
-        if match and match["name"] == target.name and not _alive(int(match["pid"])):
-            shutil.rmtree(sibling, ignore_errors=True)
-            removed.append(sibling)
+    for sibling, _ in _dead_writers_leftovers(target):
+        shutil.rmtree(sibling, ignore_errors=True)
+        removed.append(sibling)
     return removed
 
 
-def _alive(pid: int) -> bool:
+def recover_swapped_out(target: Path) -> Path | None:
+    """Put back the directory a writer killed between the two renames of ``replace_directory`` moved
+    aside (``.NAME.old-PID`` of a dead process) when nothing took its place; returns what was put back."""
+    target = Path(target)
+    if target.exists():
+        return None
+    for sibling, kind in _dead_writers_leftovers(target):
+        if kind == "old":
+            try:
+                os.replace(sibling, target)
+            except OSError:  # another process put one back first
+                return None
+            fsync_dir(target.parent)
+            return sibling
+    return None
+
+
+def _dead_writers_leftovers(target: Path) -> list[tuple[Path, str]]:
+    """(directory, "building" or "old") of dead processes beside ``target``, newest first."""
+    found = []
+    for sibling in target.parent.glob(f".{target.name}.*-*") if target.parent.is_dir() else ():
+        match = _LEFTOVER.match(sibling.name)
+        if match and match["name"] == target.name and not process_alive(int(match["pid"])):
+            found.append((sibling, match["kind"]))
+    return sorted(found, key=lambda pair: pair[0].stat().st_mtime_ns, reverse=True)
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process with this id exists (the owner of a leftover beside an artifact)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

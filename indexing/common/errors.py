@@ -27,3 +27,7 @@ class IndexChangedError(RetrievalError):
 
 class IndexNotWritableError(RetrievalError):
     """The index directory cannot be written (read-only mount, full disk); the service answers 503."""
+
+
+class IndexBusyError(IndexNotWritableError):
+    """Another writer held the index's writer lock past the wait limit; retry later (the service: 503)."""

@@ -27,13 +27,22 @@ _ALPHA_MODES = {"RGBA", "LA", "PA", "RGBa", "La"}
 _HIGH_DEPTH_MODES = {"I", "I;16", "I;16L", "I;16B", "I;16N", "F"}
 
 
-def open_rgb(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image.Image:
+def open_rgb(
+    path: Path,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    *,
+    max_decode_bytes: int | None = None,
+    reduce_to: tuple[int, int] | None = None,
+) -> Image.Image:
     """Open ``path`` as an upright, fully loaded 8-bit RGB image.
 
     Raises ``DataError("cannot read image <path>: <reason>")`` for missing, corrupt,
     truncated or non-image files and for images with more than ``max_pixels`` pixels.
+    ``max_decode_bytes`` refuses, from the header, an image whose decoding would need more memory;
+    ``reduce_to`` lets a JPEG decode at the smallest scale (1/2, 1/4, 1/8) that still covers that size
+    (a preview), before the memory check.
     """
-    return _read(lambda: open(path, "rb"), str(path), max_pixels)
+    return _read(lambda: open(path, "rb"), str(path), max_pixels, None, max_decode_bytes, reduce_to)
 
 
 #: The only decoders an upload may reach, whatever its declared type says and whatever plugins
@@ -57,13 +66,17 @@ def _read(
     max_pixels: int,
     formats: tuple[str, ...] | None = None,
     max_decode_bytes: int | None = None,
+    reduce_to: tuple[int, int] | None = None,
 ) -> Image.Image:
     try:
         with opener() as handle, Image.open(handle, formats=formats) as image:
             check_pixel_limit(image.size, max_pixels)
-            check_decode_budget(image.mode, image.size, max_decode_bytes)
+            if reduce_to is not None:
+                image.draft(None, reduce_to)  # JPEG only: the size below is then the reduced one
+            check_decode_budget(image, max_decode_bytes)
             image.load()
-            return to_rgb(ImageOps.exif_transpose(image))
+            ImageOps.exif_transpose(image, in_place=True)  # a copy only when it rotates
+            return to_rgb(image)
     except DECODE_ERRORS as error:
         raise DataError(f"cannot read image {name}: {decode_failure_reason(error)}") from None
 
@@ -106,21 +119,27 @@ def describe_decode_error(error: BaseException) -> str:
 
 
 def to_rgb(image: Image.Image) -> Image.Image:
-    """Convert any Pillow mode to 8-bit RGB; transparency is composited on white."""
+    """Convert any Pillow mode to 8-bit RGB; transparency is composited on white. Intermediates are
+    dropped as soon as they are used (``decode_estimate_of`` counts what stays alive at once)."""
     if image.mode == "RGB":
         return image.copy()
     if image.mode == "P" and "transparency" in image.info:
-        image = image.convert("RGBA")
+        return _composite_on_white(image.convert("RGBA"))
     if image.mode in _ALPHA_MODES:
-        rgba = image.convert("RGBA")
-        background = Image.new("RGBA", rgba.size, _WHITE + (255,))
-        return Image.alpha_composite(background, rgba).convert("RGB")
+        return _composite_on_white(image if image.mode == "RGBA" else image.convert("RGBA"))
     if image.mode in _HIGH_DEPTH_MODES:
         return _high_depth_to_rgb(image)
     return image.convert("RGB")
 
 
-_STRIP_ROWS = 512  # rows converted at once: float temporaries stay ~ 512 x width x 4 bytes
+def _composite_on_white(rgba: Image.Image) -> Image.Image:
+    background = Image.new("RGBA", rgba.size, _WHITE + (255,))
+    composited = Image.alpha_composite(background, rgba)
+    del background, rgba
+    return composited.convert("RGB")
+
+
+_STRIP_ROWS = 512  # rows converted at once: float temporaries stay ~ 512 x width x 4 bytes each
 
 
 def _high_depth_to_rgb(image: Image.Image) -> Image.Image:
@@ -133,22 +152,53 @@ def _high_depth_to_rgb(image: Image.Image) -> Image.Image:
     for start in range(0, source.shape[0], _STRIP_ROWS):
         strip = source[start : start + _STRIP_ROWS].astype(np.float32) * np.float32(scale)
         grey[start : start + _STRIP_ROWS] = np.clip(np.nan_to_num(strip), 0, 255).round()
+    del source
     return Image.fromarray(grey).convert("RGB")
 
 
-def decode_bytes_estimate(mode: str, size: tuple[int, int]) -> int:
-    """Peak bytes of decoding an image of ``mode`` and ``size`` to RGB here, from its header alone:
-    the decoded pixels, a same-size RGBA or greyscale intermediate, and the RGB result."""
-    try:
-        decoded = len(Image.new(mode, (1, 1)).tobytes())
-    except (ValueError, OSError):
-        decoded = 4
-    return size[0] * size[1] * (decoded + 4 + 3)
+# Bytes per pixel of Pillow's own storage: one byte for 1, L and P, two for 16-bit greyscale, four for
+# everything else (RGB is stored as four bytes too, LA as four).
+_STORED_BYTES = {"1": 1, "L": 1, "P": 1, "I;16": 2, "I;16L": 2, "I;16B": 2, "I;16N": 2}
+_RGB_BYTES = 4
+_STRIP_BYTES = 16  # float32 temporaries alive at once per pixel of a strip (_high_depth_to_rgb)
+# What a decoder keeps beside the image until it is closed: Pillow's WebP plugin holds libwebp's
+# decoder and the decoded RGBA frame as bytes (measured: 12 bytes per pixel for lossless files), the GIF
+# plugin a frame and its predecessor; other decoders' buffers stay under one byte per pixel.
+_DECODER_BYTES = {"WEBP": 12, "GIF": 2}
+_SLACK = 1.05  # allocator rounding; tests/test_decode_budget.py measures the peak against this estimate
 
 
-def check_decode_budget(mode: str, size: tuple[int, int], max_bytes: int | None) -> None:
-    if max_bytes is not None and (needed := decode_bytes_estimate(mode, size)) > max_bytes:
+def decode_estimate_of(image: Image.Image) -> int:
+    """Peak bytes that decoding ``image`` (opened, not loaded) to RGB here adds, from its header alone:
+    the decoded pixels in Pillow's storage, the intermediates ``to_rgb`` keeps alive at once for its mode
+    (an RGBA copy, the white background and the composite for transparency; a copy and the 8-bit result
+    for 16-bit and float images), the RGB result, and what the format's decoder holds."""
+    transparent = image.mode == "P" and "transparency" in image.info
+    return decode_bytes_estimate(image.mode, image.size, image_format=image.format, transparency=transparent)
+
+
+def decode_bytes_estimate(
+    mode: str, size: tuple[int, int], *, image_format: str | None = None, transparency: bool = False
+) -> int:
+    """``decode_estimate_of`` from the mode, size, format and palette transparency of a header."""
+    width, height = size
+    stored = _STORED_BYTES.get(mode, 4)
+    if transparency or mode in _ALPHA_MODES:  # background, composite, and an RGBA copy or the RGB result
+        steps = (2 if mode == "RGBA" else 3) * _RGB_BYTES
+    elif mode in _HIGH_DEPTH_MODES:
+        steps = stored + 1 + _RGB_BYTES  # the array copy, the 8-bit strip target, the RGB result
+    else:
+        steps = _RGB_BYTES
+    per_pixel = stored + steps + _DECODER_BYTES.get(image_format or "", 1)
+    strips = _STRIP_BYTES * min(height, _STRIP_ROWS) * width if mode in _HIGH_DEPTH_MODES else 0
+    return int(_SLACK * (width * height * per_pixel + strips))
+
+
+def check_decode_budget(image: Image.Image, max_bytes: int | None) -> None:
+    """Refuse, from the header, an image whose decoding would need more than ``max_bytes``."""
+    if max_bytes is not None and (needed := decode_estimate_of(image)) > max_bytes:
+        width, height = image.size
         raise DataError(
-            f"decoding this {size[0]}x{size[1]} {mode} image would need about {needed >> 20} MB, over the "
+            f"decoding this {width}x{height} {image.mode} image would need about {needed >> 20} MB, over the "
             f"limit of {max_bytes >> 20} MB; send a smaller image"
         )

@@ -10,6 +10,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from retrieval.indexing.common.unicode_text import has_lone_surrogate, shown
+
+MAX_LABEL_CHARS = 256
+"""The longest class label any store keeps (the web page shows it whole; Milvus has a fixed width)."""
+
 
 @dataclass(frozen=True)
 class ImageRecord:
@@ -31,6 +36,20 @@ class ImageRecord:
 
 
 def is_blank_label(label: object) -> bool:
-    """True for a label that is empty or only white space: it would silently form its own class.
-    The one rule for the index builder, ``index add`` and ``POST /items``."""
+    """True for a label that is empty or only white space: it would silently form its own class."""
     return not str(label).strip()
+
+
+def label_problem(label: str) -> str | None:
+    """Why ``label`` cannot be a class label (a phrase that follows "the label"), or None: the one label
+    rule of the index builder, ``index add``, the Python API and ``POST /items``."""
+    if is_blank_label(label):
+        return "is empty; give every image a class name"
+    if has_lone_surrogate(label):
+        return (
+            f'"{shown(label)}" is not valid UTF-8 (a file or folder name in another encoding, or a lone '
+            "surrogate such as \\ud800); rename it, e.g. with convmv, and send valid Unicode text"
+        )
+    if len(label) > MAX_LABEL_CHARS:
+        return f"{label[:40]!r}... is {len(label)} characters long; at most {MAX_LABEL_CHARS} characters are allowed"
+    return None

@@ -92,6 +92,11 @@ class ModelManifest(BaseModel):
         1, ge=1, description="models whose L2-normalised embeddings the graph concatenates and normalises again"
     )
     quantization: Quantization | None = Field(None, description="set for an INT8 export (`--quantize int8`)")
+    source_checkpoints: dict[str, str] = Field(
+        default_factory=dict,
+        description="sha256 of each checkpoint the model was exported from, by its path in the run directory; "
+        "`--model RUN` refuses the export once one of them has changed (more training since the export)",
+    )
     verdict: str | None = Field(
         None,
         description="the training run's one-sentence verdict: whether training beat the backbone it started from "

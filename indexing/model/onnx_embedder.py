@@ -87,7 +87,7 @@ class OnnxEmbedder:
                 f"{self.manifest.onnx_sha256[:12]}; the export is corrupt or mixed, re-export the model"
             )
         self.threads = threads
-        self._session = self._create_session(onnx_path, threads, providers, spin_wait)
+        self._session: ort.InferenceSession | None = self._create_session(onnx_path, threads, providers, spin_wait)
         self.providers = self._session.get_providers()
 
     @staticmethod
@@ -121,14 +121,21 @@ class OnnxEmbedder:
         """Preprocessed (n, 3, crop, crop) float32 -> L2-normalised (n, d) float32 embeddings."""
         if len(batch) == 0:
             return np.empty((0, self.dim), dtype=np.float32)
+        session = self._session
+        if session is None:
+            raise RetrievalError("this model was closed (the service reloaded it); send the request again")
         feeds = {self.manifest.input_name: np.ascontiguousarray(batch, dtype=np.float32)}
-        (output,) = self._session.run([self.manifest.output_name], feeds)
+        (output,) = session.run([self.manifest.output_name], feeds)
         if output.ndim != 2 or output.shape[1] != self.dim:
             raise IndexFormatError(
                 f"the ONNX model returned shape {output.shape} but model.json says embedding_dim="
                 f"{self.dim}; re-export the model"
             )
         return l2_normalize(output)
+
+    def close(self) -> None:
+        """Release the onnxruntime session (its weights and arenas); a call already running finishes."""
+        self._session = None
 
     def embed_images(self, images: Sequence[Image.Image]) -> np.ndarray:
         """PIL images (any mode is converted to RGB) -> (n, d) float32, L2-normalised."""

@@ -18,6 +18,7 @@ from retrieval.indexing.common.artifact_names import (
     RUN_EXPORT_SUBDIR,
 )
 from retrieval.indexing.common.errors import ConfigError
+from retrieval.indexing.model.manifest import ModelManifest, file_sha256
 
 
 def is_export_dir(path: Path) -> bool:
@@ -43,8 +44,28 @@ def resolve_export_dir(model: Path) -> Path:
 
 
 def _refuse_stale_export(run_dir: Path, export_dir: Path) -> None:
-    """A run's export must be newer than its best checkpoint (an ensemble's: each member's): after more
-    training (``--resume``, ``--overwrite``) an old export would silently index with the previous model."""
+    """A run's export must be of the checkpoints in the run now: after more training (``--resume``,
+    ``--overwrite``) an old export would silently index with the previous model. The export records the
+    sha256 of every checkpoint it was made from (``source_checkpoints``), so a copied (``cp -r``) or
+    touched run keeps its export and changed weights do not; an export that records none (written
+    before it did) is compared by modification time with the best checkpoint (an ensemble's: each member's)."""
+    try:
+        sources = ModelManifest.load(export_dir).source_checkpoints
+    except (OSError, ValueError):  # a broken model.json is reported by whoever loads the model
+        return
+    if sources:
+        for relative, sha256 in sorted(sources.items()):
+            checkpoint = run_dir / relative
+            if checkpoint.is_file() and file_sha256(checkpoint) != sha256:
+                raise ConfigError(
+                    f"{relative} has changed since the export in {export_dir} was made from it; "
+                    f"refresh it with `retrieval export {run_dir}`"
+                )
+        return
+    _refuse_older_export(run_dir, export_dir)
+
+
+def _refuse_older_export(run_dir: Path, export_dir: Path) -> None:
     relative = Path(RUN_CHECKPOINTS_SUBDIR) / RUN_BEST_CHECKPOINT_NAME
     members = sorted((run_dir / ENSEMBLE_MEMBERS_SUBDIR).glob(f"*/{relative.as_posix()}"))
     exported = (export_dir / MODEL_ONNX_NAME).stat().st_mtime

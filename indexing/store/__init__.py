@@ -6,5 +6,6 @@ compaction, ``IndexStore``) and ``milvus/`` (the items in a Milvus collection: `
 neither importing the other <- ``backends`` (the registry of backends: the one place that picks
 one, ``open_store``, ``index_target``), ``item_search`` (search -> ranked items, for the commands
 and the service) and ``stored_embeddings`` (an index's embeddings as a table) <- ``build/``
-(``build_index``, shards and their merge).
+(``build_index``, shards and their merge) and ``maintenance/`` (snapshots, verification, and a model
+upgrade into a new generation with its switch and rollback), neither importing the other.
 """

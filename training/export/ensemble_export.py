@@ -20,7 +20,12 @@ from retrieval.training.config.train_config import TrainConfig
 from retrieval.training.data.transforms import eval_preprocessing
 from retrieval.training.ensemble.ensemble_training import read_ensemble_spec
 from retrieval.training.export.int8_export import Int8Request
-from retrieval.training.export.onnx_export import ExportResult, build_manifest, write_checked_export
+from retrieval.training.export.onnx_export import (
+    ExportResult,
+    build_manifest,
+    checkpoint_hashes,
+    write_checked_export,
+)
 from retrieval.training.model.embedding_model import EmbeddingModel
 from retrieval.training.model.ensemble_model import EnsembleModel
 from retrieval.training.run.run_dir import RunPaths
@@ -49,8 +54,13 @@ def export_ensemble(
     summary = {**members[0][1], "val_metrics": _joined_validation(paths) if checkpoint == "best" else {}}
     ensemble_hash = hashlib.sha256("".join(c.config_hash() for c in configs).encode()).hexdigest()[:16]
 
+    member_paths = [RunPaths(paths.member_dir(index)) for index in range(count)]
+    sources = checkpoint_hashes(
+        paths.run_dir, [m.best_checkpoint if checkpoint == "best" else m.last_checkpoint for m in member_paths]
+    )
+
     def manifest_for(onnx_bytes: bytes, precision: str) -> ModelManifest:
-        manifest = build_manifest(configs[0], summary, onnx_bytes, model.embedding_dim, precision)
+        manifest = build_manifest(configs[0], summary, onnx_bytes, model.embedding_dim, precision, None, sources)
         return manifest.model_copy(update={"config_hash": ensemble_hash, "ensemble_members": count})
 
     out = Path(out_dir) if out_dir is not None else paths.export_dir

@@ -28,7 +28,7 @@ import torch
 from retrieval.indexing.common.artifact_names import MODEL_MANIFEST_NAME, MODEL_ONNX_NAME
 from retrieval.indexing.common.atomic_write import atomic_write_bytes, atomic_write_text
 from retrieval.indexing.common.errors import RetrievalError
-from retrieval.indexing.model.manifest import ModelManifest, manifest_json
+from retrieval.indexing.model.manifest import ModelManifest, file_sha256, manifest_json
 from retrieval.training.config.train_config import TrainConfig
 from retrieval.training.data.transforms import eval_preprocessing
 from retrieval.training.export.int8_export import Int8Request, quantize_checked
@@ -116,7 +116,10 @@ def build_manifest(
     embedding_dim: int,
     precision: str,
     verdict: str | None = None,
+    source_checkpoints: dict[str, str] | None = None,
 ) -> ModelManifest:
+    """``model.json`` of an export; ``source_checkpoints``: sha256 of the checkpoints it was made from, by
+    path in the run directory (``checkpoint_hashes``)."""
     return ModelManifest(
         onnx_sha256=hashlib.sha256(onnx_bytes).hexdigest(),
         input_name=INPUT_NAME,
@@ -132,8 +135,14 @@ def build_manifest(
         validation_metrics=_numeric_metrics(state.get("val_metrics")),
         training_classes=[str(label) for label in state.get("training_classes") or []],
         verdict=verdict,
+        source_checkpoints=dict(source_checkpoints or {}),
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
+
+
+def checkpoint_hashes(run_dir: Path, checkpoints: list[Path]) -> dict[str, str]:
+    """sha256 of each checkpoint file, keyed by its path relative to the run directory."""
+    return {path.relative_to(run_dir).as_posix(): file_sha256(path) for path in checkpoints}
 
 
 def _numeric_metrics(metrics: Any) -> dict[str, float]:

@@ -13,7 +13,12 @@ from typing import Literal
 from retrieval.indexing.common.errors import RetrievalError
 from retrieval.training.export.ensemble_export import export_ensemble
 from retrieval.training.export.int8_export import Int8Request
-from retrieval.training.export.onnx_export import ExportResult, build_manifest, write_checked_export
+from retrieval.training.export.onnx_export import (
+    ExportResult,
+    build_manifest,
+    checkpoint_hashes,
+    write_checked_export,
+)
 from retrieval.training.run.run_dir import RunPaths
 from retrieval.training.run.run_model import load_run_model
 
@@ -38,13 +43,15 @@ def export_run(
     if paths.ensemble_spec.is_file():
         return export_ensemble(paths.run_dir, out_dir, fp16=fp16, checkpoint=checkpoint, int8=int8)
     config, state, model = load_run_model(paths.run_dir, checkpoint)
+    source = paths.best_checkpoint if checkpoint == "best" else paths.last_checkpoint
+    sources = checkpoint_hashes(paths.run_dir, [source])
     return write_checked_export(
         model,
         config.data.image_size,
         Path(out_dir) if out_dir is not None else paths.export_dir,
         fp16=fp16,
         manifest_for=lambda onnx_bytes, precision: build_manifest(
-            config, state, onnx_bytes, model.embedding_dim, precision, run_verdict(paths)
+            config, state, onnx_bytes, model.embedding_dim, precision, run_verdict(paths), sources
         ),
         int8=int8.for_run(config.data) if int8 is not None else None,
     )

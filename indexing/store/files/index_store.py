@@ -12,7 +12,8 @@ transaction with the items, the segment list and generation g+1 (the commit poin
 then the manifest with generation g+1. ``open`` repairs what an interrupted update left after its
 commit point: it re-indexes a delta without faiss files from its embeddings, finishes moving a new
 base in place, and saves the manifest with the committed generation. What a writer left before its
-commit point is deleted by the next writer.
+commit point is deleted by the next writer; its temporary files also by the next ``open`` that finds
+no writer running.
 
 Not thread-safe: callers that share a store between threads (the service) hold a lock.
 """
@@ -47,7 +48,7 @@ from retrieval.indexing.store.shared.item_filter import ItemFilter
 from retrieval.indexing.store.shared.items_db import Item, ItemsDb
 from retrieval.indexing.store.shared.manifest import IndexManifest, check_model, load_index_manifest
 from retrieval.indexing.store.shared.store_base import StoreBase
-from retrieval.indexing.store.shared.write_lock import exclusive_writer
+from retrieval.indexing.store.shared.write_lock import exclusive_writer, remove_temp_files, writer_if_free
 
 _log = logging.getLogger(__name__)
 _OPEN_ATTEMPTS = 3  # an update committing while we read is retried (its files moved under us)
@@ -73,6 +74,9 @@ class IndexStore(StoreUpdates, StoreBase[Allowed]):
         index_dir = Path(index_dir)
         manifest = load_index_manifest(index_dir)
         check_model(manifest, expected_model_sha256, force=force)
+        with writer_if_free(index_dir) as free:
+            if free:  # no writer is running, so the temporary files here are a killed writer's
+                remove_temp_files(index_dir)
         db = ItemsDb.open(index_dir / ITEMS_DB_NAME)
         try:
             return cls._loaded(index_dir, manifest, db)
@@ -148,10 +152,12 @@ class IndexStore(StoreUpdates, StoreBase[Allowed]):
         return self._set.segments[0].index_kind(SearchKind.of(kind)).exact
 
     def _scope(self, where: ItemFilter | None) -> tuple[Allowed, int]:
-        """The items that pass ``where`` (ascending ids), or None and every item."""
+        """The items that pass ``where`` (ascending ids), or None and every item. Only items this store has
+        loaded: another connection may have added items to the item table since (a service's snapshot
+        that a reload is replacing), which are not in these segments."""
         if where is None:
             return None, self.count
-        allowed = self._db.matching_ids(where)
+        allowed = np.intersect1d(self._db.matching_ids(where), self._set.ids, assume_unique=True)
         return allowed, len(allowed)
 
     def _search_kind(self, kind: SearchKind, data: np.ndarray, k: int, scope: Allowed) -> SearchResults:
@@ -177,6 +183,22 @@ class IndexStore(StoreUpdates, StoreBase[Allowed]):
                 kept = {kind: SegmentSearcher(segment, kind, stored, self.manifest.bits) for kind in SearchKind}
             searchers[id(segment)] = kept
         self._searchers = searchers
+
+
+def committed_manifest(index_dir: Path) -> IndexManifest:
+    """The manifest of the generation committed in ``items.sqlite``: when an update was killed between its
+    commit and its manifest (the item table is ahead), the index is opened, which finishes and saves it
+    (on a read-only mount the repaired manifest is only returned)."""
+    manifest = load_index_manifest(Path(index_dir))
+    db = ItemsDb.open(Path(index_dir) / ITEMS_DB_NAME)
+    try:
+        committed = db.generation
+    finally:
+        db.close()
+    if committed == manifest.generation:
+        return manifest
+    with IndexStore.open(index_dir) as store:
+        return store.manifest
 
 
 def _indexes(segment: Segment) -> tuple[Any, Any]:

@@ -94,9 +94,13 @@ class SegmentSet:
         return [ids[where == position] for position in range(len(self.segments))]
 
     def append(self, segment: Segment, ids: np.ndarray, rows: np.ndarray) -> None:
-        """A new delta with new items (ids above every existing one, so the id order is kept)."""
+        """A new delta with new items (new ids are above every existing one; ids given by a copy of another
+        index may not be, and are sorted in)."""
         self.segments.append(segment)
         self.ids, self.rows = np.concatenate([self.ids, ids]), np.concatenate([self.rows, rows])
+        if len(ids) and len(self.ids) > len(ids) and ids.min() < self.ids[: len(self.ids) - len(ids)].max():
+            order = np.argsort(self.ids, kind="stable")
+            self.ids, self.rows = self.ids[order], self.rows[order]
 
     def replace(self, positions: tuple[int, ...], merged: Segment, ids: np.ndarray, rows: np.ndarray) -> None:
         """The segments at ``positions`` became ``merged`` (the new base if it replaces the base), which

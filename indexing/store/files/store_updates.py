@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,14 @@ from retrieval.indexing.store.shared.write_lock import exclusive_writer, remove_
 _log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class IdLedger:
+    """An index's id counter (AUTOINCREMENT's: removed items included) and idempotency records (JSON text)."""
+
+    last_id: int
+    idempotency: dict[str, str]
+
+
 class StoreUpdates:
     """The writing half of ``IndexStore`` (not thread-safe, like the store)."""
 
@@ -87,17 +96,32 @@ class StoreUpdates:
         return self._search_kind(SearchKind.FLOAT, queries, k, None)
 
     def add(
-        self, records: Sequence[ImageRecord], embeddings: np.ndarray, *, idempotency_key: str | None = None
+        self,
+        records: Sequence[ImageRecord],
+        embeddings: np.ndarray,
+        *,
+        idempotency_key: str | None = None,
+        ids: Sequence[int] | None = None,
     ) -> list[int]:
         """Add items with their (n, d) embeddings as a new delta segment; returns the new item ids.
 
         With ``idempotency_key``, the ids and the count after this add are recorded in the same
         transaction as the items, so a retried request can be answered from ``recall`` instead of
-        adding the items twice. An automatic compaction may follow (``compaction.py``)."""
+        adding the items twice. ``ids`` gives the items these ids instead of new ones (a copy of another
+        index's items: the model upgrade's new generation). An automatic compaction may follow
+        (``compaction.py``)."""
         with self._writing():
-            ids = self._add(records, embeddings, idempotency_key)
+            added = self._add(records, embeddings, idempotency_key, ids)
             self._compact_if_due()
-            return ids
+            return added
+
+    def adopt_id_ledger(self, ledger: IdLedger) -> None:
+        """Continue another index's ids and idempotency records (a model upgrade's new generation, with its
+        items copied by id): no id it gave is given again, a retried request is still answered."""
+        with self._writing(), self._db.transaction():
+            self._db.reserve_ids_through(ledger.last_id)
+            for key, result in ledger.idempotency.items():
+                self._db.remember_json(key, result)
 
     def recall(self, idempotency_key: str) -> dict[str, Any] | None:
         """``{"ids": [...], "count": n}`` of the add first made under this key, or None."""
@@ -111,15 +135,22 @@ class StoreUpdates:
             self._compact_if_due()
             return removed
 
-    def compact(self, *, policy: CompactionPolicy | None = None) -> CompactionResult:
+    def compact(
+        self, *, policy: CompactionPolicy | None = None, kinds: tuple[str, str] | None = None
+    ) -> CompactionResult:
         """Merge the base, every delta and no tombstone into a new base (nothing to do for a compact
-        index); ``policy`` replaces the stored thresholds of automatic compaction."""
+        index); ``policy`` replaces the stored thresholds of automatic compaction, ``kinds`` (float,
+        binary) the index kinds of the base, which is then rebuilt even when compact."""
         started = time.perf_counter()
         before = (self.segment_count, self.tombstone_count)
         with self._writing():
             if policy is not None:
                 self.manifest = self.manifest.model_copy(update={"compaction": policy})
-            if before != (1, 0):
+            new_kinds = kinds is not None and kinds != (self.manifest.float_kind, self.manifest.binary_kind)
+            if kinds is not None:  # an unknown name lists the known ones
+                names = {"float_kind": float_kind(kinds[0]).name, "binary_kind": binary_kind(kinds[1]).name}
+                self.manifest = self.manifest.model_copy(update=names)
+            if before != (1, 0) or new_kinds:
                 self._compact(major_plan(self.segment_count))
             else:
                 save_index_manifest(self.index_dir, self.manifest)
@@ -154,7 +185,9 @@ class StoreUpdates:
                 "here); reopen it (the service: POST /admin/reload) and retry"
             )
 
-    def _add(self, records: Sequence[ImageRecord], embeddings: np.ndarray, key: str | None) -> list[int]:
+    def _add(
+        self, records: Sequence[ImageRecord], embeddings: np.ndarray, key: str | None, given: Sequence[int] | None
+    ) -> list[int]:
         vectors = raw = checked_additions(records, embeddings, self.manifest.dim)
         if not records:
             return []
@@ -167,7 +200,7 @@ class StoreUpdates:
         write_embeddings(directory, vectors)
         new_labels = {record.label for record in records if not self._db.has_label(record.label)}
         with self._db.transaction():
-            ids = self._db.insert(records, range(info.first_row, info.end_row))
+            ids = self._db.insert(records, range(info.first_row, info.end_row), given)
             commit_deltas(self._db, [*self._set.deltas, info])
             self._db.set_generation(generation)
             if key is not None:

@@ -14,9 +14,11 @@ sequence; its rows carry a 2-d dummy vector because every collection needs one).
 
 from __future__ import annotations
 
+import os
 import re
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -90,11 +92,46 @@ def connect(uri: str) -> Any:
     """A ``MilvusClient`` for ``uri``; an unreachable server is a RetrievalError, not a hang."""
     module = pymilvus()
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), _lite_logs(uri):
             warnings.simplefilter("ignore", UserWarning)  # milvus-lite 2.5 imports the deprecated pkg_resources
             return module.MilvusClient(uri=uri, timeout=TIMEOUT_S)
     except module.MilvusException as error:
         raise RetrievalError(f"cannot connect to Milvus at {uri} ({error}); is the server running?") from None
+
+
+KEPT_LITE_LOGS = 20
+"""Log files of the embedded server kept beside its database (each start writes one)."""
+
+
+def lite_log_dir(uri: str) -> Path:
+    """Where the embedded milvus-lite server of the database ``uri`` writes its logs: ``.NAME.logs/``
+    beside the database file (its glog would otherwise leave a file in /tmp at every start)."""
+    database = Path(uri)
+    return database.parent / f".{database.name}.logs"
+
+
+@contextmanager
+def _lite_logs(uri: str) -> Iterator[None]:
+    """Send the logs of a milvus-lite server started meanwhile to ``lite_log_dir`` (glog reads
+    ``GLOG_log_dir`` from the environment the server inherits), keeping the newest ``KEPT_LITE_LOGS``;
+    a server URL, or a log directory the user chose, is left alone."""
+    if not is_local(uri) or "GLOG_log_dir" in os.environ:
+        yield
+        return
+    folder = lite_log_dir(uri)
+    folder.mkdir(parents=True, exist_ok=True)
+    os.environ["GLOG_log_dir"] = str(folder)
+    try:
+        yield
+    finally:
+        del os.environ["GLOG_log_dir"]
+        logs = sorted((p for p in folder.iterdir() if p.is_file() and not p.is_symlink()), key=_mtime, reverse=True)
+        for old in logs[KEPT_LITE_LOGS:]:
+            old.unlink(missing_ok=True)
+
+
+def _mtime(path: Path) -> int:
+    return path.stat().st_mtime_ns
 
 
 def create_collections(client: Any, name: str, *, dim: int, bits: int) -> None:

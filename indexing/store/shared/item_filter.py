@@ -2,8 +2,10 @@
 --metadata`` and the ``filter`` of ``/search`` and ``/items/{id}/similar`` share.
 
 Metadata is a JSON object of string keys to scalars (string, number, boolean or null): at most
-``MAX_KEYS`` keys of at most ``MAX_KEY_CHARS`` characters, ``MAX_JSON_BYTES`` of JSON in all. The
-key ``label`` is reserved: in a filter it matches the item's label, every other key an equal
+``MAX_KEYS`` keys of at most ``MAX_KEY_CHARS`` characters, ``MAX_JSON_BYTES`` of JSON in all, no
+string holding a lone surrogate (``unicode_text``: no store can encode it), and JSON text nested at most
+``MAX_JSON_DEPTH`` levels (checked before parsing: 2,000 brackets would exhaust the parser's recursion).
+The key ``label`` is reserved: in a filter it matches the item's label, every other key an equal
 metadata value (numbers by value, so 3 equals 3.0; a boolean never equals a number), and all keys
 must match. ``items_db.ItemsDb.matching_ids`` turns a filter into the ids that pass it.
 """
@@ -17,11 +19,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from retrieval.indexing.common.errors import DataError
+from retrieval.indexing.common.unicode_text import has_lone_surrogate, shown
 
 Scalar = str | int | float | bool | None
 MAX_KEYS = 32
 MAX_KEY_CHARS = 64
 MAX_JSON_BYTES = 4096
+MAX_JSON_DEPTH = 3
+"""Brackets open at once: an array of objects of scalars needs 2, one level more is allowed so that a
+nested value gets the sentence about scalars."""
 LABEL_KEY = "label"
 _KEY_FORBIDDEN = '"\\'  # a key is quoted into an SQLite JSON path ($."key"), which cannot escape these
 
@@ -37,10 +43,38 @@ def parse_json_object(text: str, what: str) -> dict[str, Any]:
 def _load_json(text: str, what: str, limit: int) -> Any:
     if len(text.encode("utf-8", "surrogatepass")) > limit:
         raise DataError(f"{what} is longer than {limit} bytes of JSON")
+    if (depth := json_depth(text)) > MAX_JSON_DEPTH:
+        raise DataError(
+            f"{what} nests {depth} levels deep; at most {MAX_JSON_DEPTH} are allowed "
+            '(send a flat object such as {"color": "red"})'
+        )
     try:
         return json.loads(text)
     except ValueError as error:
         raise DataError(f'{what} is not valid JSON ({error}); send an object such as {{"color": "red"}}') from None
+
+
+def json_depth(text: str) -> int:
+    """The most brackets (``[`` and ``{``) open at once in JSON text, outside its strings; read in one
+    pass without parsing, so hostile nesting is measured, not recursed into."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
 
 
 def _json_type(value: object) -> str:
@@ -119,6 +153,12 @@ def _check_pairs(value: Mapping[str, Any], what: str) -> dict[str, Scalar]:
             raise DataError(
                 f"{what}: the value of '{key}' must be a string, number, true, false or null, got {type(item).__name__}"
             )
+        for text in (key, item) if isinstance(item, str) else (key,):
+            if has_lone_surrogate(text):
+                raise DataError(
+                    f'{what}: "{shown(text)}" holds a lone surrogate, which is not valid Unicode text and cannot '
+                    "be stored; send UTF-8 text"
+                )
         checked[key] = item
     return checked
 

@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from retrieval.indexing.common.errors import DataError, IndexFormatError
+from retrieval.indexing.common.unicode_text import readable_json
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.store.shared.item_filter import ItemFilter, Scalar
 
@@ -57,8 +58,10 @@ class Item:
 
 
 def _item(row: tuple) -> Item:
+    """An item as stored; text written before lone surrogates were refused is read with U+FFFD in their
+    place (``json.dumps`` escaped them as ``\\ud800``), so such an item is still served."""
     id_, path, label, split, is_query, is_gallery, metadata, emb_row = row
-    return Item(id_, path, label, split, bool(is_query), bool(is_gallery), json.loads(metadata), emb_row)
+    return Item(id_, path, label, split, bool(is_query), bool(is_gallery), readable_json(json.loads(metadata)), emb_row)
 
 
 def _check_text(record: ImageRecord) -> None:
@@ -146,25 +149,60 @@ class ItemsDb:
         """The distinct labels of the given items."""
         return sorted({item.label for item in self.items(ids) if item is not None})
 
-    def insert(self, records: Sequence[ImageRecord], rows: Sequence[int]) -> list[int]:
-        """Insert records whose embeddings sit at ``rows``; returns their new ids in order."""
-        ids = []
-        for record, row in zip(records, rows, strict=True):
+    def insert(
+        self, records: Sequence[ImageRecord], rows: Sequence[int], ids: Sequence[int] | None = None
+    ) -> list[int]:
+        """Insert records whose embeddings sit at ``rows``; returns their ids in order: new ones, or
+        ``ids`` when given (a copy of another index's items keeps their ids; an id in use is a DataError)."""
+        given = list(ids) if ids is not None else [None] * len(records)
+        inserted = []
+        for record, row, item_id in zip(records, rows, given, strict=True):
             _check_text(record)
-            cursor = self._db.execute(
-                "INSERT INTO items (path, label, split, is_query, is_gallery, metadata, row) VALUES (?,?,?,?,?,?,?)",
-                (
-                    str(record.path),
-                    record.label,
-                    record.split,
-                    int(record.is_query),
-                    int(record.is_gallery),
-                    json.dumps(record.metadata, default=str, sort_keys=True),
-                    int(row),
-                ),
+            values = (
+                item_id,
+                str(record.path),
+                record.label,
+                record.split,
+                int(record.is_query),
+                int(record.is_gallery),
+                json.dumps(record.metadata, default=str, sort_keys=True),
+                int(row),
             )
-            ids.append(int(cursor.lastrowid or 0))  # set by every INSERT
-        return ids
+            try:
+                cursor = self._db.execute(
+                    "INSERT INTO items (id, path, label, split, is_query, is_gallery, metadata, row) "
+                    "VALUES (?,?,?,?,?,?,?,?)",
+                    values,
+                )
+            except sqlite3.IntegrityError:
+                raise DataError(f"item id {item_id} is already in {self.path}") from None
+            inserted.append(int(cursor.lastrowid or 0))  # set by every INSERT
+        return inserted
+
+    @property
+    def last_id(self) -> int:
+        """The largest id ever given (AUTOINCREMENT's counter: removed items included), 0 for none."""
+        row = self._db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'items'").fetchone()
+        return int(row[0]) if row else 0
+
+    def reserve_ids_through(self, last_id: int) -> None:
+        """Never give an id up to ``last_id`` to a new item (another index's ids, which are never reused)."""
+        if last_id > self.last_id:
+            updated = self._db.execute("UPDATE sqlite_sequence SET seq = ? WHERE name = 'items'", (last_id,))
+            if updated.rowcount == 0:
+                self._db.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('items', ?)", (last_id,))
+
+    def remembered(self) -> dict[str, str]:
+        """Every idempotency key with its recorded result (as JSON text)."""
+        try:
+            return dict(self._db.execute("SELECT key, result FROM idempotency").fetchall())
+        except sqlite3.OperationalError:  # no such table yet
+            return {}
+
+    def remember_json(self, key: str, result_json: str) -> None:
+        """``remember`` for a result already in JSON text (copied from another index)."""
+        self._db.execute("CREATE TABLE IF NOT EXISTS idempotency (key TEXT PRIMARY KEY, result TEXT NOT NULL)")
+        self._db.execute("INSERT OR IGNORE INTO idempotency (key, result) VALUES (?, ?)", (key, result_json))
 
     def remember(self, key: str, result: dict[str, Any]) -> None:
         """Record the result of the write made under an idempotency key (inside that write's transaction)."""

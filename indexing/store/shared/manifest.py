@@ -2,13 +2,17 @@
 
 The manifest is written last by every build or update. Its ``generation`` must equal the
 one committed in ``items.sqlite``; when it does not, an update was interrupted after the
-item table committed and the faiss files are rebuilt on open (see ``index_store``).
+item table committed and the faiss files are rebuilt on open (see ``index_store``). Reading the
+manifest of a directory that a build killed between its two renames left missing puts the previous
+index back first (``atomic_write.recover_swapped_out``), and a switch of generations killed between
+its renames is finished (``directory_moves``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 from pathlib import Path
 from typing import Literal
 
@@ -16,13 +20,15 @@ import faiss
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from retrieval.indexing.common.artifact_names import INDEX_MANIFEST_NAME
-from retrieval.indexing.common.atomic_write import atomic_write_text
+from retrieval.indexing.common.atomic_write import atomic_write_text, recover_swapped_out
+from retrieval.indexing.common.directory_moves import finish_moves, moves_journal
 from retrieval.indexing.common.errors import IndexFormatError
 from retrieval.indexing.model.manifest import ModelManifest
 from retrieval.indexing.search.postprocess_params import IndexPostprocess
 from retrieval.indexing.store.shared.compaction import CompactionPolicy
 
 INDEX_FORMAT_VERSION = 1
+_log = logging.getLogger(__name__)
 
 
 def utc_now() -> str:
@@ -71,6 +77,10 @@ def manifest_path(index_dir: Path) -> Path:
 def load_index_manifest(index_dir: Path) -> IndexManifest:
     """Read ``manifest.json``; a missing or corrupt one is an IndexFormatError saying to rebuild."""
     path = manifest_path(index_dir)
+    if finish_moves(moves_journal(Path(index_dir))):  # a model switch or rollback killed between its renames
+        _log.warning("%s: finished the switch of generations that an interrupted command began", index_dir)
+    if recover_swapped_out(Path(index_dir)) is not None:  # a build killed between its two renames
+        _log.warning("%s: put back the index that an interrupted build had moved aside", index_dir)
     if not Path(index_dir).is_dir():
         raise IndexFormatError(f"{index_dir} is not an index directory; create one with `retrieval index build`")
     if not path.is_file():

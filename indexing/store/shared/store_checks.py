@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from retrieval.indexing.common.errors import DataError
-from retrieval.indexing.data.records import ImageRecord, is_blank_label
+from retrieval.indexing.common.unicode_text import shown
+from retrieval.indexing.data.records import ImageRecord, label_problem
 
 
 def checked_queries(vectors: np.ndarray, k: int, *, dim: int, count: int, index_dir: Path) -> np.ndarray:
@@ -37,7 +38,8 @@ def checked_additions(records: Sequence[ImageRecord], embeddings: np.ndarray, di
 
 
 def validate_labels(records: Sequence[ImageRecord]) -> None:
-    """Every item needs a class label; an empty one would silently form its own class."""
+    """Every item needs a class label the stores can keep (``records.label_problem``); an empty one would
+    silently form its own class."""
     for record in records:
-        if is_blank_label(record.label):
-            raise DataError(f"image {record.path} has an empty label; give every image a class name")
+        if (problem := label_problem(record.label)) is not None:
+            raise DataError(f"image {shown(str(record.path))}: the label {problem}")

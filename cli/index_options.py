@@ -1,0 +1,24 @@
+"""Options that several index commands share (``index``, ``search``, ``embed``, ``eval``, ``data``),
+declared once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+IndexArg = Annotated[Path, typer.Argument(help="index directory")]
+ModelOpt = Annotated[Path, typer.Option("--model", help="export dir (model.onnx + model.json) or training run dir")]
+DataOpt = Annotated[Path, typer.Option("--data", help="dataset folder / CSV (any layout `retrieval data` reads)")]
+ThreadsOpt = Annotated[int | None, typer.Option("--threads", help="onnxruntime intra-op threads (default: all cores)")]
+BatchOpt = Annotated[int, typer.Option("--batch-size", min=1, help="images per inference batch")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", help="no progress bars (for logs and scripts)")]
+DbaOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--dba",
+        min=1,
+        help="database-side augmentation: store every vector as the weighted sum of itself and its top N neighbours",
+    ),
+]

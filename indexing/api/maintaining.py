@@ -1,0 +1,59 @@
+"""Look after an index directory: what it holds now (``index_info``), backups (``snapshot_index``,
+``verify_index``) and a model upgrade without downtime (``rebuild_index``, ``switch_index``,
+``rollback_index``); docs/operations.md says when to use which."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from retrieval.indexing.api.inputs import PathLike
+from retrieval.indexing.store.backends import FILES
+from retrieval.indexing.store.files.index_store import committed_manifest
+from retrieval.indexing.store.maintenance import index_snapshot, index_verify, model_upgrade
+from retrieval.indexing.store.maintenance.generation_sync import Progress
+from retrieval.indexing.store.maintenance.index_snapshot import SnapshotReport
+from retrieval.indexing.store.maintenance.index_verify import VerifyReport
+from retrieval.indexing.store.maintenance.model_upgrade import UpgradeReport
+from retrieval.indexing.store.shared.manifest import IndexManifest, load_index_manifest
+
+
+def index_info(index_dir: PathLike) -> IndexManifest:
+    """The manifest of ``index_dir`` as committed (a files index finishes an update killed after its
+    commit first)."""
+    manifest = load_index_manifest(Path(index_dir))
+    return committed_manifest(Path(index_dir)) if manifest.backend == FILES else manifest
+
+
+def snapshot_index(index_dir: PathLike, out: PathLike) -> SnapshotReport:
+    """A consistent copy of ``index_dir`` in the new directory ``out``, taken while others may write it."""
+    return index_snapshot.snapshot_index(Path(index_dir), Path(out))
+
+
+def verify_index(index_dir: PathLike) -> VerifyReport:
+    """Check every file, id, vector and record; an ``IndexFormatError`` names the first problem."""
+    return index_verify.verify_index(Path(index_dir))
+
+
+def rebuild_index(
+    index_dir: PathLike,
+    model: PathLike,
+    *,
+    batch_size: int = 32,
+    threads: int | None = None,
+    switch: bool = True,
+    progress: Progress | None = None,
+) -> UpgradeReport:
+    """Re-embed every item with ``model`` beside the live index, then (``switch``) make it live."""
+    return model_upgrade.rebuild_index(
+        Path(index_dir), Path(model), batch_size=batch_size, threads=threads, switch=switch, progress=progress
+    )
+
+
+def switch_index(index_dir: PathLike, *, batch_size: int = 32, threads: int | None = None) -> UpgradeReport:
+    """Make the next generation live (a rebuild run with ``switch=False``, or a rolled-back one)."""
+    return model_upgrade.switch_index(Path(index_dir), batch_size=batch_size, threads=threads)
+
+
+def rollback_index(index_dir: PathLike, *, batch_size: int = 32, threads: int | None = None) -> UpgradeReport:
+    """Make the previous generation (the model before the last switch) live again."""
+    return model_upgrade.rollback_index(Path(index_dir), batch_size=batch_size, threads=threads)

@@ -1,0 +1,9 @@
+"""Looking after a files index over its life: backups, checks and model upgrades.
+
+``index_snapshot`` (``snapshot_index``: a consistent copy while the service writes, hard links where the
+file system allows, the sha256 of every file in ``snapshot.json``) and ``index_verify``
+(``verify_index``: every file, id, vector and record checked, the first problem named). A model upgrade
+without downtime: ``generations`` (the live, next and previous generations on disk, and the journaled
+switch between them), ``generation_sync`` (one generation caught up with another's items, embedded with
+its own model) and ``model_upgrade`` (``rebuild_index``, ``switch_index``, ``rollback_index``).
+"""

@@ -1,0 +1,121 @@
+"""Text no index can hold (lone surrogates), JSON nested past any use, and labels past their limit: the
+same rule at every door (service 422, CLI one sentence and exit 2, Python API DataError), and an index
+that already holds such text (written before the rule) still serves it."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from index_fixtures import make_image
+from serving_fixtures import API_KEY, image_bytes, query_png, serving_client
+
+from retrieval.indexing.common.artifact_names import ITEMS_DB_NAME
+from retrieval.indexing.common.errors import DataError
+from retrieval.indexing.data.records import MAX_LABEL_CHARS, ImageRecord
+from retrieval.indexing.store.shared.item_filter import MAX_JSON_DEPTH, parse_filter, parse_metadata
+
+KEY = {"X-API-Key": API_KEY}
+RETRIEVAL = [sys.executable, "-c", "from retrieval.cli.main import main; main()"]
+LONE = '{"note": "\\ud800"}'  # JSON text whose string decodes to a lone surrogate
+DEEP_ARRAYS = "[" * 2000 + "]" * 2000  # 4,000 bytes: under the 4,096-byte cap
+DEEP_OBJECTS = '{"":' * 800 + "1" + "}" * 800  # 4,001 bytes
+
+
+def _problem(response, status: int) -> str:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    return response.json()["detail"]
+
+
+def _add(client, *, labels: str = "new", metadata: str | None = None):
+    files = [("images", ("new.png", image_bytes(make_image(1, 80)), "image/png"))]
+    data = {"labels": labels, **({"metadata": metadata} if metadata is not None else {})}
+    return client.post("/items", files=files, data=data, headers=KEY)
+
+
+def _search(client, filter_: str):
+    return client.post("/search", files={"image": ("q.png", query_png(1), "image/png")}, params={"filter": filter_})
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (LONE, "lone surrogate"),
+        ('{"\\udc80": 1}', "lone surrogate"),
+        (DEEP_ARRAYS, f"nests 2000 levels deep; at most {MAX_JSON_DEPTH}"),
+        (DEEP_OBJECTS, f"nests 800 levels deep; at most {MAX_JSON_DEPTH}"),
+    ],
+)
+def test_the_service_refuses_hostile_metadata_and_filters_with_422(fresh_index: Path, text: str, message: str) -> None:
+    with serving_client(fresh_index) as client:
+        count = client.get("/readyz").json()["count"]
+        assert message in _problem(_add(client, metadata=text), 422)
+        assert message in _problem(_search(client, text), 422)
+        assert message in _problem(client.get("/items/1/similar", params={"filter": text}), 422)
+        assert client.get("/readyz").json()["count"] == count  # nothing was added
+
+
+def test_the_service_refuses_overlong_labels_with_422(fresh_index: Path) -> None:
+    with serving_client(fresh_index) as client:
+        detail = _problem(_add(client, labels="x" * (MAX_LABEL_CHARS + 1)), 422)
+        assert f"at most {MAX_LABEL_CHARS} characters" in detail
+        assert _add(client, labels="x" * MAX_LABEL_CHARS).status_code == 201
+
+
+def test_the_python_api_applies_the_same_rule() -> None:
+    for text in (LONE, DEEP_ARRAYS):
+        with pytest.raises(DataError):
+            parse_metadata(text)
+        with pytest.raises(DataError):
+            parse_filter(text)
+    assert parse_filter('{"note": "\\u00e9\\ud83d\\ude00"}') is not None  # a valid pair is one character
+
+
+def test_index_add_refuses_labels_the_index_cannot_keep(fresh_index: Path, tmp_path: Path) -> None:
+    from retrieval.indexing.store.files.index_store import IndexStore
+
+    long_label = ImageRecord(path=tmp_path / "a.png", label="y" * (MAX_LABEL_CHARS + 1))
+    lone_label = ImageRecord(path=tmp_path / "a.png", label="bad\ud800label")
+    with IndexStore.open(fresh_index) as store:
+        dim = store.manifest.dim
+        for record, message in ((long_label, "characters long"), (lone_label, "not valid UTF-8")):
+            with pytest.raises(DataError, match=message):
+                store.add([record], [[1.0] + [0.0] * (dim - 1)])
+
+
+def _store_raw_metadata(index_dir: Path, item_id: int, metadata_json: str, label: str | None = None) -> None:
+    """What an index written before the rule may hold (json.dumps escapes the surrogate as \\ud800)."""
+    with sqlite3.connect(index_dir / ITEMS_DB_NAME) as db:
+        db.execute("UPDATE items SET metadata = ? WHERE id = ?", (metadata_json, item_id))
+
+
+def test_an_index_that_already_holds_a_lone_surrogate_still_serves_it(fresh_index: Path) -> None:
+    _store_raw_metadata(fresh_index, 1, json.dumps({"note": "a\ud800b"}))
+    with serving_client(fresh_index) as client:
+        item = client.get("/items/1")
+        assert item.status_code == 200 and item.json()["metadata"] == {"note": "a\ufffdb"}
+        similar = client.get("/items/2/similar", params={"k": 30})
+        assert similar.status_code == 200 and 1 in [hit["id"] for hit in similar.json()["results"]]
+        found = client.post("/search", files={"image": ("q.png", query_png(0), "image/png")}, params={"k": 30})
+        assert found.status_code == 200
+    done = _cli("search", str(fresh_index), "--id", "2", "-k", "30", "--json")
+    assert done.returncode == 0, done.stderr
+    assert "a\ufffdb" in done.stdout and "Traceback" not in done.stderr
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*RETRIEVAL, *args], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("text", [LONE, DEEP_ARRAYS])
+def test_the_cli_refuses_hostile_filters_and_metadata_in_one_sentence(fresh_index: Path, text: str) -> None:
+    searched = _cli("search", str(fresh_index), "--id", "1", "--filter", text)
+    assert searched.returncode == 2 and searched.stderr.startswith("error: "), searched.stderr
+    added = _cli("index", "add", str(fresh_index), "--data", str(fresh_index), "--metadata", text)
+    assert added.returncode == 2 and added.stderr.startswith("error: "), added.stderr
+    assert "Traceback" not in searched.stderr + added.stderr

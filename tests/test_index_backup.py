@@ -1,0 +1,210 @@
+"""Backup and verify: `retrieval index snapshot` copies an index consistently while a writer adds to it
+(hard links where it can), `retrieval index verify` checks every file, id, vector and record and names
+the first problem, and restoring a snapshot after a writer was killed mid-add gives back a verified index."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import faiss
+import numpy as np
+import pytest
+from index_fixtures import make_image
+from serving_fixtures import image_bytes
+from typer.testing import CliRunner
+
+from retrieval.cli.main import app
+from retrieval.indexing import api
+from retrieval.indexing.common.artifact_names import (
+    EMBEDDINGS_NAME,
+    FLOAT_INDEX_NAME,
+    INDEX_MANIFEST_NAME,
+    ITEMS_DB_NAME,
+    SNAPSHOT_MANIFEST_NAME,
+)
+from retrieval.indexing.common.errors import ConfigError, IndexFormatError
+from retrieval.indexing.data.records import ImageRecord
+from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.store.files.index_store import IndexStore
+from retrieval.serving.upload_storage import store_upload
+
+GALLERY = 30
+RETRIEVAL = [sys.executable, "-c", "from retrieval.cli.main import main; main()"]
+
+_WRITER = """
+    import os, sys, time
+    from pathlib import Path
+    import numpy as np
+    from retrieval.indexing.data.records import ImageRecord
+    from retrieval.indexing.store.files import store_updates
+    from retrieval.indexing.store.files.index_store import IndexStore
+
+    index, ready, stop, die_after = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4])
+    store = IndexStore.open(index)
+    vectors = np.eye(2, store.manifest.dim, dtype=np.float32)
+    added = 0
+    while not stop.exists():
+        if added == die_after:  # SIGKILL right after this add's SQLite commit, before its faiss files
+            store_updates.write_faiss_files = lambda *args: os._exit(9)
+        store.add([ImageRecord(path=index / f"w{added}.png", label="written")] * 2, vectors)
+        added += 1
+        ready.touch()
+        time.sleep(0.01)
+"""
+
+
+def _writer(index_dir: Path, tmp_path: Path, die_after: int = -1) -> tuple[subprocess.Popen, Path]:
+    ready, stop = tmp_path / "writing", tmp_path / "stop"
+    process = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(_WRITER), str(index_dir), str(ready), str(stop), str(die_after)]
+    )
+    while not ready.exists():
+        assert process.poll() is None
+        time.sleep(0.02)
+    return process, stop
+
+
+def _cli(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+def test_snapshots_taken_while_a_writer_adds_are_consistent(fresh_index: Path, tmp_path: Path) -> None:
+    writer, stop = _writer(fresh_index, tmp_path)
+    counts = []
+    try:
+        for n in range(3):
+            result = _cli("index", "snapshot", str(fresh_index), str(tmp_path / f"snap{n}"))
+            assert result.exit_code == 0, result.output
+            counts.append(api.verify_index(tmp_path / f"snap{n}").items)
+            time.sleep(0.1)
+        assert writer.poll() is None  # it was writing throughout
+    finally:
+        stop.touch()
+        writer.wait(timeout=60)
+    assert counts == sorted(counts) and counts[0] >= GALLERY and (counts[-1] - GALLERY) % 2 == 0
+    report = api.verify_index(tmp_path / "snap2")
+    assert report.hashed_files >= 7 and report.vectors == report.items == counts[-1]
+    for name in (FLOAT_INDEX_NAME, EMBEDDINGS_NAME):  # immutable files are hard links, not copies
+        assert (tmp_path / "snap0" / name).stat().st_nlink >= 2
+
+
+def test_restoring_a_snapshot_after_a_writer_was_killed_mid_add_verifies(fresh_index: Path, tmp_path: Path) -> None:
+    snapshot = tmp_path / "snap"
+    assert api.snapshot_index(fresh_index, snapshot).count == GALLERY
+    writer, stop = _writer(fresh_index, tmp_path, die_after=3)
+    assert writer.wait(timeout=60) == 9  # killed inside its fourth add
+    stop.touch()
+    shutil.rmtree(fresh_index)  # restore: the snapshot copied back in place of the index
+    shutil.copytree(snapshot, fresh_index)
+    result = _cli("index", "verify", str(fresh_index))
+    assert result.exit_code == 0, result.output
+    assert f"{GALLERY} items" in result.output and "files checked against their sha256" in result.output
+    vectors = OnnxEmbedder(fresh_index / "model").embed_images([make_image(1, 93)])
+    with IndexStore.open(fresh_index) as store:  # and it takes writes again
+        store.add([ImageRecord(path=tmp_path / "after.png", label="after")], vectors)
+        assert store.count == GALLERY + 1
+    assert api.verify_index(fresh_index).items == GALLERY + 1  # snapshot.json is of an older generation now
+
+
+def _with_upload(index_dir: Path) -> Path:
+    data = image_bytes(make_image(4, 94))
+    path = store_upload(index_dir, data)
+    vectors = OnnxEmbedder(index_dir / "model").embed_images([make_image(4, 94)])
+    with IndexStore.open(index_dir) as store:
+        store.add([ImageRecord(path=path, label="uploaded")], vectors)
+    return path
+
+
+def _flip_a_byte(path: Path, offset: int = -20) -> None:
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def _change_a_stored_vector(index_dir: Path) -> None:
+    embeddings = np.load(index_dir / EMBEDDINGS_NAME, mmap_mode="r+")
+    embeddings[3] = -embeddings[3]
+    embeddings.flush()
+
+
+def _flip_a_sign_code(index_dir: Path) -> None:
+    index = faiss.read_index_binary(str(index_dir / "binary.faiss"))
+    inner = faiss.downcast_IndexBinary(index.index)
+    codes = faiss.vector_to_array(inner.xb)
+    codes[0] ^= 0xFF  # eight sign bits of the first item
+    faiss.copy_array_to_vector(codes, inner.xb)
+    faiss.write_index_binary(index, str(index_dir / "binary.faiss"))
+
+
+def _break_item_table(index_dir: Path) -> None:
+    data = bytearray((index_dir / ITEMS_DB_NAME).read_bytes())
+    data[4096 : 4096 + 200] = b"\xff" * 200
+    (index_dir / ITEMS_DB_NAME).write_bytes(bytes(data))
+
+
+def _move_the_manifest_ahead(index_dir: Path) -> None:
+    manifest = json.loads((index_dir / INDEX_MANIFEST_NAME).read_text())
+    manifest["generation"] += 5
+    (index_dir / INDEX_MANIFEST_NAME).write_text(json.dumps(manifest))
+
+
+DAMAGES = {
+    "a changed file of a snapshot": (True, lambda d, up: _flip_a_byte(d / FLOAT_INDEX_NAME), "float.faiss has changed"),
+    "a stored vector": (False, lambda d, up: _change_a_stored_vector(d), "float index differs from its stored"),
+    "a sign code": (False, lambda d, up: _flip_a_sign_code(d), "binary index differs from the sign codes"),
+    "a lost stored image": (False, lambda d, up: up.unlink(), "is missing from uploads/"),
+    "a changed stored image": (False, lambda d, up: up.write_bytes(b"x"), "its sha256 is not its name"),
+    "the item table": (False, lambda d, up: _break_item_table(d), "items.sqlite is corrupt"),
+    "the generations": (False, lambda d, up: _move_the_manifest_ahead(d), "an update was interrupted"),
+    "the model copy": (False, lambda d, up: _flip_a_byte(d / "model" / "model.onnx"), "not the model the index"),
+    "a deleted index file": (False, lambda d, up: (d / FLOAT_INDEX_NAME).unlink(), "float.faiss is missing"),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGES))
+def test_verify_names_the_first_problem_and_exits_non_zero(fresh_index: Path, tmp_path: Path, damage: str) -> None:
+    upload = _with_upload(fresh_index)
+    snapshot, change, message = DAMAGES[damage]
+    target = fresh_index
+    if snapshot:
+        target = tmp_path / "snap"
+        api.snapshot_index(fresh_index, target)
+        assert (target / SNAPSHOT_MANIFEST_NAME).is_file()
+        upload = target / "uploads" / upload.name
+    assert api.verify_index(target).items == GALLERY + 1  # sound before the damage
+    change(target, upload)
+    with pytest.raises(IndexFormatError, match=message):
+        api.verify_index(target)
+    done = subprocess.run([*RETRIEVAL, "index", "verify", str(target)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stderr.startswith("error: ") and message in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_the_commands_refuse_what_they_cannot_do(fresh_index: Path, tmp_path: Path) -> None:
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "photo.jpg").write_bytes(b"keep me")
+    with pytest.raises(ConfigError, match="not an empty directory"):
+        api.snapshot_index(fresh_index, tmp_path / "full")
+    with pytest.raises(ConfigError, match="inside the index"):
+        api.snapshot_index(fresh_index, fresh_index / "backup")
+    manifest = json.loads((fresh_index / INDEX_MANIFEST_NAME).read_text())
+    manifest.update(backend="milvus", milvus_uri=str(tmp_path / "x.db"), milvus_collection="items")
+    (fresh_index / INDEX_MANIFEST_NAME).write_text(json.dumps(manifest))
+    with pytest.raises(ConfigError, match="Milvus"):
+        api.snapshot_index(fresh_index, tmp_path / "snap")
+    with pytest.raises(ConfigError, match="Milvus"):
+        api.verify_index(fresh_index)
+    assert (tmp_path / "full" / "photo.jpg").read_bytes() == b"keep me"
+
+
+def test_sqlite_reads_the_snapshot_item_table(fresh_index: Path, tmp_path: Path) -> None:
+    api.snapshot_index(fresh_index, tmp_path / "snap")
+    with sqlite3.connect(tmp_path / "snap" / ITEMS_DB_NAME) as db:
+        assert db.execute("SELECT COUNT(*) FROM items").fetchone()[0] == GALLERY
