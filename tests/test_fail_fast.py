@@ -62,7 +62,7 @@ def test_misspelt_options_and_commands_get_did_you_mean() -> None:
     option = subprocess.run([*RETRIEVAL, "train", "--epoch", "3"], capture_output=True, text=True, timeout=120)
     assert option.returncode == 2 and "No such option: --epoch; did you mean --epochs?" in option.stderr
     command = subprocess.run([*RETRIEVAL, "index", "biuld"], capture_output=True, text=True, timeout=120)
-    assert command.returncode == 2 and "No such command 'biuld'; did you mean build?" in command.stderr
+    assert command.returncode == 2 and "No such command 'biuld'; did you mean build or rebuild?" in command.stderr
     unknown = CliRunner().invoke(app, ["xyzzy"])
     assert "No such command 'xyzzy'" in unknown.output and "did you mean" not in unknown.output
 
