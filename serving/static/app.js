@@ -322,6 +322,9 @@ function restoreOptions(params) {
 // The search a URL names: an item (looked up for its label and thumbnail), or an upload that
 // this page still holds; an upload from before a reload cannot be searched again.
 async function restore(entry, params, focus) {
+  // A navigation replaces whatever was in flight: the search of an earlier one, or its item look-up
+  // (Back right after a reload must not be overtaken by the reload's own, slower, restore).
+  const navigation = ++state.requestId;
   restoreOptions(params);
   const item = Number(params.get("item"));
   if (Number.isInteger(item) && item > 0) {
@@ -331,11 +334,15 @@ async function restore(entry, params, focus) {
       return;
     }
     const response = await fetch(`/items/${item}`);
+    if (navigation !== state.requestId) return;
     if (!response.ok) {
-      showError(`Could not open item #${item}: ${await problemMessage(response)}`);
+      const message = await problemMessage(response);
+      if (navigation === state.requestId) showError(`Could not open item #${item}: ${message}`);
       return;
     }
-    searchByItem(await response.json(), { history: "none", focus });
+    const hit = await response.json();
+    if (navigation !== state.requestId) return;
+    searchByItem(hit, { history: "none", focus });
     return;
   }
   const file = entry && entry.kind === "file" ? state.uploads.get(entry.upload) : undefined;
@@ -348,6 +355,7 @@ async function restore(entry, params, focus) {
     return;
   }
   state.query = null;
+  setBusy(false); // a search this navigation replaced no longer ends the busy state
   clearPreview();
   $("results").replaceChildren();
   $("results-hint").hidden = true;
