@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path as FilePath
-from typing import Annotated
+from typing import Annotated, Any
 
 import numpy as np
 from fastapi import APIRouter, Depends, File, Form, Header, Path, Request, UploadFile
@@ -34,6 +34,9 @@ from retrieval.serving.upload_storage import discard_unused_uploads, store_uploa
 router = APIRouter(tags=["items"])
 _COMMON = (RetryLaterError, InvalidParameterError, RequestTimeoutError)
 ITEM_PROBLEMS = problem_responses(ItemNotFoundError, *_COMMON)
+NOT_MODIFIED: dict[int | str, dict[str, Any]] = {
+    304: {"description": "Not Modified: the If-None-Match header named the current ETag"}
+}
 _WRITE_CAUSES = (IndexChangedError, IndexNotWritableError, *API_KEY_ERRORS, *_COMMON)
 ADD_PROBLEMS = problem_responses(DataError, *_WRITE_CAUSES, PayloadTooLargeError, UnsupportedMediaTypeError)
 DELETE_PROBLEMS = problem_responses(ItemNotFoundError, *_WRITE_CAUSES)
@@ -64,7 +67,7 @@ async def get_item(
     "/items/{item_id}/thumbnail",
     responses={
         200: {"content": {"image/jpeg": {}}, "description": "the thumbnail"},
-        304: {"description": "Not Modified: the If-None-Match header named the current ETag"},
+        **NOT_MODIFIED,
         **ITEM_PROBLEMS,
     },
     response_class=Response,
@@ -87,7 +90,7 @@ async def get_thumbnail(
     "/items/{item_id}/image",
     responses={
         200: {"content": {mime: {} for mime in (*SHOWN_AS_STORED.values(),)}, "description": "the image"},
-        304: {"description": "Not Modified: the If-None-Match header named the current ETag"},
+        **NOT_MODIFIED,
         **ITEM_PROBLEMS,
     },
     response_class=Response,
