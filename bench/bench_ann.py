@@ -16,6 +16,8 @@ import argparse
 import os
 import time
 
+from openblas_core import AUTO, resolve_coretype
+
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -27,7 +29,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--float-kinds", default="flat,hnsw,ivf,ivfpq")
     parser.add_argument("--binary-kinds", default="flat,ivf,hnsw")
-    parser.add_argument("--openblas-coretype", default="SkylakeX", help="value for OPENBLAS_CORETYPE, or 'none'")
+    parser.add_argument(
+        "--openblas-coretype", default=AUTO, help="OPENBLAS_CORETYPE: auto (follows this CPU), a value, or none"
+    )
     parser.add_argument(
         "--omp-wait-policy",
         default="PASSIVE",
@@ -68,8 +72,11 @@ def measure(build, data, queries, k: int):
 
 def main() -> None:
     args = parse_args()
-    if args.openblas_coretype.lower() != "none":
-        os.environ["OPENBLAS_CORETYPE"] = args.openblas_coretype
+    coretype, why = resolve_coretype(args.openblas_coretype)
+    os.environ.pop("OPENBLAS_CORETYPE", None)
+    if coretype:
+        os.environ["OPENBLAS_CORETYPE"] = coretype
+    print(f"OPENBLAS_CORETYPE={coretype or 'unset'}: {why}")
     os.environ["OMP_WAIT_POLICY"] = args.omp_wait_policy
     import faiss
     import numpy as np

@@ -31,6 +31,7 @@ import sys
 import time
 
 import numpy as np
+from openblas_core import AUTO, resolve_coretype
 
 from retrieval.cli.thread_env import THREAD_ENV_DEFAULTS, apply_thread_env_defaults
 
@@ -152,7 +153,9 @@ def main() -> None:
     parser.add_argument("--cases", default="ab", help="which cases to run, e.g. 'b'")
     parser.add_argument("--repeat", type=int, default=3, help="runs per evaluator and cell, alternating")
     parser.add_argument("--no-nmi", action="store_true", help="skip the separate NMI timing")
-    parser.add_argument("--coretype", default="SkylakeX", help="OPENBLAS_CORETYPE for both children ('' = unset)")
+    parser.add_argument(
+        "--coretype", default=AUTO, help="OPENBLAS_CORETYPE for both children: auto (follows this CPU), a value, or ''"
+    )
     parser.add_argument(
         "--no-thread-env",
         action="store_true",
@@ -166,14 +169,15 @@ def main() -> None:
         child(args.child, args.case, args.quick, args.task)
         return
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
-    if args.coretype:
-        env["OPENBLAS_CORETYPE"] = args.coretype
+    coretype, why = resolve_coretype(args.coretype)
+    if coretype:
+        env["OPENBLAS_CORETYPE"] = coretype
     if not args.no_thread_env:
         apply_thread_env_defaults(env)
     thread_env = ", ".join(f"{name}={env.get(name, '(unset)')}" for name in THREAD_ENV_DEFAULTS)
     sizes = QUICK_CASES if args.quick else CASES
     print(
-        f"OPENBLAS_CORETYPE={args.coretype or '(unset)'}, {thread_env}; {os.cpu_count()} CPUs; load average "
+        f"OPENBLAS_CORETYPE={coretype or '(unset)'} ({why}), {thread_env}; {os.cpu_count()} CPUs; load average "
         f"{os.getloadavg()[0]:.1f} at the start; {args.repeat} runs per cell, ours and pml alternating; "
         "peak = largest ru_maxrss of the child processes, GiB\n"
     )

@@ -26,6 +26,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from openblas_core import AUTO, resolve_coretype
+
 ADDS = (1, 100, 10_000)
 DELTAS = 10
 
@@ -38,7 +40,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--single", type=int, default=30, help="queries timed one at a time")
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--workdir", default=None, help="where to write the indexes (default: a temp dir)")
-    parser.add_argument("--openblas-coretype", default="SkylakeX", help="value for OPENBLAS_CORETYPE, or 'none'")
+    parser.add_argument(
+        "--openblas-coretype", default=AUTO, help="OPENBLAS_CORETYPE: auto (follows this CPU), a value, or none"
+    )
     parser.add_argument("--omp-wait-policy", default="PASSIVE", help="OMP_WAIT_POLICY for this process")
     return parser.parse_args()
 
@@ -153,8 +157,11 @@ def run_size(size: int, args: argparse.Namespace, root: Path) -> tuple[list[str]
 
 def main() -> None:
     args = parse_args()
-    if args.openblas_coretype.lower() != "none":
-        os.environ["OPENBLAS_CORETYPE"] = args.openblas_coretype
+    coretype, why = resolve_coretype(args.openblas_coretype)
+    os.environ.pop("OPENBLAS_CORETYPE", None)
+    if coretype:
+        os.environ["OPENBLAS_CORETYPE"] = coretype
+    print(f"OPENBLAS_CORETYPE={coretype or 'unset'}: {why}")
     os.environ["OMP_WAIT_POLICY"] = args.omp_wait_policy
     import faiss
 

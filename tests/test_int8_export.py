@@ -11,12 +11,14 @@ import onnx
 import pytest
 import torch
 import typer
+from onnx import numpy_helper
 from typer.testing import CliRunner
 
 from retrieval.cli import export_commands
 from retrieval.indexing.common.errors import RetrievalError
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import split_records
+from retrieval.indexing.model.cpu_kind import cpu_kind
 from retrieval.indexing.model.manifest import ModelManifest, file_sha256
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.store.build.builder import build_index
@@ -91,6 +93,15 @@ def test_int8_graph_is_quantized(exports: dict[str, Path]) -> None:
     assert is_quantized(quantized) and not is_quantized(float_model)
 
 
+def test_int8_weights_use_seven_bits_so_every_x86_kind_computes_the_same_sums(exports: dict[str, Path]) -> None:
+    """Without VNNI, onnxruntime sums two u8 x s8 products in 16 bits: |w| <= 64 keeps 255*64*2 below
+    32767, so AVX2 and AVX-512-without-VNNI CPUs saturate nothing (8-bit weights lost 4.4 points there)."""
+    quantized = onnx.load(str(exports["int8"] / "model.onnx"))
+    weights = [numpy_helper.to_array(i) for i in quantized.graph.initializer if i.data_type == onnx.TensorProto.INT8]
+    largest = max(int(np.abs(w.astype(np.int32)).max()) for w in weights)
+    assert 32 < largest <= 64 and 255 * largest * 2 <= np.iinfo(np.int16).max, largest
+
+
 def test_manifest_records_the_quantization(exports: dict[str, Path], synth_data: Path) -> None:
     fp32, int8 = ModelManifest.load(exports["fp32"]), ModelManifest.load(exports["int8"])
     assert int8.precision == "int8" and fp32.precision == "fp32" and fp32.quantization is None
@@ -102,6 +113,7 @@ def test_manifest_records_the_quantization(exports: dict[str, Path], synth_data:
     check = record.check
     assert check is not None and check.split == "val" and check.images == len(splits.val)
     assert 0 < check.map_at_r_int8 <= 1 and 0 < check.map_at_r_fp32 <= 1 and not check.forced
+    assert record.reduce_range and "7-bit" in record.weights and check.cpu == cpu_kind()
     assert 100 * (check.map_at_r_fp32 - check.map_at_r_int8) <= check.max_map_drop == MAX_MAP_DROP
     # everything else is the float model's contract, so index, eval and serve read it unchanged
     same = {"input_name", "output_name", "embedding_dim", "preprocessing", "backbone", "config_hash"}
@@ -120,7 +132,11 @@ def test_int8_embeddings_are_close_to_fp32(exports: dict[str, Path], synth_data:
     fp32 = OnnxEmbedder(exports["fp32"], threads=1).embed_paths(paths, progress=False).embeddings
     int8 = OnnxEmbedder(exports["int8"], threads=1).embed_paths(paths, progress=False).embeddings
     cosines = np.einsum("ij,ij->i", fp32, int8)
-    assert cosines.mean() > 0.97 and cosines.min() > 0.9, (cosines.mean(), cosines.min())
+    # 7-bit weights (reduce_range) measured mean 0.972, min 0.927 on a VNNI CPU and on an emulated AVX2 one
+    # (the same sums on both: bench/bench_int8_cpu_kinds.py); 8-bit ones gave 0.984 with VNNI, 0.934 without
+    assert cosines.mean() > 0.96 and cosines.min() > 0.9, (
+        f"INT8 vs fp32 cosine mean {cosines.mean():.4f}, min {cosines.min():.4f} on a {cpu_kind()} CPU"
+    )
     np.testing.assert_allclose(np.linalg.norm(int8, axis=1), 1.0, atol=1e-5)
 
 

@@ -47,6 +47,9 @@ class Int8Check(BaseModel):
     binary_map_at_r_int8: float
     max_map_drop: float = Field(description="the largest MAP@R drop allowed, in points (1 point = 0.01)")
     forced: bool = Field(False, description="written with --force although the drop exceeded max_map_drop")
+    cpu: str | None = Field(
+        None, description="the CPU kind the check ran on (indexing.model.cpu_kind); None in older exports"
+    )
 
 
 class Quantization(BaseModel):
@@ -58,6 +61,11 @@ class Quantization(BaseModel):
     format: Literal["QDQ", "QOperator"] = "QDQ"
     activations: str = "uint8 per tensor, asymmetric"
     weights: str = "int8 per output channel, symmetric"
+    reduce_range: bool = Field(
+        False,
+        description="weights in 7 bits, so CPUs without VNNI compute the same sums as those with it "
+        "(indexing.model.cpu_kind); False in older exports",
+    )
     calibration_method: str = "MinMax"
     calibration_split: str = "train"
     calibration_images: int = Field(ge=1)

@@ -7,6 +7,7 @@ onnxruntime both release the GIL), so the two overlap.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -22,8 +23,11 @@ from retrieval.indexing.common.artifact_names import MODEL_MANIFEST_NAME
 from retrieval.indexing.common.errors import ConfigError, DataError, IndexFormatError, RetrievalError
 from retrieval.indexing.data.image_io import open_rgb
 from retrieval.indexing.data.records import ImageRecord
+from retrieval.indexing.model.cpu_kind import int8_cpu_warning
 from retrieval.indexing.model.manifest import ModelManifest, file_sha256
 from retrieval.indexing.model.preprocess import preprocess_batch, preprocess_image
+
+log = logging.getLogger(__name__)
 
 PROVIDER_CHOICES = ("auto", "cpu", "cuda")
 _CUDA = "CUDAExecutionProvider"
@@ -86,6 +90,8 @@ class OnnxEmbedder:
                 f"{onnx_path} has sha256 {self.model_sha256[:12]} but model.json expects "
                 f"{self.manifest.onnx_sha256[:12]}; the export is corrupt or mixed, re-export the model"
             )
+        if warning := int8_cpu_warning(self.manifest.quantization):
+            log.warning("%s: %s", self.export_dir, warning)
         self.threads = threads
         self._session: ort.InferenceSession | None = self._create_session(onnx_path, threads, providers, spin_wait)
         self.providers = self._session.get_providers()

@@ -27,11 +27,12 @@ from retrieval.indexing.data.image_io import open_rgb
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.data.subsample import subsample_key
 from retrieval.indexing.eval.evaluation import EvaluationReport, evaluate_model
+from retrieval.indexing.model.cpu_kind import cpu_kind
 from retrieval.indexing.model.manifest import Int8Check, ModelManifest, Preprocessing, Quantization, manifest_json
 from retrieval.indexing.model.preprocess import preprocess_image
 from retrieval.training.config.train_config import DataConfig
 from retrieval.training.data.run_data import prepare_run_data
-from retrieval.training.export.int8_quantization import FORMAT, quantize_int8
+from retrieval.training.export.int8_quantization import FORMAT, REDUCE_RANGE, WEIGHTS, quantize_int8
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,8 @@ def quantize_checked(
     check = retrieval_check((float_bytes, float_manifest), (quantized.onnx_bytes, int8_manifest), splits.val, request)
     record = Quantization(
         format=FORMAT,
+        weights=WEIGHTS,
+        reduce_range=REDUCE_RANGE,
         calibration_images=quantized.calibration_images,
         float_onnx_sha256=float_manifest.onnx_sha256,
         float_nodes=quantized.float_nodes,
@@ -159,4 +162,5 @@ def _check_of(float_report: EvaluationReport, int8_report: EvaluationReport, ima
         binary_map_at_r_fp32=fp32["binary"].map_at_r,
         binary_map_at_r_int8=int8["binary"].map_at_r,
         max_map_drop=limit,
+        cpu=cpu_kind(),
     )

@@ -7,6 +7,10 @@ What is quantized, and why (measured on EfficientNet-Lite0 at 224 px on this 2-c
   time); QOperator ran at the same speed, and QDQ is the format other execution providers read.
 - uint8 activations (asymmetric, per tensor) with int8 weights (symmetric, per output channel): the
   u8s8 kernels onnxruntime uses with VNNI. int8 activations (s8s8) ran at fp32 speed here.
+- Weights in 7 bits (``reduce_range``): without VNNI (AVX2, or AVX-512 without VNNI) onnxruntime sums
+  pairs of u8 x s8 products in 16 bits, which saturate with 8-bit weights (a model checked on a VNNI
+  CPU lost 4.4 points of MAP@R on an AVX2 one); 255 x 64 x 2 fits, so every x86 kind computes the same
+  sums (``indexing.model.cpu_kind``, docs/results.md "INT8 on every CPU").
 - Ranges from MinMax calibration over the given images (the calibrator keeps only per-batch minima and
   maxima, so memory does not grow with their number), after ``quant_pre_process`` (shape
   inference, constant folding, zero Pads folded into convolutions). Percentile calibration and
@@ -38,6 +42,8 @@ from onnxruntime.quantization.shape_inference import quant_pre_process
 
 QUANTIZED_OPS = ("Conv", "Add", "Clip", "Relu", "MaxPool")
 FORMAT = "QDQ"
+REDUCE_RANGE = True
+WEIGHTS = "int8 per output channel, symmetric, 7-bit range (reduce_range)"
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,7 @@ def quantize_int8(float_bytes: bytes, input_name: str, batches: Iterable[np.ndar
             quant_format=QuantFormat.QDQ,
             op_types_to_quantize=list(QUANTIZED_OPS),
             per_channel=True,
+            reduce_range=REDUCE_RANGE,
             activation_type=QuantType.QUInt8,
             weight_type=QuantType.QInt8,
             calibrate_method=CalibrationMethod.MinMax,
