@@ -77,6 +77,36 @@ def test_the_service_refuses_a_nul_in_a_label_with_422(fresh_index: Path) -> Non
         assert NUL in _problem(_add(client, labels="a\0b"), 422)
 
 
+def _multipart(fields: list[tuple[str, bytes]], image: bytes) -> tuple[bytes, dict[str, str]]:
+    """A multipart body with raw field bytes (a client would have to build it by hand, as here)."""
+    boundary = b"hostile-text-boundary"
+    parts = [b'Content-Disposition: form-data; name="%s"\r\n\r\n%s' % (name.encode(), value) for name, value in fields]
+    parts.append(
+        b'Content-Disposition: form-data; name="images"; filename="a.png"\r\nContent-Type: image/png\r\n\r\n' + image
+    )
+    body = b"".join(b"--" + boundary + b"\r\n" + part + b"\r\n" for part in parts) + b"--" + boundary + b"--\r\n"
+    return body, {"Content-Type": f"multipart/form-data; boundary={boundary.decode()}", **KEY}
+
+
+@pytest.mark.parametrize("field", ["labels", "metadata"])
+def test_form_text_that_is_not_utf8_is_refused_with_400_not_stored_as_latin1(fresh_index: Path, field: str) -> None:
+    """Starlette decodes such a field as Latin-1: b"caf\\xe9" was stored as "caf\u00e9" with a 201."""
+    bad = b"caf\xe9" if field == "labels" else b'{"shop": "caf\xe9"}'
+    fields = [("labels", b"ok"), ("metadata", b"{}")]
+    fields = [(name, bad if name == field else value) for name, value in fields]
+    with serving_client(fresh_index) as client:
+        count = client.get("/readyz").json()["count"]
+        body, headers = _multipart(fields, image_bytes(make_image(1, 81)))
+        assert f"form field '{field}' is not valid utf-8 text" in _problem(
+            client.post("/items", content=body, headers=headers), 400
+        )
+        body, headers = _multipart([("labels", "café".encode())], image_bytes(make_image(1, 82)))
+        added = client.post("/items", content=body, headers=headers)
+        assert added.status_code == 201, added.text
+        assert client.get(f"/items/{added.json()['ids'][0]}").json()["label"] == "café"
+        assert client.get("/readyz").json()["count"] == count + 1
+
+
 def test_the_python_api_applies_the_same_rule() -> None:
     for text in (LONE, NUL_KEY, NUL_VALUE, DEEP_ARRAYS):
         with pytest.raises(DataError):
