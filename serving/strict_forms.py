@@ -40,7 +40,7 @@ def _check_decodes(data: bytes | bytearray, charset: str, what: str) -> None:
     try:
         bytes(data).decode(charset)
     except (UnicodeDecodeError, LookupError):
-        raise MultiPartException(f"{what} is not valid {charset} text; send it as UTF-8.") from None
+        raise MultiPartException(f"{what} is not valid {charset.upper()} text; send it as UTF-8.") from None
 
 
 class StrictFormRequest(Request):

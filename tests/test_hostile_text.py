@@ -97,7 +97,7 @@ def test_form_text_that_is_not_utf8_is_refused_with_400_not_stored_as_latin1(fre
     with serving_client(fresh_index) as client:
         count = client.get("/readyz").json()["count"]
         body, headers = _multipart(fields, image_bytes(make_image(1, 81)))
-        assert f"form field '{field}' is not valid utf-8 text" in _problem(
+        assert f"form field '{field}' is not valid UTF-8 text" in _problem(
             client.post("/items", content=body, headers=headers), 400
         )
         body, headers = _multipart([("labels", "café".encode())], image_bytes(make_image(1, 82)))
