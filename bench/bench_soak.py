@@ -4,9 +4,11 @@ ones among them, against one server; memory and open files must stay where they 
 A random-weights resnet18 at 64 px (small, so the run is about the service, not the model) over a
 generated gallery; uvicorn in a subprocess with ``retrieval serve``'s thread settings and an API key.
 ``--workers`` clients send requests drawn from ``MIX`` (searches, embeds, item look-ups, thumbnails,
-similar items, adds and deletes, and hostile inputs: lone surrogates and 2,000-deep JSON in filters and
-metadata, random bytes, a PNG header claiming 100,000 x 100,000 pixels, truncated JPEGs, wrong content
-types, bad k, unknown ids, over-long labels, bodies over the size limit) while a reloader posts
+similar items, adds and deletes, and hostile inputs: lone surrogates, NUL in keys and values and
+2,000-deep JSON in filters and metadata, labels with NUL or not UTF-8, random bytes, a PNG header
+claiming 100,000 x 100,000 pixels, truncated JPEGs, wrong content types, bad k, unknown ids, over-long
+labels, bodies over the size limit; and images that must be answered, not a 500 nor gigabytes: PNGs of
+4,000,000 x 10 and 39,000,000 x 1 pixels, JPEGs with malformed EXIF, issue 32) while a reloader posts
 ``/admin/reload`` after every ``requests / reloads`` requests, so reloads land while requests hold the
 snapshot they replace. After every 100th reload and at the end the load pauses for ``--settle`` seconds
 and the server's RSS, open files (regular files; sockets excluded) and memory maps are read.
@@ -21,6 +23,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
+import io
 import json
 import os
 import random
@@ -36,6 +40,7 @@ from pathlib import Path
 import httpx
 from bench_models import export_resnet18
 from load_clients import rss_bytes
+from PIL import Image
 from serving_server import THREADS, Variant, free_port, query_jpegs, start_server
 
 from retrieval.indexing.data.sources import load_records
@@ -79,6 +84,7 @@ def _png_header(width: int, height: int) -> bytes:
 
 
 LONE = '{"note": "\\ud800"}'
+NUL_KEY, NUL_VALUE = '{"a\\u0000b": 1}', '{"a": "x\\u0000"}'
 DEEP = "[" * 2000 + "]" * 2000
 OK, REFUSED = {200}, {503}  # 503: the queue bound, or a snapshot retired mid-request (Retry-After)
 
@@ -133,15 +139,31 @@ async def _add_then_delete(soak: Soak) -> tuple[str, httpx.Response, set[int]]:
 
 
 async def _hostile_filter(soak: Soak) -> tuple[str, httpx.Response, set[int]]:
-    text = random.choice([LONE, DEEP, '{"label": 5}', "{oops", '{"a": [1, 2]}'])
+    text = random.choice([LONE, NUL_KEY, NUL_VALUE, DEEP, '{"label": 5}', "{oops", '{"a": [1, 2]}'])
     return "hostile filter", await soak.http.post("/search", files=[_image(soak)], params={"filter": text}), {422}
 
 
 async def _hostile_metadata(soak: Soak) -> tuple[str, httpx.Response, set[int]]:
-    metadata, label = random.choice([(LONE, "x"), (DEEP, "x"), ("{}", "y" * 300), ('{"label": "x"}', "x")])
+    metadata, label = random.choice(
+        [
+            (LONE, "x"),
+            (NUL_KEY, "x"),
+            (NUL_VALUE, "x"),
+            (DEEP, "x"),
+            ("{}", "y" * 300),
+            ("{}", "a\0b"),
+            ('{"label": "x"}', "x"),
+        ]
+    )
     files = [("images", ("new.jpg", random.choice(soak.jpegs), "image/jpeg"))]
     answer = await soak.http.post("/items", files=files, data={"labels": label, "metadata": metadata}, headers=KEY)
     return "hostile metadata", answer, {422}
+
+
+async def _label_not_utf8(soak: Soak) -> tuple[str, httpx.Response, set[int]]:
+    files = [("images", ("new.jpg", random.choice(soak.jpegs), "image/jpeg"))]
+    answer = await soak.http.post("/items", files=files, data={"labels": b"caf\xe9"}, headers=KEY)
+    return "label not UTF-8", answer, {400}
 
 
 async def _hostile_image(soak: Soak) -> tuple[str, httpx.Response, set[int]]:
@@ -157,6 +179,40 @@ async def _hostile_image(soak: Soak) -> tuple[str, httpx.Response, set[int]]:
     )
     answer = await soak.http.post("/search", files=[("image", ("bad.jpg", body, kind))])
     return "hostile image", answer, {400, 415} | REFUSED
+
+
+@functools.cache
+def _answerable_images() -> list[tuple[bytes, str]]:
+    """Images the service must answer (200) within its decode budget: elongated PNGs (about 115 KB; the
+    4,000,000 x 10 one once took 10 GB to resize) and JPEGs whose EXIF breaks Pillow's orientation step."""
+    pngs = [(_encoded(Image.new("RGB", size, (120, 130, 140)), "PNG"), "image/png") for size in ELONGATED]
+    return pngs + [(_jpeg_with_exif(exif), "image/jpeg") for exif in MALFORMED_EXIF]
+
+
+ELONGATED = [(4_000_000, 10), (2_000_000, 20), (39_000_000, 1)]
+_ORIENTATION_6 = struct.pack("<HHIHH", 0x0112, 3, 1, 6, 0)
+MALFORMED_EXIF = [
+    # orientation 6 and WhitePoint (a RATIONAL tag) stored as ASCII: TypeError in exif_transpose
+    b"II*\0" + struct.pack("<IH", 8, 2) + _ORIENTATION_6 + struct.pack("<HHI4s", 0x013E, 2, 4, b"abc\0") + b"\0" * 4,
+    # orientation 6 and FreeByteCounts (LONG) stored as a RATIONAL: struct.error when the EXIF is rewritten
+    b"II*\0" + struct.pack("<IH", 8, 2) + _ORIENTATION_6 + struct.pack("<HHII", 0x0121, 5, 1, 8) + b"\0" * 4,
+]
+
+
+def _encoded(image: Image.Image, fmt: str, **options: object) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, fmt, **options)
+    return buffer.getvalue()
+
+
+def _jpeg_with_exif(tiff: bytes) -> bytes:
+    return _encoded(Image.new("RGB", (40, 20), (200, 30, 30)), "JPEG", exif=b"Exif\0\0" + tiff)
+
+
+async def _answerable_image(soak: Soak) -> tuple[str, httpx.Response, set[int]]:
+    body, kind = random.choice(_answerable_images())
+    answer = await soak.http.post("/search", files=[("image", ("odd.png", body, kind))])
+    return "odd image", answer, OK | REFUSED
 
 
 async def _bad_parameters(soak: Soak) -> tuple[str, httpx.Response, set[int]]:
@@ -184,8 +240,10 @@ MIX: list[tuple[float, Callable[[Soak], Awaitable[tuple[str, httpx.Response, set
     (0.08, _similar),
     (0.06, _add_then_delete),
     (0.10, _hostile_filter),
-    (0.06, _hostile_metadata),
-    (0.08, _hostile_image),
+    (0.05, _hostile_metadata),
+    (0.01, _label_not_utf8),
+    (0.06, _hostile_image),
+    (0.02, _answerable_image),
     (0.04, _bad_parameters),
 ]
 

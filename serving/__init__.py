@@ -6,7 +6,7 @@ loaded model and index on one store thread, swapped atomically). Routes: ``route
 (``/search``, ``/embed``, ``/items/{id}/similar``), ``routes_items`` (``/items``), ``routes_admin``
 (``/admin/reload``), ``routes_health`` (``/healthz``, ``/readyz``, ``/metrics``), sharing
 ``dependencies`` (the service objects, the API-key check) and ``schemas`` (request and response
-models). A query: ``uploads`` (size and type checks) -> ``query_pipeline`` (admitted by ``admission``,
+models). ``strict_forms`` refuses form text that does not decode (400, not Latin-1 mojibake). A query: ``uploads`` (size and type checks) -> ``query_pipeline`` (admitted by ``admission``,
 the bound on queued images; decode, embed through ``batcher``'s micro-batches, search) -> hits;
 ``upload_storage`` keeps added images, ``thumbnails`` previews them, ``item_images`` sends them at
 full size. Errors: ``service_errors`` (the service's own meanings) and

@@ -22,7 +22,13 @@ from retrieval.serving.batcher import MicroBatcher
 from retrieval.serving.dependencies import API_KEY_HEADER, Services
 from retrieval.serving.glibc_malloc import limit_malloc_arenas
 from retrieval.serving.lifecycle import lifespan
-from retrieval.serving.middleware import AllowedMethods, BodySizeLimit, MetricsMiddleware, RequestTimeout
+from retrieval.serving.middleware import (
+    AllowedMethods,
+    BodySizeLimit,
+    MetricsMiddleware,
+    RequestTimeout,
+    UnexpectedErrors,
+)
 from retrieval.serving.openapi import install_openapi
 from retrieval.serving.problems import install_problem_handlers
 from retrieval.serving.prometheus import ServiceMetrics
@@ -99,7 +105,7 @@ def _add_page(app: FastAPI) -> None:
 
 
 def _add_middleware(app: FastAPI, services: Services) -> None:
-    """Outermost last: metrics see every response, including 413s, 429s and 504s made by the others; CORS
+    """Outermost last: metrics see every response, including 413s, 429s, 500s and 504s made by the others; CORS
     answers preflights before ``AllowedMethods`` answers other ``OPTIONS`` requests."""
     settings = services.settings
     app.add_middleware(AllowedMethods, routes=[*app.routes, *(route for router in ROUTERS for route in router.routes)])
@@ -116,4 +122,5 @@ def _add_middleware(app: FastAPI, services: Services) -> None:
             allow_methods=["GET", "POST", "DELETE"],
             allow_headers=[API_KEY_HEADER, "Content-Type"],
         )
+    app.add_middleware(UnexpectedErrors)  # around every other one: any error they raise is a 500 problem
     app.add_middleware(MetricsMiddleware, metrics=services.metrics)

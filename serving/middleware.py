@@ -4,6 +4,8 @@
 - ``BodySizeLimit`` refuses a body over the limit (413) before multipart parsing spools it.
 - ``AllowedMethods`` answers ``OPTIONS`` with every method the path accepts, and lists them all in
   the ``Allow`` header of a 405 (the router alone names only the first route matching the path).
+- ``UnexpectedErrors`` answers an error no handler answers with a 500 problem and ends it there, so the
+  keep-alive connection stays usable (Starlette's own handler re-raises, and uvicorn then drops it).
 - ``RequestTimeout`` cancels a request that runs longer than the limit and answers 504. Work
   already handed to a thread (an onnxruntime call) cannot be interrupted; it finishes in the
   background and its result is dropped. Health, readiness and metrics are never timed out, so a
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -22,7 +24,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from retrieval.serving.problems import problem_response, status_for
+from retrieval.serving.problems import problem_response, status_for, unexpected_problem
 from retrieval.serving.prometheus import ServiceMetrics
 from retrieval.serving.service_errors import PayloadTooLargeError, RequestTimeoutError
 
@@ -78,21 +80,49 @@ class RequestTimeout:
         if scope["type"] != "http" or scope.get("path") in EXEMPT_PATHS:
             await self.app(scope, receive, send)
             return
-        started = False
-
-        async def send_tracking(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
+        send_tracking, started = _tracking_start(send)
         try:
             await asyncio.wait_for(self.app(scope, receive, send_tracking), self.timeout_s)
         except asyncio.TimeoutError:
-            if started:  # headers are out; all we can do is end the response
+            if started():  # headers are out; all we can do is end the response
                 raise
             detail = f"the request took longer than the limit of {self.timeout_s:g} s; retry, or send a smaller image."
             await problem_response(status_for(RequestTimeoutError), detail)(scope, receive, send)
+
+
+def _tracking_start(send: Send) -> tuple[Send, Callable[[], bool]]:
+    """``send`` that remembers whether the response has started (its headers are out)."""
+    started = False
+
+    async def send_tracking(message: Message) -> None:
+        nonlocal started
+        if message["type"] == "http.response.start":
+            started = True
+        await send(message)
+
+    return send_tracking, lambda: started
+
+
+class UnexpectedErrors:
+    """An exception that no handler answered becomes a 500 problem here and goes no further. Starlette's
+    handler for ``Exception`` (in its ``ServerErrorMiddleware``) answers and then re-raises, and uvicorn,
+    seeing the error after a response, closes the connection: a client's next request on that keep-alive
+    connection failed with a reset. An error after the response started can only end it, as before."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        send_tracking, started = _tracking_start(send)
+        try:
+            await self.app(scope, receive, send_tracking)
+        except Exception as error:
+            if started():
+                raise
+            await unexpected_problem(error)(scope, receive, send)
 
 
 class BodySizeLimit:

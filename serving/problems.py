@@ -170,9 +170,16 @@ async def _on_retrieval(_: Request, error: RetrievalError) -> JSONResponse:
     return problem_response(status_of(error), sentence(error), headers=_headers(error))
 
 
-async def _on_unexpected(_: Request, error: Exception) -> JSONResponse:
+def unexpected_problem(error: Exception) -> JSONResponse:
+    """Log an error no handler answers and make its 500 problem (``middleware.UnexpectedErrors`` sends it)."""
     _log.exception("unhandled error", exc_info=error)
     return problem_response(500, "The server hit an unexpected error; it has been logged.")
+
+
+async def _on_unexpected(_: Request, error: Exception) -> JSONResponse:
+    """The last resort, for an error raised outside ``middleware.UnexpectedErrors`` (Starlette answers it,
+    then closes the connection)."""
+    return unexpected_problem(error)
 
 
 def install_problem_handlers(app: FastAPI) -> None:

@@ -29,9 +29,10 @@ from retrieval.serving.service_errors import (
     invalid_parameters,
 )
 from retrieval.serving.state import Snapshot
+from retrieval.serving.strict_forms import StrictFormRoute
 from retrieval.serving.upload_storage import discard_unused_uploads, store_upload, upload_path
 
-router = APIRouter(tags=["items"])
+router = APIRouter(tags=["items"], route_class=StrictFormRoute)  # form text must decode: 400, not mojibake
 _COMMON = (RetryLaterError, InvalidParameterError, RequestTimeoutError)
 ITEM_PROBLEMS = problem_responses(ItemNotFoundError, *_COMMON)
 NOT_MODIFIED: dict[int | str, dict[str, Any]] = {

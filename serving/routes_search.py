@@ -38,9 +38,10 @@ from retrieval.serving.service_errors import (
     UnsupportedMediaTypeError,
 )
 from retrieval.serving.state import Snapshot
+from retrieval.serving.strict_forms import StrictFormRoute
 
 T = TypeVar("T")
-router = APIRouter(tags=["search"])
+router = APIRouter(tags=["search"], route_class=StrictFormRoute)
 _COMMON = (RetryLaterError, InvalidParameterError, RequestTimeoutError)
 UPLOAD_PROBLEMS = problem_responses(DataError, PayloadTooLargeError, UnsupportedMediaTypeError, *_COMMON)
 SIMILAR_PROBLEMS = problem_responses(ItemNotFoundError, *_COMMON)

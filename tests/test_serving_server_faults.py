@@ -3,12 +3,16 @@ status and a sentence in a problem body, and the service keeps serving what it h
 
 from __future__ import annotations
 
+import http.client
+import json
+
 import pytest
 from fastapi.testclient import TestClient
 from index_fixtures import make_image
-from serving_fixtures import API_KEY, GALLERY_SIZE, image_bytes, query_png, serving_client
+from serving_fixtures import API_KEY, GALLERY_SIZE, image_bytes, query_png, running_server, serving_client
 
 from retrieval.indexing.common.artifact_names import FLOAT_INDEX_NAME, SEGMENTS_SUBDIR
+from retrieval.indexing.store.files.index_store import IndexStore
 from retrieval.serving.app import create_app
 from retrieval.serving.settings import make_settings
 from retrieval.serving.upload_storage import UPLOADS_SUBDIR
@@ -73,3 +77,30 @@ def test_a_service_that_is_not_ready_says_when_to_retry(tmp_path) -> None:
         ready = client.get("/readyz")  # still loading, or failed: both are 503 with Retry-After
         assert "The service is not ready" in _problem(ready, 503)
         assert ready.headers["retry-after"] == "2"
+
+
+def _exchange(connection: http.client.HTTPConnection, path: str) -> tuple[int, str, dict]:
+    connection.request("GET", path)
+    response = connection.getresponse()
+    return response.status, response.getheader("content-type", ""), json.loads(response.read())
+
+
+def test_an_unexpected_error_is_a_500_problem_and_the_connection_stays_usable(fresh_index, monkeypatch) -> None:
+    """Starlette's handler for Exception re-raised after answering, and uvicorn then dropped the keep-alive
+    connection: the client's next request on it failed with 'Connection reset by peer'."""
+
+    def broken(self, item_id: int):
+        raise RuntimeError("a bug, not the client's fault")
+
+    monkeypatch.setattr(IndexStore, "item", broken)
+    with running_server(fresh_index) as base:
+        connection = http.client.HTTPConnection(base.removeprefix("http://"), timeout=30)
+        try:
+            for _ in range(2):  # the same connection twice: the 500 left it usable
+                status, content_type, body = _exchange(connection, "/items/1")
+                assert (status, content_type) == (500, "application/problem+json")
+                assert body["status"] == 500 and "unexpected error" in body["detail"]
+            status, _, body = _exchange(connection, "/healthz")
+            assert status == 200, body
+        finally:
+            connection.close()

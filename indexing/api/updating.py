@@ -14,7 +14,7 @@ from retrieval.indexing.store.backends import open_store
 from retrieval.indexing.store.shared.compaction import CompactionPolicy, CompactionResult
 from retrieval.indexing.store.shared.item_filter import Scalar
 from retrieval.indexing.store.shared.manifest import check_model, load_index_manifest
-from retrieval.indexing.store.shared.store_checks import validate_labels
+from retrieval.indexing.store.shared.store_checks import validate_records
 from retrieval.indexing.store.shared.write_lock import exclusive_writer
 
 LISTED_IDS = 10  # unknown ids named in an error
@@ -58,7 +58,7 @@ def add_images(
     check_model(load_index_manifest(index_dir), embedder.model_sha256)
     extra = dict(metadata or {})
     records = [replace(record, metadata={**record.metadata, **extra}) for record in load_records(data)]
-    validate_labels(records)
+    validate_records(records)
     kept, embeddings, failures = embed_records(embedder, records, batch_size=batch_size, progress=progress)
     # Opened under the writer lock, after embedding: the add extends the newest generation even while
     # the service writes steadily (a store opened before embedding would be stale by then).

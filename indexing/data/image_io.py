@@ -75,10 +75,24 @@ def _read(
                 image.draft(None, reduce_to)  # JPEG only: the size below is then the reduced one
             check_decode_budget(image, max_decode_bytes)
             image.load()
-            ImageOps.exif_transpose(image, in_place=True)  # a copy only when it rotates
+            apply_exif_orientation(image)
             return to_rgb(image)
     except DECODE_ERRORS as error:
         raise DataError(f"cannot read image {name}: {decode_failure_reason(error)}") from None
+
+
+def apply_exif_orientation(image: Image.Image) -> None:
+    """Turn a loaded ``image`` upright by its EXIF Orientation, in place (a copy only when it rotates).
+
+    Malformed EXIF is not an error: the metadata is optional. If it cannot be read the image is used as
+    stored; if the orientation was applied but the rest cannot be rewritten, the EXIF block is dropped
+    so that nothing downstream rotates the pixels a second time. Pillow's EXIF reader and writer raise
+    almost any type on hostile metadata (a rational tag stored as ASCII: TypeError; fuzzed entries:
+    struct.error, AttributeError, ValueError), so every error of this optional step is caught."""
+    try:
+        ImageOps.exif_transpose(image, in_place=True)
+    except Exception:
+        image.info.pop("exif", None)
 
 
 #: What opening or decoding a hostile or broken file can raise (Pillow's decoders use all of these).

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from retrieval.indexing.common.unicode_text import has_lone_surrogate, shown
+from retrieval.indexing.common.unicode_text import shown, text_problem
 
 MAX_LABEL_CHARS = 256
 """The longest class label any store keeps (the web page shows it whole; Milvus has a fixed width)."""
@@ -45,11 +45,8 @@ def label_problem(label: str) -> str | None:
     rule of the index builder, ``index add``, the Python API and ``POST /items``."""
     if is_blank_label(label):
         return "is empty; give every image a class name"
-    if has_lone_surrogate(label):
-        return (
-            f'"{shown(label)}" is not valid UTF-8 (a file or folder name in another encoding, or a lone '
-            "surrogate such as \\ud800); rename it, e.g. with convmv, and send valid Unicode text"
-        )
+    if (problem := text_problem(label)) is not None:
+        return f'"{shown(label)}" {problem}'
     if len(label) > MAX_LABEL_CHARS:
         return f"{label[:40]!r}... is {len(label)} characters long; at most {MAX_LABEL_CHARS} characters are allowed"
     return None

@@ -47,13 +47,46 @@ def _pad_to_crop(img: Image.Image, crop: int) -> Image.Image:
     return padded
 
 
+FULL_RESIZE_MAX_PIXELS = 4_000_000
+"""The largest resized image made whole (16 MB as RGB), as torchvision does. A more elongated image (a
+4,000,000 x 10 PNG would become 102,400,000 x 256 pixels, 100 GB) has only the region that survives the
+centre crop resized, so no step from the decoded image to the model's input grows past the decode budget."""
+
+
 def resize_and_crop(img: Image.Image, prep: Preprocessing) -> Image.Image:
     """The geometric part of the transform: RGB image of ``crop`` x ``crop`` pixels."""
     if img.mode != "RGB":
         img = img.convert("RGB")
-    img = img.resize(resized_size(*img.size, prep.resize), Image.Resampling.BILINEAR)
+    width, height = resized_size(*img.size, prep.resize)
+    if width * height > FULL_RESIZE_MAX_PIXELS:
+        return _resize_crop_region(img, (width, height), prep.crop)
+    img = img.resize((width, height), Image.Resampling.BILINEAR)
     img = _pad_to_crop(img, prep.crop)
     return img.crop(center_crop_box(*img.size, prep.crop))
+
+
+def _resize_crop_region(img: Image.Image, resized: tuple[int, int], crop: int) -> Image.Image:
+    """``resize -> pad -> centre crop`` without the resized image: Pillow resizes only the source region
+    that maps to the crop (its filter still reads the pixels around it), so the result is at most
+    ``crop`` x ``crop`` and equals the whole resize's crop but for float rounding (at most one level)."""
+    (left, right, pad_x), (top, bottom, pad_y) = (_crop_span(size, crop) for size in resized)
+    scale_x, scale_y = img.width / resized[0], img.height / resized[1]
+    box = (left * scale_x, top * scale_y, right * scale_x, bottom * scale_y)
+    region = img.resize((right - left, bottom - top), Image.Resampling.BILINEAR, box=box)
+    if region.size == (crop, crop):
+        return region
+    padded = Image.new("RGB", (crop, crop), (0, 0, 0))
+    padded.paste(region, (pad_x, pad_y))
+    return padded
+
+
+def _crop_span(size: int, crop: int) -> tuple[int, int, int]:
+    """Along one axis of the resized image: the kept span (start, end) and where it lands in the crop,
+    by ``_pad_to_crop`` (a short axis is padded, kept whole) and ``center_crop_box`` (a long one is cut)."""
+    if size < crop:
+        return 0, size, (crop - size) // 2
+    start = int(round((size - crop) / 2.0))
+    return start, start + crop, 0
 
 
 @functools.lru_cache(maxsize=16)

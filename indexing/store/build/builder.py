@@ -25,7 +25,7 @@ from retrieval.indexing.store.files.faiss_kinds import IndexKind, binary_kind, f
 from retrieval.indexing.store.files.files_target import FilesTarget
 from retrieval.indexing.store.shared.index_dir import IndexedModel, check_out_dir
 from retrieval.indexing.store.shared.manifest import IndexManifest
-from retrieval.indexing.store.shared.store_checks import validate_labels
+from retrieval.indexing.store.shared.store_checks import validate_records
 
 
 @dataclass
@@ -66,7 +66,7 @@ def build_index(
     kinds = index_kinds(float_kind, binary_kind)
     if not records:
         raise DataError("the gallery is empty; point --data at a folder or list with at least one image")
-    validate_labels(records)
+    validate_records(records)
     check_out_dir(Path(out_dir))
     embedder = OnnxEmbedder(resolve_export_dir(model_dir), threads=threads)
     kept, embeddings, failures = embed_records(embedder, records, batch_size=batch_size, progress=progress)

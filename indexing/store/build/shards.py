@@ -39,7 +39,7 @@ from retrieval.indexing.store.files.faiss_kinds import binary_kind, float_kind
 from retrieval.indexing.store.shared.items_db import ItemsDb
 from retrieval.indexing.store.shared.index_dir import copy_model
 from retrieval.indexing.store.shared.manifest import utc_now
-from retrieval.indexing.store.shared.store_checks import validate_labels
+from retrieval.indexing.store.shared.store_checks import validate_records
 
 SHARD_FORMAT_VERSION = 1
 _SPEC = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
@@ -149,7 +149,7 @@ def build_shard(
     float_kind(float_kind_name), binary_kind(binary_kind_name)  # a misspelt kind fails before embedding
     if not records:
         raise DataError("the gallery is empty; point --data at a folder or list with at least one image")
-    validate_labels(records)  # the whole listing: every shard refuses what one build would
+    validate_records(records)  # the whole listing: every shard refuses what one build would
     _check_shard_out(Path(out_dir))
     keys = [item_key(record.path, root) for record in records]
     positions = [i for i, key in enumerate(keys) if shard_of(key, spec.count) == spec.index]

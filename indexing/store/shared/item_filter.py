@@ -3,8 +3,8 @@
 
 Metadata is a JSON object of string keys to scalars (string, number, boolean or null): at most
 ``MAX_KEYS`` keys of at most ``MAX_KEY_CHARS`` characters, ``MAX_JSON_BYTES`` of JSON in all, no
-string holding a lone surrogate (``unicode_text``: no store can encode it), and JSON text nested at most
-``MAX_JSON_DEPTH`` levels (checked before parsing: 2,000 brackets would exhaust the parser's recursion).
+key or string holding a lone surrogate or NUL (``unicode_text.text_problem``: no store can encode or
+match it), and JSON text nested at most ``MAX_JSON_DEPTH`` levels (checked before parsing: 2,000 brackets would exhaust the parser's recursion).
 The key ``label`` is reserved: in a filter it matches the item's label, every other key an equal
 metadata value (numbers by value, so 3 equals 3.0; a boolean never equals a number), and all keys
 must match. ``items_db.ItemsDb.matching_ids`` turns a filter into the ids that pass it.
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from retrieval.indexing.common.errors import DataError
-from retrieval.indexing.common.unicode_text import has_lone_surrogate, shown
+from retrieval.indexing.common.unicode_text import shown, text_problem
 
 Scalar = str | int | float | bool | None
 MAX_KEYS = 32
@@ -153,14 +153,23 @@ def _check_pairs(value: Mapping[str, Any], what: str) -> dict[str, Scalar]:
             raise DataError(
                 f"{what}: the value of '{key}' must be a string, number, true, false or null, got {type(item).__name__}"
             )
-        for text in (key, item) if isinstance(item, str) else (key,):
-            if has_lone_surrogate(text):
-                raise DataError(
-                    f'{what}: "{shown(text)}" holds a lone surrogate, which is not valid Unicode text and cannot '
-                    "be stored; send UTF-8 text"
-                )
+        _check_text(key, item, what)
         checked[key] = item
     return checked
+
+
+def check_metadata_text(metadata: Mapping[str, Any], what: str) -> None:
+    """The text rule (``unicode_text.text_problem``) over the keys and string values of metadata that
+    came in another way than JSON text (a dataset's columns, the uploaded file's name): the stores'
+    last check before anything is written."""
+    for key, item in metadata.items():
+        _check_text(str(key), item, what)
+
+
+def _check_text(key: str, item: object, what: str) -> None:
+    for text in (key, item) if isinstance(item, str) else (key,):
+        if (problem := text_problem(text)) is not None:
+            raise DataError(f'{what}: "{shown(text)}" {problem}')
 
 
 def _is_scalar(value: object) -> bool:

@@ -1,5 +1,5 @@
 """What both stores (files ``IndexStore``, ``MilvusStore``) check the same way: query vectors and
-added items (every item with a class label)."""
+added items (every item with a class label and storable text)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import numpy as np
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.common.unicode_text import shown
 from retrieval.indexing.data.records import ImageRecord, label_problem
+from retrieval.indexing.store.shared.item_filter import check_metadata_text
 
 
 def checked_queries(vectors: np.ndarray, k: int, *, dim: int, count: int, index_dir: Path) -> np.ndarray:
@@ -33,13 +34,14 @@ def checked_additions(records: Sequence[ImageRecord], embeddings: np.ndarray, di
     vectors = np.asarray(embeddings, dtype=np.float32)
     if vectors.ndim != 2 or vectors.shape[1] != dim or len(vectors) != len(records):
         raise DataError(f"add() needs one {dim}-d embedding per record, got {vectors.shape} for {len(records)} records")
-    validate_labels(records)
+    validate_records(records)
     return vectors
 
 
-def validate_labels(records: Sequence[ImageRecord]) -> None:
-    """Every item needs a class label the stores can keep (``records.label_problem``); an empty one would
-    silently form its own class."""
+def validate_records(records: Sequence[ImageRecord]) -> None:
+    """Every item needs a class label the stores can keep (``records.label_problem``; an empty one would
+    silently form its own class), and metadata text they can keep and match (``check_metadata_text``)."""
     for record in records:
         if (problem := label_problem(record.label)) is not None:
             raise DataError(f"image {shown(str(record.path))}: the label {problem}")
+        check_metadata_text(record.metadata, f"image {shown(str(record.path))}: metadata")

@@ -1,0 +1,74 @@
+"""Form fields as the text they claim to be: Starlette decodes a multipart field whose bytes are not valid
+in the request's charset (UTF-8 unless the Content-Type names another) as Latin-1 instead, so a label sent
+as ``b"caf\\xe9"`` was stored as mojibake with a 201. Here such a field is a 400 problem naming it.
+
+``StrictFormRoute`` is the route class of the routers that take form fields; its requests parse a
+multipart body with ``StrictMultiPartParser``, which refuses a field value, field name or file name whose
+bytes do not decode. Everything else (limits, files, url-encoded forms) is Starlette's own parsing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from contextlib import aclosing
+from typing import Any
+
+from fastapi import Request, Response
+from fastapi.routing import APIRoute
+from python_multipart.multipart import parse_options_header
+from starlette.datastructures import FormData
+from starlette.exceptions import HTTPException
+from starlette.formparsers import MultiPartException, MultiPartParser
+
+
+class StrictMultiPartParser(MultiPartParser):
+    """Starlette's multipart parser, refusing (``MultiPartException``) text that does not decode."""
+
+    def on_headers_finished(self) -> None:
+        _, options = parse_options_header(self._current_part.content_disposition)
+        _check_decodes(options.get(b"name", b""), self._charset, "a form field's name")
+        _check_decodes(options.get(b"filename", b""), self._charset, "a file name")
+        super().on_headers_finished()
+
+    def on_part_end(self) -> None:
+        if self._current_part.file is None:
+            _check_decodes(self._current_part.data, self._charset, f"form field '{self._current_part.field_name}'")
+        super().on_part_end()
+
+
+def _check_decodes(data: bytes | bytearray, charset: str, what: str) -> None:
+    try:
+        bytes(data).decode(charset)
+    except (UnicodeDecodeError, LookupError):
+        raise MultiPartException(f"{what} is not valid {charset.upper()} text; send it as UTF-8.") from None
+
+
+class StrictFormRequest(Request):
+    """A request whose multipart form is parsed by ``StrictMultiPartParser``."""
+
+    async def _get_form(
+        self, *, max_files: int | float = 1000, max_fields: int | float = 1000, max_part_size: int = 1024 * 1024
+    ) -> FormData:
+        content_type, _ = parse_options_header(self.headers.get("Content-Type"))
+        if self._form is None and content_type == b"multipart/form-data":
+            try:
+                async with aclosing(self.stream()) as stream:
+                    parser = StrictMultiPartParser(
+                        self.headers, stream, max_files=max_files, max_fields=max_fields, max_part_size=max_part_size
+                    )
+                    self._form = await parser.parse()
+            except MultiPartException as error:
+                raise HTTPException(status_code=400, detail=error.message) from None
+        return await super()._get_form(max_files=max_files, max_fields=max_fields, max_part_size=max_part_size)
+
+
+class StrictFormRoute(APIRoute):
+    """An ``APIRoute`` whose handler gets a ``StrictFormRequest`` (FastAPI's custom request class pattern)."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def strict_handler(request: Request) -> Response:
+            return await handler(StrictFormRequest(request.scope, request.receive))
+
+        return strict_handler
