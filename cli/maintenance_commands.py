@@ -10,8 +10,17 @@ import typer
 
 from retrieval.cli.index_options import BatchOpt, IndexArg, ModelOpt, QuietOpt, ThreadsOpt
 from retrieval.indexing import api
+from retrieval.indexing.store.maintenance.generations import KEEP_PREVIOUS
 from retrieval.indexing.store.maintenance.model_upgrade import UpgradeReport
 
+KeepOpt = Annotated[
+    int,
+    typer.Option(
+        "--keep-previous",
+        min=1,
+        help="previous generations kept after the switch (each a way back with `index rollback`)",
+    ),
+]
 RELOAD_HINT = "the service picks it up on its next reload: POST /admin/reload (or kill -HUP)"
 
 
@@ -56,13 +65,15 @@ def rebuild(
     no_switch: Annotated[
         bool, typer.Option("--no-switch", help="stop before the switch; `retrieval index switch` makes it live")
     ] = False,
+    keep_previous: KeepOpt = KEEP_PREVIOUS,
     quiet: QuietOpt = False,
 ) -> None:
     """Re-embed every stored image with a new model beside the live index, then switch to it atomically.
 
     Searches keep answering from the live index throughout; writes that arrive meanwhile are applied to the
     new generation before the switch. Killed, it goes on where it stopped when run again with the same
-    model. The replaced generation is kept for `retrieval index rollback`.
+    model. The replaced generation is kept for `retrieval index rollback`. With the live model it does
+    nothing (and keeps the previous generations).
     """
 
     def progress(done: int, total: int) -> None:
@@ -75,7 +86,11 @@ def rebuild(
         threads=threads,
         switch=not no_switch,
         progress=None if quiet else progress,
+        keep=keep_previous,
     )
+    if report.unchanged:
+        typer.echo(report.unchanged)
+        return
     if not report.switched:
         typer.echo(
             f"the next generation of {index_dir} (model {report.model_sha256[:12]}) is ready, {report.embedded} "
@@ -85,9 +100,11 @@ def rebuild(
     _echo_switch(report, "switched")
 
 
-def switch(index_dir: IndexArg, batch_size: BatchOpt = 32, threads: ThreadsOpt = None) -> None:
+def switch(
+    index_dir: IndexArg, batch_size: BatchOpt = 32, threads: ThreadsOpt = None, keep_previous: KeepOpt = KEEP_PREVIOUS
+) -> None:
     """Make the next generation (from `index rebuild --no-switch`, or a rolled-back one) live, atomically."""
-    _echo_switch(api.switch_index(index_dir, batch_size=batch_size, threads=threads), "switched")
+    _echo_switch(api.switch_index(index_dir, batch_size=batch_size, threads=threads, keep=keep_previous), "switched")
 
 
 def rollback(index_dir: IndexArg, batch_size: BatchOpt = 32, threads: ThreadsOpt = None) -> None:
@@ -96,6 +113,9 @@ def rollback(index_dir: IndexArg, batch_size: BatchOpt = 32, threads: ThreadsOpt
 
 
 def _echo_switch(report: UpgradeReport, done: str) -> None:
+    if report.unchanged:
+        typer.echo(report.unchanged)
+        return
     typer.echo(
         f"{done} {report.index_dir} to model {report.model_sha256[:12]}: {report.count} items "
         f"({report.embedded} embedded, {report.removed} removed while catching up) in {report.seconds:.1f} s"

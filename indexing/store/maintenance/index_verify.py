@@ -29,6 +29,7 @@ from retrieval.indexing.common.artifact_names import (
     SNAPSHOT_MANIFEST_NAME,
     UPLOADS_SUBDIR,
 )
+from retrieval.indexing.common.directory_moves import leftover_discards
 from retrieval.indexing.common.errors import ConfigError, IndexFormatError
 from retrieval.indexing.data.records import is_blank_label
 from retrieval.indexing.model.manifest import ModelManifest, file_sha256
@@ -67,6 +68,8 @@ def verify_index(index_dir: Path) -> VerifyReport:
     if manifest.backend != "files":
         raise ConfigError(f"{index_dir} keeps its items in Milvus; verify checks indexes of the files backend")
     report = VerifyReport(index_dir, manifest.generation)
+    for leftover in leftover_discards(index_dir):  # the dead ones were deleted when the manifest was read
+        report.notes.append(f"{leftover} is a generation put aside by a switch that is still running")
     _check_item_table(index_dir / ITEMS_DB_NAME)
     db = ItemsDb.open(index_dir / ITEMS_DB_NAME)
     try:

@@ -5,7 +5,7 @@ one committed in ``items.sqlite``; when it does not, an update was interrupted a
 item table committed and the faiss files are rebuilt on open (see ``index_store``). Reading the
 manifest of a directory that a build killed between its two renames left missing puts the previous
 index back first (``atomic_write.recover_swapped_out``), and a switch of generations killed between
-its renames is finished (``directory_moves``).
+its renames is finished (``directory_moves``), and what it had put aside for deletion is deleted.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from retrieval.indexing.common.artifact_names import INDEX_MANIFEST_NAME
 from retrieval.indexing.common.atomic_write import atomic_write_text, recover_swapped_out
-from retrieval.indexing.common.directory_moves import finish_moves, moves_journal
+from retrieval.indexing.common.directory_moves import finish_moves, moves_journal, remove_stale_discards
 from retrieval.indexing.common.errors import IndexFormatError
 from retrieval.indexing.model.manifest import ModelManifest
 from retrieval.indexing.search.postprocess_params import IndexPostprocess
@@ -79,6 +79,8 @@ def load_index_manifest(index_dir: Path) -> IndexManifest:
     path = manifest_path(index_dir)
     if finish_moves(moves_journal(Path(index_dir))):  # a model switch or rollback killed between its renames
         _log.warning("%s: finished the switch of generations that an interrupted command began", index_dir)
+    for leaked in remove_stale_discards(Path(index_dir)):  # left by a switch of an older version, killed
+        _log.warning("%s: deleted %s, a generation that an interrupted switch had put aside", index_dir, leaked.name)
     if recover_swapped_out(Path(index_dir)) is not None:  # a build killed between its two renames
         _log.warning("%s: put back the index that an interrupted build had moved aside", index_dir)
     if not Path(index_dir).is_dir():
