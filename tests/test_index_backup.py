@@ -128,6 +128,12 @@ def _flip_a_byte(path: Path, offset: int = -20) -> None:
     path.write_bytes(bytes(data))
 
 
+def _flip_a_bit(path: Path, offset: int = -20) -> None:
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
 def _change_a_stored_vector(index_dir: Path) -> None:
     embeddings = np.load(index_dir / EMBEDDINGS_NAME, mmap_mode="r+")
     embeddings[3] = -embeddings[3]
@@ -155,15 +161,56 @@ def _move_the_manifest_ahead(index_dir: Path) -> None:
     (index_dir / INDEX_MANIFEST_NAME).write_text(json.dumps(manifest))
 
 
+def _forget_checksums(index_dir: Path) -> None:
+    """The manifest of an index written by an older version: no file checksums."""
+    manifest = json.loads((index_dir / INDEX_MANIFEST_NAME).read_text())
+    del manifest["files"]
+    (index_dir / INDEX_MANIFEST_NAME).write_text(json.dumps(manifest))
+
+
+def _older(damage):
+    """``damage`` on an index without checksums, so that the deeper checks meet it."""
+    return lambda d, up: (_forget_checksums(d), damage(d, up))
+
+
+def _set_item_column(index_dir: Path, column: str, sql_value: str) -> None:
+    with sqlite3.connect(index_dir / ITEMS_DB_NAME) as db:
+        db.execute(f"UPDATE items SET {column} = {sql_value} WHERE id = 2")
+    db.close()
+
+
+CHANGED = "has changed: its sha256 differs from the one recorded in the manifest"
 DAMAGES = {
     "a changed file of a snapshot": (True, lambda d, up: _flip_a_byte(d / FLOAT_INDEX_NAME), "float.faiss has changed"),
-    "a stored vector": (False, lambda d, up: _change_a_stored_vector(d), "float index differs from its stored"),
-    "a sign code": (False, lambda d, up: _flip_a_sign_code(d), "binary index differs from the sign codes"),
+    "a stored vector": (False, _older(lambda d, up: _change_a_stored_vector(d)), "float index differs from its stored"),
+    "a sign code": (False, _older(lambda d, up: _flip_a_sign_code(d)), "binary index differs from the sign codes"),
     "a lost stored image": (False, lambda d, up: up.unlink(), "is missing from uploads/"),
     "a changed stored image": (False, lambda d, up: up.write_bytes(b"x"), "its sha256 is not its name"),
     "the item table": (False, lambda d, up: _break_item_table(d), "items.sqlite is corrupt"),
     "the generations": (False, lambda d, up: _move_the_manifest_ahead(d), "an update was interrupted"),
-    "the model copy": (False, lambda d, up: _flip_a_byte(d / "model" / "model.onnx"), "not the model the index"),
+    "the model copy": (
+        False,
+        _older(lambda d, up: _flip_a_byte(d / "model" / "model.onnx")),
+        "not the model the index",
+    ),
+    "a low bit of a faiss file": (False, lambda d, up: _flip_a_bit(d / FLOAT_INDEX_NAME), f"float.faiss {CHANGED}"),
+    "a low bit of the embeddings": (False, lambda d, up: _flip_a_bit(d / EMBEDDINGS_NAME), f"f16.npy {CHANGED}"),
+    "a low bit of the item table": (False, lambda d, up: _flip_a_bit(d / ITEMS_DB_NAME, 3000), "items.sqlite"),
+    "the embeddings' header": (
+        False,
+        _older(lambda d, up: _flip_a_byte(d / EMBEDDINGS_NAME, 11)),
+        f"{EMBEDDINGS_NAME} is corrupt",
+    ),
+    "a path that is not UTF-8": (
+        False,
+        _older(lambda d, up: _set_item_column(d, "path", "CAST(X'2F746D702FFF2E706E67' AS TEXT)")),
+        "items.sqlite holds item 2 with a path that is not UTF-8",
+    ),
+    "metadata that is not JSON": (
+        False,
+        _older(lambda d, up: _set_item_column(d, "metadata", "'{\"file\": '")),
+        "items.sqlite holds item 2 with metadata that is not JSON",
+    ),
     "a deleted index file": (False, lambda d, up: (d / FLOAT_INDEX_NAME).unlink(), "float.faiss is missing"),
 }
 
@@ -185,6 +232,17 @@ def test_verify_names_the_first_problem_and_exits_non_zero(fresh_index: Path, tm
     done = subprocess.run([*RETRIEVAL, "index", "verify", str(target)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and done.stderr.startswith("error: ") and message in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_verify_says_when_an_older_index_has_no_checksums(fresh_index: Path) -> None:
+    assert api.verify_index(fresh_index).hashed_files >= 5  # every file: faiss, embeddings, items, model
+    _forget_checksums(fresh_index)
+    report = api.verify_index(fresh_index)
+    assert report.hashed_files == 0 and any("records no file checksums" in note for note in report.notes)
+    vectors = OnnxEmbedder(fresh_index / "model").embed_images([make_image(1, 93)])
+    with IndexStore.open(fresh_index) as store:  # the next write records them
+        store.add([ImageRecord(path=fresh_index / "x.png", label="x")], vectors)
+    assert api.verify_index(fresh_index).hashed_files >= 5
 
 
 def test_the_commands_refuse_what_they_cannot_do(fresh_index: Path, tmp_path: Path) -> None:

@@ -104,8 +104,7 @@ def write_index_files(
     copy_model(model, index_dir / INDEX_MODEL_SUBDIR)
     manifest = _manifest(model, kinds, dim=vectors.shape[1], count=len(ids), num_labels=num_labels)
     manifest = manifest.model_copy(update={"postprocess": postprocess})
-    save_index_manifest(index_dir, manifest)
-    return manifest
+    return save_index_manifest(index_dir, manifest)
 
 
 def _manifest(

@@ -16,7 +16,6 @@ import os
 import shutil
 import sqlite3
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,11 +24,11 @@ from retrieval.indexing.common.atomic_write import atomic_write_text, fsync_dir
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.model.manifest import file_sha256
 from retrieval.indexing.store.files.index_store import committed_manifest
+from retrieval.indexing.store.shared.file_checksums import index_files
 from retrieval.indexing.store.shared.manifest import load_index_manifest, utc_now
 from retrieval.indexing.store.shared.write_lock import exclusive_writer
 
 SNAPSHOT_FORMAT = 1
-_SQLITE_SIDE_FILES = (f"{ITEMS_DB_NAME}-journal", f"{ITEMS_DB_NAME}-wal", f"{ITEMS_DB_NAME}-shm")
 
 
 @dataclass(frozen=True)
@@ -87,18 +86,6 @@ def _check_out(index_dir: Path, out: Path) -> None:
     if out.resolve().is_relative_to(index_dir.resolve()):
         raise ConfigError(f"{out} is inside the index {index_dir}; put the snapshot somewhere else")
     out.parent.mkdir(parents=True, exist_ok=True)
-
-
-def index_files(root: Path) -> Iterator[str]:
-    """Paths (relative, POSIX) of the files of an index: no hidden entries (temporary files, staged
-    compactions), no SQLite side files, no earlier snapshot's manifest."""
-    for folder, folders, names in os.walk(root):
-        folders[:] = sorted(name for name in folders if not name.startswith("."))
-        for name in sorted(names):
-            relative = (Path(folder) / name).relative_to(root)
-            if name.startswith(".") or name in _SQLITE_SIDE_FILES or relative.as_posix() == SNAPSHOT_MANIFEST_NAME:
-                continue
-            yield relative.as_posix()
 
 
 def _link_files(source: Path, target: Path) -> tuple[int, int]:

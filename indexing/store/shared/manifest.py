@@ -26,6 +26,7 @@ from retrieval.indexing.common.errors import IndexFormatError
 from retrieval.indexing.model.manifest import ModelManifest
 from retrieval.indexing.search.postprocess_params import IndexPostprocess
 from retrieval.indexing.store.shared.compaction import CompactionPolicy
+from retrieval.indexing.store.shared.file_checksums import FileChecksum, record_checksums
 
 INDEX_FORMAT_VERSION = 1
 _log = logging.getLogger(__name__)
@@ -64,6 +65,10 @@ class IndexManifest(BaseModel):
     )
     milvus_uri: str | None = Field(None, description="milvus backend: server URL or milvus-lite .db file")
     milvus_collection: str | None = Field(None, description="milvus backend: the collection holding the items")
+    files: dict[str, FileChecksum] | None = Field(
+        None,
+        description="files backend: the sha256 of every file when the manifest was written (None: an older version)",
+    )
     postprocess: IndexPostprocess = Field(
         default_factory=IndexPostprocess,
         description="dba: the augmentation the stored vectors carry (None: raw); qe, kreciprocal: their search parameters",
@@ -104,9 +109,14 @@ def load_index_manifest(index_dir: Path) -> IndexManifest:
     return manifest
 
 
-def save_index_manifest(index_dir: Path, manifest: IndexManifest) -> None:
+def save_index_manifest(index_dir: Path, manifest: IndexManifest) -> IndexManifest:
+    """Write ``manifest.json`` (a files index: with the checksum of every file, ``file_checksums``); the
+    manifest as saved."""
+    if manifest.backend == "files":
+        manifest = manifest.model_copy(update={"files": record_checksums(Path(index_dir), manifest.files)})
     text = json.dumps(manifest.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
     atomic_write_text(manifest_path(index_dir), text)
+    return manifest
 
 
 def check_model(manifest: IndexManifest, expected_model_sha256: str | None, *, force: bool = False) -> None:
