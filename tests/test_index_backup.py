@@ -17,7 +17,7 @@ import faiss
 import numpy as np
 import pytest
 from index_fixtures import make_image
-from serving_fixtures import image_bytes
+from serving_fixtures import image_bytes, serving_client
 from typer.testing import CliRunner
 
 from retrieval.cli.main import app
@@ -243,6 +243,37 @@ def test_verify_says_when_an_older_index_has_no_checksums(fresh_index: Path) -> 
     with IndexStore.open(fresh_index) as store:  # the next write records them
         store.add([ImageRecord(path=fresh_index / "x.png", label="x")], vectors)
     assert api.verify_index(fresh_index).hashed_files >= 5
+
+
+def _item_of(index_dir: Path, path: Path) -> int:
+    with IndexStore.open(index_dir) as store:
+        return next(item.id for item in store.all_items() if item.path == str(path))
+
+
+def _store_paths_absolute(index_dir: Path) -> None:
+    """Paths into the index as an older version stored them: absolute."""
+    with sqlite3.connect(index_dir / ITEMS_DB_NAME) as db:
+        db.execute("UPDATE items SET path = ? || path WHERE path NOT LIKE '/%'", (f"{index_dir}/",))
+    db.close()
+
+
+@pytest.mark.parametrize("older", [False, True], ids=["relative", "older absolute"])
+def test_a_snapshot_serves_its_own_stored_images(fresh_index: Path, tmp_path: Path, older: bool) -> None:
+    upload = _with_upload(fresh_index)
+    item_id = _item_of(fresh_index, upload)
+    if older:
+        _store_paths_absolute(fresh_index)
+        assert _item_of(fresh_index, upload) == item_id  # read as it is
+    snapshot = tmp_path / "snap"
+    api.snapshot_index(fresh_index, snapshot)
+    shutil.rmtree(fresh_index)
+    report = api.verify_index(snapshot)
+    assert report.uploads == 1 and report.missing_count == 0, report.missing_images
+    assert _item_of(snapshot, snapshot / "uploads" / upload.name) == item_id
+    with serving_client(snapshot) as client:
+        answer = client.get(f"/items/{item_id}/image")
+        assert answer.status_code == 200, answer.text
+        assert answer.content == (snapshot / "uploads" / upload.name).read_bytes()
 
 
 def test_the_commands_refuse_what_they_cannot_do(fresh_index: Path, tmp_path: Path) -> None:
