@@ -11,6 +11,7 @@ import typer
 from retrieval.cli.index_options import BatchOpt, IndexArg, ModelOpt, QuietOpt, ThreadsOpt
 from retrieval.indexing import api
 from retrieval.indexing.store.maintenance.generations import KEEP_PREVIOUS
+from retrieval.indexing.store.maintenance.model_check import DEEP_SAMPLE
 from retrieval.indexing.store.maintenance.model_upgrade import UpgradeReport
 
 KeepOpt = Annotated[
@@ -38,9 +39,16 @@ def snapshot(index_dir: IndexArg, out: Annotated[Path, typer.Argument(help="new 
     typer.echo(f"next: retrieval index verify {report.out}")
 
 
-def verify(index_dir: IndexArg) -> None:
-    """Check every file, id, vector and record of the index; exits non-zero with the first problem."""
-    report = api.verify_index(index_dir)
+def verify(
+    index_dir: IndexArg,
+    deep: Annotated[
+        bool, typer.Option("--deep", help="also embed a sample of stored images again and compare their vectors")
+    ] = False,
+    sample: Annotated[int, typer.Option("--sample", min=1, help="stored images --deep embeds again")] = DEEP_SAMPLE,
+) -> None:
+    """Check every file, id, vector and record of the index, and that its model copy fits its graph and is
+    the one it was built with; exits non-zero with the first problem."""
+    report = api.verify_index(index_dir, deep=deep, sample=sample)
     for note in report.notes:
         typer.echo(f"note: {note}", err=True)
     if report.missing_count:

@@ -16,8 +16,9 @@ from pathlib import Path
 import faiss
 import numpy as np
 import pytest
+from fastapi.testclient import TestClient
 from index_fixtures import make_image
-from serving_fixtures import image_bytes, serving_client
+from serving_fixtures import API_KEY, image_bytes, make_settings, serving_client
 from typer.testing import CliRunner
 
 from retrieval.cli.main import app
@@ -33,6 +34,7 @@ from retrieval.indexing.common.errors import ConfigError, IndexFormatError
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.store.files.index_store import IndexStore
+from retrieval.serving.app import create_app
 from retrieval.serving.upload_storage import store_upload
 
 GALLERY = 30
@@ -179,6 +181,13 @@ def _set_item_column(index_dir: Path, column: str, sql_value: str) -> None:
     db.close()
 
 
+def _set_preprocessing(index_dir: Path, **values: int) -> None:
+    path = index_dir / "model" / "model.json"
+    model = json.loads(path.read_text())
+    model["preprocessing"].update(values)
+    path.write_text(json.dumps(model))
+
+
 CHANGED = "has changed: its sha256 differs from the one recorded in the manifest"
 DAMAGES = {
     "a changed file of a snapshot": (True, lambda d, up: _flip_a_byte(d / FLOAT_INDEX_NAME), "float.faiss has changed"),
@@ -191,8 +200,14 @@ DAMAGES = {
     "the model copy": (
         False,
         _older(lambda d, up: _flip_a_byte(d / "model" / "model.onnx")),
-        "not the model the index",
+        "model.onnx has sha256",
     ),
+    "the model's resize": (
+        False,
+        lambda d, up: _set_preprocessing(d, resize=20),
+        "model/ has changed since the index was built",
+    ),
+    "the model's crop": (False, lambda d, up: _set_preprocessing(d, crop=30), "makes 3 x 30 x 30 images"),
     "a low bit of a faiss file": (False, lambda d, up: _flip_a_bit(d / FLOAT_INDEX_NAME), f"float.faiss {CHANGED}"),
     "a low bit of the embeddings": (False, lambda d, up: _flip_a_bit(d / EMBEDDINGS_NAME), f"f16.npy {CHANGED}"),
     "a low bit of the item table": (False, lambda d, up: _flip_a_bit(d / ITEMS_DB_NAME, 3000), "items.sqlite"),
@@ -274,6 +289,36 @@ def test_a_snapshot_serves_its_own_stored_images(fresh_index: Path, tmp_path: Pa
         answer = client.get(f"/items/{item_id}/image")
         assert answer.status_code == 200, answer.text
         assert answer.content == (snapshot / "uploads" / upload.name).read_bytes()
+
+
+def test_verify_deep_embeds_stored_images_again(fresh_index: Path) -> None:
+    report = api.verify_index(fresh_index, deep=True, sample=8)
+    assert any("8 stored images embedded again agree" in note for note in report.notes)
+    _forget_checksums(fresh_index)  # an older index: no checksums, no model hash
+    manifest = json.loads((fresh_index / INDEX_MANIFEST_NAME).read_text())
+    del manifest["model_files_sha256"]
+    (fresh_index / INDEX_MANIFEST_NAME).write_text(json.dumps(manifest))
+    _set_preprocessing(fresh_index, resize=20)  # a search with an item's own image finds another first
+    assert any("no sha256 of the model's settings" in n for n in api.verify_index(fresh_index).notes)
+    with pytest.raises(IndexFormatError, match="embedded again with model/ differs from its stored vector"):
+        api.verify_index(fresh_index, deep=True)
+    result = _cli("index", "verify", str(fresh_index), "--deep", "--sample", "4")
+    assert result.exit_code != 0 and "differs from its stored vector" in str(result.exception or result.output)
+
+
+def test_the_service_refuses_a_model_whose_settings_do_not_fit_its_graph(fresh_index: Path) -> None:
+    _set_preprocessing(fresh_index, crop=30)
+    app = create_app(make_settings(index_dir=fresh_index, api_key=API_KEY))
+    with TestClient(app) as client:
+        ready = client.get("/readyz")
+        for _ in range(100):
+            if "does not fit" in ready.text:
+                break
+            time.sleep(0.05)
+            ready = client.get("/readyz")
+        assert ready.status_code == 503 and "crop 30" in ready.json()["detail"], ready.text
+        answer = client.post("/search", files={"image": ("q.png", image_bytes(make_image(1, 90)), "image/png")})
+        assert answer.status_code == 503 and "does not fit model.onnx" in answer.json()["detail"]
 
 
 def test_the_commands_refuse_what_they_cannot_do(fresh_index: Path, tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from retrieval.indexing.store.maintenance.generation_sync import Progress
 from retrieval.indexing.store.maintenance.generations import KEEP_PREVIOUS, Generation, generations
 from retrieval.indexing.store.maintenance.index_snapshot import SnapshotReport
 from retrieval.indexing.store.maintenance.index_verify import VerifyReport
+from retrieval.indexing.store.maintenance.model_check import DEEP_SAMPLE
 from retrieval.indexing.store.maintenance.model_upgrade import UpgradeReport
 from retrieval.indexing.store.shared.manifest import IndexManifest, load_index_manifest
 
@@ -36,9 +37,10 @@ def snapshot_index(index_dir: PathLike, out: PathLike) -> SnapshotReport:
     return index_snapshot.snapshot_index(Path(index_dir), Path(out))
 
 
-def verify_index(index_dir: PathLike) -> VerifyReport:
-    """Check every file, id, vector and record; an ``IndexFormatError`` names the first problem."""
-    return index_verify.verify_index(Path(index_dir))
+def verify_index(index_dir: PathLike, *, deep: bool = False, sample: int = DEEP_SAMPLE) -> VerifyReport:
+    """Check every file, id, vector and record; an ``IndexFormatError`` names the first problem. ``deep``
+    also embeds up to ``sample`` stored images again and compares them with their stored vectors."""
+    return index_verify.verify_index(Path(index_dir), deep=deep, sample=sample)
 
 
 def rebuild_index(

@@ -2,16 +2,18 @@
 problem is an ``IndexFormatError`` naming it (the command exits non-zero with it).
 
 In order: the manifest; the item table (SQLite's ``integrity_check``) and its generation against the
-manifest's; the sha256 of every file listed in ``snapshot.json`` (a snapshot, or an index restored from
-one, while it is still at the snapshot's generation), or else of every file the manifest recorded when
-it was written (``file_checksums``; an index written by an older version has none: a note says so);
-the model copy against its sha256; every segment's
-files (each live item in its segment's two faiss indexes, each item in exactly one segment); every
-stored vector (finite, unit length for a normalised model, and equal to what the flat faiss indexes
-hold: float values, and sign codes); every record (readable UTF-8 and JSON, a label, a metadata object,
-and for images added through the service their file, whose name is its sha256). Images outside the index directory (a
-gallery indexed from a dataset) are not part of it: missing ones are reported, not failed. A file that
-cannot be read at all is a finding that names it, never a traceback.
+manifest's; the model copy (``model_check``: it loads, its preprocessing fits the graph's input, and
+its model.onnx and model.json are what the index was built with); the sha256 of every file listed in
+``snapshot.json`` (a snapshot, or an index restored from one, while it is still at the snapshot's
+generation), or else of every file the manifest recorded when it was written (``file_checksums``; an
+index written by an older version has none: a note says so); every segment's files (each live item
+in its segment's two faiss indexes, each item in exactly one segment); every stored vector (finite,
+unit length for a normalised model, and equal to what the flat faiss indexes hold: float values, and
+sign codes); every record (readable UTF-8 and JSON, a label, a metadata object, and for images added
+through the service their file, whose name is its sha256); with ``deep``, a sample of stored images
+embedded again against their stored vectors. Images outside the index directory (a gallery indexed
+from a dataset) are not part of it: missing ones are reported, not failed. A file that cannot be read
+at all is a finding that names it, never a traceback.
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ import faiss
 import numpy as np
 
 from retrieval.indexing.common.artifact_names import (
-    INDEX_MODEL_SUBDIR,
     ITEMS_DB_NAME,
     SNAPSHOT_MANIFEST_NAME,
     UPLOADS_SUBDIR,
@@ -38,10 +39,11 @@ from retrieval.indexing.common.artifact_names import (
 from retrieval.indexing.common.directory_moves import leftover_discards
 from retrieval.indexing.common.errors import ConfigError, IndexFormatError
 from retrieval.indexing.data.records import is_blank_label
-from retrieval.indexing.model.manifest import ModelManifest, file_sha256
+from retrieval.indexing.model.manifest import file_sha256
 from retrieval.indexing.search.binary import binarize
 from retrieval.indexing.store.files.segment_set import SegmentSet, load_segment_set
 from retrieval.indexing.store.files.segments import Segment
+from retrieval.indexing.store.maintenance.model_check import DEEP_SAMPLE, model_copy_problem, reembedding_problem
 from retrieval.indexing.store.shared.file_checksums import checksum_problem
 from retrieval.indexing.store.shared.items_db import ItemsDb
 from retrieval.indexing.store.shared.manifest import IndexManifest, load_index_manifest
@@ -68,8 +70,9 @@ class VerifyReport:
     notes: list[str] = field(default_factory=list)
 
 
-def verify_index(index_dir: Path) -> VerifyReport:
-    """Check ``index_dir`` (see the module); raises IndexFormatError with the first problem found."""
+def verify_index(index_dir: Path, *, deep: bool = False, sample: int = DEEP_SAMPLE) -> VerifyReport:
+    """Check ``index_dir`` (see the module); raises IndexFormatError with the first problem found. ``deep``
+    also embeds up to ``sample`` stored images again and compares them with their stored vectors."""
     index_dir = Path(index_dir)
     manifest = load_index_manifest(index_dir)
     if manifest.backend != "files":
@@ -86,8 +89,8 @@ def verify_index(index_dir: Path) -> VerifyReport:
                 f"items.sqlite is at generation {db.generation} but manifest.json at {manifest.generation}: an update "
                 "was interrupted after its commit; open the index once (`retrieval index info`) to finish it",
             )
+        _fail_on(index_dir, model_copy_problem(index_dir, manifest, report.notes))
         _check_hashes(index_dir, manifest, report)
-        _check_model(index_dir, manifest)
         with _reading(index_dir, "the segment files (embeddings and faiss indexes)"):
             segments, stale = load_segment_set(index_dir, manifest, db)
         if stale:
@@ -98,6 +101,8 @@ def verify_index(index_dir: Path) -> VerifyReport:
         _check_readable_records(index_dir / ITEMS_DB_NAME)
         with _reading(index_dir, ITEMS_DB_NAME):
             _check_records(index_dir, db, report)
+        if deep:
+            _fail_on(index_dir, reembedding_problem(index_dir, manifest, db, segments, report.notes, sample))
     finally:
         db.close()
     return report
@@ -105,6 +110,11 @@ def verify_index(index_dir: Path) -> VerifyReport:
 
 def _fail(index_dir: Path, problem: str) -> None:
     raise IndexFormatError(f"{index_dir}: {problem}")
+
+
+def _fail_on(index_dir: Path, problem: str | None) -> None:
+    if problem:
+        _fail(index_dir, problem)
 
 
 _UNREADABLE = (sqlite3.Error, ValueError, SyntaxError, tokenize.TokenError, RuntimeError, OSError, TypeError)
@@ -176,17 +186,6 @@ def _check_snapshot_hashes(index_dir: Path, generation: int, report: VerifyRepor
             _fail(index_dir, f"{relative} has changed: its sha256 differs from {SNAPSHOT_MANIFEST_NAME}'s")
     report.hashed_files = len(hashes)
     return True
-
-
-def _check_model(index_dir: Path, manifest: IndexManifest) -> None:
-    model_dir = index_dir / INDEX_MODEL_SUBDIR
-    try:
-        model = ModelManifest.load(model_dir)
-        onnx_sha256 = file_sha256(model_dir / model.onnx_file)
-    except (OSError, ValueError) as error:
-        _fail(index_dir, f"the model copy in {INDEX_MODEL_SUBDIR}/ is unreadable ({error})")
-    if not onnx_sha256 == model.onnx_sha256 == manifest.model_sha256:
-        _fail(index_dir, f"{INDEX_MODEL_SUBDIR}/{model.onnx_file} is not the model the index was built with")
 
 
 def _check_ids(index_dir: Path, segments: SegmentSet, count: int) -> None:

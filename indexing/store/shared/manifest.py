@@ -44,6 +44,9 @@ class IndexManifest(BaseModel):
     format_version: int = INDEX_FORMAT_VERSION
     model_sha256: str
     model: ModelManifest
+    model_files_sha256: str | None = Field(
+        None, description="sha256 of the model copy's model.onnx and model.json together (None: an older version)"
+    )
     model_dir: str = Field(description="absolute export directory the index was built from")
     dim: int = Field(gt=0)
     bits: int = Field(gt=0, description="binary code length; equals dim (one sign bit per dimension)")
