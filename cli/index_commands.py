@@ -18,6 +18,7 @@ from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.search.postprocess_params import IndexPostprocess, load_params
 from retrieval.indexing.store.backends import FILES, backend_of, index_target
 from retrieval.indexing.store.files.faiss_kinds import BINARY_KINDS, FLOAT_KINDS
+from retrieval.indexing.store.maintenance.generations import Generation
 from retrieval.indexing.store.shared.compaction import CompactionPolicy
 from retrieval.indexing.store.shared.item_filter import parse_metadata
 
@@ -134,6 +135,7 @@ def info(index_dir: Annotated[Path, typer.Argument(help="index directory")]) -> 
         ("updated", f"{manifest.updated_at} (generation {manifest.generation})"),
         ("faiss", manifest.faiss_version),
         ("files", ", ".join(f"{name} {size / 1e6:.2f} MB" for name, size in sorted(sizes.items()))),
+        *[("generation", _generation_text(generation)) for generation in api.index_generations(index_dir)],
     ]
     for key, value in rows:
         typer.echo(f"{key:<10} {value}")
@@ -191,6 +193,15 @@ def _postprocess_text(postprocess: IndexPostprocess) -> str:
         (f"vectors augmented (DBA n={dba.n}, alpha={dba.alpha:g}); " if dba else "raw vectors (no DBA); ")
         + f"postprocess=qe: n={qe.n}, alpha={qe.alpha:g}; "
         + f"kreciprocal: k1={kr.k1}, k2={kr.k2}, lambda={kr.lam:g}, top {kr.candidates}"
+    )
+
+
+def _generation_text(generation: Generation) -> str:
+    if generation.problem:
+        return f"{generation.role}: {generation.problem}"
+    return (
+        f"{generation.role}: model {generation.model_sha256[:12]}, {generation.count} items, updated "
+        f"{generation.updated_at} ({generation.path.name})"
     )
 
 

@@ -16,8 +16,9 @@ from pathlib import Path
 import faiss
 import numpy as np
 import pytest
+from fastapi.testclient import TestClient
 from index_fixtures import make_image
-from serving_fixtures import image_bytes
+from serving_fixtures import API_KEY, image_bytes, make_settings, serving_client
 from typer.testing import CliRunner
 
 from retrieval.cli.main import app
@@ -33,6 +34,7 @@ from retrieval.indexing.common.errors import ConfigError, IndexFormatError
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.store.files.index_store import IndexStore
+from retrieval.serving.app import create_app
 from retrieval.serving.upload_storage import store_upload
 
 GALLERY = 30
@@ -128,6 +130,12 @@ def _flip_a_byte(path: Path, offset: int = -20) -> None:
     path.write_bytes(bytes(data))
 
 
+def _flip_a_bit(path: Path, offset: int = -20) -> None:
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
 def _change_a_stored_vector(index_dir: Path) -> None:
     embeddings = np.load(index_dir / EMBEDDINGS_NAME, mmap_mode="r+")
     embeddings[3] = -embeddings[3]
@@ -155,15 +163,69 @@ def _move_the_manifest_ahead(index_dir: Path) -> None:
     (index_dir / INDEX_MANIFEST_NAME).write_text(json.dumps(manifest))
 
 
+def _forget_checksums(index_dir: Path) -> None:
+    """The manifest of an index written by an older version: no file checksums."""
+    manifest = json.loads((index_dir / INDEX_MANIFEST_NAME).read_text())
+    del manifest["files"]
+    (index_dir / INDEX_MANIFEST_NAME).write_text(json.dumps(manifest))
+
+
+def _older(damage):
+    """``damage`` on an index without checksums, so that the deeper checks meet it."""
+    return lambda d, up: (_forget_checksums(d), damage(d, up))
+
+
+def _set_item_column(index_dir: Path, column: str, sql_value: str) -> None:
+    with sqlite3.connect(index_dir / ITEMS_DB_NAME) as db:
+        db.execute(f"UPDATE items SET {column} = {sql_value} WHERE id = 2")
+    db.close()
+
+
+def _set_preprocessing(index_dir: Path, **values: int) -> None:
+    path = index_dir / "model" / "model.json"
+    model = json.loads(path.read_text())
+    model["preprocessing"].update(values)
+    path.write_text(json.dumps(model))
+
+
+CHANGED = "has changed: its sha256 differs from the one recorded in the manifest"
 DAMAGES = {
     "a changed file of a snapshot": (True, lambda d, up: _flip_a_byte(d / FLOAT_INDEX_NAME), "float.faiss has changed"),
-    "a stored vector": (False, lambda d, up: _change_a_stored_vector(d), "float index differs from its stored"),
-    "a sign code": (False, lambda d, up: _flip_a_sign_code(d), "binary index differs from the sign codes"),
+    "a stored vector": (False, _older(lambda d, up: _change_a_stored_vector(d)), "float index differs from its stored"),
+    "a sign code": (False, _older(lambda d, up: _flip_a_sign_code(d)), "binary index differs from the sign codes"),
     "a lost stored image": (False, lambda d, up: up.unlink(), "is missing from uploads/"),
     "a changed stored image": (False, lambda d, up: up.write_bytes(b"x"), "its sha256 is not its name"),
     "the item table": (False, lambda d, up: _break_item_table(d), "items.sqlite is corrupt"),
     "the generations": (False, lambda d, up: _move_the_manifest_ahead(d), "an update was interrupted"),
-    "the model copy": (False, lambda d, up: _flip_a_byte(d / "model" / "model.onnx"), "not the model the index"),
+    "the model copy": (
+        False,
+        _older(lambda d, up: _flip_a_byte(d / "model" / "model.onnx")),
+        "model.onnx has sha256",
+    ),
+    "the model's resize": (
+        False,
+        lambda d, up: _set_preprocessing(d, resize=20),
+        "model/ has changed since the index was built",
+    ),
+    "the model's crop": (False, lambda d, up: _set_preprocessing(d, crop=30), "makes 3 x 30 x 30 images"),
+    "a low bit of a faiss file": (False, lambda d, up: _flip_a_bit(d / FLOAT_INDEX_NAME), f"float.faiss {CHANGED}"),
+    "a low bit of the embeddings": (False, lambda d, up: _flip_a_bit(d / EMBEDDINGS_NAME), f"f16.npy {CHANGED}"),
+    "a low bit of the item table": (False, lambda d, up: _flip_a_bit(d / ITEMS_DB_NAME, 3000), "items.sqlite"),
+    "the embeddings' header": (
+        False,
+        _older(lambda d, up: _flip_a_byte(d / EMBEDDINGS_NAME, 11)),
+        f"{EMBEDDINGS_NAME} is corrupt",
+    ),
+    "a path that is not UTF-8": (
+        False,
+        _older(lambda d, up: _set_item_column(d, "path", "CAST(X'2F746D702FFF2E706E67' AS TEXT)")),
+        "items.sqlite holds item 2 with a path that is not UTF-8",
+    ),
+    "metadata that is not JSON": (
+        False,
+        _older(lambda d, up: _set_item_column(d, "metadata", "'{\"file\": '")),
+        "items.sqlite holds item 2 with metadata that is not JSON",
+    ),
     "a deleted index file": (False, lambda d, up: (d / FLOAT_INDEX_NAME).unlink(), "float.faiss is missing"),
 }
 
@@ -185,6 +247,78 @@ def test_verify_names_the_first_problem_and_exits_non_zero(fresh_index: Path, tm
     done = subprocess.run([*RETRIEVAL, "index", "verify", str(target)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and done.stderr.startswith("error: ") and message in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_verify_says_when_an_older_index_has_no_checksums(fresh_index: Path) -> None:
+    assert api.verify_index(fresh_index).hashed_files >= 5  # every file: faiss, embeddings, items, model
+    _forget_checksums(fresh_index)
+    report = api.verify_index(fresh_index)
+    assert report.hashed_files == 0 and any("records no file checksums" in note for note in report.notes)
+    vectors = OnnxEmbedder(fresh_index / "model").embed_images([make_image(1, 93)])
+    with IndexStore.open(fresh_index) as store:  # the next write records them
+        store.add([ImageRecord(path=fresh_index / "x.png", label="x")], vectors)
+    assert api.verify_index(fresh_index).hashed_files >= 5
+
+
+def _item_of(index_dir: Path, path: Path) -> int:
+    with IndexStore.open(index_dir) as store:
+        return next(item.id for item in store.all_items() if item.path == str(path))
+
+
+def _store_paths_absolute(index_dir: Path) -> None:
+    """Paths into the index as an older version stored them: absolute."""
+    with sqlite3.connect(index_dir / ITEMS_DB_NAME) as db:
+        db.execute("UPDATE items SET path = ? || path WHERE path NOT LIKE '/%'", (f"{index_dir}/",))
+    db.close()
+
+
+@pytest.mark.parametrize("older", [False, True], ids=["relative", "older absolute"])
+def test_a_snapshot_serves_its_own_stored_images(fresh_index: Path, tmp_path: Path, older: bool) -> None:
+    upload = _with_upload(fresh_index)
+    item_id = _item_of(fresh_index, upload)
+    if older:
+        _store_paths_absolute(fresh_index)
+        assert _item_of(fresh_index, upload) == item_id  # read as it is
+    snapshot = tmp_path / "snap"
+    api.snapshot_index(fresh_index, snapshot)
+    shutil.rmtree(fresh_index)
+    report = api.verify_index(snapshot)
+    assert report.uploads == 1 and report.missing_count == 0, report.missing_images
+    assert _item_of(snapshot, snapshot / "uploads" / upload.name) == item_id
+    with serving_client(snapshot) as client:
+        answer = client.get(f"/items/{item_id}/image")
+        assert answer.status_code == 200, answer.text
+        assert answer.content == (snapshot / "uploads" / upload.name).read_bytes()
+
+
+def test_verify_deep_embeds_stored_images_again(fresh_index: Path) -> None:
+    report = api.verify_index(fresh_index, deep=True, sample=8)
+    assert any("8 stored images embedded again agree" in note for note in report.notes)
+    _forget_checksums(fresh_index)  # an older index: no checksums, no model hash
+    manifest = json.loads((fresh_index / INDEX_MANIFEST_NAME).read_text())
+    del manifest["model_files_sha256"]
+    (fresh_index / INDEX_MANIFEST_NAME).write_text(json.dumps(manifest))
+    _set_preprocessing(fresh_index, resize=20)  # a search with an item's own image finds another first
+    assert any("no sha256 of the model's settings" in n for n in api.verify_index(fresh_index).notes)
+    with pytest.raises(IndexFormatError, match="embedded again with model/ differs from its stored vector"):
+        api.verify_index(fresh_index, deep=True)
+    result = _cli("index", "verify", str(fresh_index), "--deep", "--sample", "4")
+    assert result.exit_code != 0 and "differs from its stored vector" in str(result.exception or result.output)
+
+
+def test_the_service_refuses_a_model_whose_settings_do_not_fit_its_graph(fresh_index: Path) -> None:
+    _set_preprocessing(fresh_index, crop=30)
+    app = create_app(make_settings(index_dir=fresh_index, api_key=API_KEY))
+    with TestClient(app) as client:
+        ready = client.get("/readyz")
+        for _ in range(100):
+            if "does not fit" in ready.text:
+                break
+            time.sleep(0.05)
+            ready = client.get("/readyz")
+        assert ready.status_code == 503 and "crop 30" in ready.json()["detail"], ready.text
+        answer = client.post("/search", files={"image": ("q.png", image_bytes(make_image(1, 90)), "image/png")})
+        assert answer.status_code == 503 and "does not fit model.onnx" in answer.json()["detail"]
 
 
 def test_the_commands_refuse_what_they_cannot_do(fresh_index: Path, tmp_path: Path) -> None:

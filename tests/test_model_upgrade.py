@@ -19,7 +19,9 @@ import numpy as np
 import pytest
 from index_fixtures import export_tiny_model, make_image
 from serving_fixtures import API_KEY, image_bytes, query_png, running_server
+from typer.testing import CliRunner
 
+from retrieval.cli.main import app
 from retrieval.indexing import api
 from retrieval.indexing.common.directory_moves import moves_journal
 from retrieval.indexing.common.errors import ConfigError, DataError
@@ -167,6 +169,71 @@ def test_a_switch_killed_between_its_renames_is_finished_by_the_next_reader(fres
     os.replace(fresh_index, outgoing)  # the first rename happened, then the process died
     assert load_index_manifest(fresh_index).dim == 32  # the next reader finished the switch
     assert not journal.exists() and load_index_manifest(outgoing).dim == 64
+
+
+def test_a_repeated_rebuild_keeps_the_way_back_to_the_old_model(fresh_index: Path, new_model: Path) -> None:
+    old_sha, new_sha = load_index_manifest(fresh_index).model_sha256, OnnxEmbedder(new_model).model_sha256
+    api.rebuild_index(fresh_index, new_model)
+    again = api.rebuild_index(fresh_index, new_model)  # e.g. re-run after a kill that came after the switch
+    assert not again.switched and again.embedded == 0 and "already uses model" in again.unchanged
+    result = CliRunner().invoke(app, ["index", "rebuild", str(fresh_index), "--model", str(new_model), "--quiet"])
+    assert result.exit_code == 0 and "nothing to rebuild" in result.output, result.output
+    assert load_index_manifest(previous_generation_dir(fresh_index)).model_sha256 == old_sha
+    assert api.rollback_index(fresh_index).switched
+    assert load_index_manifest(fresh_index).model_sha256 == old_sha and load_index_manifest(fresh_index).dim == 64
+    assert load_index_manifest(next_generation_dir(fresh_index)).model_sha256 == new_sha
+
+
+def test_a_switch_keeps_the_previous_generations_it_is_told_to_and_info_lists_them(
+    fresh_index: Path, new_model: Path, tmp_path: Path
+) -> None:
+    third = export_tiny_model(tmp_path / "third", dim=16, seed=2)
+    shas = [load_index_manifest(fresh_index).model_sha256, OnnxEmbedder(new_model).model_sha256]
+    api.rebuild_index(fresh_index, new_model)
+    api.rebuild_index(fresh_index, third)  # default: two previous generations
+    kept = {g.role: g.model_sha256 for g in api.index_generations(fresh_index)}
+    assert kept == {"live": OnnxEmbedder(third).model_sha256, "previous": shas[1], "previous-2": shas[0]}
+    info = CliRunner().invoke(app, ["index", "info", str(fresh_index)])
+    assert info.exit_code == 0 and f"previous-2: model {shas[0][:12]}, {GALLERY} items" in info.output, info.output
+    api.rollback_index(fresh_index)  # back one: the one before moves up
+    assert load_index_manifest(fresh_index).model_sha256 == shas[1]
+    assert load_index_manifest(previous_generation_dir(fresh_index)).model_sha256 == shas[0]
+    api.rollback_index(fresh_index)
+    assert load_index_manifest(fresh_index).model_sha256 == shas[0]
+    assert api.rebuild_index(fresh_index, new_model, keep=1).switched  # one kept: the older one deleted
+    assert [g.role for g in api.index_generations(fresh_index)] == ["live", "previous"]
+    assert not list(fresh_index.parent.glob(".index.discard*"))
+
+
+_KILLED_SWITCH = """
+    import os, sys
+    from pathlib import Path
+    from retrieval.indexing.store.maintenance.generations import promote
+
+    index, replace = Path(sys.argv[1]), os.replace
+    def replace_until_the_index(source, target):  # SIGKILL before the live index is moved
+        if Path(source) == index:
+            os._exit(9)
+        replace(source, target)
+    os.replace = replace_until_the_index
+    promote(index, index.parent / f".{index.name}.next", keep=1)
+"""
+
+
+def test_a_killed_switch_leaks_no_generation(fresh_index: Path, new_model: Path) -> None:
+    shutil.copytree(fresh_index, previous_generation_dir(fresh_index))  # an older generation to replace
+    api.rebuild_index(fresh_index, new_model, switch=False)
+    killed = subprocess.run([sys.executable, "-c", textwrap.dedent(_KILLED_SWITCH), str(fresh_index)], timeout=120)
+    assert killed.returncode == 9 and list(fresh_index.parent.glob(".index.discard*"))  # put aside, then killed
+    assert api.index_info(fresh_index).dim == 32  # the next reader finishes the switch ...
+    assert not list(fresh_index.parent.glob(".index.discard*"))  # ... and deletes what it put aside
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    leaked = fresh_index.parent / f".index.discard-{int(dead.stdout)}"  # an older version's leak: no journal
+    shutil.copytree(fresh_index, leaked)
+    assert api.verify_index(fresh_index).items == GALLERY and not leaked.exists()
+    busy = fresh_index.parent / f".index.discard-{os.getpid()}"  # a switch in progress: reported, left alone
+    shutil.copytree(fresh_index, busy)
+    assert any(busy.name in note for note in api.verify_index(fresh_index).notes) and busy.exists()
 
 
 def test_an_item_the_new_model_cannot_read_stops_the_switch(fresh_index: Path, new_model: Path) -> None:

@@ -6,7 +6,7 @@ index, a model export or a dataset, so ``retrieval.cli`` only parses arguments a
 search``), ``evaluating`` (``evaluate``; ``evaluate_index_dir``, ``evaluate_dataset`` and
 ``save_evaluation`` for ``retrieval eval``), ``embedding`` (``embed``; ``index_embeddings``,
 ``dataset_embeddings``), ``updating`` (``add_images``, ``remove_items``, ``compact_index``) and
-``maintaining`` (``index_info``, ``snapshot_index``, ``verify_index``, ``rebuild_index``,
+``maintaining`` (``index_info``, ``index_generations``, ``snapshot_index``, ``verify_index``, ``rebuild_index``,
 ``switch_index``, ``rollback_index``).
 ``retrieval.training.api`` adds what needs torch (train, export, study).
 
@@ -25,6 +25,7 @@ from retrieval.indexing.api.evaluating import (
     save_evaluation,
 )
 from retrieval.indexing.api.maintaining import (
+    index_generations,
     index_info,
     rebuild_index,
     rollback_index,
@@ -49,6 +50,7 @@ __all__ = [
     "evaluate_dataset",
     "evaluate_index_dir",
     "index_embeddings",
+    "index_generations",
     "index_info",
     "rebuild_index",
     "remove_items",

@@ -126,5 +126,12 @@ def file_sha256(path: Path, chunk_bytes: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
+def model_files_sha256(export_dir: Path, manifest: ModelManifest) -> str:
+    """One sha256 of an export's ONNX graph and its ``model.json`` (the preprocessing that feeds it):
+    recorded by an index, so that a changed setting (``resize``, ``crop``, ``mean``) is caught too."""
+    parts = (file_sha256(Path(export_dir) / manifest.onnx_file), file_sha256(Path(export_dir) / MODEL_MANIFEST_NAME))
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
 def manifest_json(manifest: ModelManifest) -> str:
     return json.dumps(manifest.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"

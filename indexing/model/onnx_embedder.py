@@ -62,6 +62,25 @@ def l2_normalize(vectors: np.ndarray) -> np.ndarray:
     return vectors / np.maximum(norms, np.float32(1e-12))
 
 
+def graph_input_problem(session: ort.InferenceSession, manifest: ModelManifest) -> str | None:
+    """Why the images ``model.json``'s preprocessing makes cannot feed the graph (its input name, or a
+    fixed input shape other than (n, 3, crop, crop)); None when they fit. Checked when a model loads, so
+    that a changed ``crop`` is refused once instead of failing every search."""
+    inputs = {graph_input.name: graph_input.shape for graph_input in session.get_inputs()}
+    if manifest.input_name not in inputs:
+        return f"the graph has no input {manifest.input_name!r} (it has {', '.join(map(repr, inputs))})"
+    shape = list(inputs[manifest.input_name])
+    crop = manifest.preprocessing.crop
+    wanted = [None, 3, crop, crop]
+    fixed = len(shape) == 4 and all(
+        not isinstance(have, int) or want is None or have == want for have, want in zip(shape, wanted, strict=True)
+    )
+    if not fixed:
+        shown = " x ".join(str(size) for size in shape)
+        return f"its preprocessing makes 3 x {crop} x {crop} images (crop {crop}) but the graph takes {shown}"
+    return None
+
+
 def _choose_providers(providers: str) -> list[str]:
     if providers not in PROVIDER_CHOICES:
         raise ConfigError(f"unknown providers {providers!r}; choose one of {', '.join(PROVIDER_CHOICES)}")
@@ -95,6 +114,12 @@ class OnnxEmbedder:
         self.threads = threads
         self._session: ort.InferenceSession | None = self._create_session(onnx_path, threads, providers, spin_wait)
         self.providers = self._session.get_providers()
+        problem = graph_input_problem(self._session, self.manifest)
+        if problem:
+            raise IndexFormatError(
+                f"{self.export_dir / MODEL_MANIFEST_NAME} does not fit {onnx_path.name}: {problem}; restore the "
+                "model.json the model was exported with, or re-export the model"
+            )
 
     @staticmethod
     def _create_session(onnx_path: Path, threads: int | None, providers: str, spin_wait: bool) -> ort.InferenceSession:

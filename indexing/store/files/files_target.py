@@ -17,6 +17,7 @@ import numpy as np
 from retrieval.indexing.common.artifact_names import INDEX_MODEL_SUBDIR, ITEMS_DB_NAME
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.data.records import ImageRecord
+from retrieval.indexing.model.manifest import model_files_sha256
 from retrieval.indexing.search.binary import binarize
 from retrieval.indexing.search.postprocess import augment_database
 from retrieval.indexing.search.postprocess_params import IndexPostprocess
@@ -103,9 +104,9 @@ def write_index_files(
     write_faiss_files(index_dir, float_index, binary_index)
     copy_model(model, index_dir / INDEX_MODEL_SUBDIR)
     manifest = _manifest(model, kinds, dim=vectors.shape[1], count=len(ids), num_labels=num_labels)
-    manifest = manifest.model_copy(update={"postprocess": postprocess})
-    save_index_manifest(index_dir, manifest)
-    return manifest
+    model_files = model_files_sha256(index_dir / INDEX_MODEL_SUBDIR, model.manifest)
+    manifest = manifest.model_copy(update={"postprocess": postprocess, "model_files_sha256": model_files})
+    return save_index_manifest(index_dir, manifest)
 
 
 def _manifest(

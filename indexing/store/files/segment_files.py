@@ -8,6 +8,7 @@ the base at the top of the index directory, each delta in its own ``segments/NAM
 
 from __future__ import annotations
 
+import tokenize
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +47,8 @@ def load_embeddings(path: Path, dim: int) -> np.ndarray:
         embeddings = np.load(path, mmap_mode="r")
     except FileNotFoundError:
         raise IndexFormatError(f"{path} is missing; {REBUILD}") from None
-    except (ValueError, OSError, EOFError) as error:
-        raise IndexFormatError(f"{path} is corrupt ({error}); {REBUILD}") from None
+    except (ValueError, OSError, EOFError, SyntaxError, tokenize.TokenError) as error:  # a damaged header
+        raise IndexFormatError(f"{path} is corrupt ({type(error).__name__}: {error}); {REBUILD}") from None
     if embeddings.ndim != 2 or embeddings.shape[1] != dim or embeddings.dtype != np.float16:
         raise IndexFormatError(f"{path} holds {embeddings.dtype} {embeddings.shape}, not float16 (n, {dim}); {REBUILD}")
     return embeddings

@@ -153,7 +153,7 @@ class StoreUpdates:
             if before != (1, 0) or new_kinds:
                 self._compact(major_plan(self.segment_count))
             else:
-                save_index_manifest(self.index_dir, self.manifest)
+                self.manifest = save_index_manifest(self.index_dir, self.manifest)
         after = (self.segment_count, self.tombstone_count)
         return CompactionResult(*before, *after, time.perf_counter() - started)
 
@@ -287,4 +287,4 @@ class StoreUpdates:
             "tombstones": self.tombstone_count,
         }
         self.manifest = self.manifest.model_copy(update=update)
-        save_index_manifest(self.index_dir, self.manifest)
+        self.manifest = save_index_manifest(self.index_dir, self.manifest)

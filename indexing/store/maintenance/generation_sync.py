@@ -5,8 +5,9 @@ The source is read from its item table alone (no faiss index of the live generat
 the source holds and the target does not are embedded and added under their ids (in chunks: each chunk
 is one committed delta of the target, so a killed sync loses at most a chunk and the next run goes on
 from there); items the target holds and the source no longer does are removed. Images the service
-stored in the source's ``uploads/`` are hard-linked into the target's (copied across file systems), so
-the same item path finds its file whichever generation is live. This is how the writes that reach the
+stored in the source's ``uploads/`` are hard-linked into the target's (copied across file systems), and
+the target's item points to its own link (stored relative to its directory: ``item_paths``), so each
+generation finds its files wherever it is and whichever is live. This is how the writes that reach the
 live index during a rebuild get into the new generation: every pass catches up with them, and the last
 one runs under the live index's writer lock, just before the switch.
 """
@@ -87,13 +88,17 @@ def _add(
     report.failures += [(item.id, unread[item.path]) for item in items if item.path in unread]
     kept = [items[position] for position in result.ok]
     if kept:
-        target.add([_record(item) for item in kept], result.embeddings, ids=[item.id for item in kept])
+        records = [_record(item, source_dir, target.index_dir) for item in kept]
+        target.add(records, result.embeddings, ids=[item.id for item in kept])
         report.added += len(kept)
 
 
-def _record(item: Item) -> ImageRecord:
+def _record(item: Item, source_dir: Path, target_dir: Path) -> ImageRecord:
+    path = Path(item.path)
+    if _is_upload_of(path, source_dir):
+        path = target_dir / UPLOADS_SUBDIR / path.name
     return ImageRecord(
-        path=Path(item.path),
+        path=path,
         label=item.label,
         split=item.split,
         is_query=item.is_query,
@@ -104,7 +109,7 @@ def _record(item: Item) -> ImageRecord:
 
 def _link_upload(source_dir: Path, target_dir: Path, path: Path) -> None:
     """Give the target generation its own link to an image the service stored in the source's uploads/."""
-    if not path.is_file() or path.resolve().parent != (source_dir / UPLOADS_SUBDIR).resolve():
+    if not path.is_file() or not _is_upload_of(path, source_dir):
         return
     copy = target_dir / UPLOADS_SUBDIR / path.name
     if copy.exists():
@@ -117,9 +122,16 @@ def _link_upload(source_dir: Path, target_dir: Path, path: Path) -> None:
 
 
 def _drop_unused_uploads(source_dir: Path, target: IndexStore, paths: list[str]) -> None:
-    """Delete the target's links to stored images none of its items points to any more."""
-    uploads = (source_dir / UPLOADS_SUBDIR).resolve()
+    """Delete the target's links to stored images none of its items points to any more (its items point
+    to its own links, or to the source's where an older version synced them)."""
     in_use = target.paths_in_use(paths)
     for path in paths:
-        if path not in in_use and Path(path).resolve().parent == uploads:
+        if path not in in_use and (
+            _is_upload_of(Path(path), source_dir) or _is_upload_of(Path(path), target.index_dir)
+        ):
             (target.index_dir / UPLOADS_SUBDIR / Path(path).name).unlink(missing_ok=True)
+
+
+def _is_upload_of(path: Path, index_dir: Path) -> bool:
+    """Whether ``path`` is an image the service stored in ``index_dir``'s uploads/."""
+    return path.resolve().parent == (Path(index_dir) / UPLOADS_SUBDIR).resolve()

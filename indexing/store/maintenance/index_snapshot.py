@@ -5,7 +5,8 @@ commit is finished first, every file is hard-linked into a staging directory bes
 where the file system refuses a link: another disk), and the item table, the one file that changes in
 place, is copied with SQLite's backup API. Hard links are safe because no writer changes a file in
 place: each is written once and replaced by a rename. Then, with the lock released, the sha256 of every
-file goes into ``OUT/snapshot.json`` and the staging directory becomes ``OUT``. Restoring is copying
+file goes into ``OUT/snapshot.json`` and the staging directory becomes ``OUT``. Item paths into the index
+are relative to it, so the copy's items point at the copy's own stored images. Restoring is copying
 the snapshot back; ``retrieval index verify`` checks either against those hashes.
 """
 
@@ -16,7 +17,6 @@ import os
 import shutil
 import sqlite3
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,11 +25,12 @@ from retrieval.indexing.common.atomic_write import atomic_write_text, fsync_dir
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.model.manifest import file_sha256
 from retrieval.indexing.store.files.index_store import committed_manifest
+from retrieval.indexing.store.shared.file_checksums import index_files
+from retrieval.indexing.store.shared.item_paths import relocate_paths
 from retrieval.indexing.store.shared.manifest import load_index_manifest, utc_now
 from retrieval.indexing.store.shared.write_lock import exclusive_writer
 
 SNAPSHOT_FORMAT = 1
-_SQLITE_SIDE_FILES = (f"{ITEMS_DB_NAME}-journal", f"{ITEMS_DB_NAME}-wal", f"{ITEMS_DB_NAME}-shm")
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ def snapshot_index(index_dir: Path, out: Path) -> SnapshotReport:
         with exclusive_writer(index_dir):
             manifest = committed_manifest(index_dir)  # finishes an update killed after its commit
             linked, copied = _link_files(index_dir, staging)
-            _copy_item_table(index_dir / ITEMS_DB_NAME, staging / ITEMS_DB_NAME)
+            _copy_item_table(index_dir / ITEMS_DB_NAME, staging / ITEMS_DB_NAME, index_dir)
         hashes = {path: file_sha256(staging / path) for path in index_files(staging)}
         write_snapshot_manifest(staging, manifest.generation, hashes)
         if out.is_dir():
@@ -89,18 +90,6 @@ def _check_out(index_dir: Path, out: Path) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
 
 
-def index_files(root: Path) -> Iterator[str]:
-    """Paths (relative, POSIX) of the files of an index: no hidden entries (temporary files, staged
-    compactions), no SQLite side files, no earlier snapshot's manifest."""
-    for folder, folders, names in os.walk(root):
-        folders[:] = sorted(name for name in folders if not name.startswith("."))
-        for name in sorted(names):
-            relative = (Path(folder) / name).relative_to(root)
-            if name.startswith(".") or name in _SQLITE_SIDE_FILES or relative.as_posix() == SNAPSHOT_MANIFEST_NAME:
-                continue
-            yield relative.as_posix()
-
-
 def _link_files(source: Path, target: Path) -> tuple[int, int]:
     """Hard-link (or copy) every file of ``source`` but the item table into ``target``: (linked, copied)."""
     linked = copied = 0
@@ -118,13 +107,15 @@ def _link_files(source: Path, target: Path) -> tuple[int, int]:
     return linked, copied
 
 
-def _copy_item_table(source: Path, target: Path) -> None:
-    """A consistent copy of the SQLite file (its pages as of one transaction)."""
+def _copy_item_table(source: Path, target: Path, index_dir: Path) -> None:
+    """A consistent copy of the SQLite file (its pages as of one transaction), whose paths into the index
+    (stored absolute by an older version) are made relative, so that they point into the copy."""
     target.parent.mkdir(parents=True, exist_ok=True)
     reading = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
     writing = sqlite3.connect(target)
     try:
         reading.backup(writing)
+        relocate_paths(writing, index_dir)
     finally:
         writing.close()
         reading.close()

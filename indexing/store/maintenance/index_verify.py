@@ -2,13 +2,18 @@
 problem is an ``IndexFormatError`` naming it (the command exits non-zero with it).
 
 In order: the manifest; the item table (SQLite's ``integrity_check``) and its generation against the
-manifest's; the sha256 of every file listed in ``snapshot.json`` (a snapshot, or an index restored from
-one, while it is still at the snapshot's generation); the model copy against its sha256; every segment's
-files (each live item in its segment's two faiss indexes, each item in exactly one segment); every
-stored vector (finite, unit length for a normalised model, and equal to what the flat faiss indexes
-hold: float values, and sign codes); every record (a label, a metadata object, and for images added
-through the service their file, whose name is its sha256). Images outside the index directory (a
-gallery indexed from a dataset) are not part of it: missing ones are reported, not failed.
+manifest's; the model copy (``model_check``: it loads, its preprocessing fits the graph's input, and
+its model.onnx and model.json are what the index was built with); the sha256 of every file listed in
+``snapshot.json`` (a snapshot, or an index restored from one, while it is still at the snapshot's
+generation), or else of every file the manifest recorded when it was written (``file_checksums``; an
+index written by an older version has none: a note says so); every segment's files (each live item
+in its segment's two faiss indexes, each item in exactly one segment); every stored vector (finite,
+unit length for a normalised model, and equal to what the flat faiss indexes hold: float values, and
+sign codes); every record (readable UTF-8 and JSON, a label, a metadata object, and for images added
+through the service their file, whose name is its sha256); with ``deep``, a sample of stored images
+embedded again against their stored vectors. Images outside the index directory (a gallery indexed
+from a dataset) are not part of it: missing ones are reported, not failed. A file that cannot be read
+at all is a finding that names it, never a traceback.
 """
 
 from __future__ import annotations
@@ -16,6 +21,9 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import tokenize
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,17 +32,19 @@ import faiss
 import numpy as np
 
 from retrieval.indexing.common.artifact_names import (
-    INDEX_MODEL_SUBDIR,
     ITEMS_DB_NAME,
     SNAPSHOT_MANIFEST_NAME,
     UPLOADS_SUBDIR,
 )
+from retrieval.indexing.common.directory_moves import leftover_discards
 from retrieval.indexing.common.errors import ConfigError, IndexFormatError
 from retrieval.indexing.data.records import is_blank_label
-from retrieval.indexing.model.manifest import ModelManifest, file_sha256
+from retrieval.indexing.model.manifest import file_sha256
 from retrieval.indexing.search.binary import binarize
 from retrieval.indexing.store.files.segment_set import SegmentSet, load_segment_set
 from retrieval.indexing.store.files.segments import Segment
+from retrieval.indexing.store.maintenance.model_check import DEEP_SAMPLE, model_copy_problem, reembedding_problem
+from retrieval.indexing.store.shared.file_checksums import checksum_problem
 from retrieval.indexing.store.shared.items_db import ItemsDb
 from retrieval.indexing.store.shared.manifest import IndexManifest, load_index_manifest
 
@@ -60,13 +70,16 @@ class VerifyReport:
     notes: list[str] = field(default_factory=list)
 
 
-def verify_index(index_dir: Path) -> VerifyReport:
-    """Check ``index_dir`` (see the module); raises IndexFormatError with the first problem found."""
+def verify_index(index_dir: Path, *, deep: bool = False, sample: int = DEEP_SAMPLE) -> VerifyReport:
+    """Check ``index_dir`` (see the module); raises IndexFormatError with the first problem found. ``deep``
+    also embeds up to ``sample`` stored images again and compares them with their stored vectors."""
     index_dir = Path(index_dir)
     manifest = load_index_manifest(index_dir)
     if manifest.backend != "files":
         raise ConfigError(f"{index_dir} keeps its items in Milvus; verify checks indexes of the files backend")
     report = VerifyReport(index_dir, manifest.generation)
+    for leftover in leftover_discards(index_dir):  # the dead ones were deleted when the manifest was read
+        report.notes.append(f"{leftover} is a generation put aside by a switch that is still running")
     _check_item_table(index_dir / ITEMS_DB_NAME)
     db = ItemsDb.open(index_dir / ITEMS_DB_NAME)
     try:
@@ -76,15 +89,20 @@ def verify_index(index_dir: Path) -> VerifyReport:
                 f"items.sqlite is at generation {db.generation} but manifest.json at {manifest.generation}: an update "
                 "was interrupted after its commit; open the index once (`retrieval index info`) to finish it",
             )
-        _check_hashes(index_dir, manifest.generation, report)
-        _check_model(index_dir, manifest)
-        segments, stale = load_segment_set(index_dir, manifest, db)
+        _fail_on(index_dir, model_copy_problem(index_dir, manifest, report.notes))
+        _check_hashes(index_dir, manifest, report)
+        with _reading(index_dir, "the segment files (embeddings and faiss indexes)"):
+            segments, stale = load_segment_set(index_dir, manifest, db)
         if stale:
             names = ", ".join(segments.segments[p].info.name or "the base" for p in stale)
             _fail(index_dir, f"the faiss indexes of segment {names} miss items; open the index once to repair them")
         _check_ids(index_dir, segments, db.count)
         report.vectors = sum(_check_vectors(index_dir, manifest, segments, s) for s in segments.segments)
-        _check_records(index_dir, db, report)
+        _check_readable_records(index_dir / ITEMS_DB_NAME)
+        with _reading(index_dir, ITEMS_DB_NAME):
+            _check_records(index_dir, db, report)
+        if deep:
+            _fail_on(index_dir, reembedding_problem(index_dir, manifest, db, segments, report.notes, sample))
     finally:
         db.close()
     return report
@@ -92,6 +110,23 @@ def verify_index(index_dir: Path) -> VerifyReport:
 
 def _fail(index_dir: Path, problem: str) -> None:
     raise IndexFormatError(f"{index_dir}: {problem}")
+
+
+def _fail_on(index_dir: Path, problem: str | None) -> None:
+    if problem:
+        _fail(index_dir, problem)
+
+
+_UNREADABLE = (sqlite3.Error, ValueError, SyntaxError, tokenize.TokenError, RuntimeError, OSError, TypeError)
+
+
+@contextmanager
+def _reading(index_dir: Path, what: str) -> Iterator[None]:
+    """A file that cannot be parsed at all is a finding naming ``what``, not a traceback."""
+    try:
+        yield
+    except _UNREADABLE as error:
+        _fail(index_dir, f"{what} cannot be read ({type(error).__name__}: {error})")
 
 
 def _check_item_table(path: Path) -> None:
@@ -108,11 +143,30 @@ def _check_item_table(path: Path) -> None:
         _fail(path.parent, f"{ITEMS_DB_NAME} is corrupt ({result})")
 
 
-def _check_hashes(index_dir: Path, generation: int, report: VerifyReport) -> None:
+def _check_hashes(index_dir: Path, manifest: IndexManifest, report: VerifyReport) -> None:
+    """Against snapshot.json while it is of the index's generation, else against the manifest's checksums."""
+    if not _check_snapshot_hashes(index_dir, manifest.generation, report):
+        _check_manifest_hashes(index_dir, manifest, report)
+
+
+def _check_manifest_hashes(index_dir: Path, manifest: IndexManifest, report: VerifyReport) -> None:
+    if manifest.files is None:
+        report.notes.append(
+            "manifest.json records no file checksums (written by an older version): file hashes not checked; "
+            "the next write of the index records them"
+        )
+        return
+    problem = checksum_problem(index_dir, manifest.files)
+    if problem:
+        _fail(index_dir, problem)
+    report.hashed_files = len(manifest.files)
+
+
+def _check_snapshot_hashes(index_dir: Path, generation: int, report: VerifyReport) -> bool:
+    """Whether snapshot.json applies (and every file matched it)."""
     path = index_dir / SNAPSHOT_MANIFEST_NAME
     if not path.is_file():
-        report.notes.append("no snapshot.json: file hashes not checked (only snapshots record them)")
-        return
+        return False
     try:
         recorded = json.loads(path.read_text())
         hashes, taken_at = dict(recorded["files"]), int(recorded["generation"])
@@ -120,9 +174,10 @@ def _check_hashes(index_dir: Path, generation: int, report: VerifyReport) -> Non
         _fail(index_dir, f"{SNAPSHOT_MANIFEST_NAME} is unreadable ({error})")
     if taken_at != generation:
         report.notes.append(
-            f"snapshot.json is of generation {taken_at}, the index is at {generation}: file hashes not checked"
+            f"snapshot.json is of generation {taken_at}, the index is at {generation}: checked against the "
+            "manifest's checksums instead"
         )
-        return
+        return False
     for relative, sha256 in sorted(hashes.items()):
         file = index_dir / relative
         if not file.is_file():
@@ -130,17 +185,7 @@ def _check_hashes(index_dir: Path, generation: int, report: VerifyReport) -> Non
         if file_sha256(file) != sha256:
             _fail(index_dir, f"{relative} has changed: its sha256 differs from {SNAPSHOT_MANIFEST_NAME}'s")
     report.hashed_files = len(hashes)
-
-
-def _check_model(index_dir: Path, manifest: IndexManifest) -> None:
-    model_dir = index_dir / INDEX_MODEL_SUBDIR
-    try:
-        model = ModelManifest.load(model_dir)
-        onnx_sha256 = file_sha256(model_dir / model.onnx_file)
-    except (OSError, ValueError) as error:
-        _fail(index_dir, f"the model copy in {INDEX_MODEL_SUBDIR}/ is unreadable ({error})")
-    if not onnx_sha256 == model.onnx_sha256 == manifest.model_sha256:
-        _fail(index_dir, f"{INDEX_MODEL_SUBDIR}/{model.onnx_file} is not the model the index was built with")
+    return True
 
 
 def _check_ids(index_dir: Path, segments: SegmentSet, count: int) -> None:
@@ -201,6 +246,34 @@ def _reconstruct_n(index: Any, start: int, count: int) -> np.ndarray:
     """faiss's numpy ``reconstruct_n``: ``faiss.contrib.torch_utils`` (imported with pytorch-metric-learning)
     replaces it with one that returns torch tensors and keeps the original as ``reconstruct_n_numpy``."""
     return np.asarray(getattr(index, "reconstruct_n_numpy", index.reconstruct_n)(start, count))
+
+
+def _check_readable_records(path: Path) -> None:
+    """Every record's text is UTF-8 and its metadata JSON, read raw so that one bad byte names its item."""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    db.text_factory = bytes
+    try:
+        for item_id, *texts in db.execute("SELECT id, path, label, metadata FROM items ORDER BY id"):
+            problem = _unreadable_text(texts)
+            if problem:
+                _fail(path.parent, f"{ITEMS_DB_NAME} holds item {item_id} with {problem}")
+    except sqlite3.Error as error:
+        _fail(path.parent, f"{ITEMS_DB_NAME} cannot be read ({error})")
+    finally:
+        db.close()
+
+
+def _unreadable_text(texts: list[bytes | None]) -> str | None:
+    for name, value in zip(("a path", "a label", "metadata"), texts, strict=True):
+        try:
+            text = (value or b"").decode("utf-8") if isinstance(value, bytes) else str(value)
+            if name == "metadata":
+                json.loads(text)
+        except UnicodeDecodeError:
+            return f"{name} that is not UTF-8"
+        except ValueError as error:
+            return f"metadata that is not JSON ({error})"
+    return None
 
 
 def _check_records(index_dir: Path, db: ItemsDb, report: VerifyReport) -> None:

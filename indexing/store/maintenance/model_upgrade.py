@@ -12,8 +12,8 @@ the generation it loaded and picks the new one up on its next reload (``POST /ad
 until then its writes are refused with 409 (the index changed), which a client retries after the reload.
 
 ``rollback_index`` is the same switch the other way: the previous generation catches up with what was
-written since (embedded with its own model) and becomes live again; the rolled-back generation becomes
-the next one, so a rebuild with its model, or ``switch_index``, returns to it by catching up only.
+written since (embedded with its own model) and becomes live again, the older previous generations move
+up one place, and the rolled-back generation becomes the next one, so a rebuild with its model, or ``switch_index``, returns to it by catching up only.
 The files backend only: a Milvus collection is rebuilt by building a new one (``index build``).
 """
 
@@ -35,7 +35,13 @@ from retrieval.indexing.store.files.faiss_kinds import binary_kind, float_kind
 from retrieval.indexing.store.files.files_target import FilesTarget
 from retrieval.indexing.store.files.index_store import IndexStore
 from retrieval.indexing.store.maintenance.generation_sync import Progress, SyncReport, sync_generation
-from retrieval.indexing.store.maintenance.generations import next_generation_dir, previous_generation_dir, promote
+from retrieval.indexing.store.maintenance.generations import (
+    KEEP_PREVIOUS,
+    next_generation_dir,
+    previous_generation_dir,
+    promote,
+    restore_previous,
+)
 from retrieval.indexing.store.shared.manifest import IndexManifest, load_index_manifest
 from retrieval.indexing.store.shared.write_lock import exclusive_writer
 
@@ -45,7 +51,8 @@ _log = logging.getLogger(__name__)
 
 @dataclass
 class UpgradeReport:
-    """What a rebuild, switch or rollback did; ``switched``: the generation with ``model_sha256`` is live."""
+    """What a rebuild, switch or rollback did; ``switched``: the generation with ``model_sha256`` is live;
+    ``unchanged``: why nothing was done (the live generation already has that model)."""
 
     index_dir: Path
     model_sha256: str
@@ -55,6 +62,7 @@ class UpgradeReport:
     switched: bool = False
     seconds: float = 0.0
     failures: list[tuple[int, str]] = field(default_factory=list)
+    unchanged: str = ""
 
 
 def rebuild_index(
@@ -65,12 +73,16 @@ def rebuild_index(
     threads: int | None = None,
     switch: bool = True,
     progress: Progress | None = None,
+    keep: int = KEEP_PREVIOUS,
 ) -> UpgradeReport:
     """Re-embed every item of ``index_dir`` with ``model`` into its next generation, then (``switch``)
-    make that generation live (see the module)."""
+    make that generation live, keeping ``keep`` previous generations (see the module). With the live
+    model it changes nothing: the report says why (``unchanged``)."""
     started = time.perf_counter()
     live = _files_index(index_dir)
     embedder = OnnxEmbedder(resolve_export_dir(model), threads=threads)
+    if embedder.model_sha256 == live.model_sha256:
+        return _unchanged(index_dir, live)
     target = next_generation_dir(index_dir)
     _start_generation(target, embedder)
     report = UpgradeReport(Path(index_dir), embedder.model_sha256)
@@ -78,32 +90,34 @@ def rebuild_index(
         _count(report, sync_generation(index_dir, target, embedder, batch_size=batch_size, progress=progress))
     _compact_like(target, live)
     if switch:
-        _switch(index_dir, target, previous_generation_dir(index_dir), embedder, batch_size, report)
+        _switch(index_dir, target, embedder, batch_size, report, keep=keep)
     report.seconds = time.perf_counter() - started
     return report
 
 
-def switch_index(index_dir: Path, *, batch_size: int = 32, threads: int | None = None) -> UpgradeReport:
+def switch_index(
+    index_dir: Path, *, batch_size: int = 32, threads: int | None = None, keep: int = KEEP_PREVIOUS
+) -> UpgradeReport:
     """Make the next generation (a finished or interrupted rebuild) live, after catching it up and
-    compacting it into the live index's kinds."""
-    incoming, outgoing = next_generation_dir(index_dir), previous_generation_dir(index_dir)
-    return _exchange(index_dir, incoming, outgoing, batch_size, threads, compact=True)
+    compacting it into the live index's kinds; ``keep`` previous generations are kept."""
+    return _exchange(index_dir, next_generation_dir(index_dir), batch_size, threads, keep=keep)
 
 
 def rollback_index(index_dir: Path, *, batch_size: int = 32, threads: int | None = None) -> UpgradeReport:
     """Make the previous generation live again, after catching it up with its own model; the rolled-back
     generation becomes the next one."""
-    incoming, outgoing = previous_generation_dir(index_dir), next_generation_dir(index_dir)
-    return _exchange(index_dir, incoming, outgoing, batch_size, threads, compact=False)
+    return _exchange(index_dir, previous_generation_dir(index_dir), batch_size, threads, keep=None)
 
 
 def _exchange(
-    index_dir: Path, incoming: Path, outgoing: Path, batch_size: int, threads: int | None, *, compact: bool
+    index_dir: Path, incoming: Path, batch_size: int, threads: int | None, *, keep: int | None
 ) -> UpgradeReport:
+    """A switch to the next generation (``keep``: previous generations kept), or (None) a rollback."""
     started = time.perf_counter()
     live = _files_index(index_dir)
+    compact = keep is not None
     if not (incoming / INDEX_MODEL_SUBDIR).is_dir():
-        which = "next" if incoming == next_generation_dir(index_dir) else "previous"
+        which = "next" if compact else "previous"
         raise ConfigError(
             f"{index_dir} has no {which} generation ({incoming} is missing); "
             + (
@@ -113,11 +127,13 @@ def _exchange(
             )
         )
     embedder = OnnxEmbedder(incoming / INDEX_MODEL_SUBDIR, threads=threads)
+    if compact and embedder.model_sha256 == live.model_sha256:
+        return _unchanged(index_dir, live)
     report = UpgradeReport(Path(index_dir), embedder.model_sha256)
     _count(report, sync_generation(index_dir, incoming, embedder, batch_size=batch_size))
     if compact:
         _compact_like(incoming, live)
-    _switch(index_dir, incoming, outgoing, embedder, batch_size, report)
+    _switch(index_dir, incoming, embedder, batch_size, report, keep=keep)
     report.seconds = time.perf_counter() - started
     return report
 
@@ -130,6 +146,15 @@ def _files_index(index_dir: Path) -> IndexManifest:
             "(`retrieval index build --backend milvus`) instead"
         )
     return manifest
+
+
+def _unchanged(index_dir: Path, live: IndexManifest) -> UpgradeReport:
+    report = UpgradeReport(Path(index_dir), live.model_sha256, count=live.count)
+    report.unchanged = (
+        f"{index_dir} already uses model {live.model_sha256[:12]}: nothing to rebuild, and its previous "
+        "generations are kept as they are"
+    )
+    return report
 
 
 def _start_generation(target: Path, embedder: OnnxEmbedder) -> None:
@@ -155,9 +180,16 @@ def _compact_like(target: Path, live: IndexManifest) -> None:
 
 
 def _switch(
-    index_dir: Path, incoming: Path, outgoing: Path, embedder: OnnxEmbedder, batch_size: int, report: UpgradeReport
+    index_dir: Path,
+    incoming: Path,
+    embedder: OnnxEmbedder,
+    batch_size: int,
+    report: UpgradeReport,
+    *,
+    keep: int | None,
 ) -> None:
-    """The last catch-up and the switch, under the live index's writer lock (its writers wait meanwhile)."""
+    """The last catch-up and the switch (``keep`` None: the rollback), under the live index's writer lock
+    (its writers wait meanwhile)."""
     with exclusive_writer(index_dir):
         last = sync_generation(index_dir, incoming, embedder, batch_size=batch_size, keep_ids=True)
         _count(report, last)
@@ -167,7 +199,10 @@ def _switch(
                 f"{len(last.failures)} item(s) could not be embedded with the new model ({shown}); restore their "
                 f"image files or remove them (`retrieval index remove {index_dir} ID...`), then run this again"
             )
-        promote(index_dir, incoming, outgoing)
+        if keep is None:
+            restore_previous(index_dir)
+        else:
+            promote(index_dir, incoming, keep=keep)
     with IndexStore.open(index_dir) as store:
         report.count = store.count
     report.switched = True

@@ -3,7 +3,8 @@
 Item ids come from ``INTEGER PRIMARY KEY AUTOINCREMENT``, so an id is never reused even
 after the newest item is removed; faiss stores the same ids. The ``meta`` table holds the
 committed ``generation``: an update commits the new rows and generation in ONE SQLite
-transaction, which makes this file the source of truth after a crash.
+transaction, which makes this file the source of truth after a crash. Image paths inside the index
+directory are stored relative to it (``item_paths``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from retrieval.indexing.common.errors import DataError, IndexFormatError
 from retrieval.indexing.common.unicode_text import readable_json
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.store.shared.item_filter import ItemFilter, Scalar
+from retrieval.indexing.store.shared.item_paths import absolute_path, stored_path
 
 _SCHEMA = """
 CREATE TABLE items (
@@ -57,10 +59,11 @@ class Item:
     row: int = -1
 
 
-def _item(row: tuple) -> Item:
-    """An item as stored; text written before lone surrogates were refused is read with U+FFFD in their
-    place (``json.dumps`` escaped them as ``\\ud800``), so such an item is still served."""
-    id_, path, label, split, is_query, is_gallery, metadata, emb_row = row
+def _item(row: tuple, root: Path) -> Item:
+    """An item as stored, its path absolute; text written before lone surrogates were refused is read
+    with U+FFFD in their place (``json.dumps`` escaped them as ``\\ud800``), so such an item is still served."""
+    id_, stored, label, split, is_query, is_gallery, metadata, emb_row = row
+    path = absolute_path(stored, root)
     return Item(id_, path, label, split, bool(is_query), bool(is_gallery), readable_json(json.loads(metadata)), emb_row)
 
 
@@ -105,6 +108,11 @@ class ItemsDb:
                 f"{path} is corrupt ({error}); rebuild the index with `retrieval index build`"
             ) from None
         return cls(db, Path(path))
+
+    @property
+    def root(self) -> Path:
+        """The index directory: item paths inside it are stored relative to it."""
+        return Path(os.path.abspath(self.path.parent))
 
     def close(self) -> None:
         self._db.close()
@@ -160,7 +168,7 @@ class ItemsDb:
             _check_text(record)
             values = (
                 item_id,
-                str(record.path),
+                stored_path(record.path, self.root),
                 record.label,
                 record.split,
                 int(record.is_query),
@@ -244,16 +252,18 @@ class ItemsDb:
             chunk = wanted[start : start + _CHUNK]
             marks = ",".join("?" * len(chunk))
             for row in self._db.execute(f"SELECT {_COLUMNS} FROM items WHERE id IN ({marks})", chunk):
-                found[row[0]] = _item(row)
+                found[row[0]] = _item(row, self.root)
         return [found.get(i) for i in wanted]
 
     def all_items(self) -> list[Item]:
-        return [_item(row) for row in self._db.execute(f"SELECT {_COLUMNS} FROM items ORDER BY id")]
+        return [_item(row, self.root) for row in self._db.execute(f"SELECT {_COLUMNS} FROM items ORDER BY id")]
 
     def paths_in_use(self, paths: Sequence[str]) -> set[str]:
-        """Which of ``paths`` some item still points to."""
-        marks = ",".join("?" * len(paths))
-        return {row[0] for row in self._db.execute(f"SELECT DISTINCT path FROM items WHERE path IN ({marks})", paths)}
+        """Which of ``paths`` some item still points to (stored relative or, by an older version, absolute)."""
+        forms = {form: path for path in paths for form in (stored_path(path, self.root), str(path))}
+        marks = ",".join("?" * len(forms))
+        query = f"SELECT DISTINCT path FROM items WHERE path IN ({marks})"
+        return {forms[row[0]] for row in self._db.execute(query, list(forms))}
 
     def matching_ids(self, where: ItemFilter) -> np.ndarray:
         """Ids (ascending) of the items that pass ``where``: the label through its SQLite index (an index

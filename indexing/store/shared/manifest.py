@@ -5,7 +5,7 @@ one committed in ``items.sqlite``; when it does not, an update was interrupted a
 item table committed and the faiss files are rebuilt on open (see ``index_store``). Reading the
 manifest of a directory that a build killed between its two renames left missing puts the previous
 index back first (``atomic_write.recover_swapped_out``), and a switch of generations killed between
-its renames is finished (``directory_moves``).
+its renames is finished (``directory_moves``), and what it had put aside for deletion is deleted.
 """
 
 from __future__ import annotations
@@ -21,11 +21,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from retrieval.indexing.common.artifact_names import INDEX_MANIFEST_NAME
 from retrieval.indexing.common.atomic_write import atomic_write_text, recover_swapped_out
-from retrieval.indexing.common.directory_moves import finish_moves, moves_journal
+from retrieval.indexing.common.directory_moves import finish_moves, moves_journal, remove_stale_discards
 from retrieval.indexing.common.errors import IndexFormatError
 from retrieval.indexing.model.manifest import ModelManifest
 from retrieval.indexing.search.postprocess_params import IndexPostprocess
 from retrieval.indexing.store.shared.compaction import CompactionPolicy
+from retrieval.indexing.store.shared.file_checksums import FileChecksum, record_checksums
 
 INDEX_FORMAT_VERSION = 1
 _log = logging.getLogger(__name__)
@@ -43,6 +44,9 @@ class IndexManifest(BaseModel):
     format_version: int = INDEX_FORMAT_VERSION
     model_sha256: str
     model: ModelManifest
+    model_files_sha256: str | None = Field(
+        None, description="sha256 of the model copy's model.onnx and model.json together (None: an older version)"
+    )
     model_dir: str = Field(description="absolute export directory the index was built from")
     dim: int = Field(gt=0)
     bits: int = Field(gt=0, description="binary code length; equals dim (one sign bit per dimension)")
@@ -64,6 +68,10 @@ class IndexManifest(BaseModel):
     )
     milvus_uri: str | None = Field(None, description="milvus backend: server URL or milvus-lite .db file")
     milvus_collection: str | None = Field(None, description="milvus backend: the collection holding the items")
+    files: dict[str, FileChecksum] | None = Field(
+        None,
+        description="files backend: the sha256 of every file when the manifest was written (None: an older version)",
+    )
     postprocess: IndexPostprocess = Field(
         default_factory=IndexPostprocess,
         description="dba: the augmentation the stored vectors carry (None: raw); qe, kreciprocal: their search parameters",
@@ -79,6 +87,8 @@ def load_index_manifest(index_dir: Path) -> IndexManifest:
     path = manifest_path(index_dir)
     if finish_moves(moves_journal(Path(index_dir))):  # a model switch or rollback killed between its renames
         _log.warning("%s: finished the switch of generations that an interrupted command began", index_dir)
+    for leaked in remove_stale_discards(Path(index_dir)):  # left by a switch of an older version, killed
+        _log.warning("%s: deleted %s, a generation that an interrupted switch had put aside", index_dir, leaked.name)
     if recover_swapped_out(Path(index_dir)) is not None:  # a build killed between its two renames
         _log.warning("%s: put back the index that an interrupted build had moved aside", index_dir)
     if not Path(index_dir).is_dir():
@@ -102,9 +112,14 @@ def load_index_manifest(index_dir: Path) -> IndexManifest:
     return manifest
 
 
-def save_index_manifest(index_dir: Path, manifest: IndexManifest) -> None:
+def save_index_manifest(index_dir: Path, manifest: IndexManifest) -> IndexManifest:
+    """Write ``manifest.json`` (a files index: with the checksum of every file, ``file_checksums``); the
+    manifest as saved."""
+    if manifest.backend == "files":
+        manifest = manifest.model_copy(update={"files": record_checksums(Path(index_dir), manifest.files)})
     text = json.dumps(manifest.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
     atomic_write_text(manifest_path(index_dir), text)
+    return manifest
 
 
 def check_model(manifest: IndexManifest, expected_model_sha256: str | None, *, force: bool = False) -> None:

@@ -1,0 +1,45 @@
+"""How ``items.sqlite`` stores an item's image path: relative to the index directory when the image is
+inside it (the service's ``uploads/``), absolute otherwise (a gallery indexed from a dataset).
+
+A relative path keeps pointing at the index's own file wherever the directory goes: a snapshot, a copy
+restored elsewhere, the next generation made live. Items are read back with absolute paths (the index
+directory joined in front); a path stored absolute by an older version is read as it is, and a
+snapshot stores its copies relative (``relocate_paths``).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path, PurePosixPath
+
+
+def stored_path(path: str | Path, root: Path) -> str:
+    """``path`` as the item table of the index at ``root`` stores it."""
+    absolute = Path(os.path.abspath(path))
+    for base in (Path(os.path.abspath(root)), Path(root).resolve()):
+        if absolute.is_relative_to(base):
+            return absolute.relative_to(base).as_posix()
+    return str(path)
+
+
+def absolute_path(stored: str, root: Path) -> str:
+    """The path an item's image has, from what the item table of the index at ``root`` holds."""
+    if os.path.isabs(stored):
+        return stored
+    return str(Path(root) / PurePosixPath(stored))
+
+
+def relocate_paths(db: sqlite3.Connection, root: Path) -> int:
+    """Store relative the absolute paths that point inside ``root`` (an item table copied out of the index
+    at ``root``, written by an older version); how many were changed."""
+    changed = 0
+    for base in dict.fromkeys((os.path.abspath(root), str(Path(root).resolve()))):
+        prefix = base.rstrip(os.sep) + os.sep
+        cursor = db.execute(
+            "UPDATE items SET path = substr(path, ?) WHERE substr(path, 1, ?) = ?",
+            (len(prefix) + 1, len(prefix), prefix),
+        )
+        changed += cursor.rowcount
+    db.commit()
+    return changed
