@@ -300,8 +300,8 @@ def _print_summary(result: TrainedRun) -> None:
                 f"P@1 {reference.float_metrics.precision_at_1:.4f}  "
                 f"binary MAP@R {reference.binary_metrics.map_at_r:.4f}"
             )
-    if result.verdict:
-        typer.echo(result.verdict)
+    if result.verdict is not None:
+        typer.echo(result.verdict.sentence)
     typer.echo(f"next: retrieval export {result.run_dir}")
 
 

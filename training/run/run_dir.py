@@ -56,6 +56,7 @@ class Checkpoint(TypedDict):
     best_epoch: int
     stale_epochs: int  # epochs since the best one (early stopping)
     val_metrics: dict[str, Any]
+    val_query_ap: torch.Tensor | None  # MAP@R's per-query validation term (the verdict's interval)
     num_classes: int
     config: dict[str, Any]  # resolved TrainConfig, model_dump(mode="json")
     loss_name: str
