@@ -80,5 +80,7 @@ def test_a_misspelt_loss_is_reported_before_the_image_scan(tmp_path: Path) -> No
     (data / "c0" / "broken.png").write_bytes(b"not an image")  # the scan would stop on this first
     result = invoke("train", "--data", data, "--out", tmp_path / "run", "--loss", "tripplet", "--on-bad-image", "fail")
     assert isinstance(result.exception, ConfigError), result.output
-    assert "unknown loss 'tripplet'; known losses:" in str(result.exception) and "triplet" in str(result.exception)
+    assert "unknown loss 'tripplet'; did you mean triplet" in str(result.exception) and "triplet" in str(
+        result.exception
+    )
     assert "checking images" not in result.output

@@ -38,6 +38,7 @@ from retrieval.indexing.common.artifact_names import (
 )
 from retrieval.indexing.common.atomic_write import atomic_write_text, atomic_write_with
 from retrieval.indexing.common.errors import ConfigError, RetrievalError
+from retrieval.training.config.config_checks import check_run_dir
 from retrieval.training.config.train_config import TrainConfig, config_yaml, describe_validation_error, read_yaml
 
 
@@ -186,13 +187,8 @@ def claim_run_dir(run_dir: Path, *, resume: bool, overwrite: bool) -> None:
     nothing else, so a run directory placed inside a user's folder cannot take other files with it.
     """
     paths = RunPaths(run_dir)
-    if resume or not (paths.config.is_file() or paths.checkpoints_dir.is_dir()):
+    if not check_run_dir(paths.run_dir, resume=resume, overwrite=overwrite):
         return
-    if not overwrite:
-        raise ConfigError(
-            f"{paths.run_dir} already holds a training run; pass --resume to continue it "
-            "or --overwrite to replace it (its checkpoints and export are deleted)"
-        )
     for name in RUN_ARTIFACTS:
         (paths.run_dir / name).unlink(missing_ok=True)
     for folder in (paths.checkpoints_dir, paths.export_dir, paths.members_dir, paths.selection_dir):
