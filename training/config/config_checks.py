@@ -52,16 +52,21 @@ def _data_warnings(cfg: TrainConfig) -> list[str]:
     return class_problems(cfg.data.path, layout.load(cfg.data.path), layout=layout.name)
 
 
-def check_run_dir(run_dir: Path, *, resume: bool, overwrite: bool) -> bool:
-    """Whether ``run_dir`` holds a run to replace; ConfigError when it holds one and neither flag was given."""
+CLI_SPELLING = ("--resume", "--overwrite")
+API_SPELLING = ("resume=True", "overwrite=True")
+
+
+def check_run_dir(run_dir: Path, *, resume: bool, overwrite: bool, spelling: tuple[str, str] = CLI_SPELLING) -> bool:
+    """Whether ``run_dir`` holds a run to replace; ConfigError when it holds one and neither flag was given
+    (``spelling``: how the caller writes the two, ``--resume`` on the command line, ``resume=True`` in Python)."""
     run_dir = Path(run_dir)
     held = (run_dir / RUN_CONFIG_NAME).is_file() or (run_dir / RUN_CHECKPOINTS_SUBDIR).is_dir()
     if resume or not held:
         return False
     if not overwrite:
         raise ConfigError(
-            f"{run_dir} already holds a training run; pass --resume to continue it "
-            "or --overwrite to replace it (its checkpoints and export are deleted)"
+            f"{run_dir} already holds a training run; pass {spelling[0]} to continue it "
+            f"or {spelling[1]} to replace it (its checkpoints and export are deleted)"
         )
     return True
 

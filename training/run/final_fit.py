@@ -23,7 +23,7 @@ from retrieval.training.config.train_config import TrainConfig
 from retrieval.training.run.distributed import DistContext, barrier
 from retrieval.training.run.reference import reference_name
 from retrieval.training.run.run_dir import RunPaths, load_checkpoint
-from retrieval.training.run.trained_run import FinalFit, TrainedRun
+from retrieval.training.run.trained_run import FinalFit, TrainedRun, epochs_text
 from retrieval.training.run.trainer import Trainer, TrainResult
 
 
@@ -110,7 +110,7 @@ def _untested(cfg: TrainConfig, result: TrainResult, ctx: DistContext) -> dict[s
     if result.best_epoch == 0:
         sentence = f"no training epoch ran: the {reference} backbone is the run's model"
     else:
-        sentence = f"trained on every class for {result.best_epoch} epochs"
+        sentence = f"trained on every class for {epochs_text(result.best_epoch)}"
     sentence += " (data.split none: no classes were held out, so nothing was measured; --final-fit measures first)"
     verdict = TrainingVerdict(
         sentence=sentence, decision="unmeasured", reference=reference, best_epoch=result.best_epoch

@@ -38,7 +38,7 @@ from retrieval.indexing.common.artifact_names import (
 )
 from retrieval.indexing.common.atomic_write import atomic_write_text, atomic_write_with
 from retrieval.indexing.common.errors import ConfigError, RetrievalError
-from retrieval.training.config.config_checks import check_run_dir
+from retrieval.training.config.config_checks import CLI_SPELLING, check_run_dir
 from retrieval.training.config.train_config import TrainConfig, config_yaml, describe_validation_error, read_yaml
 
 
@@ -180,14 +180,14 @@ RUN_ARTIFACTS = (
 )
 
 
-def claim_run_dir(run_dir: Path, *, resume: bool, overwrite: bool) -> None:
+def claim_run_dir(run_dir: Path, *, resume: bool, overwrite: bool, spelling: tuple[str, str] = CLI_SPELLING) -> None:
     """Refuse to train into a directory that already holds a run, unless resuming or replacing it.
 
     ``overwrite`` removes the previous run's artifacts (config, logs, checkpoints, ensemble members, export) and
     nothing else, so a run directory placed inside a user's folder cannot take other files with it.
     """
     paths = RunPaths(run_dir)
-    if not check_run_dir(paths.run_dir, resume=resume, overwrite=overwrite):
+    if not check_run_dir(paths.run_dir, resume=resume, overwrite=overwrite, spelling=spelling):
         return
     for name in RUN_ARTIFACTS:
         (paths.run_dir / name).unlink(missing_ok=True)

@@ -81,7 +81,7 @@ class FinalFit:
                 f"{self.num_classes} classes; the test figures come from that first fit ({self.selection_dir})"
             )
         return (
-            f"final fit: retrained on all {self.num_classes} classes for {_epochs(self.epochs)} (the number the "
+            f"final fit: retrained on all {self.num_classes} classes for {epochs_text(self.epochs)} (the number the "
             f"class-disjoint fit chose); the test figures come from that first fit ({self.selection_dir})"
         )
 
@@ -112,5 +112,6 @@ class TrainedRun:
         return cls(Path(run_dir), best_epoch, epochs_completed, metrics, verdict, final_fit)
 
 
-def _epochs(count: int) -> str:
+def epochs_text(count: int) -> str:
+    """``1 epoch``, ``3 epochs``."""
     return f"{count} epoch" if count == 1 else f"{count} epochs"

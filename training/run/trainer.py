@@ -246,6 +246,7 @@ class Trainer:
             sampler=self.sampler_kind,
             steps_per_epoch=self.steps_per_epoch,
             embedding_dim=self.model.embedding_dim,
+            reference_dim=min(self.model.feature_dim, self.model.embedding_dim),
             world_size=self.ctx.world_size,
             resuming=self.resume and self.paths.last_checkpoint.is_file(),
         )
@@ -531,7 +532,13 @@ class Trainer:
             handle.write(json.dumps(row) + "\n")
         self.tracker.log_epoch(row)
         title = f"{self.cfg.loss.name} / {self.cfg.model.backbone}"
-        plot_curves(self.paths.metrics, self.paths.curves, title=title, best_epoch=self.selection.best_epoch)
+        plot_curves(
+            self.paths.metrics,
+            self.paths.curves,
+            title=title,
+            best_epoch=self.selection.best_epoch,
+            reference=reference_name(self.cfg.model),
+        )
         if self.progress:
             shown = (
                 f"val MAP@R {val.map_at_r:.4f} P@1 {val.float_metrics.precision_at_1:.4f}" if val else "no validation"
