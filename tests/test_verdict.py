@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from retrieval.cli.index_commands import _verdict_rows
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.eval.gain_interval import paired_gain_interval
 from retrieval.indexing.eval.metrics import evaluate_retrieval
@@ -133,3 +134,12 @@ def test_the_record_carries_the_decision_interval_and_counts_typed_into_model_js
     legacy = TrainingVerdict.model_validate("training improved ...")  # an older model.json held the sentence alone
     assert legacy.sentence == "training improved ..." and legacy.decision == "unmeasured"
     assert ModelManifest.model_fields["verdict"].annotation == TrainingVerdict | None
+
+
+def test_index_info_shows_the_sentence_then_the_decision_and_intervals() -> None:
+    record = _verdict(_noisy_gain(0.08, 0.05), classes=3).record()
+    (training, sentence), (verdict, figures) = _verdict_rows(record)
+    assert (training, verdict) == ("training", "verdict") and sentence == record.sentence
+    assert figures.startswith("trained epoch kept; validation gain +0.080 (95 % interval +0.07")
+    assert figures.endswith("on 400 queries of 3 classes (unreliable)")
+    assert _verdict_rows(None) == []
