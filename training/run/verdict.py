@@ -54,6 +54,8 @@ class Verdict:
     def sentence(self) -> str:
         if self.epochs == 0:
             return f"no training epoch ran: the {self.reference} backbone is the run's model"
+        if self.validation is None and self.kept_reference:  # a run resumed from checkpoints without per-query APs
+            return f"no epoch beat the {self.reference} backbone on validation, so it is kept as the run's model"
         if self.validation is None:
             return f"trained model kept (epoch {self.best_epoch}); no validation classes to compare it on"
         return self._reliability() + self._choice(self.validation)
