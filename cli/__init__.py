@@ -2,7 +2,8 @@
 ``retrieval.indexing.api`` (no torch) and ``retrieval.training`` (torch, loaded lazily).
 
 ``main`` (the typer app; ``thread_env`` sets thread waiting before numpy loads, ``help_display``
-shows flags as flags) registers each stage's commands: ``data_commands``, ``train_commands`` (with
+shows flags as flags) loads each stage's commands when one is named, through ``command_registry`` (the
+command -> module table, so ``--help`` and a failing argument import nothing heavy): ``data_commands``, ``train_commands`` (with
 ``config_options``: options that stand for config keys, and ``train_options``: the options ``train``
 and ``study`` share, each declared once), ``backbone_commands`` (``retrieval backbones``), ``study_commands``, ``export_commands``,
 ``index_commands`` (``index build|info|add|remove|compact``, with ``shard_commands`` for ``--shard``

@@ -11,9 +11,12 @@ import typer
 from retrieval.cli.index_options import QuietOpt
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.bad_images import scan_images
+from retrieval.indexing.data.class_check import class_problems
+from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.data.sources import describe_layout, load_records
 from retrieval.indexing.data.splits import split_records
 from retrieval.indexing.data.synth.generator import generate_synthetic_dataset
+from retrieval.training.run.verdict import FEWER_ADVICE, MIN_VALIDATION_CLASSES, MIN_VALIDATION_QUERIES
 
 data_app = typer.Typer(
     name="data",
@@ -66,6 +69,11 @@ def info(
         f"{path}: {describe_layout(path)}, {len(records)} images of {len(sizes)} classes "
         f"({min(sizes, default=0)}-{max(sizes, default=0)} per class)"
     )
+    _show_split(records, val_fraction=val_fraction, val_fold=val_fold, num_folds=num_folds)
+
+
+def _show_split(records: list[ImageRecord], *, val_fraction: float, val_fold: int | None, num_folds: int) -> None:
+    """The classes and images each split would get, and a warning when validation is too small to choose on."""
     try:
         splits = split_records(records, val_fraction=val_fraction, val_fold=val_fold, num_folds=num_folds)
     except DataError as error:  # too small to train on is still worth describing
@@ -75,14 +83,33 @@ def info(
         classes = getattr(splits, f"{name}_classes")
         shown = ", ".join(classes[:3]) + (", ..." if len(classes) > 3 else "")
         typer.echo(f"  {name:5s} {len(getattr(splits, name)):7d} images {len(classes):6d} classes  {shown}")
+    val_classes, val_images = len(splits.val_classes), len(splits.val)
+    if val_classes < MIN_VALIDATION_CLASSES or val_images < MIN_VALIDATION_QUERIES:
+        typer.secho(
+            f"warning: with --val-fraction {val_fraction}, {val_classes} validation classes ({val_images} images) "
+            f"choose the epoch, fewer than the {MIN_VALIDATION_CLASSES} classes and {MIN_VALIDATION_QUERIES} queries "
+            f"that tell a gain from noise; {FEWER_ADVICE}",
+            fg=typer.colors.YELLOW,
+            err=True,
+        )
 
 
 @data_app.command("check")
 def check(
-    path: Annotated[Path, typer.Argument(help="Dataset folder or CSV manifest.")], quiet: QuietOpt = False
+    path: Annotated[Path, typer.Argument(help="Dataset folder or CSV manifest.")],
+    val_fraction: Annotated[
+        float, typer.Option("--val-fraction", help="Share of training classes the split would validate on.")
+    ] = 0.2,
+    quiet: QuietOpt = False,
 ) -> None:
-    """Try to read every image of a dataset and list the ones that cannot be read."""
-    report = scan_images(load_records(path), progress=not quiet)
+    """Read every image of a dataset and say what would stop or weaken training: unreadable or tiny images, empty
+    or single-image classes, and the classes a split would leave."""
+    records = load_records(path)
+    for problem in class_problems(path, records, layout=describe_layout(path)):
+        typer.secho(f"warning: {problem}", fg=typer.colors.YELLOW, err=True)
+    typer.echo(f"{path}: {len(records)} images; the class-disjoint split (--val-fraction {val_fraction}):")
+    _show_split(records, val_fraction=val_fraction, val_fold=None, num_folds=4)
+    report = scan_images(records, progress=not quiet)
     typer.echo(report.summary(limit=20))
     typer.echo(MIRROR_ADVICE)
     if not report.ok:

@@ -55,8 +55,10 @@ def format_table(report: EvaluationReport) -> str:
     for label, value in rows:
         cells = "".join(f"{'-' if value(m) is None else f'{value(m):.4f}':>{width}}" for _, m in columns)
         lines.append(f"{label:<12}{cells}")
+    left_out = report.left_out_queries
+    dropped = f" ({left_out} left out: no other image of their class to retrieve)" if left_out else ""
     lines.append(
-        f"{report.protocol} protocol, {report.num_queries} queries, {report.num_gallery} gallery items, "
+        f"{report.protocol} protocol, {report.num_queries} queries{dropped}, {report.num_gallery} gallery items, "
         f"model {report.model_sha256[:12]}"
     )
     return "\n".join(lines)

@@ -15,6 +15,7 @@ from retrieval.cli.maintenance_commands import rebuild, rollback, snapshot, swit
 from retrieval.cli.shard_commands import echo_shard_build, merge
 from retrieval.indexing import api
 from retrieval.indexing.common.errors import ConfigError
+from retrieval.indexing.model.training_verdict import TrainingVerdict
 from retrieval.indexing.search.postprocess_params import IndexPostprocess, load_params
 from retrieval.indexing.store.backends import FILES, backend_of, index_target
 from retrieval.indexing.store.files.faiss_kinds import BINARY_KINDS, FLOAT_KINDS
@@ -130,7 +131,7 @@ def info(index_dir: Annotated[Path, typer.Argument(help="index directory")]) -> 
             "model",
             f"{manifest.model_sha256[:12]} {manifest.model.backbone} / {manifest.model.loss} ({manifest.model_dir})",
         ),
-        *([("training", manifest.model.verdict)] if manifest.model.verdict else []),
+        *_verdict_rows(manifest.model.verdict),
         ("created", manifest.created_at),
         ("updated", f"{manifest.updated_at} (generation {manifest.generation})"),
         ("faiss", manifest.faiss_version),
@@ -203,6 +204,11 @@ def _generation_text(generation: Generation) -> str:
         f"{generation.role}: model {generation.model_sha256[:12]}, {generation.count} items, updated "
         f"{generation.updated_at} ({generation.path.name})"
     )
+
+
+def _verdict_rows(verdict: TrainingVerdict | None) -> list[tuple[str, str]]:
+    """The model's training verdict: its sentence, then its decision and intervals."""
+    return [("training", verdict.sentence), ("verdict", verdict.figures())] if verdict is not None else []
 
 
 def _policy_text(policy: CompactionPolicy) -> str:

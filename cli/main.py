@@ -1,4 +1,4 @@
-"""The ``retrieval`` command: one typer app; each stage registers its own commands."""
+"""The ``retrieval`` command: one typer app; each stage registers its own commands when named (``command_registry``)."""
 
 from __future__ import annotations
 
@@ -12,18 +12,7 @@ apply_thread_env_defaults()  # before numpy and faiss load: idle BLAS/OpenMP thr
 
 import typer  # noqa: E402
 
-from retrieval.cli import (  # noqa: E402
-    backbone_commands,
-    data_commands,
-    embed_commands,
-    eval_commands,
-    export_commands,
-    index_commands,
-    search_commands,
-    serve_commands,
-    study_commands,
-    train_commands,
-)
+from retrieval.cli.command_registry import LazyCommandGroup  # noqa: E402
 from retrieval.cli.help_display import present  # noqa: E402
 from retrieval.indexing.common.errors import RetrievalError  # noqa: E402
 
@@ -36,6 +25,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    cls=LazyCommandGroup,  # each command's module loads when the command is named (command_registry)
 )
 
 
@@ -62,20 +52,7 @@ def package_version() -> str:
         return "unknown (not installed)"
 
 
-for module in (
-    data_commands,
-    train_commands,
-    backbone_commands,
-    study_commands,
-    export_commands,
-    index_commands,
-    search_commands,
-    embed_commands,
-    eval_commands,
-    serve_commands,
-):
-    module.register(app)
-present(app)  # after every command is registered
+present(app)
 
 
 def main() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,7 +12,10 @@ from retrieval.indexing.api.searching import QueryHits
 from retrieval.indexing.common.table_files import csv_text
 from retrieval.indexing.store.shared.item_filter import ItemFilter
 
-LABEL_WIDTH = 24  # longer labels are cut with an ellipsis so the path column stays aligned
+LABEL_WIDTH = 24
+"""Labels are cut (with an ellipsis) only where the terminal has no room for them whole beside the paths,
+and never below this width, so the path column stays aligned."""
+FIXED_COLUMNS = len("rank  " + " " * 8 + "  " + " " * 7 + "  " + "  ")
 SCORE_DIGITS = 6
 
 
@@ -31,9 +35,10 @@ def fit(text: str, width: int) -> str:
     return text.ljust(width) if len(text) <= width else text[: width - 1] + "…"
 
 
-def table_text(queries: Sequence[QueryHits]) -> str:
-    """One table per query (headed by the query when there are several)."""
-    width = min(max([len("label")] + [len(item.label) for q in queries for item, _ in q.hits]), LABEL_WIDTH)
+def table_text(queries: Sequence[QueryHits], columns: int | None = None) -> str:
+    """One table per query (headed by the query when there are several), as wide as ``columns`` (None: the
+    terminal's width) allows."""
+    width = _label_width(queries, columns or shutil.get_terminal_size().columns)
     blocks = []
     for query in queries:
         lines = [_query_heading(query)] if len(queries) > 1 else []
@@ -42,6 +47,14 @@ def table_text(queries: Sequence[QueryHits]) -> str:
             lines.append(f"{rank:>4}  {item.id:>8}  {score:>7.4f}  {fit(item.label, width)}  {item.path}")
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
+
+
+def _label_width(queries: Sequence[QueryHits], columns: int) -> int:
+    """The longest label, or what the terminal leaves beside the longest path (at least ``LABEL_WIDTH``)."""
+    hits = [item for query in queries for item, _ in query.hits]
+    longest = max([len("label")] + [len(item.label) for item in hits])
+    room = columns - FIXED_COLUMNS - max([len("path")] + [len(str(item.path)) for item in hits])
+    return min(longest, max(room, LABEL_WIDTH))
 
 
 def _query_heading(query: QueryHits) -> str:

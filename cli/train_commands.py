@@ -22,7 +22,7 @@ from retrieval.cli.train_options import (
 )
 from retrieval.indexing.common.artifact_names import RUN_CONFIG_NAME
 from retrieval.indexing.common.errors import ConfigError
-from retrieval.training.config.config_checks import check_config, recipe_loss_warning
+from retrieval.training.config.config_checks import check_config, check_run_dir, recipe_loss_warning
 from retrieval.training.config.train_config import TrainConfig, build_config, parse_set, read_yaml
 
 if TYPE_CHECKING:  # torch loads only when a command needs it
@@ -184,6 +184,8 @@ def train(
         raise ConfigError("--out is required: the run directory to train into (e.g. --out runs/first)")
     layers = _config_layers(out if resume else None, config, config_layer(train, locals()), set_ or [])
     _check_before_torch(layers, recipe, loss, needs_data=not print_config)
+    if out is not None and not print_config:
+        check_run_dir(out, resume=resume, overwrite=overwrite)  # before torch: an existing run answers at once
     with activity("loading torch and the training code", enabled=not (quiet or print_config)):
         from retrieval.training.config.recipes import describe_recipe
         from retrieval.training.ensemble.ensemble_training import resolve_ensemble
@@ -245,7 +247,7 @@ def _check_before_torch(
 ) -> None:
     """What can be refused without torch, refused in a second: config keys and values (every layer but the
     recipe's, whose keys are the tables'), the dataset path and layout, the image size; then the warnings."""
-    warnings = check_config(build_config(layers), needs_data=needs_data)
+    warnings = check_config(build_config(layers), needs_data=needs_data, recipe=recipe)
     warnings += [warning] if (warning := recipe_loss_warning(recipe, loss)) else []
     for text in warnings:
         typer.secho(f"warning: {text}", fg=typer.colors.YELLOW, err=True)
@@ -300,8 +302,8 @@ def _print_summary(result: TrainedRun) -> None:
                 f"P@1 {reference.float_metrics.precision_at_1:.4f}  "
                 f"binary MAP@R {reference.binary_metrics.map_at_r:.4f}"
             )
-    if result.verdict:
-        typer.echo(result.verdict)
+    if result.verdict is not None:
+        typer.echo(result.verdict.sentence)
     typer.echo(f"next: retrieval export {result.run_dir}")
 
 

@@ -47,7 +47,7 @@ UPLOAD_PROBLEMS = problem_responses(DataError, PayloadTooLargeError, Unsupported
 SIMILAR_PROBLEMS = problem_responses(ItemNotFoundError, *_COMMON)
 
 _K = "number of results (1..k_max of the server)"
-_INDEX = "'float' (exact cosine) or 'binary' (2048-bit Hamming, 32x smaller)"
+_INDEX = "'float' (exact cosine) or 'binary' (Hamming over the sign bits, one per embedding dimension: 32x smaller)"
 _RERANK = "binary only: fetch this many candidates (k <= rerank <= 10 x k_max) by Hamming distance, re-rank them by float cosine"
 _FILTER = (
     'only items that match this JSON object: "label" is the exact label, any other key an equal metadata value, '

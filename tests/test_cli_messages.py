@@ -49,10 +49,15 @@ def test_data_info_shows_the_split_when_there_is_one(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert lines[0].endswith("16 images of 8 classes (2-2 per class)")
-    assert [line.split()[:5] for line in lines[1:]] == [
+    assert [line.split()[:5] for line in lines[1:4]] == [
         ["train", "4", "images", "2", "classes"],
         ["val", "4", "images", "2", "classes"],
         ["test", "8", "images", "4", "classes"],
+    ]
+    assert lines[4:] == [  # 2 validation classes cannot choose an epoch reliably: the verdict's threshold
+        "warning: with --val-fraction 0.5, 2 validation classes (4 images) choose the epoch, fewer than the 5 "
+        "classes and 100 queries that tell a gain from noise; add classes, raise --val-fraction, or keep the "
+        "backbone with --epochs 0"
     ]
 
 
@@ -80,5 +85,7 @@ def test_a_misspelt_loss_is_reported_before_the_image_scan(tmp_path: Path) -> No
     (data / "c0" / "broken.png").write_bytes(b"not an image")  # the scan would stop on this first
     result = invoke("train", "--data", data, "--out", tmp_path / "run", "--loss", "tripplet", "--on-bad-image", "fail")
     assert isinstance(result.exception, ConfigError), result.output
-    assert "unknown loss 'tripplet'; known losses:" in str(result.exception) and "triplet" in str(result.exception)
+    assert "unknown loss 'tripplet'; did you mean triplet" in str(result.exception) and "triplet" in str(
+        result.exception
+    )
     assert "checking images" not in result.output

@@ -132,7 +132,9 @@ def _train_options() -> list:
 
     from retrieval.cli.main import app
 
-    return [param for param in typer.main.get_command(app).commands["train"].params if param.opts[0] != "--help"]
+    group = typer.main.get_command(app)
+    train = group.get_command(typer.Context(group), "train")  # type: ignore[attr-defined]
+    return [param for param in train.params if param.opts[0] != "--help"]
 
 
 def _config_key_options() -> dict[str, tuple[str, type]]:
@@ -274,8 +276,10 @@ def test_no_command_shows_flags_as_taking_a_value() -> None:
 
     def paths(command: click.Command, prefix: tuple[str, ...]) -> list[tuple[str, ...]]:
         found = [prefix]
-        for name, sub in getattr(command, "commands", {}).items():
-            found += paths(sub, (*prefix, name))
+        if hasattr(command, "list_commands"):  # a group (the top-level one loads each command when named)
+            ctx = click.Context(command)
+            for name in command.list_commands(ctx):
+                found += paths(command.get_command(ctx, name), (*prefix, name))
         return found
 
     commands = paths(typer.main.get_command(app), ())

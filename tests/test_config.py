@@ -53,7 +53,9 @@ def test_every_recipe_builds_a_valid_config_for_its_loss() -> None:
 
 
 def test_unknown_recipe_lists_known_ones() -> None:
-    with pytest.raises(ConfigError, match=r"unknown recipe 'tripplet'; known recipes: .*triplet"):
+    with pytest.raises(
+        ConfigError, match=r"unknown recipe 'tripplet'; did you mean triplet.* known recipes: .*triplet"
+    ):
         recipe("tripplet")
 
 

@@ -223,8 +223,10 @@ def test_inshop_count_mismatch_is_an_error(tmp_path: Path) -> None:
 
 def test_unknown_layout_names_every_layout_it_looked_for(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("nothing here")
-    with pytest.raises(DataError, match="matches no known dataset layout") as caught:
+    with pytest.raises(DataError, match=f"^no images found in {tmp_path} "):  # a folder: what it lacks
         load_records(tmp_path)
+    with pytest.raises(DataError, match="matches no known dataset layout") as caught:  # a file of no layout
+        load_records(tmp_path / "notes.txt")
     for layout in LAYOUTS.entries():
         assert layout.name in str(caught.value)
     with pytest.raises(DataError, match="does not exist"):

@@ -32,7 +32,7 @@ def _options_of(*path: str) -> set[str]:
 
     command = typer.main.get_command(app)
     for name in path:
-        command = command.commands[name]  # type: ignore[attr-defined]
+        command = command.get_command(typer.Context(command), name)  # type: ignore[attr-defined]
     return {opt for param in command.params for opt in param.opts}
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -71,6 +72,20 @@ def test_eval_model_same_set(
     assert metrics["float"]["recall_at_k"]["1"] == pytest.approx(expected)
     with Image.open(out / "retrieval_grid.png") as grid:
         assert grid.size[1] > grid.size[0] / 9 * 3 * 0.8  # 3 rows of 1 query + 8 neighbours
+
+
+def test_eval_says_how_many_queries_no_metric_could_measure(
+    tiny_model_dir: Path, gallery_dir: Path, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    shutil.copytree(gallery_dir, data)
+    (data / "solo").mkdir()
+    make_image(9, 0).save(data / "solo" / "0.png")  # alone in its class: nothing to retrieve
+    result = invoke("eval", "--model", tiny_model_dir, "--data", data, "--split", "all", "--out", tmp_path / "eval")
+    assert result.exit_code == 0, result.output
+    assert "same-set protocol, 31 queries (1 left out: no other image of their class to retrieve)" in result.output
+    metrics = json.loads((tmp_path / "eval" / "metrics.json").read_text())
+    assert metrics["num_queries"] == 31 and metrics["float"]["num_queries"] == 30
 
 
 def test_eval_model_query_gallery_protocol(

@@ -12,6 +12,7 @@ import yaml
 
 from retrieval import export, study, train
 from retrieval.indexing.common.errors import ConfigError, DataError
+from retrieval.indexing.model.training_verdict import TrainingVerdict
 
 FAST = {
     "image_size": 32,
@@ -31,9 +32,10 @@ CLASSES = 24  # synth_data
 def test_split_none_trains_on_every_class_and_says_nothing_was_measured(synth_data: Path, tmp_path: Path) -> None:
     run = train(synth_data, tmp_path / "run", split="none", epochs=1, **FAST)
     assert run.test is None and run.best_epoch == 1  # no validation: the last epoch is the model
-    assert "data.split none: no classes were held out" in run.verdict
+    assert run.verdict is not None and run.verdict.decision == "unmeasured"
+    assert "data.split none: no classes were held out" in run.verdict.sentence
     written = json.loads((tmp_path / "run/test_metrics.json").read_text())
-    assert written["verdict"]["sentence"] == run.verdict
+    assert written["verdict"]["sentence"] == run.verdict.sentence
     manifest = export(run.run_dir).manifest
     assert len(manifest.training_classes) == CLASSES and manifest.verdict == run.verdict
 
@@ -48,12 +50,14 @@ def test_final_fit_chooses_epochs_on_the_split_then_retrains_on_every_class(synt
     # the test figures are the first fit's, and the verdict says so
     assert run.test is not None and run.test.float_metrics.map_at_r == first["float"]["map_at_r"]
     assert run.test.reference is not None and run.test.reference.name == "untrained"
-    assert "final fit: retrained on all 24 classes" in run.verdict and "come from that first fit" in run.verdict
+    assert run.verdict is not None and run.verdict.validation is not None  # the first fit's decision and interval
+    assert run.verdict.validation == TrainingVerdict.model_validate(first["verdict"]).validation
+    assert "final fit: " in run.verdict.sentence and "come from that first fit" in run.verdict.sentence
     final_config = yaml.safe_load((tmp_path / "run/config.yaml").read_text())
     assert final_config["data"]["split"] == "none" and final_config["trainer"]["epochs"] == run.final_fit.epochs
     assert yaml.safe_load((selection / "config.yaml").read_text())["trainer"]["final_fit"] is True
     manifest = export(run.run_dir).manifest  # the run's own model: every class
-    assert len(manifest.training_classes) == CLASSES and "final fit" in (manifest.verdict or "")
+    assert len(manifest.training_classes) == CLASSES and manifest.verdict == run.verdict
     first_classes = export(selection, tmp_path / "selection_export").manifest.training_classes
     assert len(first_classes) < CLASSES
 

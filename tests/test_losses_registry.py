@@ -145,7 +145,10 @@ def test_any_pair_loss_takes_any_miner():
 
 
 def test_miner_errors():
-    with pytest.raises(ConfigError, match="unknown miner 'semihard'; known miners: distance_weighted, hard_triplet"):
+    with pytest.raises(
+        ConfigError,
+        match=r"unknown miner 'semihard'; did you mean semi_hard_triplet\? known miners: distance_weighted, hard_triplet",
+    ):
         build_loss("triplet", num_classes=4, embedding_dim=8, miner="semihard")
     with pytest.raises(
         ConfigError, match="miner 'multi_similarity' has no parameter 'eps'; accepted parameters: epsilon"

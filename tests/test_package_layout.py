@@ -1,7 +1,8 @@
 """The layout of the source packages, read from the code with ``ast`` (nothing is imported):
 
 - no import cycle between their modules (module-level imports, ``if TYPE_CHECKING`` ones included);
-- no import inside a function, except the few optional ones listed in ``LAZY_IMPORTS``;
+- no import inside a function, except the few optional ones listed in ``LAZY_IMPORTS``; the CLI's command
+  modules, which ``COMMAND_LOADER`` imports by name when a command is named, count as its lazy imports;
 - the package arrows of docs/CONTRACTS.md, and the order of ``retrieval.indexing``'s sub-packages
   and of ``retrieval.indexing.store``'s;
 - every module and sub-package named in its package's ``__init__`` map.
@@ -42,6 +43,10 @@ LAZY_IMPORTS = {
     "retrieval.training": "torch (the train extra): the commands and the flat API's searches never load it",
 }
 TORCH_LOADERS = ("retrieval.cli.", "retrieval.pipeline")  # may import retrieval.training inside a function
+COMMAND_LOADER = "retrieval.cli.command_registry"
+"""Its ``COMMANDS`` table names a module of ``retrieval.cli`` per command (``CommandSource("retrieval.cli.x", ...)``),
+imported when the command is named so that one command never pays for another's imports: each name is read
+here as a lazy import of the loader, allowed for ``retrieval.cli`` modules and nowhere else."""
 ARROWS = {  # package -> the top-level packages it may import (docs/CONTRACTS.md)
     "retrieval": {"retrieval.indexing", "retrieval.training"},  # the flat API (api/): training only lazily
     "retrieval.indexing": set(),
@@ -127,7 +132,18 @@ def imports() -> list[Import]:
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
         for node, lazy in _walk(tree, lazy=False):
             found += [Import(name, target, node.lineno, lazy) for target in _targets(node, name)]
+        if name == COMMAND_LOADER:
+            found += [Import(name, target, line, lazy=True) for target, line in _named_modules(tree)]
     return found
+
+
+def _named_modules(tree: ast.AST) -> Iterator[tuple[str, int]]:
+    """The module names of ``CommandSource("module", ...)`` calls, with their lines."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "CommandSource" and node.args:
+            first = node.args[0]
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                yield first.value, node.lineno
 
 
 def _where(item: Import) -> str:
@@ -166,6 +182,13 @@ def test_no_import_cycle_between_modules() -> None:
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
 
+def test_the_command_loader_names_command_modules() -> None:
+    """Every module the command table names exists, is a CLI module and was read as the loader's lazy import."""
+    named = [item.target for item in imports() if item.importer == COMMAND_LOADER and item.lazy]
+    assert {"retrieval.cli.train_commands", "retrieval.cli.serve_commands"} <= set(named)
+    assert all(name in modules() and name.startswith("retrieval.cli.") for name in named), named
+
+
 def test_the_cycle_finder_finds_one() -> None:
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b", "c"}, "b": {"c"}}) is None
@@ -179,6 +202,8 @@ def _package_of(module: str) -> str:
 def _optional(item: Import) -> bool:
     """A lazy import of ``LAZY_IMPORTS``; a first-party one (torch's ``retrieval.training``) only from the CLI
     and the flat API's ``train``/``export``/``study``."""
+    if item.importer == COMMAND_LOADER and item.target.startswith("retrieval.cli."):
+        return item.target in modules()
     listed = any(item.target == name or item.target.startswith(name + ".") for name in LAZY_IMPORTS)
     return listed and (not item.target.startswith("retrieval.") or item.importer.startswith(TORCH_LOADERS))
 

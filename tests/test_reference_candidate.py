@@ -67,14 +67,18 @@ def test_a_run_whose_training_hurts_keeps_the_starting_model_and_says_so(
     assert result.best_epoch == 0
     test = json.loads((run / "test_metrics.json").read_text())
     verdict = test["verdict"]
-    assert verdict["kept_reference"] and "training did not help" in verdict["sentence"]
+    assert verdict["decision"] == "reference" and "training did not help" in verdict["sentence"]
     assert "the untrained backbone is kept" in verdict["sentence"]
+    # 3 validation classes: the headline says the choice is unreliable, and what to do
+    assert verdict["sentence"].startswith("unreliable choice: it rests on 3 validation classes (36 queries)")
+    assert verdict["validation"]["queries"] == 36 and verdict["reliable"] is False
     # the run's model IS the reference: its test metrics are the reference row's
     assert test["float"]["map_at_r"] == pytest.approx(test["untrained"]["float"]["map_at_r"], abs=1e-6)
     exported = export_run(run)
     manifest = ModelManifest.load(exported.manifest_path.parent)
     assert manifest.embedding_dim == 16 and exported.max_abs_diff < 1e-4  # PCA to the embedding size, checked
-    assert "training did not help" in (manifest.verdict or "")
+    assert manifest.verdict is not None and manifest.verdict.sentence == verdict["sentence"]
+    assert manifest.verdict.decision == "reference" and manifest.verdict.validation_classes == 3
 
 
 def test_a_run_whose_training_helps_says_by_how_much(synth_data: Path, tmp_path: Path) -> None:
@@ -86,9 +90,10 @@ def test_a_run_whose_training_helps_says_by_how_much(synth_data: Path, tmp_path:
     )
     result = Trainer(cfg, tmp_path / "run", progress=False).fit()
     verdict = json.loads((tmp_path / "run" / "test_metrics.json").read_text())["verdict"]
-    assert result.best_epoch > 0 and not verdict["kept_reference"]
-    assert verdict["sentence"].startswith("training improved validation MAP@R")
-    assert verdict["best_val"] > verdict["reference_val"]
+    gain = verdict["validation"]
+    assert result.best_epoch > 0 and verdict["decision"] == "trained" and gain["low"] > 0
+    assert "training improved validation MAP@R" in verdict["sentence"]
+    assert gain["after"] > gain["before"]
 
 
 def test_epochs_zero_is_the_starting_backbone_as_a_run(synth_data: Path, tmp_path: Path) -> None:

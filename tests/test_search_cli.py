@@ -120,6 +120,13 @@ def test_the_table_stays_aligned_with_long_labels(flat_index: Path, gallery_dir:
     assert any("Black-footed Albatross …" in line for line in lines) and LONG not in result.stdout
 
 
+def test_a_wide_terminal_shows_long_labels_whole(flat_index: Path, gallery_dir: Path) -> None:
+    queries = [str(gallery_dir / name / "img_0.png") for name in ("class_1", "class_3")]
+    wide = runner.invoke(app, ["search", str(flat_index), *queries, "-k", "6"], env={"COLUMNS": "400"})
+    assert wide.exit_code == 0, wide.output
+    assert LONG in wide.stdout and "…" not in wide.stdout
+
+
 def test_bad_arguments_are_one_sentence(flat_index: Path, gallery_dir: Path) -> None:
     image = gallery_dir / "class_0" / "img_0.png"
     for args, fragment in [

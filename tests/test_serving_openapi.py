@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -54,6 +55,12 @@ def _operations(document: dict) -> dict[tuple[str, str], dict]:
 
 def _parameter(operation: dict, name: str) -> dict:
     return next(p["schema"] for p in operation["parameters"] if p["name"] == name and p["in"] == "query")
+
+
+def test_the_binary_index_is_described_without_a_fixed_bit_count(document) -> None:
+    """The served model decides the bits (one per embedding dimension): the page must not claim 2048."""
+    text = json.dumps(document)
+    assert "2048-bit" not in text and "one per embedding dimension" in text
 
 
 def test_search_parameters_state_the_server_limits(document) -> None:

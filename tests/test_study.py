@@ -311,7 +311,9 @@ def test_unknown_loss_is_named_with_the_known_ones() -> None:
     from retrieval.cli.study_commands import parse_losses
 
     assert parse_losses("normsoftmax, triplet") == ["normsoftmax", "triplet"]
-    with pytest.raises(ConfigError, match="unknown recipe 'tripletloss'; known recipes: .*triplet"):
+    with pytest.raises(
+        ConfigError, match="unknown recipe 'tripletloss'; did you mean triplet.*? known recipes: .*triplet"
+    ):
         parse_losses("normsoftmax,tripletloss")
     with pytest.raises(ConfigError, match="more than once"):
         parse_losses("triplet,triplet")

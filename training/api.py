@@ -31,7 +31,7 @@ from typing import Any, Literal
 from retrieval.indexing.api import build_index, embed, evaluate, search
 from retrieval.indexing.api.inputs import PathLike
 from retrieval.indexing.common.errors import ConfigError
-from retrieval.training.config.config_checks import check_config, recipe_loss_warning
+from retrieval.training.config.config_checks import API_SPELLING, check_config, recipe_loss_warning
 from retrieval.training.config.recipes import recipe as recipe_layer
 from retrieval.training.config.train_config import TrainConfig, build_config, keyword_layer, read_yaml
 from retrieval.training.ensemble.ensemble_training import EnsembleResult, EnsembleSpec, resolve_ensemble
@@ -78,7 +78,7 @@ def train(
     cfg = _train_config(data, recipe, config, options)
     for warning in check_config(cfg):
         log.warning("%s", warning)
-    claim_run_dir(Path(out), resume=resume, overwrite=overwrite)
+    claim_run_dir(Path(out), resume=resume, overwrite=overwrite, spelling=API_SPELLING)
     return fit_run(cfg, Path(out), resume=resume, progress=progress)
 
 
@@ -112,7 +112,7 @@ def train_ensemble(
     """``retrieval train --ensemble members``: ``members`` models with different seeds (and, with
     ``cfg.data.meta_classes``, each its own DREML class grouping) in ``out``; ``export`` then joins them into
     one ONNX model. ``resume`` continues an unfinished ensemble (``members`` may then be left out)."""
-    claim_run_dir(Path(out), resume=resume, overwrite=overwrite)
+    claim_run_dir(Path(out), resume=resume, overwrite=overwrite, spelling=API_SPELLING)
     spec = resolve_ensemble(Path(out), members, resume=resume)
     if spec is None:
         raise ConfigError("train_ensemble() needs members (the number of models), or resume=True on an ensemble run")

@@ -7,12 +7,22 @@ so every registry answers a typo the same way.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterator
 from typing import Generic, TypeVar
 
 from retrieval.indexing.common.errors import ConfigError, RetrievalError
 
 T = TypeVar("T")
+
+
+def unknown_name(
+    kind: str, plural: str, name: object, known: list[str], error: type[RetrievalError] = ConfigError
+) -> RetrievalError:
+    """``unknown backbone 'resnt18'; did you mean resnet18? known backbones: ...``: the one wording."""
+    close = difflib.get_close_matches(name, known, n=3) if isinstance(name, str) else []
+    hint = f"; did you mean {' or '.join(close)}?" if close else ";"
+    return error(f"unknown {kind} {name!r}{hint} known {plural}: {', '.join(known)}")
 
 
 class Registry(Generic[T]):
@@ -44,7 +54,7 @@ class Registry(Generic[T]):
         try:
             return self._entries[name]
         except (KeyError, TypeError):
-            raise self.error(f"unknown {self.kind} {name!r}; known {self.plural}: {', '.join(self.names())}") from None
+            raise unknown_name(self.kind, self.plural, name, self.names(), self.error) from None
 
     def names(self) -> list[str]:
         """Registered names: sorted, or in registration order for an ``ordered`` registry."""

@@ -19,6 +19,10 @@ from retrieval.indexing.data.image_io import DEFAULT_MAX_PIXELS, check_pixel_lim
 from retrieval.indexing.data.records import ImageRecord
 
 _SCAN_SIZE = (64, 64)
+MIN_IMAGE_SIDE = 32
+"""Every backbone here downsamples 32x: an image with a side below 32 px holds less than one pixel of its last
+stage's features, and resizing it up to the crop invents what it lacks (``retrieval train``'s crop has the same
+floor, ``training.config.config_checks.MIN_IMAGE_SIZE``)."""
 
 
 @dataclass(frozen=True)
@@ -27,6 +31,7 @@ class BadImageReport:
 
     checked: int
     bad: list[tuple[Path, str]] = field(default_factory=list)
+    small: list[tuple[Path, tuple[int, int]]] = field(default_factory=list)  # readable, a side < MIN_IMAGE_SIDE
 
     @property
     def ok(self) -> bool:
@@ -37,14 +42,23 @@ class BadImageReport:
         return {path for path, _ in self.bad}
 
     def summary(self, limit: int = 10) -> str:
-        """One line per bad image (at most ``limit``), headed by the counts."""
-        if self.ok:
-            return f"all {self.checked} images are readable"
-        lines = [f"{len(self.bad)} of {self.checked} images cannot be read:"]
-        lines += [f"  {path}: {reason}" for path, reason in self.bad[:limit]]
-        if len(self.bad) > limit:
-            lines.append(f"  ... and {len(self.bad) - limit} more")
+        """One line per bad image (at most ``limit``), headed by the counts; then the small ones, if any."""
+        lines = [f"all {self.checked} images are readable"]
+        if not self.ok:
+            lines = [f"{len(self.bad)} of {self.checked} images cannot be read:"]
+            lines += [f"  {path}: {reason}" for path, reason in self.bad[:limit]]
+            lines += [f"  ... and {len(self.bad) - limit} more"] if len(self.bad) > limit else []
+        if self.small:
+            lines.append(self.small_sentence())
+            lines += [f"  {path}: {width}x{height}" for path, (width, height) in self.small[:limit]]
+            lines += [f"  ... and {len(self.small) - limit} more"] if len(self.small) > limit else []
         return "\n".join(lines)
+
+    def small_sentence(self) -> str:
+        return (
+            f"{len(self.small)} of {self.checked} images are smaller than {MIN_IMAGE_SIDE} px on a side, below what "
+            f"the backbones can see (they downsample {MIN_IMAGE_SIDE}x); remove them or replace them with larger ones:"
+        )
 
 
 def scan_images(
@@ -52,22 +66,31 @@ def scan_images(
 ) -> BadImageReport:
     """Check that every record's image opens and decodes; never raises for a bad image."""
     bad: list[tuple[Path, str]] = []
+    small: list[tuple[Path, tuple[int, int]]] = []
     for record in tqdm(records, desc="checking images", unit="img", disable=not progress):
-        reason = image_problem(record.path, max_pixels)
+        reason, size = _scan(record.path, max_pixels)
         if reason is not None:
             bad.append((record.path, reason))
-    return BadImageReport(checked=len(records), bad=bad)
+        elif size is not None and min(size) < MIN_IMAGE_SIDE:
+            small.append((record.path, size))
+    return BadImageReport(checked=len(records), bad=bad, small=small)
 
 
 def image_problem(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> str | None:
     """Why ``path`` cannot be read as an image, or ``None`` if it can."""
+    return _scan(path, max_pixels)[0]
+
+
+def _scan(path: Path, max_pixels: int) -> tuple[str | None, tuple[int, int] | None]:
+    """Why ``path`` cannot be read (None: it can), and its size when it can."""
     try:
         with Image.open(path) as image:
-            check_pixel_limit(image.size, max_pixels)
+            size = image.size
+            check_pixel_limit(size, max_pixels)
             image.verify()
         with Image.open(path) as image:
             image.draft("RGB", _SCAN_SIZE)
             image.load()
     except Exception as error:  # noqa: BLE001 - any decoder failure means "bad image"
-        return decode_failure_reason(error)
-    return None
+        return decode_failure_reason(error), None
+    return None, (int(size[0]), int(size[1]))

@@ -15,7 +15,12 @@ from retrieval.indexing.common.registry import Registry
 from retrieval.indexing.data.layouts.cars196 import find_cars_annotations, load_cars196
 from retrieval.indexing.data.layouts.csv_manifest import find_manifest, load_csv_manifest
 from retrieval.indexing.data.layouts.cub import find_cub_root, load_cub
-from retrieval.indexing.data.layouts.imagefolder import load_imagefolder, looks_like_imagefolder
+from retrieval.indexing.data.layouts.imagefolder import (
+    IMAGE_EXTENSIONS,
+    is_image_file,
+    load_imagefolder,
+    looks_like_imagefolder,
+)
 from retrieval.indexing.data.layouts.inshop import find_inshop_list, load_inshop
 from retrieval.indexing.data.layouts.sop import find_sop_root, load_sop
 from retrieval.indexing.data.records import ImageRecord
@@ -82,6 +87,16 @@ def detect_layout(path: Path) -> Layout:
     for layout in LAYOUTS.entries():
         if layout.matches(path):
             return layout
+    if path.is_dir() and not any(is_image_file(found) for found in path.rglob("*")):
+        raise DataError(
+            f"no images found in {path} (nor in its sub-folders); put each class's images in a folder of its own, "
+            f"{path}/<class>/<image> ({', '.join(sorted(IMAGE_EXTENSIONS))})"
+        )
+    if path.is_dir() and any(is_image_file(found) for found in path.iterdir()):
+        raise DataError(
+            f"the images in {path} sit directly in it, with no class folders; move each class's images into a "
+            f"folder of its own, {path}/<class>/<image>, or list them in a CSV manifest (docs/data.md)"
+        )
     known = "; ".join(f"{layout.name} ({layout.looks_for})" for layout in LAYOUTS.entries())
     raise DataError(f"{path} matches no known dataset layout; looked for: {known}")
 

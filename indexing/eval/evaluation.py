@@ -108,6 +108,11 @@ class EvaluationReport:
         counts = int(data.is_query.sum()), int(data.is_gallery.sum())
         return cls(metrics, data.protocol, *counts, ks, model_sha256, source, **extra)
 
+    @property
+    def left_out_queries(self) -> int:
+        """Queries measured by no metric: no other gallery image of their class (R = 0, docs/metrics.md)."""
+        return self.num_queries - min(metrics.num_queries for metrics in self.metrics.values())
+
     def to_json(self) -> dict[str, object]:
         """The ``metrics.json`` document: top-level ``float`` and ``binary`` plus metadata."""
         document: dict[str, object] = {kind: self.metrics[kind].to_dict() for kind in KINDS}

@@ -4,7 +4,8 @@ Definitions (docs/metrics.md): for a query with R relevant gallery items (same l
 excluded in the same-set protocol) and neighbours ranked best first,
 MAP@R = (1/R) sum_{i<=R} P(i) rel(i), R-precision = (#relevant in top R) / R, P@1 = rel(1),
 Recall@K = 1 if any of the top K is relevant (the DML definition). Queries with R = 0 are left
-out of every k-NN metric. Memory is bounded: k = max(max R, max K), never the gallery size, and
+out of every k-NN metric. ``RetrievalMetrics.query_ap`` keeps MAP@R's per-query term (the paired
+bootstrap of ``gain_interval`` resamples it). Memory is bounded: k = max(max R, max K), never the gallery size, and
 queries run in chunks, so no N x N (or classes x N) array is ever built.
 """
 
@@ -38,10 +39,13 @@ class RetrievalMetrics:
     recall_at_k: dict[int, float] = field(default_factory=dict)
     nmi: float | None = None
     num_queries: int = 0
+    query_ap: np.ndarray | None = field(default=None, compare=False, repr=False)
+    """MAP@R's per-query term, one per counted query in query order (their mean is ``map_at_r``);
+    None when read back from JSON, which does not hold it."""
 
     def to_dict(self) -> dict:
-        """JSON-ready dict; recall keys become strings ("1", "2", ...)."""
-        values = asdict(self)
+        """JSON-ready dict; recall keys become strings ("1", "2", ...); ``query_ap`` is left out."""
+        values = {name: value for name, value in asdict(self).items() if name != "query_ap"}
         values["recall_at_k"] = {str(k): v for k, v in self.recall_at_k.items()}
         return values
 
@@ -213,6 +217,7 @@ class _Sums:
         self.count = 0
         self.map_at_r = self.r_precision = self.precision_at_1 = 0.0
         self.recall = dict.fromkeys(ks, 0)
+        self.query_ap: list[np.ndarray] = []
 
     def add(self, neighbor_labels: np.ndarray, query_labels: np.ndarray, relevant: np.ndarray) -> None:
         keep = relevant > 0
@@ -222,7 +227,8 @@ class _Sums:
         hits_in_r = hits & (ranks <= relevant[:, None])
         precision_sum = (np.cumsum(hits_in_r, axis=1) / ranks * hits_in_r).sum(axis=1)
         self.count += len(relevant)
-        self.map_at_r += float((precision_sum / relevant).sum())
+        self.query_ap.append(precision_sum / relevant)
+        self.map_at_r += float(self.query_ap[-1].sum())
         self.r_precision += float((hits_in_r.sum(axis=1) / relevant).sum())
         self.precision_at_1 += int(hits[:, 0].sum()) if hits.shape[1] else 0
         first_hit = np.where(hits.any(axis=1), hits.argmax(axis=1), hits.shape[1])
@@ -232,8 +238,9 @@ class _Sums:
     def metrics(self, nmi: float | None) -> RetrievalMetrics:
         n = max(self.count, 1)
         recall = {k: hits / n for k, hits in self.recall.items()}
+        query_ap = np.concatenate(self.query_ap) if self.query_ap else np.zeros(0)
         return RetrievalMetrics(
-            self.map_at_r / n, self.r_precision / n, self.precision_at_1 / n, recall, nmi, self.count
+            self.map_at_r / n, self.r_precision / n, self.precision_at_1 / n, recall, nmi, self.count, query_ap
         )
 
 

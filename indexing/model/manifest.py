@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from retrieval.indexing.common.artifact_names import MODEL_MANIFEST_NAME, MODEL_ONNX_NAME
+from retrieval.indexing.model.training_verdict import TrainingVerdict
 
 MANIFEST_FORMAT_VERSION = 1
 
@@ -105,10 +106,11 @@ class ModelManifest(BaseModel):
         description="sha256 of each checkpoint the model was exported from, by its path in the run directory; "
         "`--model RUN` refuses the export once one of them has changed (more training since the export)",
     )
-    verdict: str | None = Field(
+    verdict: TrainingVerdict | None = Field(
         None,
-        description="the training run's one-sentence verdict: whether training beat the backbone it started from "
-        "(on the validation classes) and by how much, or that the starting backbone was kept",
+        description="the training run's verdict: whether training beat the backbone it started from beyond the "
+        "noise of the validation queries (the gain's interval, the counts it rests on), or that the starting "
+        "backbone was kept, in one sentence and typed",
     )
     created_at: str
 

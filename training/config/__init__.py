@@ -2,5 +2,6 @@
 merged and validated, unknown keys refused), ``recipe_tables`` (the ``--recipe`` starting points: one
 per loss on a shared base, plus papers' own setups; tables only, read by ``--help`` without torch) and
 ``recipes`` (a recipe name resolved against the registered losses to its config layer); ``config_checks``
-(what can be refused before torch loads: the dataset path, image sizes, a ``--loss`` that replaces a
-recipe's)."""
+(what can be refused before torch loads: the dataset path, image sizes, names, a run directory already
+in use, a ``--loss`` that replaces a recipe's) with ``known_names`` (the loss, recipe and backbone names
+as torch-free tables)."""

@@ -8,8 +8,13 @@ training.
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from retrieval.indexing.common.artifact_names import RUN_CHECKPOINTS_SUBDIR, RUN_CONFIG_NAME
 from retrieval.indexing.common.errors import ConfigError
+from retrieval.indexing.data.class_check import class_problems
 from retrieval.indexing.data.sources import detect_layout
+from retrieval.training.config.known_names import check_names
 from retrieval.training.config.recipe_tables import loss_of_recipe
 from retrieval.training.config.train_config import TrainConfig
 
@@ -21,25 +26,49 @@ PRETRAINED_MIN_SIZE = 96
 features lose most of what made them useful."""
 
 
-def check_config(cfg: TrainConfig, *, needs_data: bool = True) -> list[str]:
+def check_config(cfg: TrainConfig, *, needs_data: bool = True, recipe: str | None = None) -> list[str]:
     """Raise ConfigError or DataError for what cannot train; return warnings (sentences) for what trains badly."""
-    if needs_data:
-        if cfg.data.path is None:
-            raise ConfigError("no dataset given: pass --data PATH (an ImageFolder directory, a CSV or a dataset root)")
-        detect_layout(cfg.data.path)  # the path exists and is a dataset layout (DataError otherwise)
+    check_names(recipe=recipe, loss=cfg.loss.name, backbone=cfg.model.backbone)
+    warnings = _data_warnings(cfg) if needs_data else []
     size = cfg.data.image_size
     if size < MIN_IMAGE_SIZE:
         raise ConfigError(
             f"data.image_size {size} is below {MIN_IMAGE_SIZE} px, the smallest image {cfg.model.backbone} can "
             f"see (it downsamples 32x); use --image-size {MIN_IMAGE_SIZE} or more (images are resized to it)"
         )
-    warnings = []
     if cfg.model.pretrained and size < PRETRAINED_MIN_SIZE:
         warnings.append(
             f"data.image_size {size} px is small for pretrained weights (trained at 224 px): expect them to help "
             f"less; {PRETRAINED_MIN_SIZE} px or more keeps most of their features (images are resized to it)"
         )
     return warnings
+
+
+def _data_warnings(cfg: TrainConfig) -> list[str]:
+    """The dataset exists, is a known layout and has images (DataError otherwise); what its classes lack."""
+    if cfg.data.path is None:
+        raise ConfigError("no dataset given: pass --data PATH (an ImageFolder directory, a CSV or a dataset root)")
+    layout = detect_layout(cfg.data.path)
+    return class_problems(cfg.data.path, layout.load(cfg.data.path), layout=layout.name)
+
+
+CLI_SPELLING = ("--resume", "--overwrite")
+API_SPELLING = ("resume=True", "overwrite=True")
+
+
+def check_run_dir(run_dir: Path, *, resume: bool, overwrite: bool, spelling: tuple[str, str] = CLI_SPELLING) -> bool:
+    """Whether ``run_dir`` holds a run to replace; ConfigError when it holds one and neither flag was given
+    (``spelling``: how the caller writes the two, ``--resume`` on the command line, ``resume=True`` in Python)."""
+    run_dir = Path(run_dir)
+    held = (run_dir / RUN_CONFIG_NAME).is_file() or (run_dir / RUN_CHECKPOINTS_SUBDIR).is_dir()
+    if resume or not held:
+        return False
+    if not overwrite:
+        raise ConfigError(
+            f"{run_dir} already holds a training run; pass {spelling[0]} to continue it "
+            f"or {spelling[1]} to replace it (its checkpoints and export are deleted)"
+        )
+    return True
 
 
 def recipe_loss_warning(recipe: str | None, loss: str | None) -> str | None:

@@ -60,6 +60,8 @@ def _split(records: list[ImageRecord], cfg: DataConfig) -> DatasetSplits:
 
 def _drop_bad_images(records: list[ImageRecord], policy: str, progress: bool) -> list[ImageRecord]:
     report = scan_images(records, progress=progress)
+    if report.small:
+        log.warning("%s e.g. %s", report.small_sentence(), report.small[0][0])
     if report.ok:
         return records
     if policy == "fail":

@@ -29,6 +29,7 @@ from retrieval.indexing.common.artifact_names import MODEL_MANIFEST_NAME, MODEL_
 from retrieval.indexing.common.atomic_write import atomic_write_bytes, atomic_write_text
 from retrieval.indexing.common.errors import RetrievalError
 from retrieval.indexing.model.manifest import ModelManifest, file_sha256, manifest_json
+from retrieval.indexing.model.training_verdict import TrainingVerdict
 from retrieval.training.config.train_config import TrainConfig
 from retrieval.training.data.transforms import eval_preprocessing
 from retrieval.training.export.int8_export import Int8Request, quantize_checked
@@ -115,7 +116,7 @@ def build_manifest(
     onnx_bytes: bytes,
     embedding_dim: int,
     precision: str,
-    verdict: str | None = None,
+    verdict: TrainingVerdict | None = None,
     source_checkpoints: dict[str, str] | None = None,
 ) -> ModelManifest:
     """``model.json`` of an export; ``source_checkpoints``: sha256 of the checkpoints it was made from, by

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Literal
 
 from retrieval.indexing.common.errors import RetrievalError
+from retrieval.indexing.model.training_verdict import TrainingVerdict
 from retrieval.training.export.ensemble_export import export_ensemble
 from retrieval.training.export.int8_export import Int8Request
 from retrieval.training.export.onnx_export import (
@@ -57,10 +58,9 @@ def export_run(
     )
 
 
-def run_verdict(paths: RunPaths) -> str | None:
-    """The sentence the trainer ended with (``test_metrics.json``'s verdict), if the run has one."""
+def run_verdict(paths: RunPaths) -> TrainingVerdict | None:
+    """The verdict the trainer ended with (``test_metrics.json``'s), if the run has a readable one."""
     try:
-        verdict = json.loads(paths.test_metrics.read_text()).get("verdict")
-    except (OSError, ValueError, AttributeError):
+        return TrainingVerdict.model_validate(json.loads(paths.test_metrics.read_text())["verdict"])
+    except (OSError, ValueError, KeyError, TypeError):  # pydantic's ValidationError is a ValueError
         return None
-    return verdict.get("sentence") if isinstance(verdict, dict) else None

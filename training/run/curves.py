@@ -36,8 +36,11 @@ def read_metrics_log(path: Path) -> list[dict]:
     return rows
 
 
-def curves_figure(rows: list[dict], title: str = "", best_epoch: int | None = None) -> Figure:
-    """Loss (left) and validation metrics (right) per epoch; ``best_epoch`` (>= 1) is marked on both."""
+def curves_figure(
+    rows: list[dict], title: str = "", best_epoch: int | None = None, reference: str = "untrained"
+) -> Figure:
+    """Loss (left) and validation metrics (right) per epoch; ``best_epoch`` (>= 1) is marked on both; epoch 0 is
+    the ``reference`` ("pretrained" or "untrained") backbone."""
     figure, (loss_axes, val_axes) = plt.subplots(1, 2, figsize=(11, 4))
     trained = [r for r in rows if r.get("train_loss") is not None]
     loss_axes.plot([r["epoch"] for r in trained], [r["train_loss"] for r in trained], marker="o", label="loss")
@@ -45,7 +48,9 @@ def curves_figure(rows: list[dict], title: str = "", best_epoch: int | None = No
     evaluated = [r for r in rows if r.get("val")]
     for key, name in _VAL_KEYS:
         val_axes.plot([r["epoch"] for r in evaluated], [r["val"][key] for r in evaluated], marker="o", label=name)
-    val_axes.set(xlabel="epoch (0 = untrained)", ylabel="validation", title="validation (class-disjoint)")
+    val_axes.set(
+        xlabel=f"epoch (0 = the {reference} backbone)", ylabel="validation", title="validation (class-disjoint)"
+    )
     val_axes.set_ylim(0, 1)
     if best_epoch and any(r["epoch"] == best_epoch for r in rows):
         _mark_best(
@@ -68,8 +73,10 @@ def _mark_best(loss_axes: Axes, val_axes: Axes, epoch: int, val: dict | None) ->
         val_axes.plot([epoch], [val["map_at_r"]], marker="*", markersize=14, color=BEST_COLOUR, linestyle="none")
 
 
-def plot_curves(metrics_log: Path, out_png: Path, title: str = "", best_epoch: int | None = None) -> None:
+def plot_curves(
+    metrics_log: Path, out_png: Path, title: str = "", best_epoch: int | None = None, reference: str = "untrained"
+) -> None:
     """Write ``curves.png`` atomically from the rows of ``metrics_log``."""
-    figure = curves_figure(read_metrics_log(metrics_log), title, best_epoch)
+    figure = curves_figure(read_metrics_log(metrics_log), title, best_epoch, reference)
     atomic_write_with(Path(out_png), lambda tmp: figure.savefig(tmp, format="png", dpi=100))
     plt.close(figure)

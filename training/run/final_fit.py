@@ -18,11 +18,12 @@ from typing import Any
 
 from retrieval.indexing.common.atomic_write import atomic_write_text
 from retrieval.indexing.common.errors import ConfigError
+from retrieval.indexing.model.training_verdict import TrainingVerdict
 from retrieval.training.config.train_config import TrainConfig
 from retrieval.training.run.distributed import DistContext, barrier
 from retrieval.training.run.reference import reference_name
 from retrieval.training.run.run_dir import RunPaths, load_checkpoint
-from retrieval.training.run.trained_run import FinalFit, TrainedRun
+from retrieval.training.run.trained_run import FinalFit, TrainedRun, epochs_text
 from retrieval.training.run.trainer import Trainer, TrainResult
 
 
@@ -58,10 +59,10 @@ def fit_run(
     final = _fit(every_class, run_dir, resume=resume, progress=progress, ctx=ctx, stop_check=stop_check)
     num_classes = len(load_checkpoint(paths.best_checkpoint).get("training_classes") or [])
     final_fit = FinalFit(epochs, num_classes, paths.selection_dir)
-    verdict = first_test.get("verdict", {}).get("sentence", "")
+    verdict = _with_final_fit(first_test.get("verdict"), final_fit)
     test = {
         **first_test,
-        "verdict": {"sentence": f"{verdict}; {final_fit.sentence()}" if verdict else final_fit.sentence()},
+        "verdict": verdict.model_dump(mode="json"),
         "final_fit": {"epochs": epochs, "classes": num_classes, "selection": str(paths.selection_dir)},
     }
     _write_test_document(paths, test, ctx)
@@ -109,11 +110,22 @@ def _untested(cfg: TrainConfig, result: TrainResult, ctx: DistContext) -> dict[s
     if result.best_epoch == 0:
         sentence = f"no training epoch ran: the {reference} backbone is the run's model"
     else:
-        sentence = f"trained on every class for {result.best_epoch} epochs"
+        sentence = f"trained on every class for {epochs_text(result.best_epoch)}"
     sentence += " (data.split none: no classes were held out, so nothing was measured; --final-fit measures first)"
-    test = {"best_epoch": result.best_epoch, "split": "none", "verdict": {"sentence": sentence}}
+    verdict = TrainingVerdict(
+        sentence=sentence, decision="unmeasured", reference=reference, best_epoch=result.best_epoch
+    )
+    test = {"best_epoch": result.best_epoch, "split": "none", "verdict": verdict.model_dump(mode="json")}
     _write_test_document(RunPaths(result.run_dir), test, ctx)
     return test
+
+
+def _with_final_fit(first: dict[str, Any] | None, final_fit: FinalFit) -> TrainingVerdict:
+    """The first fit's verdict (its decision, intervals and counts), its sentence followed by the final fit's."""
+    if not first:
+        return TrainingVerdict(sentence=final_fit.sentence(), decision="unmeasured")
+    verdict = TrainingVerdict.model_validate(first)
+    return verdict.with_sentence(f"{verdict.sentence}; {final_fit.sentence()}")
 
 
 def _write_test_document(paths: RunPaths, test: dict[str, Any], ctx: DistContext) -> None:

@@ -38,6 +38,7 @@ from retrieval.indexing.common.artifact_names import (
 )
 from retrieval.indexing.common.atomic_write import atomic_write_text, atomic_write_with
 from retrieval.indexing.common.errors import ConfigError, RetrievalError
+from retrieval.training.config.config_checks import CLI_SPELLING, check_run_dir
 from retrieval.training.config.train_config import TrainConfig, config_yaml, describe_validation_error, read_yaml
 
 
@@ -56,6 +57,7 @@ class Checkpoint(TypedDict):
     best_epoch: int
     stale_epochs: int  # epochs since the best one (early stopping)
     val_metrics: dict[str, Any]
+    val_query_ap: torch.Tensor | None  # MAP@R's per-query validation term (the verdict's interval)
     num_classes: int
     config: dict[str, Any]  # resolved TrainConfig, model_dump(mode="json")
     loss_name: str
@@ -178,20 +180,15 @@ RUN_ARTIFACTS = (
 )
 
 
-def claim_run_dir(run_dir: Path, *, resume: bool, overwrite: bool) -> None:
+def claim_run_dir(run_dir: Path, *, resume: bool, overwrite: bool, spelling: tuple[str, str] = CLI_SPELLING) -> None:
     """Refuse to train into a directory that already holds a run, unless resuming or replacing it.
 
     ``overwrite`` removes the previous run's artifacts (config, logs, checkpoints, ensemble members, export) and
     nothing else, so a run directory placed inside a user's folder cannot take other files with it.
     """
     paths = RunPaths(run_dir)
-    if resume or not (paths.config.is_file() or paths.checkpoints_dir.is_dir()):
+    if not check_run_dir(paths.run_dir, resume=resume, overwrite=overwrite, spelling=spelling):
         return
-    if not overwrite:
-        raise ConfigError(
-            f"{paths.run_dir} already holds a training run; pass --resume to continue it "
-            "or --overwrite to replace it (its checkpoints and export are deleted)"
-        )
     for name in RUN_ARTIFACTS:
         (paths.run_dir / name).unlink(missing_ok=True)
     for folder in (paths.checkpoints_dir, paths.export_dir, paths.members_dir, paths.selection_dir):

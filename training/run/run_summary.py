@@ -21,6 +21,7 @@ from retrieval.training.losses import get_loss_spec
 from retrieval.training.losses.params import merge_params
 from retrieval.training.losses.registry import chosen_miner
 from retrieval.training.model.device import Precision
+from retrieval.training.run.reference import reference_name
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +38,7 @@ class RunSetup:
     sampler: str  # "balanced" or "shuffle" (data.sampler "auto" resolved by the loss)
     steps_per_epoch: int
     embedding_dim: int
+    reference_dim: int | None = None  # epoch 0's embedding: the pooled features, reduced to at most embedding_dim
     world_size: int = 1
     resuming: bool = False
 
@@ -54,7 +56,7 @@ def training_rows(cfg: TrainConfig, data: RunData, setup: RunSetup) -> list[Row]
         ("run", f"{setup.run_dir}{resumed}"),
         ("device", _device(setup)),
         ("data", f"{cfg.data.path}: {_splits(data)}"),
-        ("model", _model(cfg, setup.embedding_dim)),
+        ("model", _model(cfg, setup)),
         ("loss", _loss(cfg.loss)),
         ("batches", _batches(cfg, setup)),
         ("optimizer", _optimizer(cfg)),
@@ -84,13 +86,24 @@ def _splits(data: RunData) -> str:
     return ", ".join(counts) + meta
 
 
-def _model(cfg: TrainConfig, embedding_dim: int) -> str:
+def _model(cfg: TrainConfig, setup: RunSetup) -> str:
     weights = cfg.model.pretrained
     start = f"{weights} weights" if weights in ("imagenet", "torchvision") else f"weights {weights}"
     return (
         f"{cfg.model.backbone}, {start if weights else 'random initialisation'}, "
-        f"{embedding_dim}-d embedding, {cfg.data.image_size} px crops"
+        f"{_embedding(cfg, setup)}, {cfg.data.image_size} px crops"
     )
+
+
+def _embedding(cfg: TrainConfig, setup: RunSetup) -> str:
+    """The size of the embedding the run's model will have: epoch 0's when no epoch trains."""
+    starting = reference_name(cfg.model)
+    reference = setup.reference_dim
+    if reference is None or reference == setup.embedding_dim:
+        return f"{setup.embedding_dim}-d embedding"
+    if cfg.trainer.epochs == 0:
+        return f"{reference}-d embedding (the {starting} backbone's pooled features)"
+    return f"{setup.embedding_dim}-d embedding (epoch 0, the {starting} backbone: {reference}-d)"
 
 
 def _loss(loss: LossConfig) -> str:

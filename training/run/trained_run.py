@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from retrieval.indexing.eval.metrics import RetrievalMetrics
+from retrieval.indexing.model.training_verdict import TrainingVerdict
 
 REFERENCE_NAMES = ("pretrained", "untrained")
 
@@ -74,8 +75,13 @@ class FinalFit:
     selection_dir: Path
 
     def sentence(self) -> str:
+        if self.epochs == 0:
+            return (
+                f"final fit: none, the class-disjoint fit kept the starting backbone, so it is the model for all "
+                f"{self.num_classes} classes; the test figures come from that first fit ({self.selection_dir})"
+            )
         return (
-            f"final fit: retrained on all {self.num_classes} classes for {self.epochs} epochs (the number the "
+            f"final fit: retrained on all {self.num_classes} classes for {epochs_text(self.epochs)} (the number the "
             f"class-disjoint fit chose); the test figures come from that first fit ({self.selection_dir})"
         )
 
@@ -88,7 +94,7 @@ class TrainedRun:
     best_epoch: int
     epochs_completed: int
     test: TestMetrics | None  # None: every class trained (data.split none), nothing held out to test on
-    verdict: str
+    verdict: TrainingVerdict | None  # str(run.verdict): its sentence; None: the run wrote none
     final_fit: FinalFit | None = None
 
     @classmethod
@@ -101,6 +107,11 @@ class TrainedRun:
         final_fit: FinalFit | None = None,
     ) -> TrainedRun:
         """From the trainer's result: ``test`` is its test document (empty when nothing was tested)."""
-        verdict = test.get("verdict", {}).get("sentence", "") if test else ""
+        verdict = TrainingVerdict.model_validate(test["verdict"]) if test and test.get("verdict") else None
         metrics = TestMetrics.from_dict(test) if test and "float" in test else None
         return cls(Path(run_dir), best_epoch, epochs_completed, metrics, verdict, final_fit)
+
+
+def epochs_text(count: int) -> str:
+    """``1 epoch``, ``3 epochs``."""
+    return f"{count} epoch" if count == 1 else f"{count} epochs"

@@ -3,7 +3,8 @@
 Model selection uses validation MAP@R only. Epoch 0 is the starting model as the reference row
 defines it (``reference``: the backbone's pooled features, centred or reduced by PCA on training
 images), and it is a candidate like every trained epoch: a run whose training never beats it keeps
-it, and says so (``verdict``). The test split is embedded after training ends, for the chosen model
+it, and says so (``verdict``); a trained epoch replaces it only when its validation gain is above the noise
+of the validation queries (``verdict.beats_reference``), else epoch 0 is the run's model. The test split is embedded after training ends, for the chosen model
 and the reference, and never influences any choice.
 
 Where a step's inputs come from is ``train_batches``' business: images, or with frozen first stages
@@ -27,7 +28,9 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from retrieval.indexing.common.atomic_write import atomic_write_text
+from retrieval.indexing.common.atomic_write import atomic_write_bytes, atomic_write_text
+from retrieval.indexing.eval.gain_interval import paired_gain_interval
+from retrieval.indexing.model.training_verdict import GainInterval
 from retrieval.training.config.train_config import TrainConfig
 from retrieval.training.data.data_loaders import build_train_loader, train_batch_sampler
 from retrieval.training.data.image_dataset import ImageRecordDataset
@@ -67,7 +70,7 @@ from retrieval.training.run.split_inputs import SplitInputs
 from retrieval.training.run.split_metrics import SplitMetrics, split_metrics
 from retrieval.training.run.tracking import open_tracker
 from retrieval.training.run.train_batches import CachedBatches, ImageBatches, PrefixBatches, TrainBatches
-from retrieval.training.run.verdict import Verdict
+from retrieval.training.run.verdict import Verdict, beats_reference
 
 log = logging.getLogger(__name__)
 __all__ = ["TrainResult", "Trainer", "TrainingDiverged"]
@@ -113,6 +116,7 @@ class Trainer:
         self._build_inputs()
         self._build_optimization()
         self.selection, self.global_step = EpochSelection(), 0
+        self.candidate_epoch: int | None = None  # the best epoch by validation MAP@R, before the noise check
         self.stop_check: Callable[[], None] = lambda: None
 
     # ---- construction -------------------------------------------------------------------
@@ -225,11 +229,13 @@ class Trainer:
             if self.selection.should_stop(self.cfg.trainer.patience if self.val_inputs is not None else None):
                 log.info("early stopping: no better validation MAP@R for %d epochs", self.selection.stale_epochs)
                 break
+        settled = (self._settle_selection(), self.selection.best_epoch)
+        validation_gain, self.selection.best_epoch = broadcast_from_main(settled, self.ctx)
         if not self.evaluate_test or self.test_inputs is None:  # no test classes: data.split none
             barrier(self.ctx)
             best_val = load_checkpoint(self.paths.best_checkpoint).get("val_metrics") if self.ctx.is_main else None
             return TrainResult(self.paths.run_dir, epoch, self.selection.best_epoch, best_val or None, {})
-        test, best_val = self._final_test()
+        test, best_val = self._final_test(validation_gain)
         return TrainResult(self.paths.run_dir, epoch, self.selection.best_epoch, best_val, test)
 
     def _setup(self) -> RunSetup:
@@ -240,6 +246,7 @@ class Trainer:
             sampler=self.sampler_kind,
             steps_per_epoch=self.steps_per_epoch,
             embedding_dim=self.model.embedding_dim,
+            reference_dim=min(self.model.feature_dim, self.model.embedding_dim),
             world_size=self.ctx.world_size,
             resuming=self.resume and self.paths.last_checkpoint.is_file(),
         )
@@ -376,7 +383,23 @@ class Trainer:
         """Best = highest validation MAP@R; without a validation split, the latest epoch."""
         return self.selection.record(epoch, val.map_at_r if val else float(epoch))
 
-    def _final_test(self) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    def _settle_selection(self) -> GainInterval | None:
+        """The best epoch's validation gain over epoch 0; when it is not above noise, epoch 0 becomes the best
+        checkpoint (epoch 0 a candidate: ``trainer.select_reference``). Main rank only (others: None)."""
+        if not self.ctx.is_main or self.val_inputs is None or not self.paths.reference_checkpoint.is_file():
+            return None
+        reference = load_checkpoint(self.paths.reference_checkpoint)
+        best = load_checkpoint(self.paths.best_checkpoint)
+        if reference.get("val_query_ap") is None or best.get("val_query_ap") is None:  # an older run's checkpoints
+            return None
+        gain = paired_gain_interval(reference["val_query_ap"].numpy(), best["val_query_ap"].numpy())
+        self.candidate_epoch = int(best["epoch"])
+        if self.candidate_epoch > 0 and self.cfg.trainer.select_reference and not beats_reference(gain):
+            atomic_write_bytes(self.paths.best_checkpoint, self.paths.reference_checkpoint.read_bytes())
+            self.selection.best_epoch = 0
+        return gain
+
+    def _final_test(self, validation_gain: GainInterval | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """Test metrics of the best checkpoint and of the reference, the verdict, and the best validation metrics."""
         barrier(self.ctx)
         if not self.ctx.is_main or self.test_inputs is None:
@@ -384,26 +407,29 @@ class Trainer:
         best = load_checkpoint(self.paths.best_checkpoint)
         model = restore_model(best, self.cfg, self.paths.run_dir).to(self.device)
         result: dict[str, Any] = {"best_epoch": best["epoch"], "split": "test"}
-        result.update(self._metrics(self.test_inputs, model, test=True).to_dict())
+        tested = self._metrics(self.test_inputs, model, test=True)
+        result.update(tested.to_dict())
         reference = self._reference_test()
         if reference is not None:  # the starting backbone's pooled features: "pretrained" or "untrained"
-            result[reference_name(self.cfg.model)] = reference
-        verdict = self._verdict(best, result, reference)
-        result["verdict"] = verdict.to_dict()
+            result[reference_name(self.cfg.model)] = reference[1]
+        test_gain = _test_gain(reference[0], tested) if reference is not None else None
+        verdict = self._verdict(int(best["epoch"]), validation_gain, test_gain)
+        result["verdict"] = verdict.record().model_dump(mode="json")
         result["num_test_classes"] = len(self.data.splits.test_classes)
         result["num_test_images"] = len(self.data.splits.test)
         atomic_write_text(self.paths.test_metrics, json.dumps(result, indent=2) + "\n")
         log.info("verdict: %s", verdict.sentence())
         return result, best.get("val_metrics")
 
-    def _reference_test(self) -> dict[str, Any] | None:
-        """Test metrics of the reference model (epoch 0), reported only, never used to choose."""
+    def _reference_test(self) -> tuple[SplitMetrics, dict[str, Any]] | None:
+        """Test metrics of the reference model (epoch 0), reported only, never used to choose: typed, and as written."""
         if not self.cfg.trainer.evaluate_untrained_test or not self.paths.reference_checkpoint.is_file():
             return None
         assert self.test_inputs is not None  # _final_test runs only with test classes
         state = load_checkpoint(self.paths.reference_checkpoint)
         model = restore_model(state, self.cfg, self.paths.run_dir).to(self.device)
-        metrics = self._metrics(self.test_inputs, model, test=True, grid=False).to_dict()
+        measured = self._metrics(self.test_inputs, model, test=True, grid=False)
+        metrics = measured.to_dict()
         metrics["reference"] = {
             "name": reference_name(self.cfg.model),
             "feature_dim": model.feature_dim,
@@ -411,19 +437,18 @@ class Trainer:
             "reduction": "pca" if model.embedding_dim < model.feature_dim else "centred",
             "fit_images": len(fit_sample(self.data.splits.train)),
         }
-        return metrics
+        return measured, metrics
 
-    def _verdict(self, best: dict[str, Any], test: dict[str, Any], reference: dict[str, Any] | None) -> Verdict:
-        reference_val = load_checkpoint(self.paths.reference_checkpoint).get("val_metrics") or {}
-        best_val = best.get("val_metrics") or {}
+    def _verdict(self, best_epoch: int, validation: GainInterval | None, test: GainInterval | None) -> Verdict:
         return Verdict(
             reference=reference_name(self.cfg.model),
             epochs=self.cfg.trainer.epochs,
-            best_epoch=int(best["epoch"]),
-            reference_val=reference_val.get("map_at_r"),
-            best_val=best_val.get("map_at_r"),
-            reference_test=reference["float"]["map_at_r"] if reference else None,
-            trained_test=test["float"]["map_at_r"],
+            best_epoch=best_epoch,
+            candidate_epoch=best_epoch if self.candidate_epoch is None else self.candidate_epoch,
+            validation=validation,
+            test=test,
+            validation_classes=len(self.data.splits.val_classes),
+            validation_queries=validation.queries if validation is not None else 0,
         )
 
     # ---- persistence --------------------------------------------------------------------
@@ -448,6 +473,7 @@ class Trainer:
             "best_epoch": self.selection.best_epoch,
             "stale_epochs": self.selection.stale_epochs,
             "val_metrics": val.validation_dict() if val else {},
+            "val_query_ap": _query_ap(val),
             "num_classes": self.data.num_train_labels,
             "config": self.cfg.model_dump(mode="json"),
             "loss_name": self.cfg.loss.name,
@@ -506,7 +532,13 @@ class Trainer:
             handle.write(json.dumps(row) + "\n")
         self.tracker.log_epoch(row)
         title = f"{self.cfg.loss.name} / {self.cfg.model.backbone}"
-        plot_curves(self.paths.metrics, self.paths.curves, title=title, best_epoch=self.selection.best_epoch)
+        plot_curves(
+            self.paths.metrics,
+            self.paths.curves,
+            title=title,
+            best_epoch=self.selection.best_epoch,
+            reference=reference_name(self.cfg.model),
+        )
         if self.progress:
             shown = (
                 f"val MAP@R {val.map_at_r:.4f} P@1 {val.float_metrics.precision_at_1:.4f}" if val else "no validation"
@@ -517,3 +549,17 @@ class Trainer:
                 )
             else:
                 tqdm.write(f"epoch 0 ({reference_name(self.cfg.model)} backbone, the reference): {shown}")
+
+
+def _query_ap(val: SplitMetrics | None) -> torch.Tensor | None:
+    """A checkpoint's per-query validation AP (``val_query_ap``), which the verdict's interval resamples."""
+    query_ap = val.float_metrics.query_ap if val is not None else None
+    return torch.from_numpy(query_ap) if query_ap is not None else None
+
+
+def _test_gain(reference: SplitMetrics, tested: SplitMetrics) -> GainInterval | None:
+    """The run's model against epoch 0 on the test queries (reported only, never used to choose)."""
+    before, after = reference.float_metrics.query_ap, tested.float_metrics.query_ap
+    if before is None or after is None or before.shape != after.shape:
+        return None
+    return paired_gain_interval(before, after)

@@ -1,53 +1,129 @@
-"""One plain sentence at the end of a run: did training beat the model it started from?
+"""One plain sentence at the end of a run: did training beat the model it started from, beyond noise?
 
-The starting model (the pretrained backbone's pooled features, or a random backbone's) is epoch 0,
-a candidate like every trained epoch. When no trained epoch beats it on the validation classes, the
-run keeps it and says so: nobody ships a model worse than what they started from without being told.
-The sentence goes to the terminal, ``test_metrics.json`` and the exported ``model.json`` (shown by
-``retrieval index info``).
+The starting model (the pretrained backbone's pooled features, or a random backbone's) is epoch 0, a candidate
+like every trained epoch. The epoch with the best validation MAP@R beats it only when the whole interval of its
+gain is above zero (a paired bootstrap over the validation queries, ``indexing.eval.gain_interval``);
+otherwise the run keeps the starting model and says the gain is within validation noise: nobody ships a model
+worse than, or no better than, what they started from without being told. Too few validation classes or
+queries make the choice itself unreliable, and the sentence starts with that. The test classes choose nothing;
+the words only never claim an improvement the test classes contradict beyond their own noise.
+The sentence and its figures (``TrainingVerdict``) go to the terminal, ``test_metrics.json`` and the exported
+``model.json`` (shown by ``retrieval index info``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from retrieval.indexing.model.training_verdict import Decision, GainInterval, TrainingVerdict
+
+MIN_VALIDATION_CLASSES = 5
+MIN_VALIDATION_QUERIES = 100
+FEWER_ADVICE = "add classes, raise --val-fraction, or keep the backbone with --epochs 0"
+
+
+def beats_reference(validation: GainInterval | None) -> bool:
+    """Whether the best trained epoch may replace epoch 0: its validation gain is above noise (no validation
+    split: nothing to compare, the trained model stays)."""
+    return validation is None or validation.above_noise
+
 
 @dataclass(frozen=True)
 class Verdict:
     reference: str  # "pretrained" or "untrained"
     epochs: int  # epochs the run was asked to train (0: none)
-    best_epoch: int
-    reference_val: float | None  # validation MAP@R of epoch 0
-    best_val: float | None  # validation MAP@R of the chosen epoch
-    reference_test: float | None = None  # test MAP@R, reported only, never used to choose
-    trained_test: float | None = None
+    best_epoch: int  # the run's model
+    candidate_epoch: int  # the epoch with the best validation MAP@R
+    validation: GainInterval | None  # the candidate against epoch 0 on the validation queries
+    test: GainInterval | None = None  # the run's model against epoch 0 on the test queries, never used to choose
+    validation_classes: int = 0
+    validation_queries: int = 0
 
     @property
     def kept_reference(self) -> bool:
         return self.best_epoch == 0
 
+    @property
+    def reliable(self) -> bool:
+        return self.validation_classes >= MIN_VALIDATION_CLASSES and self.validation_queries >= MIN_VALIDATION_QUERIES
+
+    @property
+    def decision(self) -> Decision:
+        return "no-training" if self.epochs == 0 else "reference" if self.kept_reference else "trained"
+
     def sentence(self) -> str:
-        if self.kept_reference:
-            if self.epochs == 0:
-                return f"no training epoch ran: the {self.reference} backbone is the run's model"
-            return (
-                f"training did not help: no epoch beat the {self.reference} backbone's validation MAP@R "
-                f"{self.reference_val:.3f}, so the {self.reference} backbone is kept as the run's model"
-            )
-        if self.reference_val is None or self.best_val is None:
+        if self.epochs == 0:
+            return f"no training epoch ran: the {self.reference} backbone is the run's model"
+        if self.validation is None and self.kept_reference:  # a run resumed from checkpoints without per-query APs
+            return f"no epoch beat the {self.reference} backbone on validation, so it is kept as the run's model"
+        if self.validation is None:
             return f"trained model kept (epoch {self.best_epoch}); no validation classes to compare it on"
-        chosen = (
-            f"training improved validation MAP@R {_change(self.reference_val, self.best_val)} over the "
-            f"{self.reference} backbone (epoch {self.best_epoch})"
+        return self._reliability() + self._choice(self.validation)
+
+    def record(self) -> TrainingVerdict:
+        return TrainingVerdict(
+            sentence=self.sentence(),
+            decision=self.decision,
+            reference=self.reference,
+            best_epoch=self.best_epoch,
+            candidate_epoch=self.candidate_epoch,
+            validation=self.validation,
+            test=self.test,
+            validation_classes=self.validation_classes,
+            validation_queries=self.validation_queries,
+            reliable=self.reliable if self.validation is not None else None,
         )
-        if self.reference_test is None or self.trained_test is None:
+
+    def _reliability(self) -> str:
+        if self.reliable:
+            return ""
+        return (
+            f"unreliable choice: it rests on {self.validation_classes} validation classes "
+            f"({self.validation_queries} queries), too few to tell a gain from noise ({FEWER_ADVICE}); "
+        )
+
+    def _choice(self, validation: GainInterval) -> str:
+        reference = self.reference
+        if self.candidate_epoch == 0:
+            return (
+                f"training did not help: no epoch beat the {reference} backbone's validation MAP@R "
+                f"{validation.before:.3f}, so the {reference} backbone is kept as the run's model"
+            )
+        if self.kept_reference:
+            return (
+                f"no gain beyond validation noise (epoch {self.candidate_epoch}: {_gain(validation)}): "
+                f"the {reference} backbone is kept"
+            )
+        if not validation.above_noise:  # trainer.select_reference off: epoch 0 was no candidate
+            return (
+                f"epoch {self.best_epoch} kept (trainer.select_reference is off) although its validation gain over "
+                f"the {reference} backbone is within noise ({_gain(validation)})"
+            )
+        if self.test is not None and self.test.below_noise:
+            return (
+                f"validation {_gain(validation)}, test {_gain(self.test)}: epoch {self.best_epoch} is kept, as "
+                f"validation chose it, but the test classes disagree beyond their noise"
+            )
+        chosen = (
+            f"training improved validation MAP@R {_change(validation)} over the {reference} backbone "
+            f"(epoch {self.best_epoch})"
+        )
+        if self.test is None:
             return chosen
-        return f"{chosen}; on the test classes, which chose nothing: {_change(self.reference_test, self.trained_test)}"
-
-    def to_dict(self) -> dict[str, object]:
-        return {"sentence": self.sentence(), "kept_reference": self.kept_reference, **self.__dict__}
+        return f"{chosen}; on the test classes, which chose nothing: {_change(self.test)}"
 
 
-def _change(before: float, after: float) -> str:
-    relative = f" ({(after / before - 1) * 100:+.0f} %)" if before > 0 else ""
-    return f"{before:.3f} -> {after:.3f}{relative}"
+def _percent(interval: GainInterval, value: float) -> str:
+    relative = interval.relative(value)
+    return f"{relative * 100:+.0f} %" if relative is not None else f"{value:+.3f}"
+
+
+def _gain(interval: GainInterval) -> str:
+    """``+1 %, interval -4 % to +6 %``."""
+    low, high = _percent(interval, interval.low), _percent(interval, interval.high)
+    return f"{_percent(interval, interval.gain)}, interval {low} to {high}"
+
+
+def _change(interval: GainInterval) -> str:
+    """``0.681 -> 0.750 (+10 %, interval +4 % to +16 %)``."""
+    return f"{interval.before:.3f} -> {interval.after:.3f} ({_gain(interval)})"

@@ -1,0 +1,103 @@
+"""Which module defines each ``retrieval`` command, so a command's module, and what it imports (torch, FastAPI,
+faiss, onnxruntime), loads only when that command runs.
+
+``COMMANDS`` maps each top-level command to its module (one of ``retrieval.cli``, with ``register(app)``) and
+the one-line summary ``retrieval --help`` lists without importing it; ``LazyCommandGroup`` is the top-level
+group that resolves a command through the table when it is named. ``retrieval --help`` and an unknown command
+(with its did-you-mean) import no command module; ``retrieval train --data /missing`` imports the train
+module alone, which refuses a bad path, recipe, backbone or run directory before torch loads.
+``tests/test_package_layout.py`` reads the table as the imports it stands for, and
+``tests/test_cli_startup.py`` checks that each summary is its command's own.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+import typer
+from typer import _click as click
+from typer.main import get_group
+
+from retrieval.cli.help_display import UNLIMITED_WIDTH, FlagGroup, present
+
+
+@dataclass(frozen=True)
+class CommandSource:
+    module: str  # a module of retrieval.cli whose register(app) adds the command
+    summary: str  # its help's first sentence, as `retrieval --help` lists it
+
+
+COMMANDS: dict[str, CommandSource] = {
+    "train": CommandSource(
+        "retrieval.cli.train_commands",
+        "Fit an embedder: class-disjoint split, validation MAP@R picks the best epoch, test metrics at the end.",
+    ),
+    "losses": CommandSource(
+        "retrieval.cli.train_commands",
+        "List the registered losses with a one-line description each, and the recipes with what they set.",
+    ),
+    "backbones": CommandSource(
+        "retrieval.cli.backbone_commands",
+        "List the registered backbones: whether `--pretrained imagenet` finds their weights here (offline), the "
+        "image size those weights were trained at, and the stages `--set model.frozen_stages=N` counts.",
+    ),
+    "study": CommandSource(
+        "retrieval.cli.study_commands",
+        "Compare losses fairly, as 'A Metric Learning Reality Check' (Musgrave et al., ECCV 2020) does.",
+    ),
+    "export": CommandSource(
+        "retrieval.cli.export_commands",
+        "Export a trained run to ONNX, check it against torch and write model.onnx + model.json.",
+    ),
+    "search": CommandSource(
+        "retrieval.cli.search_commands",
+        "Find the items of an index most similar to each query image (or stored item) and print them.",
+    ),
+    "embed": CommandSource(
+        "retrieval.cli.embed_commands",
+        "Embed a dataset with an exported model (or read an index) and write the embeddings with their items.",
+    ),
+    "eval": CommandSource(
+        "retrieval.cli.eval_commands",
+        "Measure float and binary (sign-bit) retrieval; write metrics.json and retrieval_grid.png.",
+    ),
+    "serve": CommandSource(
+        "retrieval.cli.serve_commands",
+        "Serve searches over HTTP, with a web page at / and the API documented at /docs.",
+    ),
+    "data": CommandSource(
+        "retrieval.cli.data_commands",
+        "Datasets: generate a synthetic one, show a dataset's layout and class-disjoint split, check its images.",
+    ),
+    "index": CommandSource(
+        "retrieval.cli.index_commands", "Build, inspect and update an index directory (float + binary faiss)."
+    ),
+}
+
+
+class LazyCommandGroup(FlagGroup):
+    """The ``retrieval`` group: its commands come from ``COMMANDS``, each module imported when first named."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [*COMMANDS, *(name for name in super().list_commands(ctx) if name not in COMMANDS)]
+
+    def get_command(self, ctx: click.Context | None, cmd_name: str) -> Any:
+        if cmd_name in COMMANDS and cmd_name not in self.commands:
+            self._load(COMMANDS[cmd_name].module)
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The summaries of the table: listing the commands imports none of them."""
+        rows = [(name, source.summary[:UNLIMITED_WIDTH]) for name, source in COMMANDS.items()]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+    def _load(self, module_name: str) -> None:
+        """Import ``module_name`` and add the commands its ``register`` declares (presented as every command is)."""
+        stage = typer.Typer()
+        importlib.import_module(module_name).register(stage)
+        present(stage)
+        for name, command in get_group(stage).commands.items():
+            self.add_command(command, name)

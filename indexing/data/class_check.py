@@ -1,0 +1,54 @@
+"""What a dataset's classes lack before anything trains or is measured, in one sentence each with the fix:
+class folders with no image (ignored) and classes with a single image (no other image can retrieve it, so it
+neither trains a class-balanced batch nor counts as a query).
+
+``retrieval data check`` prints them, and ``retrieval train`` before torch loads (``config_checks``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+from retrieval.indexing.data.layouts.imagefolder import is_image_file
+from retrieval.indexing.data.records import ImageRecord
+
+SHOWN = 5
+IMAGE_FOLDER = "ImageFolder"  # the one layout whose classes are folders
+
+
+def class_problems(path: Path, records: Sequence[ImageRecord], *, layout: str) -> list[str]:
+    """Sentences about ``path``'s empty class folders (``layout`` "ImageFolder") and single-image classes."""
+    problems = []
+    if layout == IMAGE_FOLDER and (empty := _empty_class_folders(Path(path))):
+        problems.append(
+            f"{_count(len(empty), 'class folder')} in {path} {'holds' if len(empty) == 1 else 'hold'} no image "
+            f"({_names(empty)}): {'it is' if len(empty) == 1 else 'they are'} ignored; add images or remove "
+            f"{'it' if len(empty) == 1 else 'them'}"
+        )
+    sizes = Counter(record.label for record in records)
+    if single := sorted(str(label) for label, count in sizes.items() if count == 1):
+        problems.append(
+            f"{_count(len(single), 'class')} of {path} {'has' if len(single) == 1 else 'have'} a single image "
+            f"({_names(single)}): no other image can retrieve it, so it neither trains nor counts as a query; "
+            f"add a second image or remove {'it' if len(single) == 1 else 'them'}"
+        )
+    return problems
+
+
+def _empty_class_folders(root: Path) -> list[str]:
+    """ImageFolder class folders (top-level, not hidden) with no image file below them."""
+    if not root.is_dir():
+        return []
+    folders = sorted(entry for entry in root.iterdir() if entry.is_dir() and not entry.name.startswith("."))
+    return [folder.name for folder in folders if not any(is_image_file(found) for found in folder.rglob("*"))]
+
+
+def _count(number: int, noun: str) -> str:
+    plural = noun + ("es" if noun.endswith("s") else "s")
+    return f"{number} {noun if number == 1 else plural}"
+
+
+def _names(names: Sequence[str]) -> str:
+    return ", ".join(names[:SHOWN]) + (f", ... ({len(names) - SHOWN} more)" if len(names) > SHOWN else "")

@@ -1,0 +1,91 @@
+"""A CLI that answers at once: ``retrieval --help``, a command's ``--help`` and every argument or name error
+answer before torch, FastAPI or faiss is imported (timings: ``bench/bench_cli_startup.py``, not a test).
+
+Each case runs the real entry point in a fresh interpreter and reads which heavy packages it left loaded."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import typer
+
+from retrieval.cli.command_registry import COMMANDS
+from retrieval.cli.help_display import UNLIMITED_WIDTH
+from retrieval.cli.main import app
+from retrieval.training.config.known_names import BACKBONE_NAMES, LOSS_NAMES, recipe_names
+from retrieval.training.config.recipes import recipe_registry
+from retrieval.training.losses import available_losses
+from retrieval.training.model.backbones import BACKBONES
+
+HEAVY = ("torch", "fastapi", "faiss")
+PROBE = """
+import json, sys
+from retrieval.cli.main import main
+sys.argv = ["retrieval", *json.loads(sys.argv[1])]
+try:
+    main()
+except SystemExit as stop:
+    code = stop.code
+else:
+    code = 0
+print(json.dumps({"code": code, "heavy": [name for name in HEAVY if name in sys.modules]}))
+""".replace("HEAVY", repr(HEAVY))
+
+
+def _run(*args: str) -> tuple[int, list[str], str]:
+    """Exit code, the heavy packages loaded, and stderr of ``retrieval ARGS``."""
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(list(args))], capture_output=True, text=True, timeout=120
+    )
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return result["code"] or 0, result["heavy"], done.stderr
+
+
+def _existing_run(tmp_path: Path) -> Path:
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    return run
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--help",), None),
+        (("train", "--help"), None),
+        (("trian",), "did you mean train?"),
+        (("train", "--data", "/missing", "--out", "RUN"), "dataset path /missing does not exist"),
+        (("train", "--data", "DATA", "--out", "RUN", "--recipe", "normsoftmx"), "did you mean normsoftmax"),
+        (("train", "--data", "DATA", "--out", "RUN", "--backbone", "resnt18"), "did you mean resnet18"),
+        (("train", "--data", "DATA", "--out", "RUN", "--loss", "tripplet"), "did you mean triplet"),
+        (("train", "--data", "DATA", "--out", "EXISTING"), "already holds a training run"),
+        (("train", "--data", "DATA", "--out", "RUN", "--set", "trainer.epoch=3"), "trainer.epoch"),
+    ],
+)
+def test_help_and_argument_errors_import_neither_torch_fastapi_nor_faiss(
+    args: tuple[str, ...], message: str | None, synth_data: Path, tmp_path: Path
+) -> None:
+    where = {"DATA": str(synth_data), "RUN": str(tmp_path / "new"), "EXISTING": str(_existing_run(tmp_path))}
+    code, heavy, stderr = _run(*(where.get(arg, arg) for arg in args))
+    assert heavy == [], f"{args} imported {heavy}"
+    assert (code == 0) if message is None else (code == 2 and message in stderr), stderr
+
+
+def test_the_help_lists_each_command_by_its_own_first_sentence() -> None:
+    group = typer.main.get_command(app)
+    ctx = typer.Context(group)
+    for name, source in COMMANDS.items():
+        command = group.get_command(ctx, name)  # type: ignore[attr-defined]
+        assert command is not None and command.get_short_help_str(UNLIMITED_WIDTH) == source.summary, name
+    assert group.list_commands(ctx) == list(COMMANDS)  # type: ignore[attr-defined]
+
+
+def test_the_name_tables_are_the_registries() -> None:
+    assert (
+        list(LOSS_NAMES) == sorted(spec.name for spec in available_losses())
+        and list(BACKBONE_NAMES) == BACKBONES.names()
+    )
+    assert recipe_names() == recipe_registry().names()

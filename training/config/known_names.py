@@ -1,0 +1,66 @@
+"""The names ``retrieval train`` and ``study`` accept for losses, recipes and backbones, as tables read before
+torch loads, so a misspelt name fails in a second with a did-you-mean rather than after importing torch.
+
+The registries (``training.losses.LOSSES``, ``training.model.backbones.BACKBONES``, ``recipes.recipe_registry``)
+stay the one place that maps a name to code; these tables only name their entries, and
+``tests/test_cli_startup.py`` holds each table equal to its registry.
+"""
+
+from __future__ import annotations
+
+from retrieval.indexing.common.registry import unknown_name
+from retrieval.training.config.recipe_tables import ALIASES, PAPER_RECIPES
+
+LOSS_NAMES = (
+    "angular",
+    "arcface",
+    "contrastive",
+    "cosface",
+    "facility_location",
+    "fastap",
+    "group_loss",
+    "lifted_structure",
+    "margin",
+    "multi_similarity",
+    "normalized_softmax",
+    "npairs",
+    "ntxent",
+    "prototypical",
+    "proxy_anchor",
+    "proxy_nca",
+    "proxy_triplet",
+    "ranked_list",
+    "snr",
+    "soft_triple",
+    "triplet",
+)
+BACKBONE_NAMES = (
+    "densenet121",
+    "densenet169",
+    "efficientnet_b0",
+    "efficientnet_lite0",
+    "efficientnet_lite1",
+    "efficientnet_lite2",
+    "mobilenet_v3_large",
+    "mobilenet_v3_small",
+    "resnet101",
+    "resnet18",
+    "resnet34",
+    "resnet50",
+)
+TIMM_PREFIX = "timm:"  # any timm model, checked when timm builds it
+
+
+def recipe_names() -> list[str]:
+    """Every ``--recipe``: a loss, an alias or a paper's own setup."""
+    return sorted({*LOSS_NAMES, *ALIASES, *PAPER_RECIPES})
+
+
+def check_names(*, recipe: str | None, loss: str, backbone: str) -> None:
+    """ConfigError, with the close names, for an unknown recipe, loss or backbone."""
+    if recipe is not None and recipe not in recipe_names():
+        raise unknown_name("recipe", "recipes", recipe, recipe_names())
+    if loss not in LOSS_NAMES:
+        raise unknown_name("loss", "losses", loss, list(LOSS_NAMES))
+    if not backbone.startswith(TIMM_PREFIX) and backbone not in BACKBONE_NAMES:
+        raise unknown_name("backbone", "backbones", backbone, [*BACKBONE_NAMES, f"{TIMM_PREFIX}NAME"])
