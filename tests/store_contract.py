@@ -31,11 +31,74 @@ LABELS = 5
 K = 6
 
 
+def make_metadata(i: int) -> dict[str, object]:
+    """``tag`` on every third item only, as text or as a number."""
+    tag = {"tag": "x" if i % 2 == 0 else 7} if i % 3 == 0 else {}
+    return {"even": i % 2 == 0, "n": i, **tag}
+
+
 def make_records(root: Path, count: int, seed: int) -> list[ImageRecord]:
     return [
-        ImageRecord(path=root / f"s{seed}_{i}.png", label=f"label_{i % LABELS}", metadata={"even": i % 2 == 0, "n": i})
+        ImageRecord(path=root / f"s{seed}_{i}.png", label=f"label_{i % LABELS}", metadata=make_metadata(i))
         for i in range(count)
     ]
+
+
+def _equal(stored: object, wanted: object) -> bool:
+    """JSON equality: numbers by value, a boolean only with a boolean, null with null, text with text."""
+
+    def kind(value: object) -> str:
+        return "number" if isinstance(value, int | float) and not isinstance(value, bool) else type(value).__name__
+
+    return kind(stored) == kind(wanted) and stored == wanted
+
+
+def _passes(fields: dict[str, object], key: str, op: str, value: object) -> bool:
+    present, stored = key in fields, fields.get(key)
+    number = isinstance(stored, int | float) and not isinstance(stored, bool)
+    tests = {
+        "$eq": lambda: present and _equal(stored, value),
+        "$ne": lambda: not (present and _equal(stored, value)),
+        "$in": lambda: present and any(_equal(stored, v) for v in value),  # type: ignore[attr-defined]
+        "$gt": lambda: number and stored > value,  # type: ignore[operator]
+        "$gte": lambda: number and stored >= value,  # type: ignore[operator]
+        "$lt": lambda: number and stored < value,  # type: ignore[operator]
+        "$lte": lambda: number and stored <= value,  # type: ignore[operator]
+        "$exists": lambda: present == value,
+    }
+    return bool(tests[op]())
+
+
+def brute_force_filter(where: dict[str, object]) -> np.ndarray:
+    """Ids of the ``make_records`` items that pass ``where``, by the filter language's rules."""
+    keep = []
+    for i in range(COUNT):
+        fields = {"label": f"label_{i % LABELS}", **make_metadata(i)}
+        pairs = [
+            (key, op, value)
+            for key, given in where.items()
+            for op, value in (given.items() if isinstance(given, dict) else [("$eq", given)])
+        ]
+        if all(_passes(fields, key, op, value) for key, op, value in pairs):
+            keep.append(i + 1)
+    return np.asarray(keep, dtype=np.int64)
+
+
+FILTERS = [
+    {"label": {"$in": ["label_1", "label_3"]}},
+    {"label": {"$ne": "label_0"}},
+    {"n": {"$gte": 10, "$lt": 20}},
+    {"n": {"$gt": 50.5}},
+    {"n": {"$lte": -1}},
+    {"tag": {"$exists": True}},
+    {"tag": {"$exists": False}},
+    {"tag": {"$ne": "x"}},
+    {"tag": {"$in": ["x", 7.0]}},
+    {"tag": {"$gt": 5}},
+    {"even": {"$ne": True}, "n": {"$in": [1, 3, 4, 5]}},
+    {"missing": {"$exists": False}},
+    {"label": "label_2", "n": {"$lt": 30}, "tag": 7},
+]
 
 
 def make_vectors(count: int, seed: int) -> np.ndarray:
@@ -106,7 +169,7 @@ class StoreContract:
     def test_items_come_in_the_order_asked(self, store: Store) -> None:
         third, pad, first, unknown = store.items([3, PAD_ID, 1, 10**9])
         assert pad is None and unknown is None and first is not None and third is not None
-        assert (third.id, third.label, third.metadata, first.id) == (3, "label_2", {"even": True, "n": 2}, 1)
+        assert (third.id, third.label, third.metadata, first.id) == (3, "label_2", make_metadata(2), 1)
         assert store.item(3) == third
         with pytest.raises(ItemNotFoundError):
             store.item(10**9)
@@ -155,6 +218,19 @@ class StoreContract:
         found = store.search(queries, 3, where=where)
         ids, scores = brute_force(queries, allowed, "float", 3)
         assert_same_ranking(SearchResults(found.ids[:, :3], found.scores[:, :3]), ids, scores, atol=1e-5)
+
+    @pytest.mark.parametrize("where", FILTERS, ids=repr)
+    def test_filter_operators_select_what_brute_force_selects(self, store: Store, where: dict) -> None:
+        allowed = brute_force_filter(where)
+        queries = make_vectors(3, seed=12)
+        for kind in ("float", "binary"):
+            found = store.search(queries, COUNT, kind=SearchKind(kind), where=parse_filter(where))
+            assert all(sorted(row[row != PAD_ID].tolist()) == allowed.tolist() for row in found.ids), kind
+        if len(allowed):
+            found = store.search(queries, 4, where=parse_filter(where))
+            ids, scores = brute_force(queries, allowed, "float", 4)
+            kept = ids.shape[1]  # Milvus pads past the matches
+            assert_same_ranking(SearchResults(found.ids[:, :kept], found.scores[:, :kept]), ids, scores, atol=1e-5)
 
     def test_a_filter_nothing_matches_finds_nothing(self, store: Store) -> None:
         queries = make_vectors(2, seed=8)

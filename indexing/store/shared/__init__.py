@@ -6,6 +6,7 @@ binary shortlist re-ranked by float), ``postprocessed_search`` (a search after a
 re-ranking, for ``item_search``) and ``store_checks`` (query and added-item checks). The index
 directory: ``manifest`` (``manifest.json``), ``compaction`` (its policy, and what a compaction did),
 ``items_db`` (``items.sqlite`` and ``Item``), ``item_filter`` (item metadata and the search filter),
+``filter_conditions`` (the filter language's operators), ``filter_sql`` (a filter as SQL),
 ``write_lock`` (one writer per directory) and ``index_dir`` (writing a new directory: the checks,
 the model copy, the staged swap).
 """

@@ -22,7 +22,8 @@ import numpy as np
 from retrieval.indexing.common.errors import DataError, IndexFormatError
 from retrieval.indexing.common.unicode_text import readable_json
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.store.shared.item_filter import ItemFilter, Scalar
+from retrieval.indexing.store.shared.filter_sql import filter_sql
+from retrieval.indexing.store.shared.item_filter import ItemFilter
 
 _SCHEMA = """
 CREATE TABLE items (
@@ -256,33 +257,14 @@ class ItemsDb:
         return {row[0] for row in self._db.execute(f"SELECT DISTINCT path FROM items WHERE path IN ({marks})", paths)}
 
     def matching_ids(self, where: ItemFilter) -> np.ndarray:
-        """Ids (ascending) of the items that pass ``where``: the label through its SQLite index (an index
-        built before that existed answers the same, by a scan), metadata by a scan of the JSON column."""
-        clauses: list[str] = ["1"]
-        params: list[Scalar] = []
-        if where.label is not None:
-            clauses.append("label = ?")
-            params.append(where.label)
-        for key, value in where.metadata:
-            test, values = _metadata_test(f'$."{key}"', value)
-            clauses.append(test)
-            params += values
-        rows = self._db.execute(f"SELECT id FROM items WHERE {' AND '.join(clauses)} ORDER BY id", params)
+        """Ids (ascending) of the items that pass ``where`` (``filter_sql``): label equality through its
+        SQLite index, metadata by a scan of the JSON column."""
+        clause, params = filter_sql(where)
+        rows = self._db.execute(f"SELECT id FROM items WHERE {clause} ORDER BY id", params)
         return np.asarray([row[0] for row in rows], dtype=np.int64).reshape(-1)
 
     def labels(self) -> list[str]:
         return [row[0] for row in self._db.execute("SELECT DISTINCT label FROM items ORDER BY label")]
-
-
-def _metadata_test(path: str, value: Scalar) -> tuple[str, list[Scalar]]:
-    """SQL that is true when the JSON ``metadata`` holds ``value`` at ``path``, JSON types kept: numbers
-    compare by value, booleans and null only with themselves. Rows whose JSON SQLite cannot parse
-    (never written by ``insert``) match nothing instead of failing the whole query."""
-    if value is None or isinstance(value, bool):
-        return f"CASE WHEN json_valid(metadata) THEN json_type(metadata, ?) = '{json.dumps(value)}' END", [path]
-    kinds = "'text'" if isinstance(value, str) else "'integer', 'real'"
-    test = f"json_type(metadata, ?) IN ({kinds}) AND json_extract(metadata, ?) = ?"
-    return f"CASE WHEN json_valid(metadata) THEN {test} END", [path, path, value]
 
 
 class Hit(NamedTuple):
