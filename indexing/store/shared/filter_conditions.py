@@ -56,10 +56,14 @@ def conditions_of(key: str, value: Any, what: str, *, is_label: bool) -> list[Co
     """The conditions one key of a filter states (see the module docstring)."""
     if isinstance(value, dict):
         if not value:
-            raise DataError(f'{what}: the value of \'{key}\' is an empty object; give operators such as {{"$in": [...]}}')
+            raise DataError(
+                f"{what}: the value of '{key}' is an empty object; give operators such as {{\"$in\": [...]}}"
+            )
         return [_condition(key, op, given, what, is_label) for op, given in value.items()]
     if isinstance(value, list):
-        raise DataError(f'{what}: \'{key}\' has an array; to match any of several values write {{"{key}": {{"$in": [...]}}}}')
+        raise DataError(
+            f'{what}: \'{key}\' has an array; to match any of several values write {{"{key}": {{"$in": [...]}}}}'
+        )
     return [_condition(key, "$eq", value, what, is_label)]
 
 
@@ -81,7 +85,7 @@ def _condition(key: str, op: str, value: Any, what: str, is_label: bool) -> Cond
         return Condition(key, op, value)
     if op in RANGE_OPERATORS and not is_number(value):
         raise DataError(f"{what}: '{key}': {op} takes a number, got {_json(value)}")
-    return Condition(key, op, _scalar(key, op, value, what, is_label))  # type: ignore[arg-type]
+    return Condition(key, op, _scalar(key, op, value, what, is_label))
 
 
 def _in_values(key: str, value: Any, what: str, is_label: bool) -> tuple[Scalar, ...]:
@@ -96,10 +100,8 @@ def _scalar(key: str, op: str, value: Any, what: str, is_label: bool) -> Scalar:
     if is_label and not isinstance(value, str):
         raise DataError(f"{what}: '{key}' must be a string (the exact label), got {_json(value)}")
     if not is_scalar(value):
-        raise DataError(
-            f"{what}: '{key}': {op} takes a string, number, true, false or null, got {_json(value)}"
-        )
-    return value  # type: ignore[no-any-return]
+        raise DataError(f"{what}: '{key}': {op} takes a string, number, true, false or null, got {_json(value)}")
+    return value
 
 
 def _json(value: Any) -> str:
