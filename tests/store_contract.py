@@ -22,6 +22,7 @@ from retrieval.indexing.search.kinds import SearchKind
 from retrieval.indexing.search.results import PAD_ID, SearchResults
 from retrieval.indexing.store.backends import IndexTarget, open_store
 from retrieval.indexing.store.build.builder import index_kinds, write_index
+from retrieval.indexing.store.item_search import Window, filter_warnings, ranked_pages
 from retrieval.indexing.store.shared.item_filter import parse_filter
 from retrieval.indexing.store.shared.store_protocol import Store
 
@@ -231,6 +232,50 @@ class StoreContract:
             ids, scores = brute_force(queries, allowed, "float", 4)
             kept = ids.shape[1]  # Milvus pads past the matches
             assert_same_ranking(SearchResults(found.ids[:, :kept], found.scores[:, :kept]), ids, scores, atol=1e-5)
+
+    @pytest.mark.parametrize("where", [None, {"n": {"$gte": 7}, "tag": {"$exists": True}}], ids=repr)
+    def test_scroll_pages_every_match_once_by_ascending_id(self, store: Store, where: dict | None) -> None:
+        allowed = brute_force_filter(where or {}).tolist()
+        seen: list[int] = []
+        after = 0
+        while page := store.scroll(parse_filter(where), after, 7):
+            assert len(page) <= 7 and all(item.id > after for item in page)
+            seen += [item.id for item in page]
+            after = page[-1].id
+        assert seen == allowed
+        assert [item.id for item in store.scroll(None, 58, 10)] == [59, 60]
+
+    def test_value_counts_and_keys(self, store: Store) -> None:
+        labels = store.value_counts(None)
+        assert sorted(labels) == [(f"label_{i}", COUNT // LABELS) for i in range(LABELS)]
+        assert store.value_counts("tag") == [("x", 10), (7, 10)]  # ties by JSON text
+        assert store.value_counts("even") == [(False, 30), (True, 30)]
+        assert store.value_counts("nowhere") == []
+        assert store.metadata_keys() == ["even", "n", "tag"]
+        assert store.keys_in_use(["tag", "colour", "n"]) == {"tag", "n"}
+        assert filter_warnings(store, parse_filter({"tag": 7, "label": "label_1"})) == []
+        (warning,) = filter_warnings(store, parse_filter({"colour": {"$ne": "red"}, "tag": 7}))
+        assert warning == "no item has the metadata key 'colour'; the keys in use: even, n, tag"
+
+    @pytest.mark.parametrize("kind", ["float", "binary"])
+    def test_a_window_pages_and_thresholds_the_brute_force_ranking(self, store: Store, kind: str) -> None:
+        queries = make_vectors(3, seed=13)
+        ids, scores = brute_force(queries, store.ids(), kind, 20)
+        pages = ranked_pages(store, queries, 5, kind=kind, window=Window(offset=4))  # type: ignore[arg-type]
+        for row, page in enumerate(pages):
+            np.testing.assert_allclose([hit.score for hit in page.hits], scores[row, 4:9], atol=1e-5)
+        threshold = float(np.median(scores[:, :10]))
+        pages = ranked_pages(store, queries, 10, kind=kind, window=Window(min_score=threshold))  # type: ignore[arg-type]
+        for row, page in enumerate(pages):
+            assert [round(hit.score, 4) for hit in page.hits] == [
+                round(s, 4) for s in scores[row, :10] if s >= threshold
+            ]
+            assert page.below_min_score == int((scores[row, :10] < threshold).sum())
+        (page,) = ranked_pages(store, queries[:1], 3, window=Window(offset=COUNT - 2))
+        assert len(page.hits) == 2 and page.below_min_score == 0
+        for bad in ({"offset": -1}, {"min_score": 1.5}, {"min_score": float("nan")}):
+            with pytest.raises(DataError, match="offset must be|min_score must be between -1 and 1"):
+                Window(**bad)  # type: ignore[arg-type]
 
     def test_a_filter_nothing_matches_finds_nothing(self, store: Store) -> None:
         queries = make_vectors(2, seed=8)

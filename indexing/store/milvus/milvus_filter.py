@@ -74,12 +74,17 @@ def _condition(condition: Condition) -> str:
     hashed, op = text_key(condition.key), condition.op
     field = f'filter_keys["{hashed}"]'
     if op == "$exists":
-        return f'filter_keys["{hashed}{_PRESENT}"] {"==" if condition.value else "!="} 1'
+        return presence_expression(condition.key).replace("==", "==" if condition.value else "!=")
     if op in _RANGES:
         return f'filter_keys["{hashed}{_NUMBER}"] {_RANGES[op]} {_number_literal(condition.value)}'
     if op == "$in":
         return f"{field} in {json.dumps([value_key(value) for value in condition.value])}"
     return f'{field} {"==" if op == "$eq" else "!="} "{value_key(condition.value)}"'
+
+
+def presence_expression(key: str) -> str:
+    """True for the items that have the metadata ``key`` (its presence mark)."""
+    return f'filter_keys["{text_key(key)}{_PRESENT}"] == 1'
 
 
 def _number_literal(value: int | float) -> str:
