@@ -147,7 +147,7 @@ def parse_filter(value: str | Mapping[str, Any] | None, what: str = "filter") ->
         raise DataError(f"{what} has {len(given)} keys; at most {MAX_KEYS} are allowed")
     conditions: list[Condition] = []
     for key, item in given.items():
-        _check_key(key, what)
+        check_key(key, what)
         conditions += conditions_of(key, item, what, is_label=key == LABEL_KEY)
     for condition in conditions:
         for text in condition.value if condition.op == "$in" else (condition.value,):
@@ -155,7 +155,7 @@ def parse_filter(value: str | Mapping[str, Any] | None, what: str = "filter") ->
     return ItemFilter(tuple(sorted(conditions, key=lambda c: (c.key, c.op)))) if conditions else None
 
 
-def _check_key(key: object, what: str) -> None:
+def check_key(key: object, what: str) -> None:
     if not isinstance(key, str) or not key.strip() or len(key) > MAX_KEY_CHARS or set(key) & set(_KEY_FORBIDDEN):
         raise DataError(
             f"{what}: keys must be non-empty strings of at most {MAX_KEY_CHARS} characters without "
@@ -171,7 +171,7 @@ def _check_pairs(value: Mapping[str, Any], what: str) -> dict[str, Scalar]:
         raise DataError(f"{what} has {len(value)} keys; at most {MAX_KEYS} are allowed")
     checked: dict[str, Scalar] = {}
     for key, item in value.items():
-        _check_key(key, what)
+        check_key(key, what)
         if not is_scalar(item):
             raise DataError(
                 f"{what}: the value of '{key}' must be a string, number, true, false or null, got {type(item).__name__}"
