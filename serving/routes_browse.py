@@ -23,7 +23,7 @@ from retrieval.serving.dependencies import Services, get_services
 from retrieval.serving.item_images import image_url
 from retrieval.serving.problems import problem_responses
 from retrieval.serving.query_pipeline import thumbnail_url
-from retrieval.serving.schemas import ItemResponse, ItemsPage, ValueCount, ValueCounts
+from retrieval.serving.schemas import MAX_ITEM_ID, ItemResponse, ItemsPage, ValueCount, ValueCounts
 from retrieval.serving.service_errors import (
     InvalidParameterError,
     RequestTimeoutError,
@@ -128,7 +128,12 @@ def read_cursor(cursor: str, manifest: IndexManifest) -> int:
     try:
         decoded = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
         build, after = decoded["b"], decoded["a"]
-        if not isinstance(after, int) or isinstance(after, bool) or after < 0 or not isinstance(build, str):
+        if (
+            not isinstance(after, int)
+            or isinstance(after, bool)
+            or not 0 <= after <= MAX_ITEM_ID
+            or not isinstance(build, str)
+        ):
             raise ValueError(after)
     except (ValueError, TypeError, KeyError, binascii.Error, UnicodeDecodeError):
         raise InvalidParameterError("cursor is not one this service gave out; send next_cursor as it came.") from None

@@ -124,3 +124,26 @@ def test_filters_use_operators_and_warn_about_unknown_keys(client) -> None:
         for response in (_search(client, k=5, filter=bad), client.get("/items", params={"filter": bad})):
             status, body = response if isinstance(response, tuple) else (response.status_code, response.json())
             assert status == 422 and message in body["detail"], body
+
+
+def test_hostile_discovery_parameters_are_4xx(client) -> None:
+    hostile = [
+        "/labels?key=%00",
+        "/labels?key=" + "k" * 500,
+        "/labels?key=&limit=0",
+        "/labels?prefix=%00&limit=99999999999999999999",
+        "/items?limit=0",
+        "/items?limit=1001",
+        "/items?cursor=" + "A" * 300,
+        "/items?cursor=eyJiIjoiIiwiYSI6OTk5OTk5OTk5OTk5OTk5OTk5OTk5fQ",
+        "/items?cursor=%ED%A0%80",
+        "/items?filter=" + "%5B" * 3000,
+        "/items?filter=%7B%22n%22%3A%7B%22%24in%22%3A%5B%5D%7D%7D",
+        "/items/3/similar?offset=99999999999999999999999",
+        "/items/3/similar?min_score=inf",
+        "/items/3/similar?min_score=-1e400",
+    ]
+    for url in hostile:
+        response = client.get(url)
+        assert 400 <= response.status_code < 500, (url, response.status_code, response.text)
+        assert response.headers["content-type"].startswith("application/problem+json"), url
