@@ -227,6 +227,18 @@ def test_cli_build_search_and_service(tiny_model_dir: Path, gallery_dir: Path, t
         assert body.status_code == 200, body.text
         assert [h["id"] for h in body.json()["results"]] == [h["id"] for h in cli_hits]
         assert body.json()["results"][0]["label"] == "class_2"
+        labels = client.get("/labels").json()
+        assert sorted((v["value"], v["count"]) for v in labels["values"]) == [(f"class_{i}", 5) for i in range(6)]
+        page = client.get("/items", params={"limit": 4, "filter": '{"label": {"$in": ["class_1", "class_3"]}}'}).json()
+        assert [item["label"] for item in page["items"]] == ["class_1"] * 4 and page["next_cursor"]
+        rest = client.get("/items", params={"cursor": page["next_cursor"], "filter": '{"label": {"$ne": "x"}}'}).json()
+        assert [item["id"] for item in rest["items"]] == list(range(page["items"][-1]["id"] + 1, 31))
+        cut = client.post(
+            "/search",
+            files={"image": ("q.png", query.read_bytes(), "image/png")},
+            params={"k": 5, "offset": 1, "min_score": 1.0},
+        ).json()
+        assert cut["results"] == [] and cut["below_min_score"] == 5 and cut["offset"] == 1
         new_image = image_bytes(make_image(5, 77, size=(64, 64)))
         headers = {"X-API-Key": API_KEY}
         added = client.post(
