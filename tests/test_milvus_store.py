@@ -294,3 +294,27 @@ def test_milvus_lite_writes_its_logs_beside_its_database_not_into_tmp(tmp_path: 
     assert tmp_logs() - before == set()
     logs = lite_log_dir(str(database))
     assert logs.parent == tmp_path and any(logs.iterdir())
+
+
+def test_a_collection_written_before_the_filter_marks_refuses_ranges_not_equality(
+    model_2048: Path, tmp_path: Path
+) -> None:
+    from retrieval.indexing.common.errors import DataError
+    from retrieval.indexing.store.milvus.milvus_filter import filter_keys as marked_keys
+    from retrieval.indexing.store.milvus.milvus_filter import text_key, value_key
+
+    index_dir, _ = _build(tmp_path, model_2048)
+    with open_store(index_dir) as store:
+        assert isinstance(store, MilvusStore)
+        fields = ["id", "path", "path_key", "label", "split", "is_query", "is_gallery", "metadata", "code", "vector"]
+        (row,) = store._client.query(store.collection, filter="id == 1", output_fields=fields)
+        old_keys = {text_key(k): value_key(v) for k, v in {**row["metadata"], "label": row["label"]}.items()}
+        assert old_keys.items() <= marked_keys(row["label"], row["metadata"]).items()
+        code = row["code"][0] if isinstance(row["code"], list) else row["code"]
+        store._client.upsert(store.collection, data=[{**row, "code": bytes(code), "filter_keys": old_keys}])  # old
+    with open_store(index_dir) as store:
+        with pytest.raises(DataError, match="rebuild it"):
+            store.search(_vectors(1, seed=3), 3, where=parse_filter({"even": {"$exists": True}}))
+        found = store.search(_vectors(1, seed=3), 3, where=parse_filter({"label": row["label"]}))
+        assert len(found.ids[0]) == 3
+        assert store.keys_in_use(["nowhere"]) == {"nowhere"}  # cannot tell: no false warning

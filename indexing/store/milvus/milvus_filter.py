@@ -9,9 +9,9 @@ hex strings only, never an escaping problem. A value's hash covers its JSON type
 equals null. A number is also stored as itself under the key's hash + ``_n`` (``$gt`` ... compare
 it; a boolean is never stored there), and every key has a presence mark, its hash + ``_p`` = 1
 (``$exists``: milvus-lite has no ``exists`` and no ``not``). ``!=`` on a JSON key is true where the
-key is missing, so ``$ne`` and ``$exists: false`` match items without the key, as in SQLite. Items
-written before the ``_n`` and ``_p`` marks existed pass no range or ``$exists: true`` test: rebuild
-such an index (``retrieval index rebuild``) to filter it by those.
+key is missing, so ``$ne`` and ``$exists: false`` match items without the key, as in SQLite. A
+collection with items written before the ``_n`` and ``_p`` marks existed refuses range and ``$exists``
+filters with a sentence asking for a rebuild (``retrieval index rebuild``).
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from retrieval.indexing.store.shared.item_filter import LABEL_KEY, ItemFilter
 
 _PRESENT, _NUMBER = "_p", "_n"  # suffixes of a hashed key: its presence mark, its number
 _RANGES = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+MARKED_OPERATORS = frozenset({*_RANGES, "$exists"})
+"""The operators that read the marks."""
 
 
 def text_key(text: str) -> str:
@@ -85,6 +87,11 @@ def _condition(condition: Condition) -> str:
 def presence_expression(key: str) -> str:
     """True for the items that have the metadata ``key`` (its presence mark)."""
     return f'filter_keys["{text_key(key)}{_PRESENT}"] == 1'
+
+
+def unmarked_expression() -> str:
+    """True for the items written before the number and presence marks (their label has no mark)."""
+    return presence_expression(LABEL_KEY).replace("==", "!=")
 
 
 def _number_literal(value: int | float) -> str:

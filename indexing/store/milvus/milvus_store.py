@@ -25,16 +25,18 @@ from typing import Any
 
 import numpy as np
 
-from retrieval.indexing.common.errors import ConfigError, IndexFormatError, ItemNotFoundError
+from retrieval.indexing.common.errors import ConfigError, DataError, IndexFormatError, ItemNotFoundError
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.search.kinds import SearchKind
 from retrieval.indexing.search.results import SearchResults
 from retrieval.indexing.store.milvus.milvus_client import MAX_TOPK, TIMEOUT_S, connect, meta_collection, milvus_call
 from retrieval.indexing.store.milvus.milvus_filter import (
+    MARKED_OPERATORS,
     filter_expression,
     in_expression,
     presence_expression,
     text_key,
+    unmarked_expression,
     value_key,
 )
 from retrieval.indexing.store.milvus.milvus_rows import (
@@ -73,6 +75,9 @@ class MilvusStore(StoreBase[str]):
         self.collection = str(manifest.milvus_collection)
         self._client = client
         self._count = self._live_count()
+        self._marked = self._count == 0 or not self._call(
+            "query", "query", self.collection, filter=unmarked_expression(), output_fields=["id"], limit=1
+        )  # every item carries the number and presence marks of milvus_filter (not so before they existed)
 
     @classmethod
     def open(cls, index_dir: Path, *, expected_model_sha256: str | None = None, force: bool = False) -> MilvusStore:
@@ -153,7 +158,10 @@ class MilvusStore(StoreBase[str]):
         return [found[i] for i in page if i in found]
 
     def keys_in_use(self, keys: Sequence[str]) -> set[str]:
-        """Which of the metadata ``keys`` some item has (by their presence marks, ``milvus_filter``)."""
+        """Which of the metadata ``keys`` some item has (by their presence marks, ``milvus_filter``; all of
+        them on a collection written before the marks, which cannot tell)."""
+        if not self._marked:
+            return set(keys)
         used = set()
         for key in keys:
             where = presence_expression(key)
@@ -200,6 +208,11 @@ class MilvusStore(StoreBase[str]):
 
     def _scope(self, where: ItemFilter | None) -> tuple[str, int]:
         """The filter as a Milvus expression (Milvus pads past the matches); at most ``MAX_TOPK`` results."""
+        if where is not None and not self._marked and any(c.op in MARKED_OPERATORS for c in where.conditions):
+            raise DataError(
+                f"{self.index_dir} holds items written before range and $exists filters existed; rebuild it "
+                f"(retrieval index rebuild {self.index_dir}) to filter with them"
+            )
         return (filter_expression(where) if where is not None else ""), min(self.count, MAX_TOPK)
 
     def _search_kind(self, kind: SearchKind, data: np.ndarray, k: int, scope: str) -> SearchResults:
