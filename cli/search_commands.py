@@ -16,7 +16,7 @@ from retrieval.indexing import api
 from retrieval.indexing.common.atomic_write import atomic_write_text
 from retrieval.indexing.common.errors import ConfigError, DataError
 from retrieval.indexing.search.postprocess_params import QUERY_METHODS, parse_methods
-from retrieval.indexing.store.item_search import score_kind
+from retrieval.indexing.store.item_search import Window, score_kind
 from retrieval.indexing.store.shared.item_filter import parse_filter
 
 Format = Literal["table", "json", "csv"]
@@ -35,8 +35,16 @@ def search(
         str | None,
         typer.Option(
             "--filter",
-            help='only items that match this JSON object: "label" is the exact label, other keys equal metadata '
-            'values, all must match, e.g. \'{"label": "cat", "shop": "berlin"}\'',
+            help='only items that match this JSON filter (docs/serving.md, "Filters"): "label" is the label, other '
+            "keys metadata; a value means equal, an object holds operators $in, $ne, $gt, $gte, $lt, $lte, $exists; "
+            'all must match, e.g. \'{"label": {"$in": ["cat", "dog"]}, "price": {"$lt": 50}}\'',
+        ),
+    ] = None,
+    offset: Annotated[int, typer.Option("--offset", min=0, help="skip this many of the best hits (paging)")] = 0,
+    min_score: Annotated[
+        float | None,
+        typer.Option(
+            "--min-score", help="only hits scoring at least this (-1..1); how many were cut is said on stderr"
         ),
     ] = None,
     postprocess: Annotated[
@@ -70,6 +78,7 @@ def search(
         raise ConfigError(f"--postprocess takes one of {', '.join(QUERY_METHODS)}, got {postprocess!r}")
     method = methods[0]
     where = parse_filter(filter_, "--filter")  # a malformed filter fails before any image is embedded
+    window = Window(offset=offset, min_score=min_score)  # so does a threshold outside -1..1
     bars = not quiet and len(images or []) > batch_size  # many images: progress bars; few: one line meanwhile
     with activity(f"opening {index_dir} and searching", enabled=not quiet and not bars):
         found = api.search_index(
@@ -86,16 +95,21 @@ def search(
             threads=threads,
             progress=bars,
             postprocess=method,
+            window=window,
         )
     queries, failures = found.queries, found.failures
     echo_failures(failures)
+    for warning in found.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    if cut := sum(query.below_min_score for query in queries):
+        typer.echo(f"--min-score {min_score} cut {cut} of the {len(queries)} x {k} hits", err=True)
     if where is not None and queries and not any(query.hits for query in queries):
         typer.echo(f"no item of {index_dir} matches --filter {json.dumps(where.to_json())}", err=True)
-    settings = SearchSettings(Path(index_dir), k, kind, rerank, score_kind(kind, rerank, method), where, method)
+    settings = SearchSettings(Path(index_dir), k, kind, rerank, score_kind(kind, rerank, method), where, method, window)
     if fmt == "json":
         text = json.dumps(json_document(queries, settings, failures), indent=2, ensure_ascii=False) + "\n"
     else:
-        text = csv_document(queries) if fmt == "csv" else table_text(queries) + "\n"
+        text = csv_document(queries, offset) if fmt == "csv" else table_text(queries, offset=offset) + "\n"
     if out is None:
         typer.echo(text, nl=False)
     else:

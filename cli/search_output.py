@@ -10,6 +10,7 @@ from typing import Any
 
 from retrieval.indexing.api.searching import QueryHits
 from retrieval.indexing.common.table_files import csv_text
+from retrieval.indexing.store.item_search import Window
 from retrieval.indexing.store.shared.item_filter import ItemFilter
 
 LABEL_WIDTH = 24
@@ -28,6 +29,7 @@ class SearchSettings:
     score_kind: str
     where: ItemFilter | None = None  # --filter
     postprocess: str = "none"  # --postprocess
+    window: Window = Window()  # --offset, --min-score
 
 
 def fit(text: str, width: int) -> str:
@@ -35,15 +37,15 @@ def fit(text: str, width: int) -> str:
     return text.ljust(width) if len(text) <= width else text[: width - 1] + "…"
 
 
-def table_text(queries: Sequence[QueryHits], columns: int | None = None) -> str:
+def table_text(queries: Sequence[QueryHits], columns: int | None = None, offset: int = 0) -> str:
     """One table per query (headed by the query when there are several), as wide as ``columns`` (None: the
-    terminal's width) allows."""
+    terminal's width) allows; ranks count from ``offset + 1``."""
     width = _label_width(queries, columns or shutil.get_terminal_size().columns)
     blocks = []
     for query in queries:
         lines = [_query_heading(query)] if len(queries) > 1 else []
         lines.append(f"{'rank':>4}  {'id':>8}  {'score':>7}  {fit('label', width)}  path")
-        for rank, (item, score) in enumerate(query.hits, start=1):
+        for rank, (item, score) in enumerate(query.hits, start=offset + 1):
             lines.append(f"{rank:>4}  {item.id:>8}  {score:>7.4f}  {fit(item.label, width)}  {item.path}")
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
@@ -73,10 +75,13 @@ def json_document(
         "score_kind": settings.score_kind,
         "postprocess": settings.postprocess,
         "filter": settings.where.to_json() if settings.where is not None else None,
+        "offset": settings.window.offset,
+        "min_score": settings.window.min_score,
         "queries": [
             {
                 "query": query.path,
                 "query_id": query.item_id,
+                "below_min_score": query.below_min_score,
                 "results": [
                     {
                         "rank": rank,
@@ -86,7 +91,7 @@ def json_document(
                         "path": item.path,
                         "metadata": item.metadata,
                     }
-                    for rank, (item, score) in enumerate(query.hits, start=1)
+                    for rank, (item, score) in enumerate(query.hits, start=settings.window.offset + 1)
                 ],
             }
             for query in queries
@@ -95,9 +100,11 @@ def json_document(
     }
 
 
-def csv_document(queries: Sequence[QueryHits]) -> str:
-    """One row per (query, rank): query, query_id, rank, id, score, label, path."""
-    rows = [(query, rank, item, score) for query in queries for rank, (item, score) in enumerate(query.hits, 1)]
+def csv_document(queries: Sequence[QueryHits], offset: int = 0) -> str:
+    """One row per (query, rank): query, query_id, rank (from ``offset + 1``), id, score, label, path."""
+    rows = [
+        (query, rank, item, score) for query in queries for rank, (item, score) in enumerate(query.hits, offset + 1)
+    ]
     return csv_text(
         {
             "query": [query.path for query, *_ in rows],

@@ -3,7 +3,8 @@
 ``app`` (the app factory: routes, middleware, problem handlers) with ``settings`` (one pydantic model
 from the CLI or ``RETRIEVAL_*``), ``lifecycle`` (first load, reloads, shutdown) and ``state`` (the
 loaded model and index on one store thread, swapped atomically). Routes: ``routes_search``
-(``/search``, ``/embed``, ``/items/{id}/similar``), ``routes_items`` (``/items``), ``routes_admin``
+(``/search``, ``/embed``, ``/items/{id}/similar``), ``routes_items`` (``/items``), ``routes_browse``
+(``GET /labels``, ``GET /items``: counts and filtered pages behind a cursor), ``routes_admin``
 (``/admin/reload``), ``routes_health`` (``/healthz``, ``/readyz``, ``/metrics``), sharing
 ``dependencies`` (the service objects, the API-key check) and ``schemas`` (request and response
 models). ``strict_forms`` refuses form text that does not decode (400, not Latin-1 mojibake). A query: ``uploads`` (size and type checks) -> ``query_pipeline`` (admitted by ``admission``,

@@ -47,6 +47,12 @@ ITEM: dict[str, Any] = {
     "path": "/srv/index/uploads/6b1f0c2e9d.jpg",
     "image_url": "/items/17/image",
 }
+LABELS: dict[str, Any] = {
+    "key": "label",
+    "distinct": 2,
+    "values": [{"value": "Black_footed_Albatross", "count": 60}, {"value": "Laysan_Albatross", "count": 58}],
+}
+ITEMS_PAGE: dict[str, Any] = {"items": [ITEM], "next_cursor": "eyJiIjoiMWE2YjNjIiwiYSI6MTd9", "warnings": []}
 ADD_ITEMS: dict[str, Any] = {"ids": [201, 202], "count": 202}
 DELETE_ITEM: dict[str, Any] = {"id": 17, "count": 201}
 RELOAD: dict[str, Any] = {"count": 202, "model_sha256": _MODEL_SHA, "generation": 3}

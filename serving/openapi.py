@@ -1,7 +1,7 @@
 """The OpenAPI document states what the running service really accepts and answers.
 
 FastAPI builds the document from the routes; this hook adds what only the app knows or what
-FastAPI cannot express: the bounds of ``k`` and ``rerank`` (``k_max`` is a setting of this app),
+FastAPI cannot express: the bounds of ``k``, ``rerank``, ``offset`` and ``min_score`` (``k_max`` is a setting of this app),
 and problem bodies under ``application/problem+json`` (FastAPI files every response model under
 the route's JSON media type).
 """
@@ -12,6 +12,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from retrieval.indexing.store.item_search import MIN_SCORE_RANGE
 from retrieval.serving.problems import PROBLEM_MEDIA_TYPE
 from retrieval.serving.schemas import DEFAULT_K, RERANK_FACTOR
 
@@ -43,6 +44,8 @@ def search_bounds(k_max: int) -> dict[str, dict[str, Any]]:
         "rerank": {"type": "integer", "minimum": 1, "maximum": RERANK_FACTOR * k_max},  # and >= k
         "index": {"type": "string", "enum": ["float", "binary"], "default": "float"},
         "postprocess": {"type": "string", "enum": ["none", "qe", "kreciprocal"], "default": "none"},
+        "offset": {"type": "integer", "minimum": 0, "maximum": RERANK_FACTOR * k_max - 1, "default": 0},  # + k too
+        "min_score": {"type": "number", "minimum": MIN_SCORE_RANGE[0], "maximum": MIN_SCORE_RANGE[1]},
     }
 
 

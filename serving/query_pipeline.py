@@ -7,7 +7,7 @@ only touched inside ``ServiceState.read`` so an add or remove never interleaves 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import anyio
 import numpy as np
@@ -15,7 +15,7 @@ from fastapi import UploadFile
 
 from retrieval.indexing.data.image_io import open_rgb_bytes
 from retrieval.indexing.model.preprocess import preprocess_image
-from retrieval.indexing.store.item_search import ranked_hits
+from retrieval.indexing.store.item_search import Window, filter_warnings, ranked_pages
 from retrieval.indexing.store.item_search import score_kind as score_kind_of
 from retrieval.indexing.store.shared.item_filter import ItemFilter, parse_filter
 from retrieval.serving.dependencies import Services
@@ -42,6 +42,16 @@ class SearchParams:
     rerank: int | None = None
     where: ItemFilter | None = None
     postprocess: PostprocessName = "none"
+    window: Window = Window()
+
+
+@dataclass(frozen=True)
+class FoundPage:
+    """One query's hits as the response shows them, how many ``min_score`` cut, and the filter's warnings."""
+
+    results: list[SearchHit]
+    below_min_score: int = 0
+    warnings: list[str] = field(default_factory=list)
 
 
 def resolve_search_params(
@@ -51,18 +61,32 @@ def resolve_search_params(
     rerank: int | None,
     filter_json: str | None = None,
     postprocess: PostprocessName | None = None,
+    offset: int | None = None,
+    min_score: float | None = None,
 ) -> SearchParams:
-    """Apply defaults and the configured limits; out-of-range values and a bad filter are a 422 problem."""
+    """Apply defaults and the configured limits; out-of-range values and a bad filter are a 422 problem.
+    ``offset + k`` may reach ``RERANK_FACTOR * k_max`` (the deepest page)."""
     k_max = services.settings.k_max
     k = DEFAULT_K if k is None else k
     if not 1 <= k <= k_max:
         raise InvalidParameterError(f"k must be between 1 and {k_max}, got {k}.")
     if rerank is not None and not k <= rerank <= RERANK_FACTOR * k_max:
         raise InvalidParameterError(f"rerank must be between k ({k}) and {RERANK_FACTOR * k_max}, got {rerank}.")
+    deepest = RERANK_FACTOR * k_max
+    if offset is not None and not 0 <= offset <= deepest - k:
+        raise InvalidParameterError(
+            f"offset must be between 0 and {deepest - k} (offset + k <= {deepest}), got {offset}."
+        )
     with invalid_parameters():
         where = parse_filter(filter_json, "parameter 'filter'")
+        window = Window(offset=offset or 0, min_score=min_score)
     return SearchParams(
-        k=min(k, k_max), index=index or "float", rerank=rerank, where=where, postprocess=postprocess or "none"
+        k=min(k, k_max),
+        index=index or "float",
+        rerank=rerank,
+        where=where,
+        postprocess=postprocess or "none",
+        window=window,
     )
 
 
@@ -112,13 +136,12 @@ async def embed_upload(
     return EmbeddedUpload(snapshot, data, vector)
 
 
-def hits_for(
-    snapshot: Snapshot, vector: np.ndarray, params: SearchParams, exclude: int | None = None
-) -> list[SearchHit]:
+def hits_for(snapshot: Snapshot, vector: np.ndarray, params: SearchParams, exclude: int | None = None) -> FoundPage:
     """Search the store (caller holds the read lock) and attach labels/metadata; ``exclude`` drops one id."""
+    warnings = filter_warnings(snapshot.store, params.where)
     if snapshot.store.count == 0:
-        return []
-    (found,) = ranked_hits(
+        return FoundPage([], warnings=warnings)
+    (page,) = ranked_pages(
         snapshot.store,
         vector.reshape(1, -1),
         params.k,
@@ -127,8 +150,9 @@ def hits_for(
         exclude=[exclude],
         where=params.where,
         postprocess=params.postprocess,
+        window=params.window,
     )
-    return [
+    hits = [
         SearchHit(
             id=item.id,
             score=score,
@@ -138,8 +162,9 @@ def hits_for(
             path=item.path,
             image_url=image_url(item.id),
         )
-        for item, score in found
+        for item, score in page.hits
     ]
+    return FoundPage(hits, page.below_min_score, warnings)
 
 
 def score_kind(params: SearchParams) -> ScoreKind:
@@ -157,7 +182,7 @@ async def search_hits(
     params: SearchParams,
     timings: Timings,
     exclude: int | None = None,
-) -> list[SearchHit]:
+) -> FoundPage:
     start = time.perf_counter()
     hits = await services.state.read(lambda snap: hits_for(snap, vector, params, exclude), snapshot)
     timings.search_ms = _ms(start)

@@ -13,6 +13,7 @@ from retrieval.serving import api_examples
 from retrieval.serving.dependencies import Services, get_services
 from retrieval.serving.problems import problem_responses
 from retrieval.serving.query_pipeline import (
+    FoundPage,
     SearchParams,
     embed_upload,
     hits_for,
@@ -26,7 +27,6 @@ from retrieval.serving.schemas import (
     EmbedResponse,
     IndexKind,
     PostprocessName,
-    SearchHit,
     SearchResponse,
     Timings,
 )
@@ -50,14 +50,24 @@ _K = "number of results (1..k_max of the server)"
 _INDEX = "'float' (exact cosine) or 'binary' (Hamming over the sign bits, one per embedding dimension: 32x smaller)"
 _RERANK = "binary only: fetch this many candidates (k <= rerank <= 10 x k_max) by Hamming distance, re-rank them by float cosine"
 _FILTER = (
-    'only items that match this JSON object: "label" is the exact label, any other key an equal metadata value, '
-    'and all keys must match, e.g. {"label": "shoe", "shop": "berlin"}; still k results when at least k match'
+    'only items that match this JSON object (docs/serving.md, "Filters"): "label" is the label, any other key a '
+    "metadata key; a plain value means equal, an object holds operators: $in (any of a list), $ne, $gt, $gte, "
+    '$lt, $lte (numbers), $exists (true/false); all keys must match, e.g. {"label": {"$in": ["shoe", "boot"]}, '
+    '"price": {"$lt": 50}}; still k results when at least k match; a key no item has adds a warning'
+)
+_OFFSET = "skip this many of the best hits first (paging: offset + k <= 10 x k_max)"
+_MIN_SCORE = (
+    "only hits scoring at least this (-1..1, in the response's score_kind); below_min_score says how many of "
+    "the k were cut"
 )
 _POSTPROCESS = (
     "'none' (default), 'qe' (alpha-query expansion: the query plus its top hits, searched again) or "
     "'kreciprocal' (the top candidates re-ranked by k-reciprocal Jaccard distance); parameters: the index's"
 )
-_FILTER_EXAMPLES: dict[str, Example] = {"label and metadata": {"value": '{"label": "shoe", "shop": "berlin"}'}}
+_FILTER_EXAMPLES: dict[str, Example] = {
+    "label and metadata": {"value": '{"label": "shoe", "shop": "berlin"}'},
+    "operators": {"value": '{"label": {"$in": ["shoe", "boot"]}, "price": {"$gte": 10, "$lt": 50}}'},
+}
 
 
 @router.post(
@@ -80,6 +90,10 @@ async def search(
     postprocess_form: PostprocessName | None = Form(
         None, alias="postprocess", description="same as the query parameter postprocess"
     ),
+    offset: int | None = Query(None, description=_OFFSET),
+    offset_form: int | None = Form(None, alias="offset", description="same as the query parameter offset"),
+    min_score: float | None = Query(None, description=_MIN_SCORE),
+    min_score_form: float | None = Form(None, alias="min_score", description="same as the query parameter min_score"),
     services: Services = Depends(get_services),
 ) -> SearchResponse:
     start = time.perf_counter()
@@ -90,6 +104,8 @@ async def search(
         _first(rerank_form, rerank),
         _first(filter_form, filter_),
         _first(postprocess_form, postprocess),
+        _first(offset_form, offset),
+        _first(min_score_form, min_score),
     )
     timings = Timings()
     with services.state.hold() as snapshot:  # the model that embeds the query searches its own index
@@ -131,13 +147,15 @@ async def similar(
     rerank: int | None = Query(None, description=_RERANK),
     filter_: str | None = Query(None, alias="filter", description=_FILTER, openapi_examples=_FILTER_EXAMPLES),
     postprocess: PostprocessName | None = Query(None, description=_POSTPROCESS),
+    offset: int | None = Query(None, description=_OFFSET),
+    min_score: float | None = Query(None, description=_MIN_SCORE),
     services: Services = Depends(get_services),
 ) -> SearchResponse:
     start = time.perf_counter()
-    params = resolve_search_params(services, k, index, rerank, filter_, postprocess)
+    params = resolve_search_params(services, k, index, rerank, filter_, postprocess, offset, min_score)
     timings = Timings()
 
-    def find(snapshot: Snapshot) -> list[SearchHit]:
+    def find(snapshot: Snapshot) -> FoundPage:
         return hits_for(snapshot, snapshot.store.embedding(item_id), params, exclude=item_id)
 
     results = await services.state.read(find)
@@ -149,13 +167,17 @@ def _first(*values: T | None) -> T | None:
     return next((value for value in values if value is not None), None)
 
 
-def _response(params: SearchParams, results: list[SearchHit], timings: Timings) -> SearchResponse:
+def _response(params: SearchParams, found: FoundPage, timings: Timings) -> SearchResponse:
     return SearchResponse(
         index=params.index,
         k=params.k,
+        offset=params.window.offset,
         rerank=params.rerank,
         postprocess=params.postprocess,
         score_kind=score_kind(params),
-        results=results,
+        min_score=params.window.min_score,
+        below_min_score=found.below_min_score,
+        warnings=found.warnings,
+        results=found.results,
         timings=timings,
     )

@@ -62,12 +62,18 @@ class Timings(_Strict):
 class SearchResponse(_Strict):
     index: IndexKind
     k: int
+    offset: int = Field(0, description="how many of the best hits were skipped (paging)")
     rerank: int | None = None
     postprocess: PostprocessName = Field("none", description="the post-processing the results went through")
     score_kind: ScoreKind = Field(
         description="'cosine': cosine similarity (float and re-ranked binary searches, and after query expansion "
         "the expanded query's); 'hamming': 1 - 2 * Hamming distance / bits, the cosine of the sign codes (plain "
         "binary searches); 'kreciprocal': 1 - the k-reciprocal re-ranking distance"
+    )
+    min_score: float | None = Field(None, description="the threshold asked for, if any")
+    below_min_score: int = Field(0, description="how many of the k hits scored below min_score and were cut")
+    warnings: list[str] = Field(
+        default_factory=list, description="e.g. a filter key that no item has (the keys in use are named)"
     )
     results: list[SearchHit]
     timings: Timings
@@ -86,6 +92,23 @@ class ItemResponse(_Strict):
     thumbnail_url: str
     path: str = Field(description=_PATH)
     image_url: str = Field(description=_IMAGE_URL)
+
+
+class ValueCount(_Strict):
+    value: str | int | float | bool | None = Field(description="a label, or a value of the metadata key")
+    count: int = Field(description="items carrying it")
+
+
+class ValueCounts(_Strict):
+    key: str = Field(description="'label', or the metadata key counted")
+    distinct: int = Field(description="how many values (matching the prefix) there are in all")
+    values: list[ValueCount] = Field(description="most items first, ties by value")
+
+
+class ItemsPage(_Strict):
+    items: list[ItemResponse] = Field(description="ascending ids")
+    next_cursor: str | None = Field(description="pass as cursor for the next page; null on the last page")
+    warnings: list[str] = Field(default_factory=list, description="e.g. a filter key that no item has")
 
 
 class AddItemsResponse(_Strict):

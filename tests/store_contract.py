@@ -22,6 +22,7 @@ from retrieval.indexing.search.kinds import SearchKind
 from retrieval.indexing.search.results import PAD_ID, SearchResults
 from retrieval.indexing.store.backends import IndexTarget, open_store
 from retrieval.indexing.store.build.builder import index_kinds, write_index
+from retrieval.indexing.store.item_search import Window, filter_warnings, ranked_pages
 from retrieval.indexing.store.shared.item_filter import parse_filter
 from retrieval.indexing.store.shared.store_protocol import Store
 
@@ -31,11 +32,74 @@ LABELS = 5
 K = 6
 
 
+def make_metadata(i: int) -> dict[str, object]:
+    """``tag`` on every third item only, as text or as a number."""
+    tag = {"tag": "x" if i % 2 == 0 else 7} if i % 3 == 0 else {}
+    return {"even": i % 2 == 0, "n": i, **tag}
+
+
 def make_records(root: Path, count: int, seed: int) -> list[ImageRecord]:
     return [
-        ImageRecord(path=root / f"s{seed}_{i}.png", label=f"label_{i % LABELS}", metadata={"even": i % 2 == 0, "n": i})
+        ImageRecord(path=root / f"s{seed}_{i}.png", label=f"label_{i % LABELS}", metadata=make_metadata(i))
         for i in range(count)
     ]
+
+
+def _equal(stored: object, wanted: object) -> bool:
+    """JSON equality: numbers by value, a boolean only with a boolean, null with null, text with text."""
+
+    def kind(value: object) -> str:
+        return "number" if isinstance(value, int | float) and not isinstance(value, bool) else type(value).__name__
+
+    return kind(stored) == kind(wanted) and stored == wanted
+
+
+def _passes(fields: dict[str, object], key: str, op: str, value: object) -> bool:
+    present, stored = key in fields, fields.get(key)
+    number = isinstance(stored, int | float) and not isinstance(stored, bool)
+    tests = {
+        "$eq": lambda: present and _equal(stored, value),
+        "$ne": lambda: not (present and _equal(stored, value)),
+        "$in": lambda: present and any(_equal(stored, v) for v in value),  # type: ignore[attr-defined]
+        "$gt": lambda: number and stored > value,  # type: ignore[operator]
+        "$gte": lambda: number and stored >= value,  # type: ignore[operator]
+        "$lt": lambda: number and stored < value,  # type: ignore[operator]
+        "$lte": lambda: number and stored <= value,  # type: ignore[operator]
+        "$exists": lambda: present == value,
+    }
+    return bool(tests[op]())
+
+
+def brute_force_filter(where: dict[str, object]) -> np.ndarray:
+    """Ids of the ``make_records`` items that pass ``where``, by the filter language's rules."""
+    keep = []
+    for i in range(COUNT):
+        fields = {"label": f"label_{i % LABELS}", **make_metadata(i)}
+        pairs = [
+            (key, op, value)
+            for key, given in where.items()
+            for op, value in (given.items() if isinstance(given, dict) else [("$eq", given)])
+        ]
+        if all(_passes(fields, key, op, value) for key, op, value in pairs):
+            keep.append(i + 1)
+    return np.asarray(keep, dtype=np.int64)
+
+
+FILTERS = [
+    {"label": {"$in": ["label_1", "label_3"]}},
+    {"label": {"$ne": "label_0"}},
+    {"n": {"$gte": 10, "$lt": 20}},
+    {"n": {"$gt": 50.5}},
+    {"n": {"$lte": -1}},
+    {"tag": {"$exists": True}},
+    {"tag": {"$exists": False}},
+    {"tag": {"$ne": "x"}},
+    {"tag": {"$in": ["x", 7.0]}},
+    {"tag": {"$gt": 5}},
+    {"even": {"$ne": True}, "n": {"$in": [1, 3, 4, 5]}},
+    {"missing": {"$exists": False}},
+    {"label": "label_2", "n": {"$lt": 30}, "tag": 7},
+]
 
 
 def make_vectors(count: int, seed: int) -> np.ndarray:
@@ -106,7 +170,7 @@ class StoreContract:
     def test_items_come_in_the_order_asked(self, store: Store) -> None:
         third, pad, first, unknown = store.items([3, PAD_ID, 1, 10**9])
         assert pad is None and unknown is None and first is not None and third is not None
-        assert (third.id, third.label, third.metadata, first.id) == (3, "label_2", {"even": True, "n": 2}, 1)
+        assert (third.id, third.label, third.metadata, first.id) == (3, "label_2", make_metadata(2), 1)
         assert store.item(3) == third
         with pytest.raises(ItemNotFoundError):
             store.item(10**9)
@@ -155,6 +219,63 @@ class StoreContract:
         found = store.search(queries, 3, where=where)
         ids, scores = brute_force(queries, allowed, "float", 3)
         assert_same_ranking(SearchResults(found.ids[:, :3], found.scores[:, :3]), ids, scores, atol=1e-5)
+
+    @pytest.mark.parametrize("where", FILTERS, ids=repr)
+    def test_filter_operators_select_what_brute_force_selects(self, store: Store, where: dict) -> None:
+        allowed = brute_force_filter(where)
+        queries = make_vectors(3, seed=12)
+        for kind in ("float", "binary"):
+            found = store.search(queries, COUNT, kind=SearchKind(kind), where=parse_filter(where))
+            assert all(sorted(row[row != PAD_ID].tolist()) == allowed.tolist() for row in found.ids), kind
+        if len(allowed):
+            found = store.search(queries, 4, where=parse_filter(where))
+            ids, scores = brute_force(queries, allowed, "float", 4)
+            kept = ids.shape[1]  # Milvus pads past the matches
+            assert_same_ranking(SearchResults(found.ids[:, :kept], found.scores[:, :kept]), ids, scores, atol=1e-5)
+
+    @pytest.mark.parametrize("where", [None, {"n": {"$gte": 7}, "tag": {"$exists": True}}], ids=repr)
+    def test_scroll_pages_every_match_once_by_ascending_id(self, store: Store, where: dict | None) -> None:
+        allowed = brute_force_filter(where or {}).tolist()
+        seen: list[int] = []
+        after = 0
+        while page := store.scroll(parse_filter(where), after, 7):
+            assert len(page) <= 7 and all(item.id > after for item in page)
+            seen += [item.id for item in page]
+            after = page[-1].id
+        assert seen == allowed
+        assert [item.id for item in store.scroll(None, 58, 10)] == [59, 60]
+
+    def test_value_counts_and_keys(self, store: Store) -> None:
+        labels = store.value_counts(None)
+        assert sorted(labels) == [(f"label_{i}", COUNT // LABELS) for i in range(LABELS)]
+        assert store.value_counts("tag") == [("x", 10), (7, 10)]  # ties by JSON text
+        assert store.value_counts("even") == [(False, 30), (True, 30)]
+        assert store.value_counts("nowhere") == []
+        assert store.metadata_keys() == ["even", "n", "tag"]
+        assert store.keys_in_use(["tag", "colour", "n"]) == {"tag", "n"}
+        assert filter_warnings(store, parse_filter({"tag": 7, "label": "label_1"})) == []
+        (warning,) = filter_warnings(store, parse_filter({"colour": {"$ne": "red"}, "tag": 7}))
+        assert warning == "no item has the metadata key 'colour'; the keys in use: even, n, tag"
+
+    @pytest.mark.parametrize("kind", ["float", "binary"])
+    def test_a_window_pages_and_thresholds_the_brute_force_ranking(self, store: Store, kind: str) -> None:
+        queries = make_vectors(3, seed=13)
+        ids, scores = brute_force(queries, store.ids(), kind, 20)
+        pages = ranked_pages(store, queries, 5, kind=kind, window=Window(offset=4))  # type: ignore[arg-type]
+        for row, page in enumerate(pages):
+            np.testing.assert_allclose([hit.score for hit in page.hits], scores[row, 4:9], atol=1e-5)
+        threshold = float(np.median(scores[:, :10]))
+        pages = ranked_pages(store, queries, 10, kind=kind, window=Window(min_score=threshold))  # type: ignore[arg-type]
+        for row, page in enumerate(pages):
+            assert [round(hit.score, 4) for hit in page.hits] == [
+                round(s, 4) for s in scores[row, :10] if s >= threshold
+            ]
+            assert page.below_min_score == int((scores[row, :10] < threshold).sum())
+        (page,) = ranked_pages(store, queries[:1], 3, window=Window(offset=COUNT - 2))
+        assert len(page.hits) == 2 and page.below_min_score == 0
+        for bad in ({"offset": -1}, {"min_score": 1.5}, {"min_score": float("nan")}):
+            with pytest.raises(DataError, match="offset must be|min_score must be between -1 and 1"):
+                Window(**bad)  # type: ignore[arg-type]
 
     def test_a_filter_nothing_matches_finds_nothing(self, store: Store) -> None:
         queries = make_vectors(2, seed=8)

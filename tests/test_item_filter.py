@@ -153,7 +153,7 @@ def test_filtered_rerank_stays_inside_the_filter(index_dir: Path, vectors: np.nd
         similarity = np.einsum("qd,qkd->qk", vectors[:5], vectors[found.ids - 1])
         np.testing.assert_allclose(found.scores, similarity, atol=1e-5)
         assert np.isin(found.ids, allowed).all() and (np.diff(found.scores, axis=1) <= 0).all()
-        assert store.search(vectors[:2], K, where=ItemFilter(label="no such label")).ids.shape == (2, 0)
+        assert store.search(vectors[:2], K, where=ItemFilter.equal(label="no such label")).ids.shape == (2, 0)
 
 
 def test_an_index_built_before_the_label_index_filters_the_same(index_dir: Path, tmp_path: Path) -> None:
@@ -191,7 +191,7 @@ def test_metadata_and_filter_rules() -> None:
         with pytest.raises(DataError, match=message):
             parse_metadata(text)
     assert parse_filter(None) is None and parse_filter("{}") is None and parse_filter(" ") is None
-    assert parse_filter({"label": "cat", "n": 1}) == ItemFilter("cat", (("n", 1),))
+    assert parse_filter({"label": "cat", "n": 1}) == ItemFilter.equal("cat", {"n": 1})
     with pytest.raises(DataError, match="'label' must be a string"):
         parse_filter('{"label": 3}')
 
@@ -206,7 +206,7 @@ def test_metadata_equality_keeps_json_types(tiny_model_dir: Path, tmp_path: Path
         query = np.ones((1, DIM), np.float32)
 
         def matches(value: object) -> list[object]:
-            ids = store.search(query, 20, where=ItemFilter(metadata=(("v", value),))).ids[0]
+            ids = store.search(query, 20, where=ItemFilter.equal(metadata={"v": value})).ids[0]
             return sorted((store.item(int(i)).metadata["v"] for i in ids), key=repr)
 
         assert matches(1) == [1, 1.0] == matches(1.0)
@@ -248,3 +248,36 @@ def test_filtered_search_survives_faiss_torch_utils(index_dir: Path, vectors: np
         found = store.search(vectors[:5] + 0.05, K, where=parse_filter(where))
     assert found.ids.shape == (5, K)
     assert np.isin(found.ids, allowed).all()
+
+
+def test_the_filter_language_parses_operators_and_refuses_hostile_filters() -> None:
+    where = parse_filter('{"label": {"$in": ["a", "b"]}, "n": {"$gte": 1, "$lt": 5}, "tag": {"$exists": false}}')
+    assert where is not None and where.keys() == ["n", "tag"]
+    assert where.to_json() == {"label": {"$in": ["a", "b"]}, "n": {"$gte": 1, "$lt": 5}, "tag": {"$exists": False}}
+    assert parse_filter({"color": "red"}) == ItemFilter.equal(metadata={"color": "red"})  # today's form
+    bad = {
+        '{"color": {"$regex": "r.*"}}': r"'\$regex' under 'color' is not an operator; known: \$eq",
+        '{"color": ["red", "blue"]}': r'write \{"color": \{"\$in"',
+        '{"color": {"$in": []}}': "non-empty array",
+        '{"color": {"$in": "red"}}': "non-empty array",
+        json.dumps({"color": {"$in": [None, True, 1.5, "x", 2**64]}}): r"\$in takes a string, number",
+        '{"color": {"$eq": ["red"]}}': r"\$eq takes a string",
+        '{"color": {"$ne": {"a": 1}}}': r"\$ne takes a string",
+        '{"n": {"$gt": "5"}}': r"\$gt takes a number",
+        '{"n": {"$lt": true}}': r"\$lt takes a number",
+        '{"n": {"$exists": 1}}': "takes true or false",
+        '{"n": {}}': "empty object",
+        '{"n": {"a": 1}}': "metadata values are scalars",
+        '{"label": {"$gt": "a"}}': "takes \\$eq, \\$ne, \\$in only",
+        '{"label": {"$in": ["a", 3]}}': "must be a string",
+        '{"label": {"$exists": true}}': "takes \\$eq, \\$ne, \\$in only",
+        '{"n": {"$in": [[[1]]]}}': "nests 5 levels",
+        json.dumps({"n": {"$in": list(range(101))}}): "at most 100",
+        json.dumps({"n": {"$in": ["a\u0000"]}}): "NUL",
+        '{"n": {"$in": ["\\ud800"]}}': "surrogate",
+        '{"\\ud800": 1}': "surrogate",
+        json.dumps({"n": {"$nope\ud800": 1}}, ensure_ascii=True): "not an operator",
+    }
+    for text, message in bad.items():
+        with pytest.raises(DataError, match=message):
+            parse_filter(text)

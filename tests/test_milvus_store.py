@@ -227,6 +227,18 @@ def test_cli_build_search_and_service(tiny_model_dir: Path, gallery_dir: Path, t
         assert body.status_code == 200, body.text
         assert [h["id"] for h in body.json()["results"]] == [h["id"] for h in cli_hits]
         assert body.json()["results"][0]["label"] == "class_2"
+        labels = client.get("/labels").json()
+        assert sorted((v["value"], v["count"]) for v in labels["values"]) == [(f"class_{i}", 5) for i in range(6)]
+        page = client.get("/items", params={"limit": 4, "filter": '{"label": {"$in": ["class_1", "class_3"]}}'}).json()
+        assert [item["label"] for item in page["items"]] == ["class_1"] * 4 and page["next_cursor"]
+        rest = client.get("/items", params={"cursor": page["next_cursor"], "filter": '{"label": {"$ne": "x"}}'}).json()
+        assert [item["id"] for item in rest["items"]] == list(range(page["items"][-1]["id"] + 1, 31))
+        cut = client.post(
+            "/search",
+            files={"image": ("q.png", query.read_bytes(), "image/png")},
+            params={"k": 5, "offset": 1, "min_score": 1.0},
+        ).json()
+        assert cut["results"] == [] and cut["below_min_score"] == 5 and cut["offset"] == 1
         new_image = image_bytes(make_image(5, 77, size=(64, 64)))
         headers = {"X-API-Key": API_KEY}
         added = client.post(
@@ -282,3 +294,27 @@ def test_milvus_lite_writes_its_logs_beside_its_database_not_into_tmp(tmp_path: 
     assert tmp_logs() - before == set()
     logs = lite_log_dir(str(database))
     assert logs.parent == tmp_path and any(logs.iterdir())
+
+
+def test_a_collection_written_before_the_filter_marks_refuses_ranges_not_equality(
+    model_2048: Path, tmp_path: Path
+) -> None:
+    from retrieval.indexing.common.errors import DataError
+    from retrieval.indexing.store.milvus.milvus_filter import filter_keys as marked_keys
+    from retrieval.indexing.store.milvus.milvus_filter import text_key, value_key
+
+    index_dir, _ = _build(tmp_path, model_2048)
+    with open_store(index_dir) as store:
+        assert isinstance(store, MilvusStore)
+        fields = ["id", "path", "path_key", "label", "split", "is_query", "is_gallery", "metadata", "code", "vector"]
+        (row,) = store._client.query(store.collection, filter="id == 1", output_fields=fields)
+        old_keys = {text_key(k): value_key(v) for k, v in {**row["metadata"], "label": row["label"]}.items()}
+        assert old_keys.items() <= marked_keys(row["label"], row["metadata"]).items()
+        code = row["code"][0] if isinstance(row["code"], list) else row["code"]
+        store._client.upsert(store.collection, data=[{**row, "code": bytes(code), "filter_keys": old_keys}])  # old
+    with open_store(index_dir) as store:
+        with pytest.raises(DataError, match="rebuild it"):
+            store.search(_vectors(1, seed=3), 3, where=parse_filter({"even": {"$exists": True}}))
+        found = store.search(_vectors(1, seed=3), 3, where=parse_filter({"label": row["label"]}))
+        assert len(found.ids[0]) == 3
+        assert store.keys_in_use(["nowhere"]) == {"nowhere"}  # cannot tell: no false warning

@@ -194,3 +194,44 @@ def test_filter_with_id_and_binary_and_an_empty_match(tagged_index: Path) -> Non
     assert "no item of" in nothing.stderr and 'matches --filter {"label": "no such class"}' in nothing.stderr
     bad = invoke("search", tagged_index, "--id", item.id, "--filter", "[1, 2]")
     assert isinstance(bad.exception, DataError) and "--filter must be a JSON object" in str(bad.exception)
+
+
+def test_offset_min_score_and_operators_in_the_cli_and_the_python_api(tagged_index: Path, gallery_dir: Path) -> None:
+    from retrieval import search as api_search
+
+    query = gallery_dir / "class_2" / "img_3.png"
+    full = json.loads(invoke("search", tagged_index, query, "-k", 12, "--json").stdout)["queries"][0]["results"]
+    paged = json.loads(invoke("search", tagged_index, query, "-k", 4, "--offset", 5, "--json").stdout)
+    assert [(r["rank"], r["id"]) for r in paged["queries"][0]["results"]] == [(r["rank"], r["id"]) for r in full[5:9]]
+    threshold = (full[6]["score"] + full[7]["score"]) / 2  # between two hits: rounding cannot move it
+    cut = invoke("search", tagged_index, query, "-k", 10, "--min-score", threshold, "--json")
+    document = json.loads(cut.stdout)
+    assert [r["id"] for r in document["queries"][0]["results"]] == [
+        r["id"] for r in full[:10] if r["score"] >= threshold
+    ]
+    below = sum(r["score"] < threshold for r in full[:10])
+    assert document["queries"][0]["below_min_score"] == below and f"cut {below} of the 1 x 10 hits" in cut.stderr
+    where = {"label": {"$in": ["class_1", "class_4"]}, "even": {"$ne": True}}
+    filtered = json.loads(
+        invoke("search", tagged_index, query, "-k", 30, "--json", "--filter", json.dumps(where)).stdout
+    )
+    with IndexStore.open(tagged_index) as store:
+        expected = sorted(
+            i.id for i in store.all_items() if i.label in ("class_1", "class_4") and not i.metadata["even"]
+        )
+    assert sorted(r["id"] for r in filtered["queries"][0]["results"]) == expected and filtered["filter"] == where
+    warned = invoke("search", tagged_index, query, "--filter", '{"colour": "red"}')
+    assert "warning: no item has the metadata key 'colour'; the keys in use: even, shop" in warned.stderr
+    for args, message in (
+        (["--min-score", 2], "min_score must be between -1 and 1"),
+        (["--filter", '{"a": {"$x": 1}}'], "not an operator"),
+    ):
+        bad = invoke("search", tagged_index, query, *args)
+        assert isinstance(bad.exception, DataError) and message in str(bad.exception)
+    (hits,) = api_search(tagged_index, query, k=10, min_score=threshold)
+    assert [item.id for item, _ in hits] == [r["id"] for r in document["queries"][0]["results"]]
+    assert hits.below_min_score == below
+    (page,) = api_search(tagged_index, query, k=4, offset=5, where=where)
+    assert all(item.id in expected for item, _ in page)
+    with pytest.warns(UserWarning, match="no item has the metadata key 'colour'"):
+        api_search(tagged_index, query, k=2, where={"colour": {"$exists": True}})

@@ -30,6 +30,8 @@ EXPECTED_PROBLEMS = {
     ("get", "/items/{item_id}/image"): {404, 422, 503, 504},
     ("post", "/items"): {400, 401, 403, 409, 413, 415, 422, 503, 504},
     ("delete", "/items/{item_id}"): {401, 403, 404, 409, 422, 503, 504},
+    ("get", "/labels"): {422, 503, 504},
+    ("get", "/items"): {422, 503, 504},
     ("post", "/admin/reload"): {401, 403, 503, 504},
     ("get", "/readyz"): {503},
     ("get", "/healthz"): set(),
@@ -73,6 +75,8 @@ def test_search_parameters_state_the_server_limits(document) -> None:
         assert k.items() <= fields("k").items() and "anyOf" not in fields("k")
         assert rerank.items() <= fields("rerank").items()
         assert fields("index")["enum"] == ["float", "binary"] and fields("index")["default"] == "float"
+        assert {"minimum": 0, "maximum": 10 * K_MAX - 1}.items() <= fields("offset").items()
+        assert {"type": "number", "minimum": -1.0, "maximum": 1.0}.items() <= fields("min_score").items()
     assert "k <= rerank" in _parameter(search, "rerank")["description"]
 
 

@@ -44,7 +44,7 @@ from retrieval.indexing.store.files.segments import (
     staged_base_dir,
 )
 from retrieval.indexing.store.files.store_updates import StoreUpdates
-from retrieval.indexing.store.shared.item_filter import ItemFilter
+from retrieval.indexing.store.shared.item_filter import ItemFilter, Scalar
 from retrieval.indexing.store.shared.items_db import Item, ItemsDb
 from retrieval.indexing.store.shared.manifest import IndexManifest, check_model, load_index_manifest
 from retrieval.indexing.store.shared.store_base import StoreBase
@@ -141,6 +141,22 @@ class IndexStore(StoreUpdates, StoreBase[Allowed]):
     def all_items(self) -> list[Item]:
         """Every item, ascending by id."""
         return self._db.all_items()
+
+    def scroll(self, where: ItemFilter | None, after: int, limit: int) -> list[Item]:
+        """Up to ``limit`` items (ascending ids) above id ``after`` that pass ``where``."""
+        allowed, _ = self._scope(where)
+        ids = self._set.ids if allowed is None else allowed
+        page = ids[np.searchsorted(ids, after, side="right") :][:limit]
+        return [item for item in self._db.items(page.tolist()) if item is not None]
+
+    def keys_in_use(self, keys: Sequence[str]) -> set[str]:
+        return self._db.keys_in_use(keys)
+
+    def metadata_keys(self) -> list[str]:
+        return self._db.metadata_keys()
+
+    def value_counts(self, key: str | None) -> list[tuple[Scalar, int]]:
+        return self._db.value_counts(key)
 
     def embeddings_of(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
         """Stored embeddings (n, d) float32 (from float16) of existing item ids."""

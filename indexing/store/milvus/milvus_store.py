@@ -17,6 +17,7 @@ service calls it from one store thread, like ``IndexStore``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
@@ -24,12 +25,20 @@ from typing import Any
 
 import numpy as np
 
-from retrieval.indexing.common.errors import ConfigError, IndexFormatError, ItemNotFoundError
+from retrieval.indexing.common.errors import ConfigError, DataError, IndexFormatError, ItemNotFoundError
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.search.kinds import SearchKind
 from retrieval.indexing.search.results import SearchResults
 from retrieval.indexing.store.milvus.milvus_client import MAX_TOPK, TIMEOUT_S, connect, meta_collection, milvus_call
-from retrieval.indexing.store.milvus.milvus_filter import filter_expression, in_expression, text_key
+from retrieval.indexing.store.milvus.milvus_filter import (
+    MARKED_OPERATORS,
+    filter_expression,
+    in_expression,
+    presence_expression,
+    text_key,
+    unmarked_expression,
+    value_key,
+)
 from retrieval.indexing.store.milvus.milvus_rows import (
     item_rows,
     next_id,
@@ -39,7 +48,8 @@ from retrieval.indexing.store.milvus.milvus_rows import (
     save_next_id,
 )
 from retrieval.indexing.store.shared.compaction import CompactionPolicy, CompactionResult
-from retrieval.indexing.store.shared.item_filter import ItemFilter
+from retrieval.indexing.store.shared.filter_conditions import is_scalar
+from retrieval.indexing.store.shared.item_filter import ItemFilter, Scalar
 from retrieval.indexing.store.shared.items_db import Item
 from retrieval.indexing.store.shared.manifest import IndexManifest, check_model, load_index_manifest
 from retrieval.indexing.store.shared.store_base import StoreBase
@@ -48,6 +58,11 @@ from retrieval.indexing.store.shared.store_checks import checked_additions
 _ITEM_FIELDS = ["id", "path", "label", "split", "is_query", "is_gallery", "metadata"]
 _CHUNK = 1000  # ids per query: keeps the expression and the reply small
 _FIELDS = {SearchKind.FLOAT: ("vector", "IP"), SearchKind.BINARY: ("code", "HAMMING")}  # (vector field, metric)
+
+
+def _values_of(rows: list[dict[str, Any]], key: str) -> list[Scalar]:
+    """The scalar values of ``key`` in the rows' metadata (rows without it left out)."""
+    return [row["metadata"][key] for row in rows if key in (row["metadata"] or {}) and is_scalar(row["metadata"][key])]
 
 
 class MilvusStore(StoreBase[str]):
@@ -60,6 +75,9 @@ class MilvusStore(StoreBase[str]):
         self.collection = str(manifest.milvus_collection)
         self._client = client
         self._count = self._live_count()
+        self._marked = self._count == 0 or not self._call(
+            "query", "query", self.collection, filter=unmarked_expression(), output_fields=["id"], limit=1
+        )  # every item carries the number and presence marks of milvus_filter (not so before they existed)
 
     @classmethod
     def open(cls, index_dir: Path, *, expected_model_sha256: str | None = None, force: bool = False) -> MilvusStore:
@@ -101,8 +119,8 @@ class MilvusStore(StoreBase[str]):
         found = [row["id"] for row in self._scan(["id"])]
         return np.sort(np.asarray(found, dtype=np.int64))
 
-    def _scan(self, fields: list[str]) -> list[dict[str, Any]]:
-        iterator = self._call("query_iterator", "query_iterator", self.collection, filter="", output_fields=fields)
+    def _scan(self, fields: list[str], where: str = "") -> list[dict[str, Any]]:
+        iterator = self._call("query_iterator", "query_iterator", self.collection, filter=where, output_fields=fields)
         rows: list[dict[str, Any]] = []
         try:
             while batch := milvus_call(self.uri, "query_iterator", iterator.next):
@@ -131,6 +149,41 @@ class MilvusStore(StoreBase[str]):
         found = read_items(self._scan(_ITEM_FIELDS))
         return [found[i] for i in sorted(found)]
 
+    def scroll(self, where: ItemFilter | None, after: int, limit: int) -> list[Item]:
+        """Up to ``limit`` items (ascending ids) above id ``after`` that pass ``where``."""
+        scope = " and ".join(part for part in (f"id > {int(after)}", self._scope(where)[0]) if part)
+        rows = self._scan(["id"], scope)
+        page = sorted(int(row["id"]) for row in rows)[:limit]
+        found = read_items(self._rows_by_id(page, _ITEM_FIELDS))
+        return [found[i] for i in page if i in found]
+
+    def keys_in_use(self, keys: Sequence[str]) -> set[str]:
+        """Which of the metadata ``keys`` some item has (by their presence marks, ``milvus_filter``; all of
+        them on a collection written before the marks, which cannot tell)."""
+        if not self._marked:
+            return set(keys)
+        used = set()
+        for key in keys:
+            where = presence_expression(key)
+            if self._call("query", "query", self.collection, filter=where, output_fields=["id"], limit=1):
+                used.add(key)
+        return used
+
+    def metadata_keys(self) -> list[str]:
+        """Every metadata key some item has, sorted (a scan of the collection)."""
+        return sorted({key for row in self._scan(["metadata"]) for key in (row["metadata"] or {})})
+
+    def value_counts(self, key: str | None) -> list[tuple[Scalar, int]]:
+        """(value, items) of the label or a metadata key, like ``ItemsDb.value_counts`` (a scan)."""
+        rows = self._scan(["label"] if key is None else ["metadata"])
+        values = [row["label"] for row in rows] if key is None else _values_of(rows, key)
+        counts: dict[str, tuple[Scalar, int]] = {}
+        for value in values:
+            tag = value_key(value)
+            first, count = counts.get(tag, (value, 0))
+            counts[tag] = (first, count + 1)
+        return sorted(counts.values(), key=lambda pair: (-pair[1], json.dumps(pair[0])))
+
     def embeddings_of(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
         """Stored float32 embeddings (n, d) of existing item ids, in the order given."""
         wanted = np.asarray(ids, dtype=np.int64).reshape(-1)
@@ -155,6 +208,11 @@ class MilvusStore(StoreBase[str]):
 
     def _scope(self, where: ItemFilter | None) -> tuple[str, int]:
         """The filter as a Milvus expression (Milvus pads past the matches); at most ``MAX_TOPK`` results."""
+        if where is not None and not self._marked and any(c.op in MARKED_OPERATORS for c in where.conditions):
+            raise DataError(
+                f"{self.index_dir} holds items written before range and $exists filters existed; rebuild it "
+                f"(retrieval index rebuild {self.index_dir}) to filter with them"
+            )
         return (filter_expression(where) if where is not None else ""), min(self.count, MAX_TOPK)
 
     def _search_kind(self, kind: SearchKind, data: np.ndarray, k: int, scope: str) -> SearchResults:

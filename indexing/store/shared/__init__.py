@@ -8,6 +8,7 @@ directory: ``manifest`` (``manifest.json``), ``file_checksums`` (the sha256 of e
 the manifest), ``compaction`` (its policy, and what a compaction did),
 ``items_db`` (``items.sqlite`` and ``Item``; ``item_paths``: image paths inside the index stored
 relative to it), ``item_filter`` (item metadata and the search filter),
+``filter_conditions`` (the filter language's operators), ``filter_sql`` (a filter as SQL),
 ``write_lock`` (one writer per directory) and ``index_dir`` (writing a new directory: the checks,
 the model copy, the staged swap).
 """

@@ -5,23 +5,24 @@ Metadata is a JSON object of string keys to scalars (string, number, boolean or 
 ``MAX_KEYS`` keys of at most ``MAX_KEY_CHARS`` characters, ``MAX_JSON_BYTES`` of JSON in all, no
 key or string holding a lone surrogate or NUL (``unicode_text.text_problem``: no store can encode or
 match it), and JSON text nested at most ``MAX_JSON_DEPTH`` levels (checked before parsing: 2,000 brackets would exhaust the parser's recursion).
-The key ``label`` is reserved: in a filter it matches the item's label, every other key an equal
-metadata value (numbers by value, so 3 equals 3.0; a boolean never equals a number), and all keys
-must match. ``items_db.ItemsDb.matching_ids`` turns a filter into the ids that pass it.
+The key ``label`` is reserved: in a filter it matches the item's label, every other key a metadata
+value, and all keys must match. A key's value is a scalar (equality: numbers by value, so 3 equals
+3.0; a boolean never equals a number) or an object of operators (``filter_conditions``: ``$in``,
+``$ne``, ``$gt`` ..., ``$exists``). ``items_db.ItemsDb.matching_ids`` turns a filter into the ids
+that pass it, ``milvus_filter`` into a Milvus expression.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.common.unicode_text import shown, text_problem
+from retrieval.indexing.store.shared.filter_conditions import Condition, Scalar, conditions_of, is_scalar
 
-Scalar = str | int | float | bool | None
 MAX_KEYS = 32
 MAX_KEY_CHARS = 64
 MAX_JSON_BYTES = 4096
@@ -111,30 +112,56 @@ def parse_metadata_for(text: str, count: int, what: str = "metadata") -> list[di
 
 @dataclass(frozen=True)
 class ItemFilter:
-    """Items whose label is ``label`` (when set) and whose metadata holds every pair of ``metadata``."""
+    """Items that pass every condition (``filter_conditions``); ``label`` is the item's label, any other
+    key a metadata key."""
 
-    label: str | None = None
-    metadata: tuple[tuple[str, Scalar], ...] = ()
+    conditions: tuple[Condition, ...] = ()
 
-    def to_json(self) -> dict[str, Scalar]:
-        label = {LABEL_KEY: self.label} if self.label is not None else {}
-        return {**label, **dict(self.metadata)}
+    @classmethod
+    def equal(cls, label: str | None = None, metadata: Mapping[str, Scalar] | None = None) -> ItemFilter:
+        """Equality of the label (when given) and of each metadata pair: the filter of a plain object."""
+        pairs = ([(LABEL_KEY, label)] if label is not None else []) + sorted((metadata or {}).items())
+        return cls(tuple(Condition(key, "$eq", value) for key, value in pairs))
+
+    def keys(self) -> list[str]:
+        """The metadata keys it names (the label aside), sorted."""
+        return sorted({c.key for c in self.conditions} - {LABEL_KEY})
+
+    def to_json(self) -> dict[str, Any]:
+        """The filter in its JSON form (equality as a plain value)."""
+        document: dict[str, Any] = {}
+        for c in self.conditions:
+            document.setdefault(c.key, {})[c.op] = c.to_json()
+        return {key: ops["$eq"] if list(ops) == ["$eq"] else ops for key, ops in document.items()}
 
 
 def parse_filter(value: str | Mapping[str, Any] | None, what: str = "filter") -> ItemFilter | None:
-    """A filter from JSON text or a mapping; None, blank text or an empty object means no filter."""
+    """A filter from JSON text or a mapping (the language of ``filter_conditions``); None, blank text or
+    an empty object means no filter."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
-    pairs = _check_pairs(parse_json_object(value, what) if isinstance(value, str) else value, what)
-    if not pairs:
-        return None
-    label: str | None = None
-    if LABEL_KEY in pairs:
-        given = pairs.pop(LABEL_KEY)
-        if not isinstance(given, str):
-            raise DataError(f"{what}: '{LABEL_KEY}' must be a string (the exact label), got {json.dumps(given)}")
-        label = given
-    return ItemFilter(label=label, metadata=tuple(sorted(pairs.items())))
+    given = parse_json_object(value, what) if isinstance(value, str) else value
+    if not isinstance(given, Mapping):
+        raise DataError(f'{what} must be a JSON object such as {{"color": "red"}}')
+    if len(given) > MAX_KEYS:
+        raise DataError(f"{what} has {len(given)} keys; at most {MAX_KEYS} are allowed")
+    conditions: list[Condition] = []
+    for key, item in given.items():
+        check_key(key, what)
+        conditions += conditions_of(key, item, what, is_label=key == LABEL_KEY)
+    for condition in conditions:
+        for text in condition.value if condition.op == "$in" else (condition.value,):
+            _check_text(condition.key, text, what)
+    return ItemFilter(tuple(sorted(conditions, key=lambda c: (c.key, c.op)))) if conditions else None
+
+
+def check_key(key: object, what: str) -> None:
+    if not isinstance(key, str) or not key.strip() or len(key) > MAX_KEY_CHARS or set(key) & set(_KEY_FORBIDDEN):
+        raise DataError(
+            f"{what}: keys must be non-empty strings of at most {MAX_KEY_CHARS} characters without "
+            f"double quotes or backslashes, got {json.dumps(key, default=str)}"
+        )
+    _check_text(key, None, what)
 
 
 def _check_pairs(value: Mapping[str, Any], what: str) -> dict[str, Scalar]:
@@ -144,12 +171,8 @@ def _check_pairs(value: Mapping[str, Any], what: str) -> dict[str, Scalar]:
         raise DataError(f"{what} has {len(value)} keys; at most {MAX_KEYS} are allowed")
     checked: dict[str, Scalar] = {}
     for key, item in value.items():
-        if not isinstance(key, str) or not key.strip() or len(key) > MAX_KEY_CHARS or set(key) & set(_KEY_FORBIDDEN):
-            raise DataError(
-                f"{what}: keys must be non-empty strings of at most {MAX_KEY_CHARS} characters without "
-                f"double quotes or backslashes, got {json.dumps(key)}"
-            )
-        if not _is_scalar(item):
+        check_key(key, what)
+        if not is_scalar(item):
             raise DataError(
                 f"{what}: the value of '{key}' must be a string, number, true, false or null, got {type(item).__name__}"
             )
@@ -170,12 +193,3 @@ def _check_text(key: str, item: object, what: str) -> None:
     for text in (key, item) if isinstance(item, str) else (key,):
         if (problem := text_problem(text)) is not None:
             raise DataError(f'{what}: "{shown(text)}" {problem}')
-
-
-def _is_scalar(value: object) -> bool:
-    """JSON scalars SQLite can compare: finite floats, 64-bit integers, strings, booleans, null."""
-    if isinstance(value, float):
-        return math.isfinite(value)
-    if isinstance(value, int) and not isinstance(value, bool):
-        return -(2**63) <= value < 2**63
-    return value is None or isinstance(value, str | bool)

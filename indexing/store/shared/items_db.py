@@ -23,6 +23,7 @@ import numpy as np
 from retrieval.indexing.common.errors import DataError, IndexFormatError
 from retrieval.indexing.common.unicode_text import readable_json
 from retrieval.indexing.data.records import ImageRecord
+from retrieval.indexing.store.shared.filter_sql import filter_sql
 from retrieval.indexing.store.shared.item_filter import ItemFilter, Scalar
 from retrieval.indexing.store.shared.item_paths import absolute_path, stored_path
 
@@ -266,33 +267,50 @@ class ItemsDb:
         return {forms[row[0]] for row in self._db.execute(query, list(forms))}
 
     def matching_ids(self, where: ItemFilter) -> np.ndarray:
-        """Ids (ascending) of the items that pass ``where``: the label through its SQLite index (an index
-        built before that existed answers the same, by a scan), metadata by a scan of the JSON column."""
-        clauses: list[str] = ["1"]
-        params: list[Scalar] = []
-        if where.label is not None:
-            clauses.append("label = ?")
-            params.append(where.label)
-        for key, value in where.metadata:
-            test, values = _metadata_test(f'$."{key}"', value)
-            clauses.append(test)
-            params += values
-        rows = self._db.execute(f"SELECT id FROM items WHERE {' AND '.join(clauses)} ORDER BY id", params)
+        """Ids (ascending) of the items that pass ``where`` (``filter_sql``): label equality through its
+        SQLite index, metadata by a scan of the JSON column."""
+        clause, params = filter_sql(where)
+        rows = self._db.execute(f"SELECT id FROM items WHERE {clause} ORDER BY id", params)
         return np.asarray([row[0] for row in rows], dtype=np.int64).reshape(-1)
+
+    def keys_in_use(self, keys: Sequence[str]) -> set[str]:
+        """Which of the metadata ``keys`` some item has (each an early-stopping scan)."""
+        test = "SELECT 1 FROM items WHERE json_valid(metadata) AND json_type(metadata, ?) IS NOT NULL LIMIT 1"
+        return {key for key in keys if self._db.execute(test, (f'$."{key}"',)).fetchone() is not None}
+
+    def metadata_keys(self) -> list[str]:
+        """Every metadata key some item has, sorted."""
+        rows = self._db.execute(
+            "SELECT DISTINCT j.key FROM items, json_each(items.metadata) AS j "
+            "WHERE json_valid(items.metadata) ORDER BY j.key"
+        )
+        return [str(row[0]) for row in rows]
+
+    def value_counts(self, key: str | None) -> list[tuple[Scalar, int]]:
+        """(value, items) of the label (``key`` None) or of a metadata key, most items first (ties by
+        value); numbers by value (3 and 3.0 are one value), items without the key left out."""
+        if key is None:
+            rows = self._db.execute("SELECT label, COUNT(*) FROM items GROUP BY label")
+            return _by_count([(str(label), int(count)) for label, count in rows])
+        kind = "CASE json_type(metadata, ?1) WHEN 'integer' THEN 'real' ELSE json_type(metadata, ?1) END"
+        rows = self._db.execute(
+            f"SELECT {kind} AS kind, json_extract(metadata, ?1), COUNT(*) FROM items "
+            "WHERE json_valid(metadata) AND json_type(metadata, ?1) IS NOT NULL GROUP BY kind, 2",
+            (f'$."{key}"',),
+        )
+        return _by_count([(_json_value(kind, value), int(count)) for kind, value, count in rows])
 
     def labels(self) -> list[str]:
         return [row[0] for row in self._db.execute("SELECT DISTINCT label FROM items ORDER BY label")]
 
 
-def _metadata_test(path: str, value: Scalar) -> tuple[str, list[Scalar]]:
-    """SQL that is true when the JSON ``metadata`` holds ``value`` at ``path``, JSON types kept: numbers
-    compare by value, booleans and null only with themselves. Rows whose JSON SQLite cannot parse
-    (never written by ``insert``) match nothing instead of failing the whole query."""
-    if value is None or isinstance(value, bool):
-        return f"CASE WHEN json_valid(metadata) THEN json_type(metadata, ?) = '{json.dumps(value)}' END", [path]
-    kinds = "'text'" if isinstance(value, str) else "'integer', 'real'"
-    test = f"json_type(metadata, ?) IN ({kinds}) AND json_extract(metadata, ?) = ?"
-    return f"CASE WHEN json_valid(metadata) THEN {test} END", [path, path, value]
+def _json_value(kind: str, value: Any) -> Scalar:
+    """A value read with ``json_extract`` as its JSON scalar (SQLite reads true as 1, false as 0)."""
+    return {"true": True, "false": False, "null": None}.get(kind, value)
+
+
+def _by_count(pairs: list[tuple[Scalar, int]]) -> list[tuple[Scalar, int]]:
+    return sorted(pairs, key=lambda pair: (-pair[1], json.dumps(pair[0])))
 
 
 class Hit(NamedTuple):

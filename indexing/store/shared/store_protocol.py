@@ -18,7 +18,7 @@ from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.search.kinds import KindName, SearchKind
 from retrieval.indexing.search.results import SearchResults
 from retrieval.indexing.store.shared.compaction import CompactionPolicy, CompactionResult
-from retrieval.indexing.store.shared.item_filter import ItemFilter
+from retrieval.indexing.store.shared.item_filter import ItemFilter, Scalar
 from retrieval.indexing.store.shared.items_db import Hit, Item
 from retrieval.indexing.store.shared.manifest import IndexManifest
 
@@ -72,6 +72,22 @@ class Store(Protocol):
     ) -> list[Hit]: ...
 
     def paths_in_use(self, paths: Sequence[str]) -> set[str]: ...
+
+    def scroll(self, where: ItemFilter | None, after: int, limit: int) -> list[Item]:
+        """Up to ``limit`` items (ascending ids) above id ``after`` that pass ``where``: ``GET /items``."""
+        ...
+
+    def keys_in_use(self, keys: Sequence[str]) -> set[str]:
+        """Which of the metadata ``keys`` some item has."""
+        ...
+
+    def metadata_keys(self) -> list[str]:
+        """Every metadata key some item has, sorted."""
+        ...
+
+    def value_counts(self, key: str | None) -> list[tuple[Scalar, int]]:
+        """(value, items) of the label (``key`` None) or of a metadata key, most items first: ``GET /labels``."""
+        ...
 
     def embedding(self, item_id: int) -> np.ndarray: ...
 
