@@ -21,6 +21,7 @@ class Verdict:
     best_val: float | None  # validation MAP@R of the chosen epoch
     reference_test: float | None = None  # test MAP@R, reported only, never used to choose
     trained_test: float | None = None
+    whitened_reference_test: float | None = None  # the reference + the whitening stage (``whitening_stage``)
 
     @property
     def kept_reference(self) -> bool:
@@ -28,12 +29,7 @@ class Verdict:
 
     def sentence(self) -> str:
         if self.kept_reference:
-            if self.epochs == 0:
-                return f"no training epoch ran: the {self.reference} backbone is the run's model"
-            return (
-                f"training did not help: no epoch beat the {self.reference} backbone's validation MAP@R "
-                f"{self.reference_val:.3f}, so the {self.reference} backbone is kept as the run's model"
-            )
+            return self._kept_sentence() + self._whitening_chain()
         if self.reference_val is None or self.best_val is None:
             return f"trained model kept (epoch {self.best_epoch}); no validation classes to compare it on"
         chosen = (
@@ -42,7 +38,28 @@ class Verdict:
         )
         if self.reference_test is None or self.trained_test is None:
             return chosen
+        if self.whitened_reference_test is not None:
+            return chosen + self._whitening_chain()
         return f"{chosen}; on the test classes, which chose nothing: {_change(self.reference_test, self.trained_test)}"
+
+    def _kept_sentence(self) -> str:
+        backbone = f"the {self.reference} backbone" + (" + whitening" if self.whitened_reference_test else "")
+        if self.epochs == 0:
+            return f"no training epoch ran: {backbone} is the run's model"
+        return (
+            f"training did not help: no epoch beat the {self.reference} backbone's validation MAP@R "
+            f"{self.reference_val:.3f}, so {backbone} is kept as the run's model"
+        )
+
+    def _whitening_chain(self) -> str:
+        """"; on the test classes ...: pretrained X -> pretrained + whitening Y [-> trained Z]" where measured."""
+        if self.reference_test is None or self.whitened_reference_test is None:
+            return ""
+        steps = [f"{self.reference} {self.reference_test:.3f}"]
+        steps.append(f"{self.reference} + whitening {self.whitened_reference_test:.3f}")
+        if not self.kept_reference and self.trained_test is not None:
+            steps.append(f"trained {self.trained_test:.3f}")
+        return "; test MAP@R on the test classes, which chose nothing: " + " -> ".join(steps)
 
     def to_dict(self) -> dict[str, object]:
         return {"sentence": self.sentence(), "kept_reference": self.kept_reference, **self.__dict__}
