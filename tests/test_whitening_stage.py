@@ -91,3 +91,26 @@ def test_a_trained_run_is_whitened_after_training_and_says_so(synth_data: Path, 
     test = json.loads(paths.test_metrics.read_text())
     assert "-> untrained + whitening" in test["verdict"]["sentence"]
     assert f"-> trained {test['float']['map_at_r']:.3f}" in test["verdict"]["sentence"]
+
+
+def test_eval_model_prints_the_reference_the_whitened_reference_and_the_model(
+    epochs0_run: Path, synth_data: Path, tmp_path: Path
+) -> None:
+    from typer.testing import CliRunner
+
+    from retrieval.cli.main import app
+
+    export_run(epochs0_run)
+    out = tmp_path / "eval"
+    result = CliRunner().invoke(app, ["eval", "--model", str(epochs0_run), "--data", str(synth_data), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    header = next(line for line in result.output.splitlines() if line.startswith("metric"))
+    assert "untrained float" in header and "untrained + whitening float" in header
+    document = json.loads((out / "metrics.json").read_text())
+    test = json.loads(RunPaths(epochs0_run).test_metrics.read_text())
+    # eval on the exported ONNX and the trainer's torch test agree; the whitened row is the model itself here
+    assert document["float"]["map_at_r"] == pytest.approx(test["float"]["map_at_r"], abs=1e-4)
+    assert document["reference_whitened"]["float"]["map_at_r"] == pytest.approx(
+        document["float"]["map_at_r"], abs=1e-4
+    )
+    assert document["reference"]["float"]["map_at_r"] == pytest.approx(test["untrained"]["float"]["map_at_r"], abs=1e-4)
