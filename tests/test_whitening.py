@@ -78,7 +78,8 @@ def test_an_orthogonal_map_leaves_float_rankings_unchanged(dim: int, bits: int) 
             np.testing.assert_allclose(after @ after.T, before @ before.T, atol=1e-5)
             scores = before @ before.T
             np.testing.assert_array_equal(
-                np.argsort(-np.round(scores, 4), kind="stable"), np.argsort(-np.round(after @ after.T, 4), kind="stable")
+                np.argsort(-np.round(scores, 4), kind="stable"),
+                np.argsort(-np.round(after @ after.T, 4), kind="stable"),
             )
 
 

@@ -102,7 +102,9 @@ def test_eval_model_prints_the_reference_the_whitened_reference_and_the_model(
 
     export_run(epochs0_run)
     out = tmp_path / "eval"
-    result = CliRunner().invoke(app, ["eval", "--model", str(epochs0_run), "--data", str(synth_data), "--out", str(out)])
+    result = CliRunner().invoke(
+        app, ["eval", "--model", str(epochs0_run), "--data", str(synth_data), "--out", str(out)]
+    )
     assert result.exit_code == 0, result.output
     header = next(line for line in result.output.splitlines() if line.startswith("metric"))
     assert "untrained float" in header and "untrained + whitening float" in header
@@ -110,7 +112,5 @@ def test_eval_model_prints_the_reference_the_whitened_reference_and_the_model(
     test = json.loads(RunPaths(epochs0_run).test_metrics.read_text())
     # eval on the exported ONNX and the trainer's torch test agree; the whitened row is the model itself here
     assert document["float"]["map_at_r"] == pytest.approx(test["float"]["map_at_r"], abs=1e-4)
-    assert document["reference_whitened"]["float"]["map_at_r"] == pytest.approx(
-        document["float"]["map_at_r"], abs=1e-4
-    )
+    assert document["reference_whitened"]["float"]["map_at_r"] == pytest.approx(document["float"]["map_at_r"], abs=1e-4)
     assert document["reference"]["float"]["map_at_r"] == pytest.approx(test["untrained"]["float"]["map_at_r"], abs=1e-4)

@@ -462,6 +462,7 @@ class Trainer:
         if self.cfg.whitening.method == "none" or not self.cfg.trainer.evaluate_untrained_test or not path.is_file():
             return None
         assert self.test_inputs is not None  # _final_test runs only with test classes
+        metrics: dict[str, Any]
         if kept is not None:
             metrics = {kind: kept[kind] for kind in ("float", "binary", "unreadable_images") if kind in kept}
         else:

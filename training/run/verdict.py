@@ -52,7 +52,7 @@ class Verdict:
         )
 
     def _whitening_chain(self) -> str:
-        """"; on the test classes ...: pretrained X -> pretrained + whitening Y [-> trained Z]" where measured."""
+        """The test chain where measured: pretrained X -> pretrained + whitening Y [-> trained Z]."""
         if self.reference_test is None or self.whitened_reference_test is None:
             return ""
         steps = [f"{self.reference} {self.reference_test:.3f}"]
