@@ -101,20 +101,35 @@ def test_itq_codes_quantize_better_than_the_plain_sign() -> None:
 
 def test_the_choice_is_the_first_best_on_validation() -> None:
     maps = [LinearMap(np.eye(2) * (i + 1), np.zeros(2)) for i in range(3)]
-    found = [Candidate(None, None), Candidate("pca", 4, maps[0]), Candidate("supervised", 4, maps[1])]
-    found.append(Candidate("supervised", 8, maps[2]))
-    scores = {"none": 0.1, "pca-4": 0.3, "supervised-4": 0.3, "supervised-8": 0.2}
+    found = [Candidate(None, None), Candidate("pca", 4, 0.1, maps[0]), Candidate("supervised", 4, 0.1, maps[1])]
+    found.append(Candidate("supervised", 8, 0.1, maps[2]))
+    scores = {"none": 0.1, "pca-4-s0.1": 0.3, "supervised-4-s0.1": 0.3, "supervised-8-s0.1": 0.2}
     best, measured = choose(found, lambda linear: scores[next(c.name for c in found if c.linear is linear)])
-    assert best.name == "pca-4" and measured == scores
+    assert best.name == "pca-4-s0.1" and measured == scores
 
 
 def test_an_open_choice_without_validation_classes_is_refused() -> None:
     points = np.random.default_rng(0).standard_normal((30, 4))
-    with pytest.raises(ConfigError, match="validation classes"):
-        fit_map(WhiteningConfig(method="auto", dim=2), points, [0] * 30, None)
-    linear, report = fit_map(WhiteningConfig(method="pca", dim=2, bits=512, itq_iterations=2), points, [0] * 30, None)
+    for open_choice in ({"method": "auto", "dim": 2, "shrinkage": 0.1}, {"method": "pca", "dim": 2}):
+        with pytest.raises(ConfigError, match="validation classes"):
+            fit_map(WhiteningConfig(**open_choice), points, [0] * 30, None)  # type: ignore[arg-type]
+    settings = WhiteningConfig(method="pca", dim=2, shrinkage=0.1, bits=512, itq_iterations=2)
+    linear, report = fit_map(settings, points, [0] * 30, None)
     assert linear is not None and linear.dim == 512 and report["method"] == "pca" and report["dim"] == 2
-    assert report["quantization_error"]["learned"] <= report["quantization_error"]["sign"]
+    assert report["quantization_error"]["learned"] <= report["quantization_error"]["plain"]
+
+
+def test_when_no_whitening_wins_the_code_is_still_learned_and_floats_keep_their_order() -> None:
+    rng = np.random.default_rng(0)
+    points = LinearMap(np.eye(8), np.zeros(8)).apply(rng.standard_normal((200, 8)) * np.linspace(3, 0.2, 8) + 0.5)
+    settings = WhiteningConfig(method="auto", dim=4, shrinkage=0.1, bits=512, itq_iterations=5)
+    linear, report = fit_map(
+        settings, points, np.repeat(np.arange(20), 10), lambda linear: 1.0 if linear is None else 0.0
+    )
+    assert report["method"] == "none" and linear is not None and linear.dim == 512
+    mapped = linear.apply(points)
+    np.testing.assert_allclose(mapped @ mapped.T, points @ points.T, atol=1e-5)
+    assert report["quantization_error"]["learned"] < report["quantization_error"]["plain"]
 
 
 def test_the_model_layer_is_the_numpy_map() -> None:

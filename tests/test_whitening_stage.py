@@ -35,7 +35,11 @@ def _config(data: Path, epochs: int, whitening: dict[str, object]) -> TrainConfi
 @pytest.fixture(scope="module")
 def epochs0_run(synth_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     run = tmp_path_factory.mktemp("whitening") / "run"
-    Trainer(_config(synth_data, 0, {"method": "auto", "candidate_dims": [4, 8]}), run, progress=False).fit()
+    Trainer(
+        _config(synth_data, 0, {"method": "auto", "candidate_dims": [4, 8], "candidate_shrinkages": [0.1, 0.5]}),
+        run,
+        progress=False,
+    ).fit()
     return run
 
 
@@ -46,8 +50,11 @@ def test_the_fit_reads_training_classes_only(epochs0_run: Path, synth_data: Path
     assert not set(report["fit_classes"]) & (set(splits.val_classes) | set(splits.test_classes))
     assert report["fit_images"] == len(splits.train)
     # the choice was made on validation: none and every method x dim were scored there
-    assert set(report["validation_map_at_r"]) == {"none", "pca-4", "pca-8", "supervised-4", "supervised-8"}
-    chosen = "none" if report["method"] == "none" else f"{report['method']}-{report['dim']}"
+    names = {
+        f"{method}-{dim}-s{shrinkage}" for method in ("pca", "supervised") for dim in (4, 8) for shrinkage in (0.1, 0.5)
+    }
+    assert set(report["validation_map_at_r"]) == {"none"} | names
+    chosen = "none" if report["method"] == "none" else f"{report['method']}-{report['dim']}-s{report['shrinkage']:g}"
     assert report["validation_map_at_r"][chosen] == max(report["validation_map_at_r"].values())
 
 
@@ -65,8 +72,8 @@ def test_the_export_holds_the_whitening_and_matches_torch(epochs0_run: Path) -> 
     report = json.loads(RunPaths(epochs0_run).whitening_report.read_text())["model"]
     exported = export_run(epochs0_run)
     manifest = ModelManifest.load(exported.manifest_path.parent)
-    whitened = report["method"] != "none"
-    assert manifest.embedding_dim == (512 if whitened else 16) and exported.max_abs_diff < 1e-4
+    assert report["bits"] == 512  # whitened, or not (none won) with the learned code: the 512-bit output
+    assert manifest.embedding_dim == 512 and exported.max_abs_diff < 1e-4
     _, _, model = load_run_model(epochs0_run)
     images = torch.randn(3, 3, 32, 32, generator=torch.Generator().manual_seed(1))
     session = ort.InferenceSession(str(exported.onnx_path), providers=["CPUExecutionProvider"])
@@ -78,7 +85,7 @@ def test_the_export_holds_the_whitening_and_matches_torch(epochs0_run: Path) -> 
 
 def test_a_trained_run_is_whitened_after_training_and_says_so(synth_data: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
-    cfg = _config(synth_data, 1, {"method": "supervised", "dim": 8, "itq": False})
+    cfg = _config(synth_data, 1, {"method": "supervised", "dim": 8, "shrinkage": 0.1, "itq": False})
     cfg = cfg.model_copy(update={"trainer": cfg.trainer.model_copy(update={"select_reference": False})})
     Trainer(cfg, run, progress=False).fit()
     paths = RunPaths(run)

@@ -197,8 +197,15 @@ class WhiteningConfig(_Strict):
         None, gt=0, description="dimensions the whitening keeps; null: chosen among candidate_dims on validation"
     )
     candidate_dims: tuple[int, ...] = Field((256, 512, 1024), description="the dims validation chooses from")
-    shrinkage: float = Field(
-        0.1, ge=0.0, le=1.0, description="covariance shrunk towards its mean eigenvalue: (1 - s) C + s mean(eig) I"
+    shrinkage: float | None = Field(
+        None,
+        ge=0.0,
+        le=1.0,
+        description="covariance shrunk towards its mean eigenvalue: (1 - s) C + s mean(eig) I; null: chosen among "
+        "candidate_shrinkages on validation",
+    )
+    candidate_shrinkages: tuple[float, ...] = Field(
+        (0.1, 0.3, 0.6), description="the shrinkages validation chooses from"
     )
     bits: Literal[512, 1024, 2048] = Field(
         2048, description="output size = bits of the binary code; fewer whitened dims are expanded orthogonally"

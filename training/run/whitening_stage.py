@@ -10,10 +10,11 @@ other layer.
 
 The choice rule: what ``whitening`` leaves open (``method: auto``, ``dim: null``) is chosen on the
 validation classes by float MAP@R, the number epochs are chosen by, among ``none`` (no whitening;
-only for ``auto``), then each method at each of ``candidate_dims`` (capped at ``bits`` and at the embedding's rank), the
+only for ``auto``), then each method at each of ``candidate_shrinkages`` and ``candidate_dims`` (capped at ``bits`` and at the embedding's rank), the
 first best kept (ties go to none, then to fewer dimensions). The code's rotation is orthogonal and
-changes no float ranking, so it is fitted once, after the choice. A run without validation classes
-must name the method and the dim.
+changes no float ranking, so it is fitted once, after the choice, also when ``none`` wins (then on
+the embeddings as they are, where they fit in ``bits``). A run without validation classes must name
+the method, the dim and the shrinkage.
 """
 
 from __future__ import annotations
@@ -40,36 +41,37 @@ Scorer = Callable[[LinearMap | None], float]  # validation MAP@R of the base emb
 class Candidate:
     method: WhiteningMethod | None  # None: no whitening
     dim: int | None
+    shrinkage: float | None = None
     linear: LinearMap | None = field(default=None, compare=False)
 
     @property
     def name(self) -> str:
-        return "none" if self.method is None else f"{self.method}-{self.dim}"
+        return "none" if self.method is None else f"{self.method}-{self.dim}-s{self.shrinkage:g}"
 
 
 @dataclass(frozen=True)
 class WhiteningFit:
-    """The whitened model (or the base model when ``none`` won) and what was fitted, read and chosen."""
+    """The whitened model (or the base model when nothing was fitted) and what was fitted, read and chosen."""
 
     model: EmbeddingModel
     report: dict[str, Any]
 
 
 def needs_validation(settings: WhiteningConfig) -> bool:
-    return settings.method == "auto" or settings.dim is None
+    return settings.method == "auto" or settings.dim is None or settings.shrinkage is None
 
 
-def candidates(
-    settings: WhiteningConfig, embeddings: np.ndarray, labels: Sequence[object], *, choosing: bool
-) -> list[Candidate]:
-    """``none`` (when choosing) and each method x dim that the settings leave open, fitted on ``embeddings``."""
+def candidates(settings: WhiteningConfig, embeddings: np.ndarray, labels: Sequence[object]) -> list[Candidate]:
+    """``none`` (for ``auto``) and each method x shrinkage x dim the settings leave open, fitted on ``embeddings``."""
     methods: list[WhiteningMethod] = ["pca", "supervised"] if settings.method == "auto" else [settings.method]  # type: ignore[list-item]
     dims = [settings.dim] if settings.dim is not None else sorted(settings.candidate_dims)
-    found = [Candidate(None, None)] if choosing and settings.method == "auto" else []
+    shrinkages = [settings.shrinkage] if settings.shrinkage is not None else list(settings.candidate_shrinkages)
+    found = [Candidate(None, None)] if settings.method == "auto" else []
     for method in methods:
-        basis = fit_whitening(method, embeddings, labels, shrinkage=settings.shrinkage)
-        usable = sorted({min(dim, settings.bits, basis.max_dim) for dim in dims})
-        found += [Candidate(method, dim, basis.map(dim)) for dim in usable]
+        for shrinkage in shrinkages:
+            basis = fit_whitening(method, embeddings, labels, shrinkage=shrinkage)
+            usable = sorted({min(dim, settings.bits, basis.max_dim) for dim in dims})
+            found += [Candidate(method, dim, shrinkage, basis.map(dim)) for dim in usable]
     return found
 
 
@@ -82,12 +84,16 @@ def choose(found: Sequence[Candidate], score: Scorer | None) -> tuple[Candidate,
     return best, scores
 
 
+def plain_code(dim: int, bits: int, seed: int) -> np.ndarray:
+    """The code without learning: the sign itself (d == bits), else a fixed random orthogonal expansion."""
+    return np.eye(dim) if dim == bits else orthonormal_rows(dim, bits, seed)
+
+
 def code_rotation(whitened: np.ndarray, settings: WhiteningConfig, seed: int) -> np.ndarray:
-    """d x bits, orthonormal rows: ITQ's rotation, or a fixed orthogonal expansion (identity when d == bits)."""
-    dim = whitened.shape[1]
+    """d x bits, orthonormal rows: ITQ's rotation, or the plain code (``plain_code``) without it."""
     if settings.itq:
         return fit_itq(whitened, settings.bits, iterations=settings.itq_iterations, seed=seed)
-    return np.eye(dim) if dim == settings.bits else orthonormal_rows(dim, settings.bits, seed)
+    return plain_code(whitened.shape[1], settings.bits, seed)
 
 
 def fit_map(
@@ -98,31 +104,38 @@ def fit_map(
     *,
     seed: int = 0,
 ) -> tuple[LinearMap | None, dict[str, Any]]:
-    """The stage on arrays: choose (on ``score``, the validation classes), fit the code's rotation, fold them."""
-    choosing = needs_validation(settings)
-    if choosing and score is None:
+    """The stage on arrays: choose (on ``score``, the validation classes), fit the code's rotation, fold them.
+
+    When ``none`` wins the code is still learned (ITQ) on the embeddings as they are, where they fit in
+    ``bits``: float rankings stay those of the model, only the sign code changes. None: nothing to fit."""
+    if needs_validation(settings) and score is None:
         raise ConfigError(
-            "whitening.method auto and whitening.dim null are chosen on the validation classes, and this run has "
-            "none: name the method and the dim (e.g. --set whitening.method=supervised --set whitening.dim=512)"
+            "whitening.method auto, and a null whitening.dim or whitening.shrinkage, are chosen on the validation "
+            "classes, and this run has none: name them (e.g. --set whitening.method=supervised "
+            "--set whitening.dim=512 --set whitening.shrinkage=0.1)"
         )
     started = time.perf_counter()
-    best, scores = choose(candidates(settings, embeddings, labels, choosing=choosing), score)
-    report: dict[str, Any] = {"method": best.method or "none", "dim": best.dim, "validation_map_at_r": scores}
-    if best.linear is None:
-        return None, {**report, "seconds": time.perf_counter() - started}
-    whitened = best.linear.apply(embeddings)
+    best, scores = choose(candidates(settings, embeddings, labels), score)
+    report: dict[str, Any] = {"method": best.method or "none", "dim": best.dim, "shrinkage": best.shrinkage}
+    report["validation_map_at_r"] = scores
+    linear = best.linear
+    if linear is None:
+        size = embeddings.shape[1]
+        if size > settings.bits or not settings.itq:
+            return None, {**report, "seconds": time.perf_counter() - started}
+        linear = LinearMap(np.eye(size), np.zeros(size))
+    whitened = linear.apply(embeddings)
     rotation = code_rotation(whitened, settings, seed)
     report.update(
         bits=settings.bits,
         itq=settings.itq,
-        shrinkage=settings.shrinkage,
         quantization_error={
-            "sign": quantization_error(whitened, orthonormal_rows(best.linear.dim, settings.bits, seed)),
-            "learned" if settings.itq else "expanded": quantization_error(whitened, rotation),
+            "plain": quantization_error(whitened, plain_code(linear.dim, settings.bits, seed)),
+            "learned" if settings.itq else "plain": quantization_error(whitened, rotation),
         },
         seconds=time.perf_counter() - started,
     )
-    return best.linear.then(rotation), report
+    return linear.then(rotation), report
 
 
 def whiten_model(
