@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from retrieval.cli.eval_reference import reference_column
+from retrieval.cli.eval_reference import reference_column, whitened_reference_column
 from retrieval.cli.index_options import QuietOpt
 from retrieval.indexing import api
 from retrieval.indexing.common.errors import ConfigError
@@ -41,8 +41,9 @@ def format_table(report: EvaluationReport) -> str:
     """Metrics as rows, kinds (and exact twins of approximate kinds, and the reference row's) as columns."""
     columns: list[tuple[str, RetrievalMetrics]] = [(kind, report.metrics[kind]) for kind in KINDS]
     columns += [(f"{kind} (exact)", report.exact[kind]) for kind in KINDS if report.exact]
-    if report.reference is not None:
-        columns += [(f"{report.reference.name} {kind}", report.reference.metrics[kind]) for kind in KINDS]
+    for row in (report.reference, report.whitened_reference):
+        if row is not None:
+            columns += [(f"{row.name} {kind}", row.metrics[kind]) for kind in KINDS]
     rows: list[tuple[str, Callable[[RetrievalMetrics], float | None]]] = [
         ("MAP@R", lambda m: m.map_at_r),
         ("R-precision", lambda m: m.r_precision),
@@ -166,6 +167,9 @@ def evaluate(
                 model, evaluation.all_records, evaluation.records, evaluation.manifest, report.ks, progress=not quiet
             )
             typer.echo(note, err=report.reference is None)
+            report.whitened_reference, whitened_note = whitened_reference_column(model, evaluation.records, report.ks)
+            if whitened_note:
+                typer.echo(whitened_note)
     if evaluation.warning is not None:
         typer.secho(f"warning: {evaluation.warning}", fg=typer.colors.YELLOW, err=True)
     typer.echo(format_table(evaluation.report))

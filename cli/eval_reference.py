@@ -3,7 +3,9 @@
 It needs the training run's ``config.yaml`` (the backbone and its pretrained weights), found in the
 run directory passed as ``--model`` or next to its ``export/``, and torch, imported only here and
 only when the column is computed. Without them, or without training-class images in ``--data`` to
-fit the reduction on, the evaluation goes on without the column and says why.
+fit the reduction on, the evaluation goes on without the column and says why. A run with a whitening
+stage (``whitening`` in its config) adds the "pretrained + whitening" column: its reference model with the
+whitening fitted on it during training (``checkpoints/reference_whitened.pt``), the bar training must beat.
 """
 
 from __future__ import annotations
@@ -73,6 +75,26 @@ def reference_column(
     except RetrievalError as error:  # e.g. the pretrained weights are not on this machine
         return None, f"no reference column: {error}"
     return row, _describe(row, cfg.model.pretrained)
+
+
+def whitened_reference_column(
+    model: Path, evaluated: Sequence[ImageRecord], ks: Sequence[int]
+) -> tuple[ReferenceRow | None, str | None]:
+    """(the "pretrained + whitening" row, a line about it), or (None, None) for a run without a whitening stage."""
+    run_dir = run_dir_of(model)
+    if run_dir is None or importlib.util.find_spec("torch") is None:
+        return None, None
+    from retrieval.training.run.reference_eval import whitened_reference_row
+    from retrieval.training.run.run_dir import load_run_config
+
+    row = whitened_reference_row(load_run_config(run_dir), evaluated, ks, run_dir)
+    if row is None:
+        return None, None
+    details = row.details
+    return row, (
+        f"{row.name} column: the reference with the run's whitening ({details['method']}, {details['dim']} dims "
+        f"-> {details['bits']} bits), fitted on {details['fit_images']} training-class images"
+    )
 
 
 def _describe(row: ReferenceRow, weights: str | None) -> str:

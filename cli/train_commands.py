@@ -296,12 +296,13 @@ def _print_summary(result: TrainedRun) -> None:
         for kind, metrics in (("float", test.float_metrics), ("binary", test.binary_metrics)):
             recall = ", ".join(f"R@{k} {v:.4f}" for k, v in metrics.recall_at_k.items())
             typer.echo(f"test {kind:6s}: MAP@R {metrics.map_at_r:.4f}  P@1 {metrics.precision_at_1:.4f}  {recall}")
-        if (reference := test.reference) is not None:  # the starting backbone's pooled features, same classes
-            typer.echo(
-                f"{reference.name} (pooled features): float MAP@R {reference.float_metrics.map_at_r:.4f}  "
-                f"P@1 {reference.float_metrics.precision_at_1:.4f}  "
-                f"binary MAP@R {reference.binary_metrics.map_at_r:.4f}"
-            )
+        for reference, what in ((test.reference, "pooled features"), (test.whitened_reference, "whitening stage")):
+            if reference is not None:  # the starting backbone's pooled features (+ whitening), same classes
+                typer.echo(
+                    f"{reference.name} ({what}): float MAP@R {reference.float_metrics.map_at_r:.4f}  "
+                    f"P@1 {reference.float_metrics.precision_at_1:.4f}  "
+                    f"binary MAP@R {reference.binary_metrics.map_at_r:.4f}"
+                )
     if result.verdict is not None:
         typer.echo(result.verdict.sentence)
     typer.echo(f"next: retrieval export {result.run_dir}")

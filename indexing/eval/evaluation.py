@@ -92,6 +92,7 @@ class EvaluationReport:
     exact: dict[str, RetrievalMetrics] = field(default_factory=dict)
     details: dict[str, object] = field(default_factory=dict)
     reference: ReferenceRow | None = None
+    whitened_reference: ReferenceRow | None = None  # the reference + the run's whitening stage, where it has one
     postprocess: dict[str, dict[str, RetrievalMetrics]] = field(default_factory=dict)  # eval --postprocess
 
     @classmethod
@@ -120,6 +121,8 @@ class EvaluationReport:
             document["exact"] = {kind: self.exact[kind].to_dict() for kind in KINDS}
         if self.reference is not None:
             document["reference"] = self.reference.to_json()
+        if self.whitened_reference is not None:
+            document["reference_whitened"] = self.whitened_reference.to_json()
         if self.postprocess:
             document["postprocess"] = {
                 method: {kind: metrics.to_dict() for kind, metrics in kinds.items()}

@@ -106,6 +106,13 @@ class ModelConfig(_Strict):
         "(training.model.trunk_stages lists a backbone's stages)",
     )
     channels_last: bool = True
+    whitened_dim: int | None = Field(
+        None,
+        gt=0,
+        le=MAX_EMBEDDING_DIM,
+        description="written by the whitening stage into a checkpoint's own model section (the size of the fitted "
+        "linear map between the embedding and the final L2 normalisation); not a setting: use the whitening section",
+    )
 
 
 class LossConfig(_Strict):
@@ -178,6 +185,36 @@ class TrainerConfig(_Strict):
     )
 
 
+class WhiteningConfig(_Strict):
+    """A linear map fitted after training on the training classes' embeddings (``training.run.whitening_stage``)."""
+
+    method: Literal["none", "pca", "supervised", "auto"] = Field(
+        "none",
+        description="none; pca (centre, PCA-whiten); supervised (whiten the within-class scatter, project on the "
+        "leading directions: Radenovic et al. 2018); auto: none, pca or supervised, chosen on the validation classes",
+    )
+    dim: int | None = Field(
+        None, gt=0, description="dimensions the whitening keeps; null: chosen among candidate_dims on validation"
+    )
+    candidate_dims: tuple[int, ...] = Field((256, 512, 1024), description="the dims validation chooses from")
+    shrinkage: float | None = Field(
+        None,
+        ge=0.0,
+        le=1.0,
+        description="covariance shrunk towards its mean eigenvalue: (1 - s) C + s mean(eig) I; null: chosen among "
+        "candidate_shrinkages on validation",
+    )
+    candidate_shrinkages: tuple[float, ...] = Field(
+        (0.1, 0.3, 0.6), description="the shrinkages validation chooses from"
+    )
+    bits: Literal[512, 1024, 2048] = Field(
+        2048, description="output size = bits of the binary code; fewer whitened dims are expanded orthogonally"
+    )
+    itq: bool = Field(True, description="learn the rotation before the sign (ITQ, Gong & Lazebnik 2011)")
+    itq_iterations: int = Field(20, ge=0)
+    fit_images: int = Field(10_000, ge=2, description="training-class images the map is fitted on (at most)")
+
+
 class TrainConfig(_Strict):
     data: DataConfig = DataConfig()
     model: ModelConfig = ModelConfig()
@@ -185,6 +222,7 @@ class TrainConfig(_Strict):
     optimizer: OptimizerConfig = OptimizerConfig()
     schedule: ScheduleConfig = ScheduleConfig()
     trainer: TrainerConfig = TrainerConfig()
+    whitening: WhiteningConfig = WhiteningConfig()
 
     def config_hash(self) -> str:
         """Hash of everything that shapes the model (not the data path), for manifests."""

@@ -2,5 +2,7 @@
 through ``timm_trunks``), ``trunk_stages`` (a trunk as a sequence of stages, the first ones freezable),
 ``imagenet_weights`` and ``pretrained`` (ImageNet weights found offline, or a file), ``embedding_model``
 (trunk -> pooling -> LayerNorm -> head -> L2 norm; from any stage), ``ensemble_model`` (members joined
-into one embedding), ``static_padding`` (TF-"same" pads fixed for a size), ``onnx_graph`` (a module as
+into one embedding), ``whitening`` (a learned linear map after the embedding: PCA or supervised
+whitening, numpy) and ``itq`` (the rotation that fits the sign code: iterative quantization),
+``static_padding`` (TF-"same" pads fixed for a size), ``onnx_graph`` (a module as
 ONNX bytes, the one ``torch.onnx.export``) and ``device`` (device and autocast precision)."""

@@ -12,13 +12,19 @@ The optional LayerNorm has no affine parameters (Zhai & Wu, "Making Classificati
 for Deep Metric Learning", BMVC 2019): it standardises the pooled features per sample, which
 the paper found to stabilise normalised-softmax training. The output is always L2-normalised,
 so the exported ONNX graph returns unit vectors and binarisation at 0 works on them.
+
+A fitted whitening (``model.whitened_dim``, set by the whitening stage, ``with_whitening``) adds one
+linear layer after that normalisation and normalises again: the exported graph then holds it as a
+MatMul + bias before its last L2 normalisation, and nothing after the model changes.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from typing import Literal
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -66,6 +72,7 @@ class EmbeddingModel(nn.Module):
         embedding_dim: int | None = 512,
         freeze_batchnorm: bool = False,
         frozen_stages: int = 0,
+        whitened_dim: int | None = None,
     ) -> None:
         super().__init__()
         self.backbone = backbone
@@ -75,6 +82,10 @@ class EmbeddingModel(nn.Module):
         self.backbone_name = backbone_name
         self.feature_dim = feature_dim
         self.embedding_dim = embedding_dim if embedding_dim is not None else feature_dim
+        self.whitening: nn.Linear | None = None
+        if whitened_dim is not None:
+            self.whitening = nn.Linear(self.embedding_dim, whitened_dim)
+            self.embedding_dim = whitened_dim
         self.freeze_batchnorm = freeze_batchnorm
         self.frozen_stages = check_frozen_stages(backbone, frozen_stages) if frozen_stages else 0
         if freeze_batchnorm:
@@ -88,7 +99,10 @@ class EmbeddingModel(nn.Module):
         ``start_stage`` stages made of them (``prefix``): the rest of the trunk, pooling and head."""
         features = self.backbone(inputs) if start_stage == 0 else self.trunk_from(inputs, start_stage)
         pooled = self.norm(self.pool(features))
-        return F.normalize(self.head(pooled), p=2.0, dim=1)
+        embeddings = F.normalize(self.head(pooled), p=2.0, dim=1)
+        if self.whitening is None:
+            return embeddings
+        return F.normalize(self.whitening(embeddings), p=2.0, dim=1)
 
     def prefix(self, images: torch.Tensor, stages: int | None = None) -> torch.Tensor:
         """The activations of the trunk's first ``stages`` stages (default: the frozen ones)."""
@@ -154,4 +168,28 @@ def build_embedding_model(cfg: ModelConfig) -> EmbeddingModel:
         embedding_dim=cfg.embedding_dim,
         freeze_batchnorm=cfg.freeze_batchnorm,
         frozen_stages=cfg.frozen_stages,
+        whitened_dim=cfg.whitened_dim,
     )
+
+
+def with_whitening(model: EmbeddingModel, weight: np.ndarray, bias: np.ndarray) -> EmbeddingModel:
+    """A copy of ``model`` (without its own whitening, if any) followed by ``x -> x @ weight + bias`` and L2
+    normalisation: the whitening stage's map (weight: embedding x output, as ``whitening.LinearMap``)."""
+    whitened = copy.deepcopy(model)
+    base_dim = model.whitening.in_features if model.whitening is not None else model.embedding_dim
+    if weight.shape[0] != base_dim:
+        raise ValueError(f"a whitening of {weight.shape[0]}-d inputs does not fit {base_dim}-d embeddings")
+    layer = nn.Linear(weight.shape[0], weight.shape[1]).to(next(model.parameters()).device)
+    with torch.no_grad():
+        layer.weight.copy_(torch.from_numpy(np.ascontiguousarray(weight.T, dtype=np.float32)))
+        layer.bias.copy_(torch.from_numpy(np.ascontiguousarray(bias, dtype=np.float32)))
+    whitened.whitening, whitened.embedding_dim = layer, int(weight.shape[1])
+    return whitened
+
+
+def without_whitening(model: EmbeddingModel) -> EmbeddingModel:
+    """A copy of ``model`` that ends at its own (trained) embedding: the input of a whitening."""
+    base = copy.deepcopy(model)
+    if base.whitening is not None:
+        base.embedding_dim, base.whitening = base.whitening.in_features, None
+    return base

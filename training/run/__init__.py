@@ -6,7 +6,8 @@ stages run in onnxruntime on the CPU) and ``activation_cache`` (K augmented view
 once); ``split_inputs`` (a val/test split, its frozen-stage activations made once); ``embed`` (a
 loader's embeddings). Measures: ``split_metrics`` (a split's typed metrics), ``reference`` and
 ``reference_eval`` (the starting backbone as a model: epoch 0 and the reference row), ``verdict``
-(did training beat it, in one sentence), ``trained_run`` (what a finished run reports, typed). Around them: ``optim`` (parameter groups, optimizers,
+(did training beat it, in one sentence), ``whitening_stage`` (after training: the whitening and the
+code's rotation fitted on training classes, chosen on validation, folded into the model), ``trained_run`` (what a finished run reports, typed). Around them: ``optim`` (parameter groups, optimizers,
 schedules), ``distributed`` (N ranks x B == 1 x N*B), ``run_dir`` (the run directory), ``run_model`` (a
 checkpoint's model restored), ``run_summary`` (the start-of-run table), ``curves`` and ``tracking``
 (plots and TensorBoard) and ``interrupt`` (Ctrl-C between steps)."""

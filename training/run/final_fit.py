@@ -6,7 +6,8 @@ have seen all of them. ``trainer.final_fit`` does both: the first fit (``RUN_DIR
 itself) chooses the number of epochs on the validation classes and reports the test classes as usual; the
 run's own model is then trained again from the same start on every class (``data.split: none``) for that
 many epochs, with nothing left to validate or test on. ``test_metrics.json`` of the run keeps the first fit's
-figures and says so. ``data.split: none`` alone trains on every class with no measurement at all.
+figures and says so. The final fit whitens as the first fit chose (``whitening``: method and dim), with
+nothing left to choose on. ``data.split: none`` alone trains on every class with no measurement at all.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 from retrieval.indexing.common.atomic_write import atomic_write_text
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.model.training_verdict import TrainingVerdict
-from retrieval.training.config.train_config import TrainConfig
+from retrieval.training.config.train_config import TrainConfig, WhiteningConfig
 from retrieval.training.run.distributed import DistContext, barrier
 from retrieval.training.run.reference import reference_name
 from retrieval.training.run.run_dir import RunPaths, load_checkpoint
@@ -54,6 +55,7 @@ def fit_run(
         update={
             "data": cfg.data.model_copy(update={"split": "none"}),
             "trainer": cfg.trainer.model_copy(update={"epochs": epochs, "final_fit": False, "patience": None}),
+            "whitening": chosen_whitening(cfg, paths.selection_dir),
         }
     )
     final = _fit(every_class, run_dir, resume=resume, progress=progress, ctx=ctx, stop_check=stop_check)
@@ -67,6 +69,15 @@ def fit_run(
     }
     _write_test_document(paths, test, ctx)
     return TrainedRun.of(run_dir, final.best_epoch, final.epochs_completed, test, final_fit)
+
+
+def chosen_whitening(cfg: TrainConfig, selection_dir: Path) -> WhiteningConfig:
+    """The whitening the first fit chose on its validation classes, for the final fit (which has none)."""
+    report = RunPaths(selection_dir).whitening_report
+    if cfg.whitening.method == "none" or not report.is_file():
+        return cfg.whitening
+    chosen = json.loads(report.read_text())["model"]
+    return cfg.whitening.model_copy(update={"method": chosen["method"], "dim": chosen["dim"]})
 
 
 def _fit(

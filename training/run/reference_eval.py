@@ -8,6 +8,7 @@ same function and protocol as the exported model's.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -68,18 +69,40 @@ def reference_row(
     return ReferenceRow(reference.name, exact_metrics(data, ks), details)
 
 
-def _saved_reference_row(
-    cfg: TrainConfig, paths: RunPaths, records: Sequence[ImageRecord], ks: Sequence[int]
-) -> ReferenceRow:
-    """The row of the reference model the trainer saved, embedded as the trainer embeds its test split."""
-    device = resolve_device("auto")
-    state = load_checkpoint(paths.reference_checkpoint)
-    model = restore_model(state, cfg, paths.run_dir).to(device)
+def whitened_reference_row(
+    cfg: TrainConfig, records: Sequence[ImageRecord], ks: Sequence[int], run_dir: Path
+) -> ReferenceRow | None:
+    """The "pretrained + whitening" row: the reference model with the run's whitening stage fitted on it
+    (``checkpoints/reference_whitened.pt``), or None when the run has none."""
+    paths = RunPaths(run_dir)
+    if not paths.whitened_reference_checkpoint.is_file():
+        return None
+    state = load_checkpoint(paths.whitened_reference_checkpoint)
+    model = restore_model(state, cfg, paths.run_dir).to(resolve_device("auto"))
+    reports = json.loads(paths.whitening_report.read_text()) if paths.whitening_report.is_file() else {}
+    report = reports.get("reference", reports.get("model", {}))
+    details = {key: report.get(key) for key in ("method", "dim", "bits", "itq", "shrinkage", "fit_images")}
+    name = f"{reference_name(cfg.model)} + whitening"
+    return ReferenceRow(name, exact_metrics(_embedded(model, cfg, records), ks), details)
+
+
+def _embedded(model: EmbeddingModel, cfg: TrainConfig, records: Sequence[ImageRecord]) -> EvalData:
+    """``records``' embeddings under the run's eval transform, as the trainer embeds its test split (readable ones)."""
+    device = next(model.parameters()).device
     loader = build_eval_loader(records, label_index(records), cfg, device)
     embeddings, _ = embed_loader(model, loader, device, Precision(False, torch.float32, False), False)
     dataset: ImageRecordDataset = loader.dataset  # type: ignore[assignment]
     keep = ~dataset.bad_mask()
-    data = EvalData.from_records([r for r, ok in zip(records, keep) if ok], embeddings[keep])
+    return EvalData.from_records([r for r, ok in zip(records, keep) if ok], embeddings[keep])
+
+
+def _saved_reference_row(
+    cfg: TrainConfig, paths: RunPaths, records: Sequence[ImageRecord], ks: Sequence[int]
+) -> ReferenceRow:
+    """The row of the reference model the trainer saved, embedded as the trainer embeds its test split."""
+    state = load_checkpoint(paths.reference_checkpoint)
+    model = restore_model(state, cfg, paths.run_dir).to(resolve_device("auto"))
+    data = _embedded(model, cfg, records)
     model_config = state.get("model_config") or {}
     details = {
         "name": reference_name(cfg.model),

@@ -97,6 +97,16 @@ class RunPaths:
         return self.checkpoints_dir / "reference.pt"
 
     @property
+    def whitened_reference_checkpoint(self) -> Path:
+        """The reference with the whitening stage fitted on it: the "pretrained + whitening" row."""
+        return self.checkpoints_dir / "reference_whitened.pt"
+
+    @property
+    def whitening_report(self) -> Path:
+        """What the whitening stage fitted, read and chose (``training.run.whitening_stage``)."""
+        return self.run_dir / "whitening.json"
+
+    @property
     def curves(self) -> Path:
         return self.run_dir / "curves.png"
 
@@ -174,6 +184,7 @@ RUN_ARTIFACTS = (
     "metrics.jsonl",
     "curves.png",
     "test_metrics.json",
+    "whitening.json",
     "untrained_test_metrics.json",
     "ensemble.json",
     "ensemble_metrics.json",

@@ -39,6 +39,7 @@ class TestMetrics:
     reference: ReferenceMetrics | None  # None when trainer.evaluate_untrained_test is off
     num_classes: int
     num_images: int
+    whitened_reference: ReferenceMetrics | None = None  # the reference + its whitening stage, where the run has one
 
     @property
     def map_at_r(self) -> float:
@@ -49,12 +50,8 @@ class TestMetrics:
     def from_dict(cls, document: Mapping[str, Any]) -> TestMetrics:
         """The document the trainer writes as ``test_metrics.json``."""
         name = next((name for name in REFERENCE_NAMES if name in document), None)
-        reference = None
-        if name is not None:
-            row = document[name]
-            reference = ReferenceMetrics(
-                name, RetrievalMetrics.from_dict(row["float"]), RetrievalMetrics.from_dict(row["binary"])
-            )
+        reference = _reference(document, name, name) if name is not None else None
+        whitened = _reference(document, f"{name}_whitened", f"{name} + whitening") if name is not None else None
         return cls(
             best_epoch=int(document["best_epoch"]),
             float_metrics=RetrievalMetrics.from_dict(document["float"]),
@@ -62,7 +59,15 @@ class TestMetrics:
             reference=reference,
             num_classes=int(document.get("num_test_classes", 0)),
             num_images=int(document.get("num_test_images", 0)),
+            whitened_reference=whitened,
         )
+
+
+def _reference(document: Mapping[str, Any], key: str, name: str) -> ReferenceMetrics | None:
+    row = document.get(key)
+    if not isinstance(row, Mapping):
+        return None
+    return ReferenceMetrics(name, RetrievalMetrics.from_dict(row["float"]), RetrievalMetrics.from_dict(row["binary"]))
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,9 @@ and the reference, and never influences any choice.
 Where a step's inputs come from is ``train_batches``' business: images, or with frozen first stages
 (``model.frozen_stages``) their activations, made per step or cached once (``trainer.cached_views``).
 The step itself, clipping and the divergence stop are ``loop.OptimizationStep``; the choice of the
-best epoch and early stopping ``loop.EpochSelection``.
+best epoch and early stopping ``loop.EpochSelection``. With ``whitening`` set, the chosen model and the
+reference each get the whitening stage (``whitening_stage``) before the test: the run's model is then
+the whitened one, and the test reports the reference, the reference + whitening and the model.
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ from retrieval.training.run.split_metrics import SplitMetrics, split_metrics
 from retrieval.training.run.tracking import open_tracker
 from retrieval.training.run.train_batches import CachedBatches, ImageBatches, PrefixBatches, TrainBatches
 from retrieval.training.run.verdict import Verdict, beats_reference
+from retrieval.training.run.whitening_stage import whiten_model
 
 log = logging.getLogger(__name__)
 __all__ = ["TrainResult", "Trainer", "TrainingDiverged"]
@@ -231,6 +234,7 @@ class Trainer:
                 break
         settled = (self._settle_selection(), self.selection.best_epoch)
         validation_gain, self.selection.best_epoch = broadcast_from_main(settled, self.ctx)
+        self._whitening_stage()
         if not self.evaluate_test or self.test_inputs is None:  # no test classes: data.split none
             barrier(self.ctx)
             best_val = load_checkpoint(self.paths.best_checkpoint).get("val_metrics") if self.ctx.is_main else None
@@ -348,6 +352,41 @@ class Trainer:
         self.global_step += 1
         return value
 
+    # ---- the whitening stage ---------------------------------------------------------------
+    def _whitening_stage(self) -> None:
+        """Fit the whitening on the chosen model (best.pt) and on the reference (reference_whitened.pt)."""
+        if self.cfg.whitening.method != "none" and self.ctx.is_main:
+            started = time.perf_counter()
+            fit = SplitInputs(
+                fit_sample(self.data.splits.train, self.cfg.whitening.fit_images),
+                self.data.eval_label_index,
+                self.cfg,
+                self.device,
+                self.precision,
+                self.prefix,
+            )
+            best = load_checkpoint(self.paths.best_checkpoint)
+            whitened, report = self._whitened(best, fit)
+            save_checkpoint(self.paths.best_checkpoint, whitened)
+            reports = {"model": report}
+            if int(best["epoch"]) != 0:
+                whitened, reports["reference"] = self._whitened(load_checkpoint(self.paths.reference_checkpoint), fit)
+            save_checkpoint(self.paths.whitened_reference_checkpoint, whitened)
+            atomic_write_text(self.paths.whitening_report, json.dumps(reports, indent=2) + "\n")
+            log.info("whitening stage: %s in %.0f s", report["method"], time.perf_counter() - started)
+        barrier(self.ctx)
+
+    def _whitened(self, state: dict[str, Any], fit: SplitInputs) -> tuple[Checkpoint, dict[str, Any]]:
+        """``state`` with its model followed by the whitening fitted on ``fit`` (chosen on the validation classes)."""
+        model = restore_model(state, self.cfg, self.paths.run_dir).to(self.device)
+        result = whiten_model(
+            model, self.cfg.whitening, fit, self.val_inputs, ks=self.cfg.trainer.recall_ks, seed=self.cfg.trainer.seed
+        )
+        model_config = dict(state.get("model_config") or self.cfg.model.model_dump(mode="json"))
+        model_config["whitened_dim"] = result.model.embedding_dim if result.model.whitening is not None else None
+        whitened = {**state, "model": result.model.state_dict(), "model_config": model_config}
+        return whitened, {**result.report, "epoch": int(state["epoch"])}  # type: ignore[return-value]
+
     # ---- evaluation and selection ---------------------------------------------------------
     def _reference_model(self) -> EmbeddingModel:
         """The starting model as the reference row defines it: pooled features reduced as fitted on (at most
@@ -412,8 +451,11 @@ class Trainer:
         reference = self._reference_test()
         if reference is not None:  # the starting backbone's pooled features: "pretrained" or "untrained"
             result[reference_name(self.cfg.model)] = reference[1]
+        whitened = self._whitened_reference_test(result if int(best["epoch"]) == 0 else None)
+        if whitened is not None:
+            result[f"{reference_name(self.cfg.model)}_whitened"] = whitened
         test_gain = _test_gain(reference[0], tested) if reference is not None else None
-        verdict = self._verdict(int(best["epoch"]), validation_gain, test_gain)
+        verdict = self._verdict(int(best["epoch"]), validation_gain, test_gain, whitened)
         result["verdict"] = verdict.record().model_dump(mode="json")
         result["num_test_classes"] = len(self.data.splits.test_classes)
         result["num_test_images"] = len(self.data.splits.test)
@@ -439,7 +481,30 @@ class Trainer:
         }
         return measured, metrics
 
-    def _verdict(self, best_epoch: int, validation: GainInterval | None, test: GainInterval | None) -> Verdict:
+    def _whitened_reference_test(self, kept: dict[str, Any] | None) -> dict[str, Any] | None:
+        """Test metrics of the reference + whitening (where the run has a whitening stage), reported only;
+        ``kept``: the run's own test metrics when its model is that very model (epoch 0 kept)."""
+        path = self.paths.whitened_reference_checkpoint
+        if self.cfg.whitening.method == "none" or not self.cfg.trainer.evaluate_untrained_test or not path.is_file():
+            return None
+        assert self.test_inputs is not None  # _final_test runs only with test classes
+        metrics: dict[str, Any]
+        if kept is not None:
+            metrics = {kind: kept[kind] for kind in ("float", "binary", "unreadable_images") if kind in kept}
+        else:
+            model = restore_model(load_checkpoint(path), self.cfg, self.paths.run_dir).to(self.device)
+            metrics = self._metrics(self.test_inputs, model, test=True, grid=False).to_dict()
+        report = json.loads(self.paths.whitening_report.read_text())
+        metrics["whitening"] = report.get("reference", report.get("model"))
+        return metrics
+
+    def _verdict(
+        self,
+        best_epoch: int,
+        validation: GainInterval | None,
+        test: GainInterval | None,
+        whitened: dict[str, Any] | None = None,
+    ) -> Verdict:
         return Verdict(
             reference=reference_name(self.cfg.model),
             epochs=self.cfg.trainer.epochs,
@@ -449,6 +514,7 @@ class Trainer:
             test=test,
             validation_classes=len(self.data.splits.val_classes),
             validation_queries=validation.queries if validation is not None else 0,
+            whitened_reference_test=whitened["float"]["map_at_r"] if whitened else None,
         )
 
     # ---- persistence --------------------------------------------------------------------

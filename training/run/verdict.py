@@ -38,6 +38,7 @@ class Verdict:
     test: GainInterval | None = None  # the run's model against epoch 0 on the test queries, never used to choose
     validation_classes: int = 0
     validation_queries: int = 0
+    whitened_reference_test: float | None = None  # test MAP@R of the reference + the whitening stage, reported only
 
     @property
     def kept_reference(self) -> bool:
@@ -52,8 +53,11 @@ class Verdict:
         return "no-training" if self.epochs == 0 else "reference" if self.kept_reference else "trained"
 
     def sentence(self) -> str:
+        return self._decision_words() + self._whitening_chain()
+
+    def _decision_words(self) -> str:
         if self.epochs == 0:
-            return f"no training epoch ran: the {self.reference} backbone is the run's model"
+            return f"no training epoch ran: {self._backbone()} is the run's model"
         if self.validation is None and self.kept_reference:  # a run resumed from checkpoints without per-query APs
             return f"no epoch beat the {self.reference} backbone on validation, so it is kept as the run's model"
         if self.validation is None:
@@ -87,12 +91,12 @@ class Verdict:
         if self.candidate_epoch == 0:
             return (
                 f"training did not help: no epoch beat the {reference} backbone's validation MAP@R "
-                f"{validation.before:.3f}, so the {reference} backbone is kept as the run's model"
+                f"{validation.before:.3f}, so {self._backbone()} is kept as the run's model"
             )
         if self.kept_reference:
             return (
                 f"no gain beyond validation noise (epoch {self.candidate_epoch}: {_gain(validation)}): "
-                f"the {reference} backbone is kept"
+                f"{self._backbone()} is kept"
             )
         if not validation.above_noise:  # trainer.select_reference off: epoch 0 was no candidate
             return (
@@ -110,7 +114,24 @@ class Verdict:
         )
         if self.test is None:
             return chosen
+        if self.whitened_reference_test is not None:  # the whitening chain says it
+            return chosen
         return f"{chosen}; on the test classes, which chose nothing: {_change(self.test)}"
+
+    def _backbone(self) -> str:
+        return f"the {self.reference} backbone" + (" + whitening" if self.whitened_reference_test is not None else "")
+
+    def _whitening_chain(self) -> str:
+        """The test chain where measured: pretrained X -> pretrained + whitening Y [-> trained Z]."""
+        if self.test is None or self.whitened_reference_test is None:
+            return ""
+        steps = [
+            f"{self.reference} {self.test.before:.3f}",
+            f"{self.reference} + whitening {self.whitened_reference_test:.3f}",
+        ]
+        if not self.kept_reference:
+            steps.append(f"trained {self.test.after:.3f}")
+        return "; test MAP@R on the test classes, which chose nothing: " + " -> ".join(steps)
 
 
 def _percent(interval: GainInterval, value: float) -> str:
