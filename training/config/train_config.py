@@ -89,7 +89,11 @@ class ModelConfig(_Strict):
         None,
         description="'imagenet' (the backbone's ImageNet weights, offline), 'torchvision' (local cache) or a file",
     )
-    pooling: Literal["avg", "max", "avgmax"] = "avg"
+    pooling: Literal["avg", "max", "avgmax", "mean", "cls", "cls+mean"] = Field(
+        "avg",
+        description="avg (mean), max, avgmax: over the feature map or a transformer's patch tokens; cls: a "
+        "transformer's class token; cls+mean: both, concatenated (training.model.token_pooling)",
+    )
     layer_norm: bool = Field(True, description="LayerNorm without affine after pooling (Zhai & Wu)")
     embedding_dim: int | None = Field(
         2048,

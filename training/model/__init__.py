@@ -1,6 +1,8 @@
-"""The network: ``backbones`` (registry of trunks: torchvision, EfficientNet-Lite0/1/2, any timm model
-through ``timm_trunks``), ``trunk_stages`` (a trunk as a sequence of stages, the first ones freezable),
-``imagenet_weights`` and ``pretrained`` (ImageNet weights found offline, or a file), ``embedding_model``
-(trunk -> pooling -> LayerNorm -> head -> L2 norm; from any stage), ``ensemble_model`` (members joined
+"""The network: ``backbones`` (registry of trunks: torchvision, EfficientNet-Lite0/1/2, DINOv2/CLIP/SigLIP
+vision transformers, any timm model through ``timm_trunks``), ``vit_trunks`` (a timm vision transformer made
+for the image size, returning its tokens, and its stages), ``trunk_stages`` (a trunk as a sequence of stages,
+the first ones freezable), ``imagenet_weights`` and ``pretrained`` (ImageNet weights found offline, or a
+file), ``embedding_model`` (trunk -> pooling -> LayerNorm -> head -> L2 norm; from any stage),
+``token_pooling`` (a transformer's tokens pooled: cls, mean, cls+mean), ``ensemble_model`` (members joined
 into one embedding), ``static_padding`` (TF-"same" pads fixed for a size), ``onnx_graph`` (a module as
 ONNX bytes, the one ``torch.onnx.export``) and ``device`` (device and autocast precision)."""
