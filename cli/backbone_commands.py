@@ -16,7 +16,7 @@ def backbones(as_json: Annotated[bool, typer.Option("--json", help="Machine-read
     Any timm model is a backbone too, as timm:NAME (its weights from the local Hugging Face cache)."""
     from retrieval.training.model.backbones import BACKBONES
 
-    rows = [_row(name) for name in BACKBONES.names()]
+    rows = [backbone_row(name) for name in BACKBONES.names()]
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
@@ -32,7 +32,8 @@ def backbones(as_json: Annotated[bool, typer.Option("--json", help="Machine-read
     typer.echo("\nand timm:NAME for any timm model (weights from the local Hugging Face cache; never downloaded)")
 
 
-def _row(name: str) -> dict[str, Any]:
+def backbone_row(name: str) -> dict[str, Any]:
+    """One line of the listing: parameters and stages counted on the meta device (no memory, no init)."""
     from retrieval.training.model.backbones import get_backbone, outline_backbone, weights_origin
     from retrieval.training.model.pretrained import imagenet_weights_here
     from retrieval.training.model.trunk_stages import trunk_stages

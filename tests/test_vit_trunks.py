@@ -1,7 +1,7 @@
 """Vision-transformer trunks (DINOv2, CLIP, SigLIP as timm defines them), with random weights: nothing is
 downloaded. Every listed ViT is made for a tiny image size, returns its tokens, runs in stages and exports
-to ONNX within the export's tolerance; the token poolings match a hand computation; weights made at another
-size load with the position embedding resampled; clear errors for a size off the patch grid and a pooling
+to ONNX within the export's tolerance (the ViT-Bs with their first 2 blocks only, to keep seconds); the token poolings match a hand computation; weights made at another
+size load with the position embedding resampled; layer-wise learning-rate decay over the stages; clear errors for a size off the patch grid and a pooling
 the trunk cannot do."""
 
 from __future__ import annotations
@@ -11,15 +11,18 @@ from pathlib import Path
 import pytest
 import torch
 
+from retrieval.cli.backbone_commands import backbone_row
 from retrieval.indexing.common.errors import ConfigError
-from retrieval.training.config.train_config import ModelConfig
+from retrieval.training.config.train_config import ModelConfig, TrainConfig
 from retrieval.training.export.onnx_export import TOLERANCE, onnx_export_bytes, parity_max_abs_diff
+from retrieval.training.losses import build_loss
 from retrieval.training.model.backbones import VITS, get_backbone, weights_origin
 from retrieval.training.model.embedding_model import EmbeddingModel, build_embedding_model
 from retrieval.training.model.pretrained import load_pretrained
 from retrieval.training.model.timm_trunks import timm_native_size, timm_normalization
 from retrieval.training.model.token_pooling import TokenPooling
 from retrieval.training.model.trunk_stages import trunk_stages
+from retrieval.training.run.optim import parameter_groups
 
 # the smallest sizes of two patches or more a side (MIN_IMAGE_SIZE is 32), and the pooling each is tested with
 # (a random DINOv2's class token barely depends on the image: its blocks start scaled by 1e-5)
@@ -64,6 +67,8 @@ def test_listed_vit_returns_tokens_runs_in_stages_and_exports_with_parity(name: 
     assert tokens.shape == (3, PREFIX_TOKENS.get(name, 1) + (size // patch) ** 2, width)
     torch.testing.assert_close(staged, tokens, rtol=0, atol=0)  # the stages are the trunk
     assert len(trunk_stages(model.backbone)) == 14  # embedding, 12 blocks, final norm
+    if "vitb" in name:  # a ViT-B's 340 MB graph takes half a minute on 2 cores: export 2 of its 12 identical blocks
+        model.backbone.blocks = model.backbone.blocks[:2]
     graph = onnx_export_bytes(model, size)
     assert parity_max_abs_diff(model, graph, size) <= TOLERANCE["fp32"]
 
@@ -120,3 +125,22 @@ def test_mean_is_average_pooling_on_a_feature_map() -> None:
     images = torch.randn(2, 3, 32, 32)
     with torch.no_grad():
         torch.testing.assert_close(avg(images), mean(images))
+
+
+def test_layer_decay_gives_each_earlier_stage_a_smaller_learning_rate() -> None:
+    model = _model("dinov2_vits14")
+    cfg = TrainConfig.model_validate({"optimizer": {"lr": 1e-3, "layer_decay": 0.5, "head_lr": 1e-2}})
+    loss = build_loss("normalized_softmax", num_classes=4, embedding_dim=16, params={}, miner=None, miner_params={})
+    groups = {group["name"]: group for group in parameter_groups(model, loss, cfg)}
+    assert groups["backbone"]["lr"] == 1e-3 and groups["head"]["lr"] == 1e-2  # the final norm, then the head
+    assert [groups[f"backbone_stage{stage}"]["lr"] for stage in (12, 11, 0)] == [5e-4, 2.5e-4, 1e-3 * 0.5**13]
+    assert any(parameter is model.backbone.pos_embed for parameter in groups["backbone_stage0"]["params"])
+    in_groups = [id(p) for name, group in groups.items() if name.startswith("backbone") for p in group["params"]]
+    assert sorted(in_groups) == sorted(id(p) for p in model.backbone.parameters())  # each exactly once
+
+
+def test_the_listing_shows_a_vits_parameters_size_stages_and_weights_repository() -> None:
+    row = backbone_row("dinov2_vits14_reg")
+    assert row["parameters"] == 22_057_344 and row["native_size"] == 518
+    assert row["stages"] == 14 and row["features"] == 384
+    assert row["weights_from"] == "Hugging Face hub timm/vit_small_patch14_reg4_dinov2.lvd142m (timm's cache)"
