@@ -89,7 +89,11 @@ class ModelConfig(_Strict):
         None,
         description="'imagenet' (the backbone's ImageNet weights, offline), 'torchvision' (local cache) or a file",
     )
-    pooling: Literal["avg", "max", "avgmax"] = "avg"
+    pooling: Literal["avg", "max", "avgmax", "mean", "cls", "cls+mean"] = Field(
+        "avg",
+        description="avg (mean), max, avgmax: over the feature map or a transformer's patch tokens; cls: a "
+        "transformer's class token; cls+mean: both, concatenated (training.model.token_pooling)",
+    )
     layer_norm: bool = Field(True, description="LayerNorm without affine after pooling (Zhai & Wu)")
     embedding_dim: int | None = Field(
         2048,
@@ -129,6 +133,14 @@ class OptimizerConfig(_Strict):
     name: Literal["sgd", "adam", "adamw", "rmsprop"] = "adamw"
     lr: float = Field(1e-4, gt=0)
     head_lr: float | None = Field(None, gt=0, description="learning rate of the new layers; default = lr")
+    layer_decay: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="layer-wise learning-rate decay: the backbone's last stage trains at lr, each earlier stage "
+        "(a ViT's blocks, then its patch embedding) at this times the next one's (0.65-0.75 for ViT-B fine-tuning); "
+        "None: the whole backbone at lr",
+    )
     weight_decay: float = Field(1e-4, ge=0)
     momentum: float = Field(0.9, ge=0)
     grad_clip_norm: float | None = Field(10.0, gt=0)

@@ -1,7 +1,9 @@
-"""The network: ``backbones`` (registry of trunks: torchvision, EfficientNet-Lite0/1/2, any timm model
-through ``timm_trunks``), ``trunk_stages`` (a trunk as a sequence of stages, the first ones freezable),
-``imagenet_weights`` and ``pretrained`` (ImageNet weights found offline, or a file), ``embedding_model``
-(trunk -> pooling -> LayerNorm -> head -> L2 norm; from any stage), ``ensemble_model`` (members joined
+"""The network: ``backbones`` (registry of trunks: torchvision, EfficientNet-Lite0/1/2, DINOv2/CLIP/SigLIP
+vision transformers, any timm model through ``timm_trunks``), ``vit_trunks`` (a timm vision transformer made
+for the image size, returning its tokens, and its stages), ``trunk_stages`` (a trunk as a sequence of stages,
+the first ones freezable), ``imagenet_weights`` and ``pretrained`` (ImageNet weights found offline, or a
+file), ``embedding_model`` (trunk -> pooling -> LayerNorm -> head -> L2 norm; from any stage),
+``token_pooling`` (a transformer's tokens pooled: cls, mean, cls+mean), ``ensemble_model`` (members joined
 into one embedding), ``whitening`` (a learned linear map after the embedding: PCA or supervised
 whitening, numpy) and ``itq`` (the rotation that fits the sign code: iterative quantization),
 ``static_padding`` (TF-"same" pads fixed for a size), ``onnx_graph`` (a module as

@@ -7,6 +7,9 @@ Pooling modes:
   CVPR 2020) and later DML baselines; the "Best Practice DML" slides (seeds/001) show max
   pooling beating average pooling for most losses. The sum keeps the feature dimension
   (unlike concatenation), so the head and pretrained shapes do not change.
+- ``mean``: ``avg`` by the name the transformer papers use.
+A transformer trunk (``vit_trunks``) returns tokens; ``token_pooling`` pools them (``cls``, ``mean``,
+``cls+mean``, ...), and the LayerNorm and head take its output width.
 
 The optional LayerNorm has no affine parameters (Zhai & Wu, "Making Classification Competitive
 for Deep Metric Learning", BMVC 2019): it standardises the pooled features per sample, which
@@ -30,11 +33,14 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
+from retrieval.indexing.common.errors import ConfigError
 from retrieval.training.config.train_config import ModelConfig
 from retrieval.training.model.backbones import build_backbone
+from retrieval.training.model.token_pooling import CLASS_TOKEN_MODES, TokenPooling
 from retrieval.training.model.trunk_stages import check_frozen_stages, trunk_stages
+from retrieval.training.model.vit_trunks import is_token_trunk
 
-PoolingMode = Literal["avg", "max", "avgmax"]
+PoolingMode = Literal["avg", "max", "avgmax", "mean", "cls", "cls+mean"]
 
 
 class GlobalPooling(nn.Module):
@@ -57,6 +63,21 @@ class GlobalPooling(nn.Module):
     def extra_repr(self) -> str:
         return f"mode={self.mode}"
 
+    def output_dim(self, width: int) -> int:
+        return width
+
+
+def build_pooling(trunk: nn.Module, mode: str) -> GlobalPooling | TokenPooling:
+    """The pooling of ``trunk``'s output: over its tokens for a transformer, over its map otherwise."""
+    if is_token_trunk(trunk):
+        class_token = getattr(trunk, "cls_token", None) is not None
+        return TokenPooling(mode, prefix_tokens=int(trunk.num_prefix_tokens), class_token=class_token)  # type: ignore[arg-type]
+    if mode in CLASS_TOKEN_MODES:
+        raise ConfigError(
+            f"model.pooling {mode!r} needs a transformer backbone (a class token); use avg, max or avgmax"
+        )
+    return GlobalPooling("avg" if mode == "mean" else mode)  # type: ignore[arg-type]
+
 
 class EmbeddingModel(nn.Module):
     """images (B, 3, H, W) -> unit-norm embeddings (B, embedding_dim)."""
@@ -76,7 +97,8 @@ class EmbeddingModel(nn.Module):
     ) -> None:
         super().__init__()
         self.backbone = backbone
-        self.pool = GlobalPooling(pooling)
+        self.pool = build_pooling(backbone, pooling)
+        feature_dim = self.pool.output_dim(feature_dim)
         self.norm = nn.LayerNorm(feature_dim, elementwise_affine=False) if layer_norm else nn.Identity()
         self.head = nn.Linear(feature_dim, embedding_dim) if embedding_dim is not None else nn.Identity()
         self.backbone_name = backbone_name
@@ -156,9 +178,12 @@ class EmbeddingModel(nn.Module):
         return (module for module in self.backbone.modules() if isinstance(module, _BatchNorm))
 
 
-def build_embedding_model(cfg: ModelConfig) -> EmbeddingModel:
-    """Build the model with random weights; pretrained weights are loaded by ``load_pretrained``."""
-    backbone, feature_dim = build_backbone(cfg.backbone)
+def build_embedding_model(cfg: ModelConfig, *, image_size: int | None = None) -> EmbeddingModel:
+    """Build the model with random weights; pretrained weights are loaded by ``load_pretrained``.
+
+    ``image_size``: the input size (``data.image_size``) a transformer trunk is made for (None: its
+    default); convolutional trunks take any size."""
+    backbone, feature_dim = build_backbone(cfg.backbone, image_size)
     return EmbeddingModel(
         backbone,
         feature_dim,

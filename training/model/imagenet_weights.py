@@ -59,9 +59,9 @@ def lite_state_dict(target: dict[str, torch.Tensor], variant: int = 0) -> dict[s
 HUB_FILES = ("model.safetensors", "pytorch_model.bin")
 
 
-def timm_cached_state_dict(name: str) -> dict[str, torch.Tensor]:
-    """timm's pretrained weights for ``name`` from the local Hugging Face cache, looked up without any
-    network access; ConfigError when they are not there."""
+def timm_cached_weights(name: str) -> str | None:
+    """The file of timm's pretrained weights for ``name`` in the local Hugging Face cache, or None (looked up
+    without any network access)."""
     import timm
     from huggingface_hub import try_to_load_from_cache
 
@@ -69,7 +69,16 @@ def timm_cached_state_dict(name: str) -> dict[str, torch.Tensor]:
     for filename in HUB_FILES if isinstance(repo, str) else ():
         path = try_to_load_from_cache(str(repo), filename)
         if isinstance(path, str):
-            return _read_weights(path)
+            return path
+    return None
+
+
+def timm_cached_state_dict(name: str) -> dict[str, torch.Tensor]:
+    """timm's pretrained weights for ``name`` from the local Hugging Face cache, looked up without any
+    network access; ConfigError when they are not there."""
+    path = timm_cached_weights(name)
+    if path is not None:
+        return _read_weights(path)
     raise ConfigError(
         f"timm weights for {name} are not in the local Hugging Face cache (downloads are never attempted): "
         "run timm.create_model(NAME, pretrained=True) once on a machine with internet and copy its cache "

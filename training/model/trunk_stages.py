@@ -11,6 +11,8 @@ How a trunk divides:
 - torchvision ResNets: the stem (conv1, bn1, relu, maxpool), layer1 ... layer4.
 - torchvision MobileNetV3 / EfficientNet (``features``) and DenseNet (``features`` + ``relu``): the
   children of ``features`` (then the final ReLU of DenseNet).
+- timm vision transformers (DINOv2, CLIP, SigLIP, ``timm:vit_*``): the embedding, each transformer
+  block, the final norm (``vit_trunks.vit_stages``); ViT-S/14 and ViT-B: 14 stages.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 from torch import nn
 
 from retrieval.indexing.common.errors import ConfigError
+from retrieval.training.model.vit_trunks import is_token_trunk, vit_stages
 
 _EFFICIENTNET_PARTS = ("conv_stem", "bn1", "blocks", "conv_head", "bn2")
 _RESNET_STEM = ("conv1", "bn1", "relu", "maxpool")
@@ -25,6 +28,8 @@ _RESNET_STEM = ("conv1", "bn1", "relu", "maxpool")
 
 def trunk_stages(trunk: nn.Module) -> list[nn.Module]:
     """The trunk's stages in forward order (see the module docstring); ConfigError for an unknown layout."""
+    if is_token_trunk(trunk):
+        return vit_stages(trunk)
     children = dict(trunk.named_children())
     if all(name in children for name in _EFFICIENTNET_PARTS):
         blocks = children["blocks"]
@@ -40,7 +45,7 @@ def trunk_stages(trunk: nn.Module) -> list[nn.Module]:
         return [*features, *rest]
     raise ConfigError(
         f"model.frozen_stages needs a trunk whose stages are known ({type(trunk).__name__} is not one of them); "
-        "use an EfficientNet-Lite, ResNet, MobileNetV3, EfficientNet or DenseNet backbone, or frozen_stages 0"
+        "use an EfficientNet-Lite, ResNet, MobileNetV3, EfficientNet, DenseNet or ViT backbone, or frozen_stages 0"
     )
 
 

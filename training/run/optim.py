@@ -1,5 +1,9 @@
 """Optimizer with separate parameter groups (backbone, new layers, loss parameters) and per-step schedules.
 
+With ``optimizer.layer_decay`` d the backbone is one group per stage (``trunk_stages``: a ViT's embedding,
+blocks and final norm), the last stage at ``optimizer.lr`` and each earlier one d times the next (BEiT's
+layer-wise learning-rate decay, as DINOv2 and CLIP fine-tuning use it).
+
 ``OPTIMIZERS`` and ``SCHEDULES`` map the names of ``optimizer.name`` and ``schedule.name`` to code.
 """
 
@@ -7,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -14,6 +19,7 @@ from retrieval.indexing.common.registry import Registry
 from retrieval.training.config.train_config import OptimizerConfig, ScheduleConfig, TrainConfig
 from retrieval.training.losses.base import EmbeddingLoss
 from retrieval.training.model.embedding_model import EmbeddingModel
+from retrieval.training.model.trunk_stages import trunk_stages
 
 OptimizerBuilder = Callable[[list[dict], OptimizerConfig], torch.optim.Optimizer]
 OPTIMIZERS: Registry[OptimizerBuilder] = Registry("optimizer")
@@ -36,7 +42,7 @@ def parameter_groups(model: EmbeddingModel, loss: EmbeddingLoss, cfg: TrainConfi
     """
     opt = cfg.optimizer
     groups = [
-        {"name": "backbone", "params": list(model.backbone_parameters()), "lr": opt.lr},
+        *backbone_groups(model, opt.lr, opt.layer_decay),
         {"name": "head", "params": list(model.new_parameters()), "lr": opt.head_lr or opt.lr},
         {
             "name": "loss",
@@ -46,6 +52,26 @@ def parameter_groups(model: EmbeddingModel, loss: EmbeddingLoss, cfg: TrainConfi
         },
     ]
     return [group for group in groups if group["params"]]
+
+
+def backbone_groups(model: EmbeddingModel, lr: float, layer_decay: float | None) -> list[dict]:
+    """The backbone at ``lr``; with ``layer_decay``, one group per stage, the last first, each earlier stage's
+    rate ``layer_decay`` times the next one's (parameters outside the stages stay at ``lr``)."""
+    parameters = list(model.backbone_parameters())
+    if layer_decay is None or not parameters:
+        return [{"name": "backbone", "params": parameters, "lr": lr}]
+    stages = trunk_stages(model.backbone)
+    seen: set[int] = set()
+    groups: list[dict[str, Any]] = []
+    for depth, stage in enumerate(reversed(stages)):
+        params = [p for p in stage.parameters() if id(p) not in seen]
+        seen.update(id(p) for p in params)
+        groups.append(
+            {"name": f"backbone_stage{len(stages) - 1 - depth}", "params": params, "lr": lr * layer_decay**depth}
+        )
+    groups[0]["params"] += [p for p in parameters if id(p) not in seen]
+    groups[0]["name"] = "backbone"
+    return groups
 
 
 def build_optimizer(groups: list[dict], cfg: OptimizerConfig) -> torch.optim.Optimizer:

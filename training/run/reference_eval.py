@@ -35,7 +35,7 @@ def starting_model(cfg: TrainConfig) -> EmbeddingModel:
     """The run's model before training: pretrained weights loaded, or the trainer's seeded random ones."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.trainer.seed)  # as the trainer (rank 0) seeds before building its model
-        model = build_embedding_model(cfg.model)
+        model = build_embedding_model(cfg.model, image_size=cfg.data.image_size)
     if cfg.model.pretrained:
         log.info("reference weights: %s", load_pretrained(model, cfg.model.pretrained).summary())
     return model

@@ -35,7 +35,7 @@ def restore_model(state: dict[str, Any], config: TrainConfig, run_dir: Path) -> 
         raise RetrievalError(
             f"the checkpoint in {run_dir} has no 'model' state dict; it was not written by `retrieval train`"
         )
-    model = build_embedding_model(checkpoint_config(state, config).model)
+    model = build_embedding_model(checkpoint_config(state, config).model, image_size=config.data.image_size)
     try:
         model.load_state_dict(state["model"])
     except RuntimeError as error:

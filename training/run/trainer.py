@@ -125,7 +125,7 @@ class Trainer:
     # ---- construction -------------------------------------------------------------------
     def _build_model_and_loss(self) -> None:
         cfg = self.cfg
-        self.model = build_embedding_model(cfg.model)
+        self.model = build_embedding_model(cfg.model, image_size=cfg.data.image_size)
         if cfg.model.pretrained and not self.resume:
             report = load_pretrained(self.model, cfg.model.pretrained)
             log.info("pretrained weights: %s", report.summary())

@@ -108,7 +108,7 @@ def extract_features(cfg: TrainConfig, records: Sequence[ImageRecord]) -> tuple[
     model_cfg = cfg.model.model_copy(update={"embedding_dim": None, "layer_norm": False})
     with torch.random.fork_rng(devices=[]):  # a backbone without --pretrained: the same random weights every time
         torch.manual_seed(0)
-        model = build_embedding_model(model_cfg)
+        model = build_embedding_model(model_cfg, image_size=cfg.data.image_size)
     if cfg.model.pretrained:
         log.info("pretrained weights: %s", load_pretrained(model, cfg.model.pretrained).summary())
     trunk = nn.Sequential(model.backbone, model.pool).to(device)

@@ -1,0 +1,79 @@
+"""A DINOv2 ViT-S/14 with registers (random weights, nothing downloaded) end to end on generated data: one
+training epoch, ONNX export within the fp32 tolerance, the INT8 export and its check, an index built with
+the export, a search that finds the query first and an evaluation of the index; then frozen blocks, whose
+onnxruntime prefix equals torch's and which get no gradient."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from retrieval import build_index, evaluate, export, search, train
+from retrieval.indexing.data.synth.generator import generate_synthetic_dataset
+from retrieval.training.config.train_config import ModelConfig
+from retrieval.training.export.onnx_export import TOLERANCE
+from retrieval.training.model.embedding_model import build_embedding_model
+from retrieval.training.model.timm_trunks import IMAGENET_MEAN
+from retrieval.training.model.trunk_stages import trunk_stages
+from retrieval.training.run.frozen_prefix import FrozenPrefix
+
+SIZE = 42  # 3 x 3 patches of 14 px
+
+
+@pytest.mark.slow
+def test_dinov2_trains_exports_indexes_searches_and_evaluates(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    generate_synthetic_dataset(data, classes=8, per_class=4, size=SIZE, seed=0, progress=False)
+    run = train(
+        data,
+        tmp_path / "run",
+        recipe="normsoftmax",
+        backbone="dinov2_vits14_reg",
+        pooling="mean",
+        embedding_dim=32,
+        image_size=SIZE,
+        epochs=1,
+        batch_size=8,
+        num_workers=0,
+        device="cpu",
+        progress=False,
+    )
+    assert run.epochs_completed == 1
+    exported = export(run.run_dir)
+    assert exported.max_abs_diff <= TOLERANCE["fp32"]
+    preprocessing = exported.manifest.preprocessing
+    assert preprocessing.crop == SIZE and tuple(preprocessing.mean) == IMAGENET_MEAN  # DINOv2's own (ImageNet's)
+    # random weights on 8 validation images: the check runs and reports, whatever the drop
+    int8 = export(run.run_dir, tmp_path / "int8", quantize="int8", max_map_drop=100.0)
+    assert int8.manifest.precision == "int8" and int8.manifest.quantization is not None
+    check = int8.manifest.quantization.check
+    assert check is not None and check.images == 8 and 0.0 < check.map_at_r_int8 <= 1.0
+    built = build_index(exported.onnx_path.parent, data, tmp_path / "index", split="test", progress=False)
+    assert built.count == 16  # the 4 test classes
+    query = sorted(data.glob("*/*.png"))[-1]
+    hits = search(tmp_path / "index", [query], k=3)[0]
+    assert Path(hits[0].item.path) == query and hits[0].score == pytest.approx(1.0, abs=2e-3)
+    metrics = evaluate(index=tmp_path / "index", progress=False).metrics["float"]
+    assert 0.0 < metrics.map_at_r <= 1.0
+
+
+def test_frozen_blocks_run_in_onnxruntime_as_in_torch_and_get_no_gradient() -> None:
+    torch.manual_seed(0)
+    config = ModelConfig(backbone="dinov2_vits14", embedding_dim=8, pooling="mean", frozen_stages=4)
+    model = build_embedding_model(config, image_size=SIZE).train()
+    embedding, *blocks = trunk_stages(model.backbone)[:4]  # the patch/position embedding and blocks 0-2
+    images = torch.randn(3, 3, SIZE, SIZE)
+    fast = FrozenPrefix(model, torch.device("cpu"))(images)
+    with torch.no_grad():
+        expected = model.prefix(images)
+    assert tuple(fast.shape) == (3, 1 + 9, 384)
+    torch.testing.assert_close(fast, expected, atol=1e-4, rtol=1e-4)
+    model(fast, start_stage=4).sum().backward()
+    frozen = [model.backbone.pos_embed, model.backbone.cls_token, *embedding.parameters()]
+    frozen += [parameter for block in blocks for parameter in block.parameters()]
+    assert all(not parameter.requires_grad and parameter.grad is None for parameter in frozen)
+    assert all(parameter.grad is not None for parameter in model.backbone.blocks[3].parameters())
+    assert np.isfinite(model.head.weight.grad.numpy()).all()
