@@ -40,8 +40,9 @@ COMMANDS: dict[str, CommandSource] = {
     ),
     "backbones": CommandSource(
         "retrieval.cli.backbone_commands",
-        "List the registered backbones: whether `--pretrained imagenet` finds their weights here (offline), the "
-        "image size those weights were trained at, and the stages `--set model.frozen_stages=N` counts.",
+        "List the registered backbones: their parameters, the image size their pretrained weights were trained at, "
+        "the stages `--set model.frozen_stages=N` counts, their feature width, and where `--pretrained imagenet` "
+        "finds their weights here (offline) or, when not here, where they would come from.",
     ),
     "study": CommandSource(
         "retrieval.cli.study_commands",

@@ -35,8 +35,14 @@ LOSS_NAMES = (
     "triplet",
 )
 BACKBONE_NAMES = (
+    "clip_vitb16",
+    "clip_vitb32",
     "densenet121",
     "densenet169",
+    "dinov2_vitb14",
+    "dinov2_vitb14_reg",
+    "dinov2_vits14",
+    "dinov2_vits14_reg",
     "efficientnet_b0",
     "efficientnet_lite0",
     "efficientnet_lite1",
@@ -47,6 +53,7 @@ BACKBONE_NAMES = (
     "resnet18",
     "resnet34",
     "resnet50",
+    "siglip_vitb16",
 )
 TIMM_PREFIX = "timm:"  # any timm model, checked when timm builds it
 
