@@ -158,16 +158,37 @@ def add(
     ] = None,
     quiet: QuietOpt = False,
     dba: DbaOpt = None,
+    keys: Annotated[
+        Path | None,
+        typer.Option(
+            "--keys",
+            help="CSV file with the columns path,key: each listed image's own id (unique per index); a CSV "
+            "manifest's key column does the same",
+        ),
+    ] = None,
+    replace_keyed: Annotated[
+        bool,
+        typer.Option("--replace", help="an image whose key an item already carries replaces that item (upsert)"),
+    ] = False,
 ) -> None:
     """Embed more images with the index's own model and add them (new ids, old ids unchanged); a DBA index
-    augments them as its build did."""
+    augments them as its build did. A key already in the index is refused unless --replace."""
     extra = parse_metadata(metadata, "--metadata") if metadata is not None else {}
     report = api.add_images(
-        index_dir, data, metadata=extra, batch_size=batch_size, threads=threads, progress=not quiet, dba=dba
+        index_dir,
+        data,
+        metadata=extra,
+        batch_size=batch_size,
+        threads=threads,
+        progress=not quiet,
+        dba=dba,
+        keys=keys,
+        replace_keyed=replace_keyed,
     )
     echo_failures(report.failures)
+    replaced = f", replacing {report.replaced} keyed item(s)" if report.replaced else ""
     typer.echo(
-        f"added {len(report.ids)} images (ids {min(report.ids, default=0)}..{max(report.ids, default=0)}); "
+        f"added {len(report.ids)} images (ids {min(report.ids, default=0)}..{max(report.ids, default=0)}){replaced}; "
         f"the index now holds {report.count}"
     )
     if report.dba is not None:
