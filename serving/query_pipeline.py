@@ -19,7 +19,7 @@ from retrieval.indexing.store.item_search import Window, filter_warnings, ranked
 from retrieval.indexing.store.item_search import score_kind as score_kind_of
 from retrieval.indexing.store.shared.item_filter import ItemFilter, parse_filter
 from retrieval.serving.dependencies import Services
-from retrieval.serving.item_images import image_url
+from retrieval.serving.item_views import search_hit
 from retrieval.serving.schemas import (
     DEFAULT_K,
     RERANK_FACTOR,
@@ -43,6 +43,7 @@ class SearchParams:
     where: ItemFilter | None = None
     postprocess: PostprocessName = "none"
     window: Window = Window()
+    full_paths: bool = True  # the service's ``shows_paths``
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,7 @@ def resolve_search_params(
         where=where,
         postprocess=postprocess or "none",
         window=window,
+        full_paths=services.settings.shows_paths,
     )
 
 
@@ -152,27 +154,12 @@ def hits_for(snapshot: Snapshot, vector: np.ndarray, params: SearchParams, exclu
         postprocess=params.postprocess,
         window=params.window,
     )
-    hits = [
-        SearchHit(
-            id=item.id,
-            score=score,
-            label=item.label,
-            metadata=dict(item.metadata),
-            thumbnail_url=thumbnail_url(item.id),
-            path=item.path,
-            image_url=image_url(item.id),
-        )
-        for item, score in page.hits
-    ]
+    hits = [search_hit(item, score, params.full_paths) for item, score in page.hits]
     return FoundPage(hits, page.below_min_score, warnings)
 
 
 def score_kind(params: SearchParams) -> ScoreKind:
     return score_kind_of(params.index, params.rerank, params.postprocess)
-
-
-def thumbnail_url(item_id: int) -> str:
-    return f"/items/{item_id}/thumbnail"
 
 
 async def search_hits(
