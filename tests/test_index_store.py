@@ -317,3 +317,36 @@ def test_an_index_built_before_item_keys_opens_searches_and_takes_keys(index_cop
         assert store.item_by_key("a").id == keyed and store.count == len(ids) + 2
         with pytest.raises(KeyConflictError):
             store.add([ImageRecord(path=image, label="new", key="a")], vectors[1:2])
+
+
+def test_a_replace_interrupted_before_or_after_its_commit_leaves_one_item_under_the_key(
+    index_copy: Path, embedder: OnnxEmbedder, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from retrieval.indexing.store.shared.items_db import ItemsDb
+
+    def crash(*args: object) -> None:
+        raise OSError("disk full")
+
+    paths = [tmp_path / f"v{i}.png" for i in range(3)]
+    for i, path in enumerate(paths):
+        make_image(4, 20 + i).save(path)
+    vectors = embedder.embed_paths(paths, progress=False).embeddings
+    with IndexStore.open(index_copy) as store:
+        (old,) = store.add([ImageRecord(path=paths[0], label="old", key="k")], vectors[:1])
+        monkeypatch.setattr(ItemsDb, "insert", crash)  # inside the transaction: the delete rolls back too
+        with pytest.raises(IndexNotWritableError, match="disk full"):
+            store.add([ImageRecord(path=paths[1], label="new", key="k")], vectors[1:2], replace=True)
+    monkeypatch.undo()
+    with IndexStore.open(index_copy) as store:  # before the commit: the old item, searchable
+        assert store.item_by_key("k").id == old and store.count == 31 and live_in_faiss(store) == (31, 31)
+        assert store.search(vectors[:1], 1).ids[0, 0] == old
+        monkeypatch.setattr(store_updates, "write_faiss_files", crash)  # after the commit
+        with pytest.raises(IndexNotWritableError, match="disk full"):
+            store.add([ImageRecord(path=paths[2], label="new", key="k")], vectors[2:], replace=True)
+    monkeypatch.undo()
+    with IndexStore.open(index_copy) as store:  # after the commit: the new item only, repaired on open
+        new = store.item_by_key("k")
+        assert new.id > old and new.label == "new" and store.items([old]) == [None]
+        assert store.count == 31 and live_in_faiss(store) == (31, 31) and store.manifest.num_labels == 7
+        found = store.search(vectors, 31).ids
+        assert not np.isin(old, found) and store.search(vectors[2:], 1).ids[0, 0] == new.id

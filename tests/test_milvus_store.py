@@ -248,6 +248,26 @@ def test_cli_build_search_and_service(tiny_model_dir: Path, gallery_dir: Path, t
         top = client.post("/search", files={"image": ("n.png", new_image, "image/png")}, params={"k": 1}).json()
         assert top["results"][0]["id"] == 31 and top["results"][0]["score"] == pytest.approx(1.0, abs=1e-5)
         assert client.delete("/items/31", headers=headers).json() == {"id": 31, "key": None, "count": 30}
+        put = {"files": {"image": ("k.png", new_image, "image/png")}, "headers": headers}
+        created = client.put("/items/by-key/sku-1", data={"label": "first"}, **put)
+        assert created.status_code == 201 and created.json() == {
+            "id": 32,
+            "key": "sku-1",
+            "replaced": None,
+            "count": 31,
+        }
+        replaced = client.put("/items/by-key/sku-1", data={"label": "second"}, **put)
+        assert replaced.json() == {"id": 33, "key": "sku-1", "replaced": 32, "count": 31}
+        shown = client.get("/items/by-key/sku-1").json()
+        assert (shown["id"], shown["key"], shown["label"]) == (33, "sku-1", "second")
+        taken = client.post(
+            "/items",
+            files={"image": ("k.png", new_image, "image/png")},
+            data={"label": "x", "key": "sku-1"},
+            headers=headers,
+        )
+        assert taken.status_code == 409 and "already item 33" in taken.json()["detail"]
+        assert client.delete("/items/by-key/sku-1", headers=headers).json() == {"id": 33, "key": "sku-1", "count": 30}
     removed = runner.invoke(app, ["index", "remove", str(out), "1"])
     assert removed.exit_code == 0 and "now holds 29" in removed.output
     with open_store(out) as store:
