@@ -3,8 +3,9 @@
 and ``PUT /items/by-key/{key}``.
 
 ``POST /items`` took ``images`` and ``labels`` before; for one release those names still work, and the
-response then carries ``Deprecation: true``, a ``Link`` to the docs (rel="deprecation") and a ``Warning``
-naming the new field (RFC 9745, RFC 8288, RFC 9111's 299 warning).
+response then carries ``Deprecation: @1795737600`` (RFC 9745: deprecated since 2026-11-27), a ``Link`` to
+the service's API page of the operation (rel="deprecation") and a ``Warning`` naming the new field (299, RFC 7234's miscellaneous
+persistent warning).
 """
 
 from __future__ import annotations
@@ -16,8 +17,11 @@ from fastapi import Response
 from retrieval.serving.service_errors import InvalidParameterError
 
 T = TypeVar("T")
-DEPRECATION_DOCS = "/docs/serving.md#upload-fields"
-"""Where the deprecation's Link points: docs/serving.md, "Upload fields"."""
+DEPRECATED_SINCE = "@1795737600"
+"""When the old field names were deprecated (2026-11-27T00:00:00Z), as RFC 9745's Deprecation value."""
+DEPRECATION_DOCS = "/docs#/items/add_items_items_post"
+"""Where the deprecation's Link points: the service's own API page of ``POST /items`` (the new names, the
+old ones marked deprecated); docs/serving.md, "Upload fields", says the same."""
 
 
 def renamed_field(
@@ -36,6 +40,6 @@ def renamed_field(
 def mark_deprecated(response: Response, warning: str) -> None:
     previous = response.headers.get("warning")
     text = f'299 - "{warning}"'
-    response.headers["Deprecation"] = "true"
+    response.headers["Deprecation"] = DEPRECATED_SINCE
     response.headers["Link"] = f'<{DEPRECATION_DOCS}>; rel="deprecation"'
     response.headers["Warning"] = f"{previous}, {text}" if previous else text
