@@ -201,10 +201,13 @@ def add(
 @index_app.command("remove")
 def remove(
     index_dir: Annotated[Path, typer.Argument(help="index directory")],
-    ids: Annotated[list[int], typer.Argument(help="item ids to remove")],
+    ids: Annotated[list[int] | None, typer.Argument(help="item ids to remove")] = None,
+    keys: Annotated[
+        list[str] | None, typer.Option("--key", help="remove the item carrying this key (repeat for several)")
+    ] = None,
 ) -> None:
-    """Remove items by id (ids are never reused); an unknown id removes nothing and fails."""
-    removed, count = api.remove_items(index_dir, ids)
+    """Remove items by id (ids are never reused) or by key; an unknown id or key removes nothing and fails."""
+    removed, count = api.remove_items(index_dir, ids or [], keys=keys or [])
     typer.echo(f"removed {removed} item(s); the index now holds {count}")
 
 

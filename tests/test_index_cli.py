@@ -186,3 +186,10 @@ def test_add_with_keys_refuses_a_key_in_use_and_replaces_with_replace(cli_index:
     keys.write_text("path,key\nextra/class_9/nothing.png,sku-9\n")
     stray = invoke("index", "add", index, "--data", extra / "manifest.csv", "--keys", keys)
     assert isinstance(stray.exception, DataError) and "not among the images added" in str(stray.exception)
+    unknown = invoke("index", "remove", index, "--key", "sku-0", "--key", "nope")
+    assert isinstance(unknown.exception, ItemNotFoundError)
+    assert "no item carries the key 'nope'" in str(unknown.exception)
+    removed = invoke("index", "remove", index, "--key", "sku-0", "--key", "from-csv", 1)
+    assert "removed 3 item(s); the index now holds 30" in removed.output, removed.output
+    nothing = invoke("index", "remove", index)
+    assert isinstance(nothing.exception, ConfigError) and "their ids, or --key KEY" in str(nothing.exception)

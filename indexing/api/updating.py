@@ -83,8 +83,11 @@ def add_images(
         return AddReport(ids, store.count, failures, built.n if built is not None else None, replaced)
 
 
-def remove_items(index_dir: Path, ids: Sequence[int]) -> tuple[int, int]:
-    """(items removed, items left); an id the index does not hold removes nothing and fails."""
+def remove_items(index_dir: Path, ids: Sequence[int], *, keys: Sequence[str] = ()) -> tuple[int, int]:
+    """(items removed, items left) of the items with ``ids`` and those carrying ``keys``; an id or key the
+    index does not hold removes nothing and fails."""
+    if not ids and not keys:
+        raise ConfigError("name the items to remove: their ids, or --key KEY")
     with open_store(index_dir) as store:
         unknown = sorted(set(ids) - set(store.ids().tolist()))
         if unknown:
@@ -93,6 +96,14 @@ def remove_items(index_dir: Path, ids: Sequence[int]) -> tuple[int, int]:
                 f"{len(unknown)} of the ids are not in {index_dir} ({shown}); nothing was removed "
                 "(`retrieval index info` shows what the index holds)"
             )
+        found = store.ids_of_keys(keys)
+        if missing := [key for key in keys if key not in found]:
+            raise ItemNotFoundError(
+                f"no item carries the key {missing[0]!r}"
+                + (f" (nor {len(missing) - 1} other key(s))" if len(missing) > 1 else "")
+                + "; nothing was removed"
+            )
+        ids = [*ids, *found.values()]
         return store.remove(ids), store.count
 
 
