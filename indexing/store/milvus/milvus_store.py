@@ -236,7 +236,7 @@ class MilvusStore(StoreBase[str]):
         if where is not None and not self._marked and any(c.op in MARKED_OPERATORS for c in where.conditions):
             raise DataError(
                 f"{self.index_dir} holds items written before range and $exists filters existed; rebuild it "
-                f"(retrieval index rebuild {self.index_dir}) to filter with them"
+                f"(retrieval index build --backend milvus --out {self.index_dir}: a new collection) to filter with them"
             )
         return (filter_expression(where) if where is not None else ""), min(self.count, MAX_TOPK)
 
@@ -282,7 +282,7 @@ class MilvusStore(StoreBase[str]):
         if keys and not self._keyed:
             raise DataError(
                 f"{self.index_dir} was built before item keys existed; rebuild it "
-                f"(retrieval index rebuild {self.index_dir}) to add items with keys"
+                f"(retrieval index build --backend milvus --out {self.index_dir}: a new collection) to add items with keys"
             )
         taken = self.ids_of_keys(keys)
         if not replace:
