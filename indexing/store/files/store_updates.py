@@ -3,7 +3,8 @@
 Each update is one generation under the protocol of ``index_store``: new files first, then ONE SQLite
 transaction (the commit point), then the rest, then the manifest. An add writes one delta segment
 (O(added): the base is not touched), a remove only deletes SQLite rows (its items become tombstones),
-and a compaction writes the merged segment before its commit (``compaction.py`` says when).
+a replace (an add whose keys items already carry, ``replace=True``) does both in the add's one
+transaction, and a compaction writes the merged segment before its commit (``compaction.py`` says when).
 """
 
 from __future__ import annotations
