@@ -147,3 +147,13 @@ def test_hostile_keys_in_the_path_are_4xx(tiny_index_template: Path) -> None:
                 response = client.request(method, f"/items/by-key/{key}", headers=AUTH)
                 assert 400 <= response.status_code < 500, (method, key, response.status_code, response.text)
         assert client.get("/items/by-key/").status_code == 422  # the empty key
+
+
+def test_a_retried_keyed_add_gets_its_first_answer_not_a_conflict(fresh_index: Path) -> None:
+    with serving_client(fresh_index) as client:
+        retry = {"files": {"image": _image(1, 95)}, "data": {"label": "a", "key": "once"}}
+        headers = {**AUTH, "Idempotency-Key": "request-1"}
+        first, second = (client.post("/items", headers=headers, **retry) for _ in range(2))
+        assert first.status_code == second.status_code == 201 and first.json() == second.json()
+        other = client.post("/items", headers={**AUTH, "Idempotency-Key": "request-2"}, **retry)
+        assert other.status_code == 409  # another request with the same key
