@@ -268,10 +268,11 @@ class ItemsDb:
 
     def matching_ids(self, where: ItemFilter) -> np.ndarray:
         """Ids (ascending) of the items that pass ``where`` (``filter_sql``): label equality through its
-        SQLite index, metadata by a scan of the JSON column."""
+        SQLite index, metadata by a scan of the JSON column. Sorted here: SQLite's ORDER BY would sort the
+        label index's rows in a temporary B-tree, half the query's time (bench/bench_filtered_search.py)."""
         clause, params = filter_sql(where)
-        rows = self._db.execute(f"SELECT id FROM items WHERE {clause} ORDER BY id", params)
-        return np.asarray([row[0] for row in rows], dtype=np.int64).reshape(-1)
+        rows = self._db.execute(f"SELECT id FROM items WHERE {clause}", params)
+        return np.sort(np.fromiter((row[0] for row in rows), dtype=np.int64))
 
     def keys_in_use(self, keys: Sequence[str]) -> set[str]:
         """Which of the metadata ``keys`` some item has (each an early-stopping scan)."""
