@@ -159,3 +159,4 @@ class ReadyResponse(_Strict):
     count: int
     model_sha256: str
     embedding_dim: int
+    k_max: int = Field(description="the largest k a search takes (offset + k may reach 10 x k_max: paging)")
