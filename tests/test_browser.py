@@ -559,3 +559,21 @@ def test_next_page_and_a_k_above_the_maximum(browser, base_url: str, tmp_path: P
         assert page.is_hidden("#error") and page.blocked == []
     finally:
         page.close()
+
+
+def test_the_k_cap_is_the_servers_k_max(browser, tiny_index_template: Path, tmp_path: Path) -> None:
+    """The page learns k_max from /readyz: a server with k_max 7 caps the field at 7, also for a URL's k."""
+    with running_server(tiny_index_template, k_max=7) as base:
+        page = offline_page(browser)
+        try:
+            first = api_ids(
+                base, "/search", params={"k": 7}, files={"image": ("q.png", query_file(tmp_path).read_bytes())}
+            )
+            page.goto(f"{base}/?item={first[0]}&k=50")
+            _wait_query(page, f"item:{first[0]}")
+            page.wait_for_function("document.getElementById('k').value === '7'")
+            assert shown_ids(page) == api_ids(base, f"/items/{first[0]}/similar", params={"k": 7})
+            assert "At most 7 results" in page.text_content("#k-note") and page.is_hidden("#error")
+            assert page.blocked == []
+        finally:
+            page.close()

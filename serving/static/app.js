@@ -1,7 +1,7 @@
 // The search page: pick or drop an image (or click a result), search, show the hits as a grid.
-// Each search is a URL (/?item=17, /?q=upload, with k, index, the filter and the page's offset), so Back and Forward
-// step through the searches and an item search can be shared. No framework, no build step, no
-// network access beyond this server.
+// Each search is a URL (/?item=17, /?q=upload, with k, index, the filter and the page's offset), so
+// Back and Forward step through the searches and an item search can be shared. No framework, no build
+// step, no network access beyond this server.
 "use strict";
 
 const DEFAULT_K = 10; // the API's default k (serving/schemas.py DEFAULT_K)
@@ -14,7 +14,7 @@ const $ = (id) => document.getElementById(id);
 // offset: the page of results shown (paging); kMax: the server's largest k (GET /readyz)
 const state = {
   query: null, previewUrl: null, requestId: 0, uploads: new Map(), offset: 0,
-  kMax: Number($("k").max) || 100, labelsRequest: 0, suggestTimer: 0,
+  kMax: Number($("k").max) || 100, labelsRequest: 0, suggestTimer: 0, ready: Promise.resolve(),
 };
 
 function chosenIndex() {
@@ -246,6 +246,8 @@ async function search(options = {}) {
   const requestId = ++state.requestId;
   setBusy(true);
   try {
+    await state.ready; // k_max known: a k from the URL is capped before it is sent
+    if (requestId !== state.requestId) return;
     const response = await request(query, filter);
     if (requestId !== state.requestId) return; // a newer search replaced this one
     if (!response.ok) {
@@ -295,6 +297,7 @@ async function showStatus() {
     $("bits").textContent = `${body.embedding_dim}-bit`; // one sign bit per dimension
     state.kMax = body.k_max;
     $("k").max = String(body.k_max);
+    capK(); // a k from the URL, read before the server's k_max was known
   } catch (_) {
     $("status").textContent = "the server cannot be reached";
   }
@@ -465,5 +468,5 @@ $("next-page").addEventListener("click", () => turnPage(1));
 $("options").addEventListener("submit", (event) => event.preventDefault());
 window.addEventListener("popstate", (event) => restore(event.state, new URLSearchParams(location.search), true));
 $("qe").addEventListener("change", searchAgain);
-showStatus();
+state.ready = showStatus();
 restore(history.state, new URLSearchParams(location.search), false);
