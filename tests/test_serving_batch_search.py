@@ -4,13 +4,16 @@ give the hits of one search per image, in order, from one model call; a bad imag
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 from serving_fixtures import query_png, serving_client
+from typer.testing import CliRunner
 
 import retrieval
+from retrieval.cli.main import app
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.serving.admission import EmbedAdmission
 from retrieval.serving.batcher import MicroBatcher
@@ -160,3 +163,19 @@ def test_admission_holds_a_place_per_image() -> None:
     with admission.admit(9):  # larger than the limit: admitted alone, holding every place
         assert admission.pending == 4
     assert admission.pending == 0
+
+
+def test_the_cli_searches_several_images_in_one_model_call(tiny_index_template: Path, tmp_path: Path, model_calls):
+    paths = []
+    for name, data in QUERIES:
+        paths.append(tmp_path / name)
+        paths[-1].write_bytes(data)
+    single = [retrieval.search(tiny_index_template, path, k=3)[0] for path in paths]
+    del model_calls[:]
+    result = CliRunner().invoke(app, ["search", str(tiny_index_template), *map(str, paths), "-k", "3", "--json"])
+    assert result.exit_code == 0, result.output
+    assert model_calls == [3]
+    queries = json.loads(result.stdout)["queries"]
+    assert [query["query"] for query in queries] == [str(path) for path in paths]
+    for query, alone in zip(queries, single, strict=True):
+        assert [hit["id"] for hit in query["results"]] == [item.id for item, _ in alone]
