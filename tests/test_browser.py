@@ -577,3 +577,34 @@ def test_the_k_cap_is_the_servers_k_max(browser, tiny_index_template: Path, tmp_
             assert page.blocked == []
         finally:
             page.close()
+
+
+def test_the_page_says_why_a_filter_found_nothing(browser, base_url: str, tmp_path: Path) -> None:
+    """No results under a label no item has: a note naming it and the labels that start with it; a metadata
+    key no item has: the API's warning."""
+    page = open_search_page(browser, base_url)
+    try:
+        page.set_input_files("input[type=file]", str(query_file(tmp_path)))
+        _wait_query(page, "file")
+        assert page.is_hidden("#filter-note")
+        page.fill("#filter-label", "class")  # a prefix, not a label: the filter is exact
+        page.press("#filter-label", "Enter")
+        page.wait_for_selector("#filter-note:not([hidden])")
+        assert shown_ids(page) == []
+        expected = [v["value"] for v in httpx.get(base_url + "/labels", params={"prefix": "class"}).json()["values"]]
+        note = page.text_content("#filter-note")
+        assert (
+            note
+            == f'No item has the label "class" (the label must match exactly). Labels starting with it: {", ".join(expected[:5])}.'
+        )
+        page.fill("#filter-label", "")
+        page.fill("#filter-meta", "colour=red")
+        page.press("#filter-meta", "Enter")
+        page.wait_for_function("document.getElementById('filter-note').textContent.includes('colour')")
+        assert "no item has the metadata key 'colour'; the keys in use: n" in page.text_content("#filter-note")
+        page.fill("#filter-meta", "")
+        page.press("#filter-meta", "Enter")
+        page.wait_for_function("document.querySelectorAll('#results .hit').length === 10")
+        assert page.is_hidden("#filter-note") and page.is_hidden("#error") and page.blocked == []
+    finally:
+        page.close()

@@ -163,12 +163,42 @@ function showResults(body, query) {
   grid.dataset.postprocess = body.postprocess;
   grid.dataset.query = query.kind === "item" ? `item:${query.id}` : "file";
   $("results-hint").hidden = !body.results.length;
+  explainFilter(body);
   const t = body.timings;
   $("timings").textContent =
     `${body.results.length} results like ${describe(query)} from the ${body.index} index` +
     `${body.postprocess === "qe" ? " with query expansion" : ""} · ` +
     timingText(t, query);
   showPager(body);
+}
+
+// Up to `limit` labels starting with `prefix` (any case), most items first; null when unknown.
+async function labelsStartingWith(prefix, limit) {
+  try {
+    const response = await fetch(`/labels?${new URLSearchParams({ prefix, limit: String(limit) })}`);
+    return response.ok ? (await response.json()).values : null;
+  } catch (_) {
+    return null; // suggestions and hints are a convenience: the page works without them
+  }
+}
+
+// What the filter did: the API's warnings (a metadata key no item has), and for no results under a
+// label that no item carries, the labels that start with what was typed (the label filter is exact).
+async function explainFilter(body) {
+  const notes = [...(body.warnings || [])];
+  const label = $("filter-label").value.trim();
+  const asked = state.requestId;
+  if (!body.results.length && label && body.offset === 0) {
+    const found = await labelsStartingWith(label, 1000);
+    const values = found ? found.map((entry) => String(entry.value)) : [label];
+    if (!values.includes(label)) {
+      const like = values.length ? ` Labels starting with it: ${values.slice(0, 5).join(", ")}.` : "";
+      notes.push(`No item has the label "${label}" (the label must match exactly).${like}`);
+    }
+  }
+  if (asked !== state.requestId) return; // a newer search shows its own
+  $("filter-note").textContent = notes.join(" ");
+  $("filter-note").hidden = !notes.length;
 }
 
 // Previous / Next page: shown once there may be more than one page; Next stops at a short page and
@@ -192,6 +222,7 @@ function showFailure(query, message, status) {
   showError(`Could not search with ${describe(query)}: ${message}`);
   $("results").replaceChildren();
   $("results-hint").hidden = true;
+  $("filter-note").hidden = true;
   $("pager").hidden = true;
   $("timings").textContent = "";
   if (query.kind === "file" && FILE_REJECTED.has(status)) {
@@ -415,6 +446,7 @@ async function restore(entry, params, focus) {
   clearPreview();
   $("results").replaceChildren();
   $("results-hint").hidden = true;
+  $("filter-note").hidden = true;
   $("pager").hidden = true;
   $("timings").textContent = "";
   showError(params.get("q") === "upload" ? "The uploaded image is not kept after the page reloads: choose it again." : "");
@@ -426,20 +458,14 @@ function suggestLabels() {
   clearTimeout(state.suggestTimer);
   state.suggestTimer = setTimeout(async () => {
     const asked = ++state.labelsRequest;
-    const params = new URLSearchParams({ prefix: $("filter-label").value.trim(), limit: String(SUGGESTIONS) });
-    try {
-      const response = await fetch(`/labels?${params}`);
-      const body = response.ok ? await response.json() : null;
-      if (!body || asked !== state.labelsRequest) return; // a later keystroke asked again
-      $("label-suggestions").replaceChildren(...body.values.map(({ value, count }) => {
-        const option = document.createElement("option");
-        option.value = String(value);
-        option.label = `${count} item${count === 1 ? "" : "s"}`;
-        return option;
-      }));
-    } catch (_) {
-      // suggestions are a convenience: the box works without them
-    }
+    const values = await labelsStartingWith($("filter-label").value.trim(), SUGGESTIONS);
+    if (!values || asked !== state.labelsRequest) return; // a later keystroke asked again
+    $("label-suggestions").replaceChildren(...values.map(({ value, count }) => {
+      const option = document.createElement("option");
+      option.value = String(value);
+      option.label = `${count} item${count === 1 ? "" : "s"}`;
+      return option;
+    }));
   }, 120);
 }
 
