@@ -130,12 +130,14 @@ async def embed_uploads(
     embedded. Fills the decode/embed timings when given."""
     settings = services.settings
     timings = timings if timings is not None else Timings()
+    for number, upload in enumerate(uploads, 1):
+        with _naming(number, len(uploads)):
+            check_content_type(upload)
     with services.admission.admit(len(uploads)):  # 503 at once past max_queued_images (backpressure)
         start = time.perf_counter()
         files, pixels = [], []
         for number, upload in enumerate(uploads, 1):
             with _naming(number, len(uploads)):
-                check_content_type(upload)
                 files.append(await read_upload(upload, settings.max_upload_bytes))
                 pixels.append(await _decoded(services, files[-1], upload, snapshot))
         timings.decode_ms = _ms(start)
