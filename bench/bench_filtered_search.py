@@ -95,6 +95,11 @@ def main() -> None:
     where = parse_filter({"label": {"$in": chosen}})
     kinds = {"flat": "float", "binary": "binary"}
     print("load average {:.2f} {:.2f} {:.2f} on {} CPUs".format(*os.getloadavg(), os.cpu_count()))
+    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    print(  # one query at a time: faiss scans without BLAS, so the BLAS kernel does not matter here
+        f"avx512f: {'avx512f' in flags}, avx2: {'avx2' in flags}, "
+        f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}, faiss {faiss.__version__}"
+    )
     print(
         f"\n| search ({args.size:,} items, {args.dim}-d, k={args.k}) | filter | matches | p50 ms | p99 ms | "
         "p50 vs unfiltered |\n|---|---|---|---|---|---|"
