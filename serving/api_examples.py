@@ -57,7 +57,13 @@ ADD_ITEMS: dict[str, Any] = {"ids": [201, 202], "count": 202}
 DELETE_ITEM: dict[str, Any] = {"id": 17, "count": 201}
 RELOAD: dict[str, Any] = {"count": 202, "model_sha256": _MODEL_SHA, "generation": 3}
 HEALTH: dict[str, Any] = {"status": "ok"}
-READY: dict[str, Any] = {"status": "ready", "count": 202, "model_sha256": _MODEL_SHA, "embedding_dim": 512}
+READY: dict[str, Any] = {
+    "status": "ready",
+    "count": 202,
+    "model_sha256": _MODEL_SHA,
+    "embedding_dim": 512,
+    "k_max": 100,
+}
 METRICS = 'retrieval_http_requests_total{method="POST",route="/search",status="200"} 42.0\n'
 
 
