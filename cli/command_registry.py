@@ -6,6 +6,7 @@ the one-line summary ``retrieval --help`` lists without importing it; ``LazyComm
 group that resolves a command through the table when it is named. ``retrieval --help`` and an unknown command
 (with its did-you-mean) import no command module; ``retrieval train --data /missing`` imports the train
 module alone, which refuses a bad path, recipe, backbone or run directory before torch loads.
+``INDEX_COMMANDS`` and ``LazyIndexGroup`` do the same one level down, for ``retrieval index NAME``.
 ``tests/test_package_layout.py`` reads the table as the imports it stands for, and
 ``tests/test_cli_startup.py`` checks that each summary is its command's own.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import typer
 from typer import _click as click
@@ -73,7 +74,53 @@ COMMANDS: dict[str, CommandSource] = {
         "Datasets: generate a synthetic one, show a dataset's layout and class-disjoint split, check its images.",
     ),
     "index": CommandSource(
-        "retrieval.cli.index_commands", "Build, inspect and update an index directory (float + binary faiss)."
+        "retrieval.cli.index_group", "Build, inspect and update an index directory (float + binary faiss)."
+    ),
+}
+
+INDEX_COMMANDS: dict[str, CommandSource] = {  # ``retrieval index NAME``: the group loads each module when named
+    "build": CommandSource(
+        "retrieval.cli.index_commands",
+        "Embed a dataset with an exported model and write a float + binary index directory.",
+    ),
+    "info": CommandSource("retrieval.cli.index_commands", "Show what an index holds and how it was built."),
+    "add": CommandSource(
+        "retrieval.cli.index_commands",
+        "Embed more images with the index's own model and add them (new ids, old ids unchanged); a DBA index "
+        "augments them as its build did.",
+    ),
+    "remove": CommandSource(
+        "retrieval.cli.index_commands",
+        "Remove items by id (ids are never reused) or by key; an unknown id or key removes nothing and fails.",
+    ),
+    "compact": CommandSource(
+        "retrieval.cli.index_commands",
+        "Merge the base, every delta segment and no removed item into one new base, atomically.",
+    ),
+    "merge": CommandSource(
+        "retrieval.cli.shard_commands",
+        "Merge the N shard directories of `retrieval index build --shard I/N` into one index directory.",
+    ),
+    "snapshot": CommandSource(
+        "retrieval.cli.maintenance_commands",
+        "Copy the index consistently, also while the service writes it (hard links where the file system allows).",
+    ),
+    "verify": CommandSource(
+        "retrieval.cli.maintenance_commands",
+        "Check every file, id, vector and record of the index, and that its model copy fits its graph and is the "
+        "one it was built with; exits non-zero with the first problem.",
+    ),
+    "rebuild": CommandSource(
+        "retrieval.cli.maintenance_commands",
+        "Re-embed every stored image with a new model beside the live index, then switch to it atomically.",
+    ),
+    "switch": CommandSource(
+        "retrieval.cli.maintenance_commands",
+        "Make the next generation (from `index rebuild --no-switch`, or a rolled-back one) live, atomically.",
+    ),
+    "rollback": CommandSource(
+        "retrieval.cli.maintenance_commands",
+        "Make the generation the last switch replaced live again (with what was added since), atomically.",
     ),
 }
 
@@ -81,17 +128,19 @@ COMMANDS: dict[str, CommandSource] = {
 class LazyCommandGroup(FlagGroup):
     """The ``retrieval`` group: its commands come from ``COMMANDS``, each module imported when first named."""
 
+    table: ClassVar[dict[str, CommandSource]] = COMMANDS
+
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return [*COMMANDS, *(name for name in super().list_commands(ctx) if name not in COMMANDS)]
+        return [*self.table, *(name for name in super().list_commands(ctx) if name not in self.table)]
 
     def get_command(self, ctx: click.Context | None, cmd_name: str) -> Any:
-        if cmd_name in COMMANDS and cmd_name not in self.commands:
-            self._load(COMMANDS[cmd_name].module)
+        if cmd_name in self.table and cmd_name not in self.commands:
+            self._load(self.table[cmd_name].module)
         return self.commands.get(cmd_name)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """The summaries of the table: listing the commands imports none of them."""
-        rows = [(name, source.summary[:UNLIMITED_WIDTH]) for name, source in COMMANDS.items()]
+        rows = [(name, source.summary[:UNLIMITED_WIDTH]) for name, source in self.table.items()]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
@@ -102,3 +151,9 @@ class LazyCommandGroup(FlagGroup):
         present(stage)
         for name, command in get_group(stage).commands.items():
             self.add_command(command, name)
+
+
+class LazyIndexGroup(LazyCommandGroup):
+    """The ``retrieval index`` group: ``retrieval index --help`` lists ``INDEX_COMMANDS`` without importing faiss."""
+
+    table = INDEX_COMMANDS

@@ -1,5 +1,6 @@
 """``retrieval index build|info|add|remove|compact``: the index directory from the shell (``search``: search_commands;
-``snapshot``, ``verify``, ``rebuild``, ``switch``, ``rollback``: maintenance_commands)."""
+``snapshot``, ``verify``, ``rebuild``, ``switch``, ``rollback``: maintenance_commands; ``merge``: shard_commands;
+the ``index`` group itself, which loads each of them when named: index_group)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,7 @@ import typer
 
 from retrieval.cli.backend_options import BackendOpt, CollectionOpt, MilvusUriOpt
 from retrieval.cli.index_options import BatchOpt, DataOpt, DbaOpt, ModelOpt, QuietOpt, ThreadsOpt
-from retrieval.cli.maintenance_commands import rebuild, rollback, snapshot, switch, verify
-from retrieval.cli.shard_commands import echo_shard_build, merge
+from retrieval.cli.shard_commands import echo_shard_build
 from retrieval.indexing import api
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.model.training_verdict import TrainingVerdict
@@ -24,10 +24,6 @@ from retrieval.indexing.store.shared.compaction import CompactionPolicy
 from retrieval.indexing.store.shared.item_filter import parse_metadata
 
 MAX_LISTED_FAILURES = 10
-
-index_app = typer.Typer(
-    help="Build, inspect and update an index directory (float + binary faiss).", no_args_is_help=True
-)
 
 
 def echo_failures(failures: Sequence[tuple[Path, str]]) -> None:
@@ -41,7 +37,6 @@ def echo_failures(failures: Sequence[tuple[Path, str]]) -> None:
         typer.echo(f"  ... and {len(failures) - MAX_LISTED_FAILURES} more", err=True)
 
 
-@index_app.command("build")
 def build(
     model: ModelOpt,
     data: DataOpt,
@@ -108,7 +103,6 @@ def build(
     )
 
 
-@index_app.command("info")
 def info(index_dir: Annotated[Path, typer.Argument(help="index directory")]) -> None:
     """Show what an index holds and how it was built."""
     manifest = api.index_info(index_dir)
@@ -142,7 +136,6 @@ def info(index_dir: Annotated[Path, typer.Argument(help="index directory")]) -> 
         typer.echo(f"{key:<10} {value}")
 
 
-@index_app.command("add")
 def add(
     index_dir: Annotated[Path, typer.Argument(help="index directory")],
     data: DataOpt,
@@ -198,7 +191,6 @@ def add(
         )
 
 
-@index_app.command("remove")
 def remove(
     index_dir: Annotated[Path, typer.Argument(help="index directory")],
     ids: Annotated[list[int] | None, typer.Argument(help="item ids to remove")] = None,
@@ -243,7 +235,6 @@ def _policy_text(policy: CompactionPolicy) -> str:
     )
 
 
-@index_app.command("compact")
 def compact(
     index_dir: Annotated[Path, typer.Argument(help="index directory")],
     max_delta_segments: Annotated[
@@ -289,11 +280,7 @@ def compact(
     typer.echo(f"compaction {_policy_text(report.policy)}")
 
 
-index_app.command("merge")(merge)
-for command in (snapshot, verify, rebuild, switch, rollback):
-    index_app.command(command.__name__)(command)
-
-
 def register(app: typer.Typer) -> None:
-    """Add ``index ...`` to the top-level app."""
-    app.add_typer(index_app, name="index")
+    """Add ``build``, ``info``, ``add``, ``remove`` and ``compact`` to the ``index`` group (``index_group``)."""
+    for command in (build, info, add, remove, compact):
+        app.command(command.__name__)(command)

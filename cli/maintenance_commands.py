@@ -129,3 +129,9 @@ def _echo_switch(report: UpgradeReport, done: str) -> None:
         f"({report.embedded} embedded, {report.removed} removed while catching up) in {report.seconds:.1f} s"
     )
     typer.echo(RELOAD_HINT)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``snapshot``, ``verify``, ``rebuild``, ``switch`` and ``rollback`` to the ``index`` group."""
+    for command in (snapshot, verify, rebuild, switch, rollback):
+        app.command(command.__name__)(command)

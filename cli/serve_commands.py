@@ -13,7 +13,6 @@ import uvicorn
 
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.store.shared.manifest import load_index_manifest
-from retrieval.serving.app import create_app
 from retrieval.serving.settings import ServeSettings, settings_from_env
 
 
@@ -45,6 +44,8 @@ def serve(
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     typer.echo(f"web page: http://{shown}:{port}/   API docs: http://{shown}:{port}/docs")
     typer.echo(f"loading the model and the index from {index} (the page answers once they are loaded) ...")
+    from retrieval.serving.app import create_app  # FastAPI loads here: `serve --help` and its errors need none
+
     if workers == 1:
         uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
         return

@@ -74,3 +74,8 @@ def merge(
         f"{report.model_sha256[:12]}; {report.failures} unreadable images skipped) in {report.seconds:.1f} s"
     )
     typer.echo(f"next: retrieval eval --index {out}   (or: retrieval serve --index {out})")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``merge`` to the ``index`` group."""
+    app.command("merge")(merge)

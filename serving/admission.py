@@ -43,15 +43,17 @@ class EmbedAdmission:
         )
 
     @contextmanager
-    def admit(self) -> Iterator[None]:
-        """Hold one of ``limit`` places for the block; RetryLaterError when none is free."""
-        if self.full:
+    def admit(self, images: int = 1) -> Iterator[None]:
+        """Hold ``images`` of ``limit`` places for the block; RetryLaterError when too few are free. A batch
+        larger than ``limit`` needs all of them free (and then holds them all)."""
+        places = min(images, self.limit)
+        if self.pending + places > self.limit:
             raise self.refusal()
-        self.pending += 1
+        self.pending += places
         try:
             yield
         finally:
-            self.pending -= 1
+            self.pending -= places
 
 
 class AdmissionGate:

@@ -60,7 +60,13 @@ DELETE_ITEM: dict[str, Any] = {"id": 17, "key": "sku-4711", "count": 201}
 PUT_ITEM: dict[str, Any] = {"id": 203, "key": "sku-4711", "replaced": 17, "count": 202}
 RELOAD: dict[str, Any] = {"count": 202, "model_sha256": _MODEL_SHA, "generation": 3}
 HEALTH: dict[str, Any] = {"status": "ok"}
-READY: dict[str, Any] = {"status": "ready", "count": 202, "model_sha256": _MODEL_SHA, "embedding_dim": 512}
+READY: dict[str, Any] = {
+    "status": "ready",
+    "count": 202,
+    "model_sha256": _MODEL_SHA,
+    "embedding_dim": 512,
+    "k_max": 100,
+}
 METRICS = 'retrieval_http_requests_total{method="POST",route="/search",status="200"} 42.0\n'
 
 

@@ -7,12 +7,15 @@ only touched inside ``ServiceState.read`` so an add or remove never interleaves 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import anyio
 import numpy as np
 from fastapi import UploadFile
 
+from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.image_io import open_rgb_bytes
 from retrieval.indexing.model.preprocess import preprocess_image
 from retrieval.indexing.store.item_search import Window, filter_warnings, ranked_pages
@@ -114,63 +117,97 @@ class EmbeddedUpload:
 async def embed_upload(
     services: Services, upload: UploadFile, snapshot: Snapshot, timings: Timings | None = None
 ) -> EmbeddedUpload:
-    """Check, decode and embed one uploaded image with the model of ``snapshot`` (which the caller holds,
-    ``ServiceState.hold``): the one upload -> vector path of searches and of ``POST /items``. Fills the
-    decode/embed timings when given."""
+    """``embed_uploads`` of one image: the upload -> vector path of ``/embed`` and of ``POST /items``."""
+    (embedded,) = await embed_uploads(services, [upload], snapshot, timings)
+    return embedded
+
+
+async def embed_uploads(
+    services: Services, uploads: Sequence[UploadFile], snapshot: Snapshot, timings: Timings | None = None
+) -> list[EmbeddedUpload]:
+    """Check, decode and embed uploaded images with the model of ``snapshot`` (which the caller holds,
+    ``ServiceState.hold``), in one model call. Every image is checked and decoded before any is embedded,
+    so a bad one among several fails the request (its error names it: "image 2 of 3 ...") with nothing
+    embedded. Fills the decode/embed timings when given."""
     settings = services.settings
     timings = timings if timings is not None else Timings()
-    check_content_type(upload)
-    with services.admission.admit():  # 503 at once past max_queued_images (backpressure)
+    for number, upload in enumerate(uploads, 1):
+        with _naming(number, len(uploads)):
+            check_content_type(upload)
+    with services.admission.admit(len(uploads)):  # 503 at once past max_queued_images (backpressure)
         start = time.perf_counter()
-        data = await read_upload(upload, settings.max_upload_bytes)
-        pixels = await anyio.to_thread.run_sync(
-            _decode_and_preprocess,
-            data,
-            repr(upload.filename or "upload"),
-            settings,
-            snapshot,
-            limiter=services.decode_limiter,
-        )
+        files, pixels = [], []
+        for number, upload in enumerate(uploads, 1):
+            with _naming(number, len(uploads)):
+                files.append(await read_upload(upload, settings.max_upload_bytes))
+                pixels.append(await _decoded(services, files[-1], upload, snapshot))
         timings.decode_ms = _ms(start)
         start = time.perf_counter()
-        vector = await services.batcher.embed(snapshot.embedder, pixels)
+        vectors = await services.batcher.embed_many(snapshot.embedder, np.stack(pixels))
         timings.embed_ms = _ms(start)
-    return EmbeddedUpload(snapshot, data, vector)
+    return [EmbeddedUpload(snapshot, data, vector) for data, vector in zip(files, vectors, strict=True)]
 
 
-def hits_for(snapshot: Snapshot, vector: np.ndarray, params: SearchParams, exclude: int | None = None) -> FoundPage:
-    """Search the store (caller holds the read lock) and attach labels/metadata; ``exclude`` drops one id."""
+async def _decoded(services: Services, data: bytes, upload: UploadFile, snapshot: Snapshot) -> np.ndarray:
+    name = repr(upload.filename or "upload")
+    return await anyio.to_thread.run_sync(
+        _decode_and_preprocess, data, name, services.settings, snapshot, limiter=services.decode_limiter
+    )
+
+
+@contextmanager
+def _naming(number: int, count: int) -> Iterator[None]:
+    """A bad image among several: the same error, its sentence starting with which image it is."""
+    try:
+        yield
+    except DataError as error:
+        if count == 1:
+            raise
+        raise type(error)(f"image {number} of {count}: {error}") from None
+
+
+def pages_for(
+    snapshot: Snapshot, vectors: np.ndarray, params: SearchParams, exclude: int | None = None
+) -> list[FoundPage]:
+    """Search the store for each (n, d) row in one call (caller holds the read lock) and attach
+    labels/metadata; ``exclude`` drops one id."""
     warnings = filter_warnings(snapshot.store, params.where)
     if snapshot.store.count == 0:
-        return FoundPage([], warnings=warnings)
-    (page,) = ranked_pages(
+        return [FoundPage([], warnings=warnings) for _ in vectors]
+    pages = ranked_pages(
         snapshot.store,
-        vector.reshape(1, -1),
+        vectors,
         params.k,
         kind=params.index,
         rerank=params.rerank,
-        exclude=[exclude],
+        exclude=[exclude] * len(vectors),
         where=params.where,
         postprocess=params.postprocess,
         window=params.window,
     )
-    hits = [search_hit(item, score, params.full_paths) for item, score in page.hits]
-    return FoundPage(hits, page.below_min_score, warnings)
+    return [
+        FoundPage(
+            [search_hit(item, score, params.full_paths) for item, score in page.hits], page.below_min_score, warnings
+        )
+        for page in pages
+    ]
+
+
+def hits_for(snapshot: Snapshot, vector: np.ndarray, params: SearchParams, exclude: int | None = None) -> FoundPage:
+    """``pages_for`` of one (d,) vector."""
+    (page,) = pages_for(snapshot, vector.reshape(1, -1), params, exclude)
+    return page
 
 
 def score_kind(params: SearchParams) -> ScoreKind:
     return score_kind_of(params.index, params.rerank, params.postprocess)
 
 
-async def search_hits(
-    services: Services,
-    snapshot: Snapshot,
-    vector: np.ndarray,
-    params: SearchParams,
-    timings: Timings,
-    exclude: int | None = None,
-) -> FoundPage:
+async def search_pages(
+    services: Services, snapshot: Snapshot, vectors: np.ndarray, params: SearchParams, timings: Timings
+) -> list[FoundPage]:
+    """``pages_for`` on the store thread, within ``snapshot`` (the generation that embedded ``vectors``)."""
     start = time.perf_counter()
-    hits = await services.state.read(lambda snap: hits_for(snap, vector, params, exclude), snapshot)
+    pages = await services.state.read(lambda snap: pages_for(snap, vectors, params), snapshot)
     timings.search_ms = _ms(start)
-    return hits
+    return pages

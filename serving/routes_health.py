@@ -36,6 +36,7 @@ async def readyz(services: Services = Depends(get_services)) -> ReadyResponse:
         count=services.state.item_count,
         model_sha256=snapshot.embedder.model_sha256,
         embedding_dim=snapshot.embedder.dim,
+        k_max=services.settings.k_max,
     )
 
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import time
-from typing import TypeVar
+from typing import Any, TypeVar
 
+import numpy as np
 from fastapi import APIRouter, Depends, File, Form, Path, Query, UploadFile
 from fastapi.openapi.models import Example
 
@@ -16,17 +17,20 @@ from retrieval.serving.query_pipeline import (
     FoundPage,
     SearchParams,
     embed_upload,
+    embed_uploads,
     hits_for,
     resolve_search_params,
     score_kind,
-    search_hits,
+    search_pages,
 )
 from retrieval.serving.schemas import (
     DEFAULT_K,
     MAX_ITEM_ID,
+    BatchSearchResponse,
     EmbedResponse,
     IndexKind,
     PostprocessName,
+    QueryResults,
     SearchResponse,
     Timings,
 )
@@ -46,6 +50,11 @@ _COMMON = (RetryLaterError, InvalidParameterError, RequestTimeoutError)
 UPLOAD_PROBLEMS = problem_responses(DataError, PayloadTooLargeError, UnsupportedMediaTypeError, *_COMMON)
 SIMILAR_PROBLEMS = problem_responses(ItemNotFoundError, *_COMMON)
 
+_IMAGE = (
+    "the query image (JPEG, PNG, WebP, GIF, BMP, TIFF); send the field several times for a batch search (at most "
+    "max_search_images of the server, 16 by default): the answer then holds 'batch', one result list per image in "
+    "order, all embedded in one model call; a bad image among them fails the whole request, naming which"
+)
 _K = "number of results (1..k_max of the server)"
 _INDEX = "'float' (exact cosine) or 'binary' (Hamming over the sign bits, one per embedding dimension: 32x smaller)"
 _RERANK = "binary only: fetch this many candidates (k <= rerank <= 10 x k_max) by Hamming distance, re-rank them by float cosine"
@@ -72,12 +81,12 @@ _FILTER_EXAMPLES: dict[str, Example] = {
 
 @router.post(
     "/search",
-    response_model=SearchResponse,
+    response_model=SearchResponse | BatchSearchResponse,
     responses={**api_examples.example(api_examples.SEARCH), **UPLOAD_PROBLEMS},
-    summary="Find the items most similar to an image",
+    summary="Find the items most similar to an image (or to each of several: a batch search)",
 )
 async def search(
-    image: UploadFile = File(description="the query image (JPEG, PNG, WebP, GIF, BMP, TIFF)"),
+    image: list[UploadFile] = File(min_length=1, description=_IMAGE),
     k: int = Query(DEFAULT_K, description=_K),
     index: IndexKind | None = Query(None, description=_INDEX),
     rerank: int | None = Query(None, description=_RERANK),
@@ -95,8 +104,9 @@ async def search(
     min_score: float | None = Query(None, description=_MIN_SCORE),
     min_score_form: float | None = Form(None, alias="min_score", description="same as the query parameter min_score"),
     services: Services = Depends(get_services),
-) -> SearchResponse:
+) -> SearchResponse | BatchSearchResponse:
     start = time.perf_counter()
+    _check_batch_size(len(image), services.settings.max_search_images)
     params = resolve_search_params(
         services,
         _first(k_form, k),
@@ -108,11 +118,20 @@ async def search(
         _first(min_score_form, min_score),
     )
     timings = Timings()
-    with services.state.hold() as snapshot:  # the model that embeds the query searches its own index
-        upload = await embed_upload(services, image, snapshot, timings)
-        results = await search_hits(services, snapshot, upload.vector, params, timings)
+    with services.state.hold() as snapshot:  # the model that embeds the queries searches its own index
+        uploads = await embed_uploads(services, image, snapshot, timings)
+        vectors = np.stack([upload.vector for upload in uploads])
+        pages = await search_pages(services, snapshot, vectors, params, timings)
     timings.total_ms = round((time.perf_counter() - start) * 1000.0, 3)
-    return _response(params, results, timings)
+    if len(pages) == 1:  # one image: the response of one query, as before batches
+        return _response(params, pages[0], timings)
+    return BatchSearchResponse(
+        **_echo(params, pages[0].warnings, timings),
+        batch=[
+            QueryResults(image=upload.filename or "", below_min_score=page.below_min_score, results=page.results)
+            for upload, page in zip(image, pages, strict=True)
+        ],
+    )
 
 
 @router.post(
@@ -167,17 +186,29 @@ def _first(*values: T | None) -> T | None:
     return next((value for value in values if value is not None), None)
 
 
+def _check_batch_size(images: int, limit: int) -> None:
+    if images > limit:
+        raise PayloadTooLargeError(
+            f"{images} images in one search exceed the limit of {limit} (max_search_images); send them in parts."
+        )
+
+
+def _echo(params: SearchParams, warnings: list[str], timings: Timings) -> dict[str, Any]:
+    """The fields of ``_SearchEcho``: what every query of a search shares."""
+    return {
+        "index": params.index,
+        "k": params.k,
+        "offset": params.window.offset,
+        "rerank": params.rerank,
+        "postprocess": params.postprocess,
+        "score_kind": score_kind(params),
+        "min_score": params.window.min_score,
+        "warnings": warnings,
+        "timings": timings,
+    }
+
+
 def _response(params: SearchParams, found: FoundPage, timings: Timings) -> SearchResponse:
     return SearchResponse(
-        index=params.index,
-        k=params.k,
-        offset=params.window.offset,
-        rerank=params.rerank,
-        postprocess=params.postprocess,
-        score_kind=score_kind(params),
-        min_score=params.window.min_score,
-        below_min_score=found.below_min_score,
-        warnings=found.warnings,
-        results=found.results,
-        timings=timings,
+        **_echo(params, found.warnings, timings), below_min_score=found.below_min_score, results=found.results
     )

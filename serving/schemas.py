@@ -62,7 +62,9 @@ class Timings(_Strict):
     total_ms: float = 0.0
 
 
-class SearchResponse(_Strict):
+class _SearchEcho(_Strict):
+    """What a search was asked for and what applies to all its queries."""
+
     index: IndexKind
     k: int
     offset: int = Field(0, description="how many of the best hits were skipped (paging)")
@@ -74,12 +76,33 @@ class SearchResponse(_Strict):
         "binary searches); 'kreciprocal': 1 - the k-reciprocal re-ranking distance"
     )
     min_score: float | None = Field(None, description="the threshold asked for, if any")
-    below_min_score: int = Field(0, description="how many of the k hits scored below min_score and were cut")
     warnings: list[str] = Field(
         default_factory=list, description="e.g. a filter key that no item has (the keys in use are named)"
     )
-    results: list[SearchHit]
     timings: Timings
+
+
+_BELOW = "how many of the k hits scored below min_score and were cut"
+
+
+class SearchResponse(_SearchEcho):
+    """The answer to one query image (or stored item)."""
+
+    below_min_score: int = Field(0, description=_BELOW)
+    results: list[SearchHit]
+
+
+class QueryResults(_Strict):
+    image: str = Field(description="the query's file name as uploaded")
+    below_min_score: int = Field(0, description=_BELOW)
+    results: list[SearchHit]
+
+
+class BatchSearchResponse(_SearchEcho):
+    """The answer to a batch search (several image fields in one POST /search): one entry per image, in the
+    order they were sent; the images were embedded in one model call and searched in one store call."""
+
+    batch: list[QueryResults]
 
 
 class EmbedResponse(_Strict):
@@ -148,3 +171,4 @@ class ReadyResponse(_Strict):
     count: int
     model_sha256: str
     embedding_dim: int
+    k_max: int = Field(description="the largest k a search takes (offset + k may reach 10 x k_max: paging)")

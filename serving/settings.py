@@ -33,6 +33,9 @@ class ServeSettings(BaseModel):
         2, ge=1, description="uploads decoded at once; memory of decoding <= this x max_decode_mb"
     )
     k_max: int = Field(100, ge=1, description="largest k a client may ask for")
+    max_search_images: int = Field(
+        16, ge=1, description="images one POST /search may send (a batch search); more get 413"
+    )
     batch_max_size: int = Field(16, ge=1, description="images embedded per onnxruntime call at most")
     batch_max_wait_ms: float = Field(4.0, ge=0, description="how long the first image waits for company")
     max_queued_images: int = Field(

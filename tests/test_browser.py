@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from index_fixtures import make_image
 from PIL import Image
-from serving_fixtures import running_server
+from serving_fixtures import GALLERY_SIZE, running_server
 
 CHROMIUM = Path("/usr/bin/chromium")
 LAUNCH_ARGS = [
@@ -480,5 +480,131 @@ def test_labels_wrap_between_words_and_a_small_phone_reaches_every_control(
         ]
         assert all(lines == 1 for _, lines in words), words  # each word on one line
         assert fits and height > 40  # wrapped over several lines, inside the tile
+    finally:
+        page.close()
+
+
+def _options(page) -> list[str]:
+    return page.eval_on_selector_all("#label-suggestions option", "els => els.map(e => e.value)")
+
+
+def test_the_label_box_suggests_labels_as_one_types(browser, base_url: str) -> None:
+    """The filter box's datalist holds the labels starting with what is typed (any case), as GET /labels
+    counts them, most items first; picking one searches with it."""
+    everything = httpx.get(base_url + "/labels").json()["values"]
+    page = open_search_page(browser, base_url)
+    try:
+        page.click("#filter-label")  # focus alone: the most common labels
+        page.wait_for_function(f"document.querySelectorAll('#label-suggestions option').length === {len(everything)}")
+        assert _options(page) == [value["value"] for value in everything]
+        label = everything[-1]["value"]
+        page.type("#filter-label", label.upper())  # any case
+        page.wait_for_function("document.querySelectorAll('#label-suggestions option').length === 1")
+        option = page.locator("#label-suggestions option")
+        count = next(value["count"] for value in everything if value["value"] == label)
+        assert option.get_attribute("value") == label and option.get_attribute("label") == f"{count} items"
+        page.fill("#filter-label", "no such label")
+        page.wait_for_function("document.querySelectorAll('#label-suggestions option').length === 0")
+        assert page.is_hidden("#error") and page.blocked == []
+    finally:
+        page.close()
+
+
+def test_next_page_and_a_k_above_the_maximum(browser, base_url: str, tmp_path: Path) -> None:
+    """Next / Previous page step through the ranking with offset (the API's pages, in the URL); a k above
+    the server's k_max is capped in the field with a note, and the search runs instead of failing."""
+    query = query_file(tmp_path)
+    upload = {"image": ("q.png", query.read_bytes())}
+    page = open_search_page(browser, base_url)
+    try:
+        assert page.is_hidden("#pager")
+        page.fill("#k", "4")
+        page.press("#k", "Tab")  # k's change event now, not when the click on Next page takes the focus
+        page.set_input_files("input[type=file]", str(query))
+        _wait_query(page, "file")
+        first = shown_ids(page)
+        assert first == api_ids(base_url, "/search", params={"k": 4}, files=upload)
+        assert page.is_visible("#pager") and page.is_disabled("#prev-page") and page.is_enabled("#next-page")
+        page.click("#next-page")
+        page.wait_for_function("location.search.includes('offset=4')")
+        page.wait_for_function("document.getElementById('page-info').textContent === 'results 5–8'")
+        second = shown_ids(page)
+        assert second == api_ids(base_url, "/search", params={"k": 4, "offset": 4}, files=upload)
+        assert not set(first) & set(second) and page.is_enabled("#prev-page")
+        page.click("#prev-page")
+        page.wait_for_function("document.getElementById('page-info').textContent === 'results 1–4'")
+        assert shown_ids(page) == first and "offset=" not in _url(page)
+
+        k_max = httpx.get(base_url + "/readyz").json()["k_max"]
+        page.click("#next-page")  # then a new k: the ranking from its first page again
+        page.wait_for_function("document.getElementById('page-info').textContent === 'results 5–8'")
+        page.fill("#k", "500")
+        page.dispatch_event("#k", "change")
+        page.wait_for_function(f"document.getElementById('k').value === '{k_max}'")
+        expected = api_ids(base_url, "/search", params={"k": k_max}, files=upload)
+        page.wait_for_function(f"document.querySelectorAll('#results .hit').length === {len(expected)}")
+        assert shown_ids(page) == expected and len(expected) == min(k_max, GALLERY_SIZE)
+        assert page.is_hidden("#error") and f"At most {k_max} results" in page.text_content("#k-note")
+        assert page.is_disabled("#next-page")  # fewer than k: the last page
+        page.fill("#k", "5")
+        page.dispatch_event("#k", "change")
+        page.wait_for_function("document.querySelectorAll('#results .hit').length === 5")
+        assert page.is_hidden("#k-note")
+
+        page.goto(f"{base_url}/?item={first[0]}&k=500&offset=5")  # a URL's k is capped too, its page kept
+        _wait_query(page, f"item:{first[0]}")
+        assert page.input_value("#k") == str(k_max) and page.is_visible("#k-note")
+        similar = api_ids(base_url, f"/items/{first[0]}/similar", params={"k": k_max, "offset": 5})
+        assert shown_ids(page) == similar
+        assert page.is_hidden("#error") and page.blocked == []
+    finally:
+        page.close()
+
+
+def test_the_k_cap_is_the_servers_k_max(browser, tiny_index_template: Path, tmp_path: Path) -> None:
+    """The page learns k_max from /readyz: a server with k_max 7 caps the field at 7, also for a URL's k."""
+    with running_server(tiny_index_template, k_max=7) as base:
+        page = offline_page(browser)
+        try:
+            first = api_ids(
+                base, "/search", params={"k": 7}, files={"image": ("q.png", query_file(tmp_path).read_bytes())}
+            )
+            page.goto(f"{base}/?item={first[0]}&k=50")
+            _wait_query(page, f"item:{first[0]}")
+            page.wait_for_function("document.getElementById('k').value === '7'")
+            assert shown_ids(page) == api_ids(base, f"/items/{first[0]}/similar", params={"k": 7})
+            assert "At most 7 results" in page.text_content("#k-note") and page.is_hidden("#error")
+            assert page.blocked == []
+        finally:
+            page.close()
+
+
+def test_the_page_says_why_a_filter_found_nothing(browser, base_url: str, tmp_path: Path) -> None:
+    """No results under a label no item has: a note naming it and the labels that start with it; a metadata
+    key no item has: the API's warning."""
+    page = open_search_page(browser, base_url)
+    try:
+        page.set_input_files("input[type=file]", str(query_file(tmp_path)))
+        _wait_query(page, "file")
+        assert page.is_hidden("#filter-note")
+        page.fill("#filter-label", "class")  # a prefix, not a label: the filter is exact
+        page.press("#filter-label", "Enter")
+        page.wait_for_selector("#filter-note:not([hidden])")
+        assert shown_ids(page) == []
+        expected = [v["value"] for v in httpx.get(base_url + "/labels", params={"prefix": "class"}).json()["values"]]
+        note = page.text_content("#filter-note")
+        assert (
+            note
+            == f'No item has the label "class" (the label must match exactly). Labels starting with it: {", ".join(expected[:5])}.'
+        )
+        page.fill("#filter-label", "")
+        page.fill("#filter-meta", "colour=red")
+        page.press("#filter-meta", "Enter")
+        page.wait_for_function("document.getElementById('filter-note').textContent.includes('colour')")
+        assert "no item has the metadata key 'colour'; the keys in use: n" in page.text_content("#filter-note")
+        page.fill("#filter-meta", "")
+        page.press("#filter-meta", "Enter")
+        page.wait_for_function("document.querySelectorAll('#results .hit').length === 10")
+        assert page.is_hidden("#filter-note") and page.is_hidden("#error") and page.blocked == []
     finally:
         page.close()

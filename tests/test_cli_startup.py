@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import typer
 
-from retrieval.cli.command_registry import COMMANDS
+from retrieval.cli.command_registry import COMMANDS, INDEX_COMMANDS
 from retrieval.cli.help_display import UNLIMITED_WIDTH
 from retrieval.cli.main import app
 from retrieval.training.config.known_names import BACKBONE_NAMES, LOSS_NAMES, recipe_names
@@ -56,6 +56,9 @@ def _existing_run(tmp_path: Path) -> Path:
     [
         (("--help",), None),
         (("train", "--help"), None),
+        (("index", "--help"), None),
+        (("serve", "--help"), None),
+        (("serve", "--index", "/missing"), "/missing"),
         (("trian",), "did you mean train?"),
         (("train", "--data", "/missing", "--out", "RUN"), "dataset path /missing does not exist"),
         (("train", "--data", "DATA", "--out", "RUN", "--recipe", "normsoftmx"), "did you mean normsoftmax"),
@@ -81,6 +84,14 @@ def test_the_help_lists_each_command_by_its_own_first_sentence() -> None:
         command = group.get_command(ctx, name)  # type: ignore[attr-defined]
         assert command is not None and command.get_short_help_str(UNLIMITED_WIDTH) == source.summary, name
     assert group.list_commands(ctx) == list(COMMANDS)  # type: ignore[attr-defined]
+
+
+def test_the_index_help_lists_each_sub_command_by_its_own_first_sentence() -> None:
+    index = typer.main.get_command(app).get_command(None, "index")  # type: ignore[attr-defined]
+    for name, source in INDEX_COMMANDS.items():
+        command = index.get_command(None, name)
+        assert command is not None and command.get_short_help_str(UNLIMITED_WIDTH) == source.summary, name
+    assert index.list_commands(None) == list(INDEX_COMMANDS)
 
 
 def test_the_name_tables_are_the_registries() -> None:

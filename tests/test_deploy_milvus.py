@@ -42,9 +42,10 @@ def test_build_job_is_valid_and_uses_the_cli_options() -> None:
     kubernetes_validate.validate(_job(), K8S_VERSION, strict=True)
     args = _job_args()
     assert args[:3] == ["retrieval", "index", "build"] and _option(args, "--backend") == "milvus"
-    from retrieval.cli.index_commands import index_app
+    from retrieval.cli.main import app
 
-    build = typer.main.get_command(index_app).commands["build"]  # type: ignore[attr-defined]
+    group = typer.main.get_command(app)
+    build = group.get_command(None, "index").get_command(None, "build")  # type: ignore[attr-defined]
     known = {opt for param in build.params for opt in param.opts}
     assert {a for a in args if a.startswith("--")} <= known
     mounts = {m["mountPath"] for m in _job()["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]}

@@ -41,6 +41,7 @@ LAZY_IMPORTS = {
     "safetensors.torch": "timm's local weights cache, for timm:NAME backbones only",
     "torch.utils.tensorboard": "the tracking extra (--tensorboard)",
     "retrieval.training": "torch (the train extra): the commands and the flat API's searches never load it",
+    "retrieval.serving.app": "FastAPI: `retrieval serve` loads it to serve, its --help and argument errors do not",
 }
 TORCH_LOADERS = ("retrieval.cli.", "retrieval.pipeline")  # may import retrieval.training inside a function
 COMMAND_LOADER = "retrieval.cli.command_registry"

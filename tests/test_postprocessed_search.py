@@ -19,6 +19,7 @@ from retrieval.indexing.search.postprocess_params import IndexPostprocess, KReci
 from retrieval.indexing.search.results import SearchResults
 from retrieval.indexing.store.files.index_store import IndexStore
 from retrieval.indexing.store.item_search import ranked_hits, similar_hits
+from retrieval.indexing.store.shared.item_filter import parse_filter
 from retrieval.indexing.store.shared.manifest import save_index_manifest
 
 
@@ -82,6 +83,15 @@ def test_kreciprocal_reranks_the_top_candidates(index_dir: Path) -> None:
         assert [item.id for item, _ in hits] == first.ids[0][reranked.ids[0][:5]].tolist()
         with pytest.raises(DataError, match="unknown postprocess 'dba'"):
             ranked_hits(store, query, 5, postprocess="dba")
+
+
+@pytest.mark.parametrize("method", ["qe", "kreciprocal"])
+def test_a_filter_nothing_passes_gives_no_hits_after_postprocessing(index_dir: Path, method: str) -> None:
+    """Found by tests/test_serving_fuzz.py: k-reciprocal re-ranking of no candidates was a 500."""
+    nothing = parse_filter({"label": {"$in": ["no such label"]}})
+    with IndexStore.open(index_dir) as store:
+        assert ranked_hits(store, store.embedding(3), 5, postprocess=method, where=nothing) == [[]]
+        assert similar_hits(store, [3], 5, postprocess=method, where=nothing) == [[]]
 
 
 def test_the_service_offers_qe_and_kreciprocal(index_dir: Path) -> None:

@@ -57,8 +57,10 @@ def expand_queries(queries: np.ndarray, gallery: np.ndarray, first: SearchResult
     """alpha-QE: each float query (n, d) summed with its top ``params.n`` results of ``first`` (ids =
     rows of the float ``gallery``), weighted by their scores^alpha, L2-normalised. Padded slots add
     nothing. The caller searches the returned queries again."""
-    head = first.head(params.n)
-    return expand_with(queries, np.asarray(gallery)[np.where(head.valid_mask(), head.ids, 0)], head.scores, params)
+    head, gallery = first.head(params.n), np.asarray(gallery)
+    if len(gallery) == 0:  # no query found anything (a filter no item passes): nothing to add
+        return normalize_rows(queries)
+    return expand_with(queries, gallery[np.where(head.valid_mask(), head.ids, 0)], head.scores, params)
 
 
 def expand_with(

@@ -1,15 +1,21 @@
 // The search page: pick or drop an image (or click a result), search, show the hits as a grid.
-// Each search is a URL (/?item=17, /?q=upload, with k, index and the filter), so Back and Forward
-// step through the searches and an item search can be shared. No framework, no build step, no
-// network access beyond this server.
+// Each search is a URL (/?item=17, /?q=upload, with k, index, the filter and the page's offset), so
+// Back and Forward step through the searches and an item search can be shared. No framework, no build
+// step, no network access beyond this server.
 "use strict";
 
 const DEFAULT_K = 10; // the API's default k (serving/schemas.py DEFAULT_K)
+const DEEPEST = 10; // offset + k may reach 10 x k_max (serving/schemas.py RERANK_FACTOR)
+const SUGGESTIONS = 20; // labels suggested in the filter box
 const FILE_REJECTED = new Set([400, 413, 415]); // the server could not use the uploaded file
 const $ = (id) => document.getElementById(id);
 // query: { kind: "file", file, upload } or { kind: "item", id, label, imageUrl }
 // uploads: upload number -> File, so Back and Forward can search an uploaded image again
-const state = { query: null, previewUrl: null, requestId: 0, uploads: new Map() };
+// offset: the page of results shown (paging); kMax: the server's largest k (GET /readyz)
+const state = {
+  query: null, previewUrl: null, requestId: 0, uploads: new Map(), offset: 0,
+  kMax: Number($("k").max) || 100, labelsRequest: 0, suggestTimer: 0, ready: Promise.resolve(),
+};
 
 function chosenIndex() {
   return document.querySelector('input[name="index"]:checked').value;
@@ -133,7 +139,10 @@ function hitElement(hit, scoreKind) {
   const label = span("label", "");
   label.append(...labelPieces(hit.label));
   button.append(img, top, label);
-  button.addEventListener("click", () => searchByItem(hit, { history: "push", focus: true }));
+  button.addEventListener("click", () => {
+    state.offset = 0; // a new query starts at its first page
+    searchByItem(hit, { history: "push", focus: true });
+  });
   const open = document.createElement("a");
   open.className = "open";
   open.href = hit.image_url;
@@ -154,11 +163,57 @@ function showResults(body, query) {
   grid.dataset.postprocess = body.postprocess;
   grid.dataset.query = query.kind === "item" ? `item:${query.id}` : "file";
   $("results-hint").hidden = !body.results.length;
+  explainFilter(body);
   const t = body.timings;
   $("timings").textContent =
     `${body.results.length} results like ${describe(query)} from the ${body.index} index` +
     `${body.postprocess === "qe" ? " with query expansion" : ""} · ` +
     timingText(t, query);
+  showPager(body);
+}
+
+// Up to `limit` labels starting with `prefix` (any case), most items first; null when unknown.
+async function labelsStartingWith(prefix, limit) {
+  try {
+    const response = await fetch(`/labels?${new URLSearchParams({ prefix, limit: String(limit) })}`);
+    return response.ok ? (await response.json()).values : null;
+  } catch (_) {
+    return null; // suggestions and hints are a convenience: the page works without them
+  }
+}
+
+// What the filter did: the API's warnings (a metadata key no item has), and for no results under a
+// label that no item carries, the labels that start with what was typed (the label filter is exact).
+async function explainFilter(body) {
+  const notes = [...(body.warnings || [])];
+  const label = $("filter-label").value.trim();
+  const asked = state.requestId;
+  if (!body.results.length && label && body.offset === 0) {
+    const found = await labelsStartingWith(label, 1000);
+    const values = found ? found.map((entry) => String(entry.value)) : [label];
+    if (!values.includes(label)) {
+      const like = values.length ? ` Labels starting with it: ${values.slice(0, 5).join(", ")}.` : "";
+      notes.push(`No item has the label "${label}" (the label must match exactly).${like}`);
+    }
+  }
+  if (asked !== state.requestId) return; // a newer search shows its own
+  $("filter-note").textContent = notes.join(" ");
+  $("filter-note").hidden = !notes.length;
+}
+
+// Previous / Next page: shown once there may be more than one page; Next stops at a short page and
+// at the deepest offset the API takes.
+function showPager(body) {
+  const shown = body.results.length;
+  $("pager").hidden = body.offset === 0 && shown < body.k;
+  $("prev-page").disabled = body.offset === 0;
+  $("next-page").disabled = shown < body.k || body.offset + 2 * body.k > DEEPEST * state.kMax;
+  $("page-info").textContent = shown ? `results ${body.offset + 1}–${body.offset + shown}` : "no more results";
+}
+
+function turnPage(step) {
+  state.offset = Math.max(0, state.offset + step * Number(chosenK()));
+  search({ history: "push", focus: true });
 }
 
 // After an error nothing stale stays on screen: no old results, no old timings line, and no
@@ -167,6 +222,8 @@ function showFailure(query, message, status) {
   showError(`Could not search with ${describe(query)}: ${message}`);
   $("results").replaceChildren();
   $("results-hint").hidden = true;
+  $("filter-note").hidden = true;
+  $("pager").hidden = true;
   $("timings").textContent = "";
   if (query.kind === "file" && FILE_REJECTED.has(status)) {
     state.query = null;
@@ -174,9 +231,29 @@ function showFailure(query, message, status) {
   }
 }
 
+// k as sent: never above the server's k_max (which the API would refuse with a 422).
+function chosenK() {
+  const raw = $("k").value || String(DEFAULT_K);
+  return Number(raw) > state.kMax ? String(state.kMax) : raw;
+}
+
+// A k above k_max typed into the field is capped there, with a note saying so, instead of a 422.
+// (The note stays while k is at the cap: a second change event of the capped value keeps it.)
+function capK() {
+  const k = Number($("k").value);
+  if (k > state.kMax) {
+    $("k").value = String(state.kMax);
+    $("k-note").textContent = `At most ${state.kMax} results at a time: Next page shows more.`;
+    $("k-note").hidden = false;
+  } else if (k < state.kMax) {
+    $("k-note").hidden = true;
+  }
+}
+
 function request(query, filter) {
-  const params = new URLSearchParams({ k: $("k").value || String(DEFAULT_K), index: chosenIndex() });
+  const params = new URLSearchParams({ k: chosenK(), index: chosenIndex() });
   if (filter) params.set("filter", filter);
+  if (state.offset) params.set("offset", String(state.offset)); // paging (docs/serving.md)
   if ($("qe").checked) params.set("postprocess", "qe"); // alpha-query expansion (docs/serving.md)
   if (query.kind === "item") return fetch(`/items/${query.id}/similar?${params}`);
   const form = new FormData();
@@ -200,6 +277,8 @@ async function search(options = {}) {
   const requestId = ++state.requestId;
   setBusy(true);
   try {
+    await state.ready; // k_max known: a k from the URL is capped before it is sent
+    if (requestId !== state.requestId) return;
     const response = await request(query, filter);
     if (requestId !== state.requestId) return; // a newer search replaced this one
     if (!response.ok) {
@@ -225,6 +304,7 @@ function choose(file) {
   const upload = state.uploads.size + 1;
   state.uploads.set(upload, file);
   state.query = { kind: "file", file, upload };
+  state.offset = 0;
   state.previewUrl = URL.createObjectURL(file);
   showPreview(state.previewUrl, file.name);
   search({ history: "push" }); // the focus stays on the file input, which is still there
@@ -244,7 +324,11 @@ async function showStatus() {
     $("status").textContent = response.ok
       ? `${body.count} images indexed · ${body.embedding_dim}-d model ${body.model_sha256.slice(0, 12)}`
       : body.detail;
-    if (response.ok) $("bits").textContent = `${body.embedding_dim}-bit`; // one sign bit per dimension
+    if (!response.ok) return;
+    $("bits").textContent = `${body.embedding_dim}-bit`; // one sign bit per dimension
+    state.kMax = body.k_max;
+    $("k").max = String(body.k_max);
+    capK(); // a k from the URL, read before the server's k_max was known
   } catch (_) {
     $("status").textContent = "the server cannot be reached";
   }
@@ -298,6 +382,7 @@ function pageUrl(query) {
     if ($(id).value.trim()) params.set(name, $(id).value.trim());
   }
   if ($("qe").checked) params.set("postprocess", "qe");
+  if (state.offset) params.set("offset", String(state.offset));
   return `/?${params}`;
 }
 
@@ -317,6 +402,8 @@ function restoreOptions(params) {
   $("filter-label").value = params.get("label") || "";
   $("filter-meta").value = params.get("meta") || "";
   $("qe").checked = params.get("postprocess") === "qe";
+  state.offset = Math.max(0, Number.parseInt(params.get("offset") || "0", 10) || 0);
+  capK();
 }
 
 // The search a URL names: an item (looked up for its label and thumbnail), or an upload that
@@ -359,21 +446,53 @@ async function restore(entry, params, focus) {
   clearPreview();
   $("results").replaceChildren();
   $("results-hint").hidden = true;
+  $("filter-note").hidden = true;
+  $("pager").hidden = true;
   $("timings").textContent = "";
   showError(params.get("q") === "upload" ? "The uploaded image is not kept after the page reloads: choose it again." : "");
 }
 
+// The label box suggests the labels that start with what is typed (any case; GET /labels, most items
+// first) in its datalist; picking one searches at once.
+function suggestLabels() {
+  clearTimeout(state.suggestTimer);
+  state.suggestTimer = setTimeout(async () => {
+    const asked = ++state.labelsRequest;
+    const values = await labelsStartingWith($("filter-label").value.trim(), SUGGESTIONS);
+    if (!values || asked !== state.labelsRequest) return; // a later keystroke asked again
+    $("label-suggestions").replaceChildren(...values.map(({ value, count }) => {
+      const option = document.createElement("option");
+      option.value = String(value);
+      option.label = `${count} item${count === 1 ? "" : "s"}`;
+      return option;
+    }));
+  }, 120);
+}
+
+// Another option: the same query from its first page.
+function searchAgain() {
+  state.offset = 0;
+  search();
+}
+
 wireDropZone();
-document.querySelectorAll('input[name="index"]').forEach((radio) => radio.addEventListener("change", () => search()));
-$("k").addEventListener("change", () => search());
+document.querySelectorAll('input[name="index"]').forEach((radio) => radio.addEventListener("change", searchAgain));
+$("k").addEventListener("change", () => { capK(); searchAgain(); });
 ["filter-label", "filter-meta"].forEach((id) => {
-  $(id).addEventListener("change", () => search()); // leaving the box
+  $(id).addEventListener("change", searchAgain); // leaving the box
   $(id).addEventListener("keydown", (event) => {
-    if (event.key === "Enter") { event.preventDefault(); search(); } // or Enter in it
+    if (event.key === "Enter") { event.preventDefault(); searchAgain(); } // or Enter in it
   });
 });
+$("filter-label").addEventListener("focus", suggestLabels);
+$("filter-label").addEventListener("input", (event) => {
+  if (event.inputType === "insertReplacementText") searchAgain(); // a suggestion was picked
+  else suggestLabels();
+});
+$("prev-page").addEventListener("click", () => turnPage(-1));
+$("next-page").addEventListener("click", () => turnPage(1));
 $("options").addEventListener("submit", (event) => event.preventDefault());
 window.addEventListener("popstate", (event) => restore(event.state, new URLSearchParams(location.search), true));
-$("qe").addEventListener("change", () => search());
-showStatus();
+$("qe").addEventListener("change", searchAgain);
+state.ready = showStatus();
 restore(history.state, new URLSearchParams(location.search), false);

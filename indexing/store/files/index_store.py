@@ -173,7 +173,7 @@ class IndexStore(StoreUpdates, StoreBase[Allowed]):
         that a reload is replacing), which are not in these segments."""
         if where is None:
             return None, self.count
-        allowed = np.intersect1d(self._db.matching_ids(where), self._set.ids, assume_unique=True)
+        allowed = self._set.live(self._db.matching_ids(where))  # matching_ids are ascending, so is this
         return allowed, len(allowed)
 
     def _search_kind(self, kind: SearchKind, data: np.ndarray, k: int, scope: Allowed) -> SearchResults:

@@ -67,11 +67,22 @@ class SegmentSet:
         return [SegmentSize(len(segment.ids), len(segment.dead)) for segment in self.segments]
 
     def rows_of(self, ids: np.ndarray) -> np.ndarray:
-        where = np.searchsorted(self.ids, ids)
-        known = (where < len(self.ids)) & (self.ids[np.minimum(where, len(self.ids) - 1)] == ids)
+        where, known = self._find(ids)
         if not known.all():
             raise ItemNotFoundError(f"there is no item {int(ids[~known][0])} in the index")
         return self.rows[where]
+
+    def live(self, ids: np.ndarray) -> np.ndarray:
+        """Those of ``ids`` that are live items here, in their order: a binary search of each in the
+        ascending live ids, O(len(ids) log count) (``np.intersect1d`` sorted all of them, 3 ms of a
+        filtered search on 100k items)."""
+        return ids[self._find(ids)[1]]
+
+    def _find(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(where each of ``ids`` is or would go in the live ids, whether it is there)."""
+        where = np.searchsorted(self.ids, ids)
+        known = (where < len(self.ids)) & (self.ids[np.minimum(where, len(self.ids) - 1)] == ids)
+        return where, known
 
     def segment_of_rows(self, rows: np.ndarray) -> np.ndarray:
         starts = np.asarray([segment.info.first_row for segment in self.segments])

@@ -13,10 +13,10 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+from importlib import metadata
 from pathlib import Path
 from typing import Literal
 
-import faiss
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from retrieval.indexing.common.artifact_names import INDEX_MANIFEST_NAME
@@ -34,6 +34,20 @@ _log = logging.getLogger(__name__)
 
 def utc_now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+FAISS_DISTRIBUTIONS = ("faiss-cpu", "faiss-gpu-cu12", "faiss-gpu-cu11", "faiss-gpu", "faiss")
+
+
+def installed_faiss_version() -> str:
+    """The version of the installed faiss distribution (the ``cpu`` or ``gpu`` extra's), read from its metadata
+    so that reading or writing a manifest does not import faiss (``retrieval serve --help`` stays light)."""
+    for name in FAISS_DISTRIBUTIONS:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return "unknown"
 
 
 class IndexManifest(BaseModel):
@@ -59,7 +73,7 @@ class IndexManifest(BaseModel):
     created_at: str
     build_id: str = Field("", description="random id of the build; a rebuild of the same directory gets a new one")
     updated_at: str
-    faiss_version: str = faiss.__version__
+    faiss_version: str = Field(default_factory=installed_faiss_version)
     delta_segments: int = Field(0, ge=0, description="append-only segments beside the base (segments/)")
     tombstones: int = Field(0, ge=0, description="removed items still stored in a segment until a compaction")
     compaction: CompactionPolicy = Field(default_factory=CompactionPolicy)

@@ -60,6 +60,8 @@ def postprocessed_search(
     if postprocess == "kreciprocal":
         first = search(queries, max(params.kreciprocal.candidates, k))
         ids, gallery = _stored(store, first)
+        if ids.size == 0:  # nothing matched (a filter no item passes): nothing to re-rank
+            return first.head(k)
         reranked = k_reciprocal_rerank(queries, gallery, _local(first, ids), params.kreciprocal)
         return SearchResults(np.where(reranked.valid_mask(), ids[reranked.ids.clip(0)], PAD_ID), reranked.scores).head(
             k
