@@ -129,8 +129,10 @@ def test_paths_are_private_by_default_with_an_api_key(tiny_index_template: Path,
     with serving_client(tiny_index_template, **settings) as client:
         hit = client.post("/search", files={"image": ("q.png", query_png(0), "image/png")}).json()["results"][0]
         similar = client.get(f"/items/{hit['id']}/similar", params={"k": 1}).json()["results"][0]
+        batch = client.post("/search", files=[("image", ("q.png", query_png(0), "image/png"))] * 2).json()["batch"]
         shown = {
-            hit["id"]: [hit["path"], client.get(f"/items/{hit['id']}").json()["path"]],
+            hit["id"]: [hit["path"], client.get(f"/items/{hit['id']}").json()["path"]]
+            + [query["results"][0]["path"] for query in batch],
             similar["id"]: [similar["path"]],
             1: [client.get("/items", params={"limit": 1}).json()["items"][0]["path"]],
         }
