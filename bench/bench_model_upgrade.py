@@ -82,11 +82,11 @@ async def _writer(http: httpx.AsyncClient, jpegs: list[bytes], run: Run, every_s
     n = 0
     while not run.stop:
         await asyncio.sleep(every_s)
-        files = [("images", (f"w{n}.jpg", jpegs[n % len(jpegs)], "image/jpeg"))]
+        files = [("image", (f"w{n}.jpg", jpegs[n % len(jpegs)], "image/jpeg"))]
         headers = {"X-API-Key": API_KEY, "Idempotency-Key": f"write-{n}"}
         for _ in range(100):  # a 409 means "reload, then retry": retried until the reload happened
             phase = run.current
-            answer = await http.post("/items", files=files, data={"labels": "written"}, headers=headers)
+            answer = await http.post("/items", files=files, data={"label": "written"}, headers=headers)
             phase.writes[str(answer.status_code)] += 1
             if answer.status_code != 409:
                 break

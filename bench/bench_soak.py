@@ -124,8 +124,8 @@ async def _similar(soak: Soak) -> tuple[str, httpx.Response, set[int]]:
 
 
 async def _add_then_delete(soak: Soak) -> tuple[str, httpx.Response, set[int]]:
-    files = [("images", ("new.jpg", random.choice(soak.jpegs), "image/jpeg"))]
-    data = {"labels": random.choice(soak.labels), "metadata": json.dumps({"shop": random.choice(["a", "b"])})}
+    files = [("image", ("new.jpg", random.choice(soak.jpegs), "image/jpeg"))]
+    data = {"label": random.choice(soak.labels), "metadata": json.dumps({"shop": random.choice(["a", "b"])})}
     headers = {**KEY, "Idempotency-Key": f"soak-{random.getrandbits(48)}"}
     added = await soak.http.post("/items", files=files, data=data, headers=headers)
     if added.status_code == 201:
@@ -155,14 +155,14 @@ async def _hostile_metadata(soak: Soak) -> tuple[str, httpx.Response, set[int]]:
             ('{"label": "x"}', "x"),
         ]
     )
-    files = [("images", ("new.jpg", random.choice(soak.jpegs), "image/jpeg"))]
-    answer = await soak.http.post("/items", files=files, data={"labels": label, "metadata": metadata}, headers=KEY)
+    files = [("image", ("new.jpg", random.choice(soak.jpegs), "image/jpeg"))]
+    answer = await soak.http.post("/items", files=files, data={"label": label, "metadata": metadata}, headers=KEY)
     return "hostile metadata", answer, {422}
 
 
 async def _label_not_utf8(soak: Soak) -> tuple[str, httpx.Response, set[int]]:
-    files = [("images", ("new.jpg", random.choice(soak.jpegs), "image/jpeg"))]
-    answer = await soak.http.post("/items", files=files, data={"labels": b"caf\xe9"}, headers=KEY)
+    files = [("image", ("new.jpg", random.choice(soak.jpegs), "image/jpeg"))]
+    answer = await soak.http.post("/items", files=files, data={"label": b"caf\xe9"}, headers=KEY)
     return "label not UTF-8", answer, {400}
 
 

@@ -35,7 +35,7 @@ from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.model.preprocess import normalize_pixels, resize_and_crop
 from retrieval.indexing.store.files.index_store import IndexStore
 from retrieval.indexing.store.item_search import ranked_hits
-from retrieval.serving.query_pipeline import thumbnail_url
+from retrieval.serving.item_views import thumbnail_url
 from retrieval.serving.schemas import SearchHit, SearchResponse, Timings
 
 

@@ -91,7 +91,7 @@ INDEX_COMMANDS: dict[str, CommandSource] = {  # ``retrieval index NAME``: the gr
     ),
     "remove": CommandSource(
         "retrieval.cli.index_commands",
-        "Remove items by id (ids are never reused); an unknown id removes nothing and fails.",
+        "Remove items by id (ids are never reused) or by key; an unknown id or key removes nothing and fails.",
     ),
     "compact": CommandSource(
         "retrieval.cli.index_commands",

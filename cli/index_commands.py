@@ -151,16 +151,37 @@ def add(
     ] = None,
     quiet: QuietOpt = False,
     dba: DbaOpt = None,
+    keys: Annotated[
+        Path | None,
+        typer.Option(
+            "--keys",
+            help="CSV file with the columns path,key: each listed image's own id (unique per index); a CSV "
+            "manifest's key column does the same",
+        ),
+    ] = None,
+    replace_keyed: Annotated[
+        bool,
+        typer.Option("--replace", help="an image whose key an item already carries replaces that item (upsert)"),
+    ] = False,
 ) -> None:
     """Embed more images with the index's own model and add them (new ids, old ids unchanged); a DBA index
-    augments them as its build did."""
+    augments them as its build did. A key already in the index is refused unless --replace."""
     extra = parse_metadata(metadata, "--metadata") if metadata is not None else {}
     report = api.add_images(
-        index_dir, data, metadata=extra, batch_size=batch_size, threads=threads, progress=not quiet, dba=dba
+        index_dir,
+        data,
+        metadata=extra,
+        batch_size=batch_size,
+        threads=threads,
+        progress=not quiet,
+        dba=dba,
+        keys=keys,
+        replace_keyed=replace_keyed,
     )
     echo_failures(report.failures)
+    replaced = f", replacing {report.replaced} keyed item(s)" if report.replaced else ""
     typer.echo(
-        f"added {len(report.ids)} images (ids {min(report.ids, default=0)}..{max(report.ids, default=0)}); "
+        f"added {len(report.ids)} images (ids {min(report.ids, default=0)}..{max(report.ids, default=0)}){replaced}; "
         f"the index now holds {report.count}"
     )
     if report.dba is not None:
@@ -172,10 +193,13 @@ def add(
 
 def remove(
     index_dir: Annotated[Path, typer.Argument(help="index directory")],
-    ids: Annotated[list[int], typer.Argument(help="item ids to remove")],
+    ids: Annotated[list[int] | None, typer.Argument(help="item ids to remove")] = None,
+    keys: Annotated[
+        list[str] | None, typer.Option("--key", help="remove the item carrying this key (repeat for several)")
+    ] = None,
 ) -> None:
-    """Remove items by id (ids are never reused); an unknown id removes nothing and fails."""
-    removed, count = api.remove_items(index_dir, ids)
+    """Remove items by id (ids are never reused) or by key; an unknown id or key removes nothing and fails."""
+    removed, count = api.remove_items(index_dir, ids or [], keys=keys or [])
     typer.echo(f"removed {removed} item(s); the index now holds {count}")
 
 

@@ -66,7 +66,7 @@ def _query_heading(query: QueryHits) -> str:
 def json_document(
     queries: Sequence[QueryHits], settings: SearchSettings, unreadable: Sequence[tuple[Path, str]] = ()
 ) -> dict[str, Any]:
-    """Every query with its results (rank, id, score, label, path, metadata), plus the search settings."""
+    """Every query with its results (rank, id, key, score, label, path, metadata), plus the search settings."""
     return {
         "index": str(settings.index_dir),
         "k": settings.k,
@@ -86,6 +86,7 @@ def json_document(
                     {
                         "rank": rank,
                         "id": item.id,
+                        "key": item.key,
                         "score": round(score, SCORE_DIGITS),
                         "label": item.label,
                         "path": item.path,
@@ -101,7 +102,7 @@ def json_document(
 
 
 def csv_document(queries: Sequence[QueryHits], offset: int = 0) -> str:
-    """One row per (query, rank): query, query_id, rank (from ``offset + 1``), id, score, label, path."""
+    """One row per (query, rank): query, query_id, rank (from ``offset + 1``), id, key, score, label, path."""
     rows = [
         (query, rank, item, score) for query in queries for rank, (item, score) in enumerate(query.hits, offset + 1)
     ]
@@ -111,6 +112,7 @@ def csv_document(queries: Sequence[QueryHits], offset: int = 0) -> str:
             "query_id": [query.item_id for query, *_ in rows],
             "rank": [rank for _, rank, _, _ in rows],
             "id": [item.id for _, _, item, _ in rows],
+            "key": [item.key or "" for _, _, item, _ in rows],
             "score": [round(score, SCORE_DIGITS) for *_, score in rows],
             "label": [item.label for _, _, item, _ in rows],
             "path": [item.path for _, _, item, _ in rows],

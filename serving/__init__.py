@@ -3,11 +3,13 @@
 ``app`` (the app factory: routes, middleware, problem handlers) with ``settings`` (one pydantic model
 from the CLI or ``RETRIEVAL_*``), ``lifecycle`` (first load, reloads, shutdown) and ``state`` (the
 loaded model and index on one store thread, swapped atomically). Routes: ``routes_search``
-(``/search``, ``/embed``, ``/items/{id}/similar``), ``routes_items`` (``/items``), ``routes_browse``
+(``/search``, ``/embed``, ``/items/{id}/similar``), ``routes_items`` (``/items``), ``routes_keys``
+(``/items/by-key/{key}``: items by their own keys, upsert), ``routes_browse``
 (``GET /labels``, ``GET /items``: counts and filtered pages behind a cursor), ``routes_admin``
 (``/admin/reload``), ``routes_health`` (``/healthz``, ``/readyz``, ``/metrics``), sharing
-``dependencies`` (the service objects, the API-key check) and ``schemas`` (request and response
-models). ``strict_forms`` refuses form text that does not decode (400, not Latin-1 mojibake). A query: ``uploads`` (size and type checks) -> ``query_pipeline`` (admitted by ``admission``,
+``dependencies`` (the service objects, the API-key check), ``schemas`` (request and response
+models), ``form_fields`` (the one vocabulary of upload fields, old names deprecated) and ``item_views``
+(an item as a hit or a response, its path private when so set). ``strict_forms`` refuses form text that does not decode (400, not Latin-1 mojibake). A query: ``uploads`` (size and type checks) -> ``query_pipeline`` (admitted by ``admission``,
 the bound on queued images; decode, embed through ``batcher``'s micro-batches, search) -> hits;
 ``upload_storage`` keeps added images, ``thumbnails`` previews them, ``item_images`` sends them at
 full size. Errors: ``service_errors`` (the service's own meanings) and

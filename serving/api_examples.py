@@ -19,6 +19,7 @@ SEARCH: dict[str, Any] = {
     "results": [
         {
             "id": 17,
+            "key": "sku-4711",
             "score": 0.912,
             "label": "Black_footed_Albatross",
             "metadata": {"filename": "albatross_0017.jpg"},
@@ -41,6 +42,7 @@ SEARCH: dict[str, Any] = {
 EMBED: dict[str, Any] = {"embedding": [0.031, -0.118, 0.094], "dim": 3, "model_sha256": _MODEL_SHA}
 ITEM: dict[str, Any] = {
     "id": 17,
+    "key": "sku-4711",
     "label": "Black_footed_Albatross",
     "metadata": {"filename": "albatross_0017.jpg"},
     "thumbnail_url": "/items/17/thumbnail",
@@ -54,7 +56,8 @@ LABELS: dict[str, Any] = {
 }
 ITEMS_PAGE: dict[str, Any] = {"items": [ITEM], "next_cursor": "eyJiIjoiMWE2YjNjIiwiYSI6MTd9", "warnings": []}
 ADD_ITEMS: dict[str, Any] = {"ids": [201, 202], "count": 202}
-DELETE_ITEM: dict[str, Any] = {"id": 17, "count": 201}
+DELETE_ITEM: dict[str, Any] = {"id": 17, "key": "sku-4711", "count": 201}
+PUT_ITEM: dict[str, Any] = {"id": 203, "key": "sku-4711", "replaced": 17, "count": 202}
 RELOAD: dict[str, Any] = {"count": 202, "model_sha256": _MODEL_SHA, "generation": 3}
 HEALTH: dict[str, Any] = {"status": "ok"}
 READY: dict[str, Any] = {

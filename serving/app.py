@@ -16,7 +16,7 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
 
-from retrieval.serving import routes_admin, routes_browse, routes_health, routes_items, routes_search
+from retrieval.serving import routes_admin, routes_browse, routes_health, routes_items, routes_keys, routes_search
 from retrieval.serving.admission import AdmissionGate, EmbedAdmission
 from retrieval.serving.batcher import MicroBatcher
 from retrieval.serving.dependencies import API_KEY_HEADER, Services
@@ -40,6 +40,7 @@ from retrieval.serving.uploads import MULTIPART_SLACK_BYTES
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 ROUTERS = (
+    routes_keys.router,  # first: /items/by-key/... is not /items/{id}/similar or /items/{id}/thumbnail
     routes_search.router,
     routes_items.router,
     routes_browse.router,

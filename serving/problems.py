@@ -21,6 +21,7 @@ from retrieval.indexing.common.errors import (
     IndexChangedError,
     IndexNotWritableError,
     ItemNotFoundError,
+    KeyConflictError,
     RetrievalError,
 )
 from retrieval.serving.schemas import Problem
@@ -124,6 +125,7 @@ ERROR_STATUSES: tuple[tuple[type[RetrievalError], int], ...] = (
     (ForbiddenError, 403),
     (ItemNotFoundError, 404),
     (IndexChangedError, 409),
+    (KeyConflictError, 409),
     (PayloadTooLargeError, 413),
     (UnsupportedMediaTypeError, 415),
     (InvalidParameterError, 422),

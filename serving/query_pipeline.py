@@ -21,9 +21,8 @@ from retrieval.indexing.model.preprocess import preprocess_image
 from retrieval.indexing.store.item_search import Window, filter_warnings, ranked_pages
 from retrieval.indexing.store.item_search import score_kind as score_kind_of
 from retrieval.indexing.store.shared.item_filter import ItemFilter, parse_filter
-from retrieval.indexing.store.shared.items_db import Item
 from retrieval.serving.dependencies import Services
-from retrieval.serving.item_images import image_url
+from retrieval.serving.item_views import search_hit
 from retrieval.serving.schemas import (
     DEFAULT_K,
     RERANK_FACTOR,
@@ -47,6 +46,7 @@ class SearchParams:
     where: ItemFilter | None = None
     postprocess: PostprocessName = "none"
     window: Window = Window()
+    full_paths: bool = True  # the service's ``shows_paths``
 
 
 @dataclass(frozen=True)
@@ -91,6 +91,7 @@ def resolve_search_params(
         where=where,
         postprocess=postprocess or "none",
         window=window,
+        full_paths=services.settings.shows_paths,
     )
 
 
@@ -185,7 +186,10 @@ def pages_for(
         window=params.window,
     )
     return [
-        FoundPage([_hit(item, score) for item, score in page.hits], page.below_min_score, warnings) for page in pages
+        FoundPage(
+            [search_hit(item, score, params.full_paths) for item, score in page.hits], page.below_min_score, warnings
+        )
+        for page in pages
     ]
 
 
@@ -195,24 +199,8 @@ def hits_for(snapshot: Snapshot, vector: np.ndarray, params: SearchParams, exclu
     return page
 
 
-def _hit(item: Item, score: float) -> SearchHit:
-    return SearchHit(
-        id=item.id,
-        score=score,
-        label=item.label,
-        metadata=dict(item.metadata),
-        thumbnail_url=thumbnail_url(item.id),
-        path=item.path,
-        image_url=image_url(item.id),
-    )
-
-
 def score_kind(params: SearchParams) -> ScoreKind:
     return score_kind_of(params.index, params.rerank, params.postprocess)
-
-
-def thumbnail_url(item_id: int) -> str:
-    return f"/items/{item_id}/thumbnail"
 
 
 async def search_pages(

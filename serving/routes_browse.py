@@ -20,10 +20,9 @@ from retrieval.indexing.store.shared.item_filter import LABEL_KEY, check_key, pa
 from retrieval.indexing.store.shared.manifest import IndexManifest
 from retrieval.serving import api_examples
 from retrieval.serving.dependencies import Services, get_services
-from retrieval.serving.item_images import image_url
+from retrieval.serving.item_views import item_response
 from retrieval.serving.problems import problem_responses
-from retrieval.serving.query_pipeline import thumbnail_url
-from retrieval.serving.schemas import MAX_ITEM_ID, ItemResponse, ItemsPage, ValueCount, ValueCounts
+from retrieval.serving.schemas import MAX_ITEM_ID, ItemsPage, ValueCount, ValueCounts
 from retrieval.serving.service_errors import (
     InvalidParameterError,
     RequestTimeoutError,
@@ -90,23 +89,12 @@ async def list_items(
         items = snapshot.store.scroll(where, after, limit + 1)  # one more says whether a next page exists
         full, items = len(items) > limit, items[:limit]
         return ItemsPage(
-            items=[_item(item.id, item.label, dict(item.metadata), item.path) for item in items],
+            items=[item_response(item, services.settings.shows_paths) for item in items],
             next_cursor=make_cursor(items[-1].id, snapshot.store.manifest) if full else None,
             warnings=filter_warnings(snapshot.store, where),
         )
 
     return await services.state.read(page)
-
-
-def _item(item_id: int, label: str, metadata: dict, path: str) -> ItemResponse:
-    return ItemResponse(
-        id=item_id,
-        label=label,
-        metadata=metadata,
-        thumbnail_url=thumbnail_url(item_id),
-        path=path,
-        image_url=image_url(item_id),
-    )
 
 
 def _text(value: object) -> str:

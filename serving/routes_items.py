@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path as FilePath
 from typing import Annotated, Any
 
 import numpy as np
@@ -11,14 +10,23 @@ from fastapi import APIRouter, Depends, File, Form, Header, Path, Request, Uploa
 from fastapi.responses import Response
 from pydantic import Field
 
-from retrieval.indexing.common.errors import DataError, IndexChangedError, IndexNotWritableError, ItemNotFoundError
-from retrieval.indexing.data.records import MAX_LABEL_CHARS, ImageRecord, label_problem
+from retrieval.indexing.common.errors import (
+    DataError,
+    IndexChangedError,
+    IndexNotWritableError,
+    ItemNotFoundError,
+    KeyConflictError,
+)
+from retrieval.indexing.data.records import MAX_KEY_CHARS, MAX_LABEL_CHARS, ImageRecord, key_problem, label_problem
 from retrieval.indexing.store.shared.item_filter import MAX_JSON_BYTES, MAX_KEYS, Scalar, parse_metadata_for
+from retrieval.indexing.store.shared.store_checks import check_keys_free
 from retrieval.serving import api_examples
 from retrieval.serving.dependencies import API_KEY_ERRORS, Services, get_services, require_api_key
-from retrieval.serving.item_images import SHOWN_AS_STORED, image_response, image_url
+from retrieval.serving.form_fields import renamed_field
+from retrieval.serving.item_images import SHOWN_AS_STORED, image_response
+from retrieval.serving.item_views import item_response
 from retrieval.serving.problems import problem_responses
-from retrieval.serving.query_pipeline import embed_upload, thumbnail_url
+from retrieval.serving.query_pipeline import embed_upload
 from retrieval.serving.schemas import MAX_ITEM_ID, AddItemsResponse, DeleteItemResponse, ItemResponse
 from retrieval.serving.service_errors import (
     InvalidParameterError,
@@ -30,7 +38,7 @@ from retrieval.serving.service_errors import (
 )
 from retrieval.serving.state import Snapshot
 from retrieval.serving.strict_forms import StrictFormRoute
-from retrieval.serving.upload_storage import discard_unused_uploads, store_upload, upload_path
+from retrieval.serving.upload_storage import discard_item_upload, discard_unused_uploads, store_upload, upload_path
 
 router = APIRouter(tags=["items"], route_class=StrictFormRoute)  # form text must decode: 400, not mojibake
 _COMMON = (RetryLaterError, InvalidParameterError, RequestTimeoutError)
@@ -39,7 +47,9 @@ NOT_MODIFIED: dict[int | str, dict[str, Any]] = {
     304: {"description": "Not Modified: the If-None-Match header named the current ETag"}
 }
 _WRITE_CAUSES = (IndexChangedError, IndexNotWritableError, *API_KEY_ERRORS, *_COMMON)
-ADD_PROBLEMS = problem_responses(DataError, *_WRITE_CAUSES, PayloadTooLargeError, UnsupportedMediaTypeError)
+ADD_PROBLEMS = problem_responses(
+    DataError, KeyConflictError, *_WRITE_CAUSES, PayloadTooLargeError, UnsupportedMediaTypeError
+)
 DELETE_PROBLEMS = problem_responses(ItemNotFoundError, *_WRITE_CAUSES)
 THUMBNAIL_CACHE = "public, max-age=3600"
 
@@ -54,14 +64,7 @@ async def get_item(
     item_id: int = Path(ge=1, le=MAX_ITEM_ID, description="item id"), services: Services = Depends(get_services)
 ) -> ItemResponse:
     record = await services.state.read(lambda snap: snap.store.item(item_id))
-    return ItemResponse(
-        id=item_id,
-        label=record.label,
-        metadata=dict(record.metadata),
-        thumbnail_url=thumbnail_url(item_id),
-        path=record.path,
-        image_url=image_url(item_id),
-    )
+    return item_response(record, services.settings.shows_paths)
 
 
 @router.get(
@@ -118,10 +121,20 @@ async def get_image(
     summary="Add images to the index (API key)",
 )
 async def add_items(
-    images: list[UploadFile] = File(min_length=1, description="one or more images"),
-    labels: list[Annotated[str, Field(min_length=1)]] = Form(
-        min_length=1,
+    response: Response,
+    image: list[UploadFile] | None = File(None, description="the images: one 'image' field per image"),
+    label: list[Annotated[str, Field(min_length=1)]] | None = Form(
+        None,
         description=f"one non-blank label (at most {MAX_LABEL_CHARS} characters) per image, or a single label for all",
+    ),
+    key: list[str] | None = Form(
+        None,
+        description=f"optional: one key per image, the item's own id (unique per index, at most {MAX_KEY_CHARS} "
+        "characters of one line); a key already in the index is a 409 (replace with PUT /items/by-key/{key})",
+    ),
+    images: list[UploadFile] | None = File(None, deprecated=True, description="the old name of 'image'"),
+    labels: list[Annotated[str, Field(min_length=1)]] | None = Form(
+        None, deprecated=True, description="the old name of 'label'"
     ),
     metadata: str | None = Form(
         None,
@@ -141,15 +154,23 @@ async def add_items(
     ),
     services: Services = Depends(get_services),
 ) -> AddItemsResponse:
+    uploads = renamed_field(image, images, "image", "images", response)
+    given_labels = renamed_field(label, labels, "label", "labels", response)
+    if not uploads or not given_labels:
+        raise InvalidParameterError(f"send at least one form field '{'image' if not uploads else 'label'}'.")
     settings = services.settings
-    labels = _match_labels(labels, len(images), settings.max_files_per_upload)
-    extra = _match_metadata(metadata, len(images))
+    labels = _match_labels(given_labels, len(uploads), settings.max_files_per_upload)
+    extra = _match_metadata(metadata, len(uploads))
+    keys = _match_keys(key, len(uploads))
     if idempotency_key is not None:
         first = await services.state.read(lambda snap: snap.store.recall(idempotency_key))
         if first is not None:
             return AddItemsResponse(**first)
+    if any(keys):  # a key in use is refused before the images are embedded (and again by the add)
+        wanted = [k for k in keys if k is not None]
+        await services.state.read(lambda snap: check_keys_free(wanted, snap.store.ids_of_keys(wanted)))
     with services.state.hold() as snapshot:
-        embedded = [await embed_upload(services, upload, snapshot) for upload in images]
+        embedded = [await embed_upload(services, upload, snapshot) for upload in uploads]
     embeddings = np.stack([item.vector for item in embedded]).astype(np.float32)
 
     def add(current: Snapshot) -> AddItemsResponse:
@@ -164,8 +185,8 @@ async def add_items(
         new = [path for item in embedded if not (path := upload_path(settings.index_dir, item.data)).is_file()]
         paths = [store_upload(settings.index_dir, item.data) for item in embedded]
         records = [
-            ImageRecord(path=path, label=label, metadata={"filename": upload.filename or "", **more})
-            for path, label, upload, more in zip(paths, labels, images, extra, strict=True)
+            ImageRecord(path=path, label=label, metadata={"filename": upload.filename or "", **more}, key=key)
+            for path, label, upload, more, key in zip(paths, labels, uploads, extra, keys, strict=True)
         ]
         try:
             ids = current.store.add(records, embeddings, idempotency_key=idempotency_key)
@@ -188,10 +209,10 @@ async def delete_item(
     item_id: int = Path(ge=1, le=MAX_ITEM_ID, description="item id"), services: Services = Depends(get_services)
 ) -> DeleteItemResponse:
     def remove(current: Snapshot) -> DeleteItemResponse:
-        path = FilePath(current.store.item(item_id).path)  # 404 for an unknown id
+        item = current.store.item(item_id)  # 404 for an unknown id
         current.store.remove([item_id])
-        discard_unused_uploads(services.settings.index_dir, [path], current.store.paths_in_use([str(path)]))
-        return DeleteItemResponse(id=item_id, count=current.store.count)
+        discard_item_upload(services.settings.index_dir, current.store, item.path)
+        return DeleteItemResponse(id=item_id, key=item.key, count=current.store.count)
 
     return await services.state.write(remove)
 
@@ -203,6 +224,17 @@ def _match_metadata(text: str | None, count: int) -> list[dict[str, Scalar]]:
         return parse_metadata_for(text, count, "form field 'metadata'")
 
 
+def _match_keys(keys: list[str] | None, count: int) -> list[str | None]:
+    """One checked key per image (none: every image keyless); a bad key or a wrong count is a 422."""
+    if not keys:
+        return [None] * count
+    if problem := next(filter(None, map(key_problem, keys)), None):
+        raise InvalidParameterError(f"form field 'key': the key {problem}.")
+    if len(keys) != count:
+        raise InvalidParameterError(f"form field 'key': got {len(keys)} keys for {count} images; send one per image.")
+    return list(keys)
+
+
 def _match_labels(labels: list[str], count: int, max_files: int) -> list[str]:
     if count > max_files:
         raise PayloadTooLargeError(
@@ -210,11 +242,11 @@ def _match_labels(labels: list[str], count: int, max_files: int) -> list[str]:
         )
     labels = [label.strip() for label in labels]
     if problem := next(filter(None, map(label_problem, labels)), None):
-        raise InvalidParameterError(f"form field 'labels': the label {problem}.")
+        raise InvalidParameterError(f"form field 'label': the label {problem}.")
     if len(labels) == 1:
         return labels * count
     if len(labels) != count:
         raise InvalidParameterError(
-            f"form field 'labels': got {len(labels)} labels for {count} images; send one per image or one for all."
+            f"form field 'label': got {len(labels)} labels for {count} images; send one per image or one for all."
         )
     return labels

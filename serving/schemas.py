@@ -20,9 +20,11 @@ RERANK_FACTOR = 10
 
 _PATH = (
     "where the item's image is stored on the server: the indexed file, or for an image added with POST /items "
-    "its copy in the index's uploads/ folder (the uploaded file name is then metadata 'filename')"
+    "its copy in the index's uploads/ folder (the uploaded file name is then metadata 'filename'); only the "
+    "file name when the server hides its paths (show_paths, by default when it has an API key)"
 )
 _IMAGE_URL = "the image at full size (GET /items/{id}/image)"
+_KEY = "the item's own id given when it was added (unique per index; GET /items/by-key/{key}), or null"
 _METADATA = (
     "the item's metadata: what POST /items was given (and the uploaded file name as 'filename'), "
     "or a CSV manifest's extra columns; match it with the searches' filter"
@@ -44,6 +46,7 @@ class Problem(_Strict):
 
 class SearchHit(_Strict):
     id: int = Field(description="item id in the index")
+    key: str | None = Field(None, description=_KEY)
     score: float = Field(description="higher is closer; see score_kind")
     label: str
     metadata: dict[str, Any] = Field(default_factory=dict, description=_METADATA)
@@ -110,6 +113,7 @@ class EmbedResponse(_Strict):
 
 class ItemResponse(_Strict):
     id: int
+    key: str | None = Field(None, description=_KEY)
     label: str
     metadata: dict[str, Any] = Field(default_factory=dict, description=_METADATA)
     thumbnail_url: str
@@ -141,7 +145,15 @@ class AddItemsResponse(_Strict):
 
 class DeleteItemResponse(_Strict):
     id: int
+    key: str | None = Field(None, description="the deleted item's key, if it had one")
     count: int = Field(description="items in the index after the delete")
+
+
+class PutItemResponse(_Strict):
+    id: int = Field(description="the new item's id (a replaced item's id is never reused)")
+    key: str
+    replaced: int | None = Field(None, description="the id of the item this one replaced; null when the key was new")
+    count: int = Field(description="items in the index after the write")
 
 
 class ReloadResponse(_Strict):

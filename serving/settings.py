@@ -70,6 +70,16 @@ class ServeSettings(BaseModel):
     )
     thumbnail_px: int = Field(160, ge=16, le=1024, description="longest side of /items/{id}/thumbnail")
     max_files_per_upload: int = Field(64, ge=1, description="POST /items accepts at most this many images")
+    show_paths: bool | None = Field(
+        None,
+        description="show the server's full image paths in hits and items (else only the file name); "
+        "default: shown without an API key, hidden with one",
+    )
+
+    @property
+    def shows_paths(self) -> bool:
+        """Whether hits and items carry full paths (``show_paths``, by default: no API key set)."""
+        return self.show_paths if self.show_paths is not None else self.api_key is None
 
 
 _LIST_FIELDS = {"cors_origins"}

@@ -15,6 +15,7 @@ from PIL import Image
 from retrieval.indexing.common.artifact_names import UPLOADS_SUBDIR
 from retrieval.indexing.common.atomic_write import atomic_write_bytes
 from retrieval.indexing.common.errors import IndexNotWritableError
+from retrieval.indexing.store.shared.store_protocol import Store
 
 __all__ = ["UPLOADS_SUBDIR", "discard_unused_uploads", "image_suffix", "is_upload", "store_upload", "upload_path"]
 
@@ -39,6 +40,11 @@ def discard_unused_uploads(index_dir: Path, paths: list[Path], in_use: set[str])
     for path in paths:
         if is_upload(index_dir, path) and str(path) not in in_use:
             path.unlink(missing_ok=True)
+
+
+def discard_item_upload(index_dir: Path, store: Store, path: str) -> None:
+    """Delete the stored upload of an item just removed or replaced, unless another item points to it."""
+    discard_unused_uploads(index_dir, [Path(path)], store.paths_in_use([path]))
 
 
 def store_upload(index_dir: Path, data: bytes) -> Path:

@@ -9,12 +9,13 @@ through the backend's target, and compares with a brute-force answer computed he
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from retrieval.indexing.common.errors import DataError, ItemNotFoundError
+from retrieval.indexing.common.errors import DataError, ItemNotFoundError, KeyConflictError
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.search.binary import binarize
@@ -328,3 +329,66 @@ class StoreContract:
         assert not np.isin(found.ids, [2, COUNT]).any()
         assert fresh.remove([2]) == 0
         assert fresh.add(make_records(tmp_path, 1, seed=3), make_vectors(1, seed=13)) == [COUNT + 1]
+
+    # ----- item keys -----------------------------------------------------------------------
+    def test_keyed_items_are_found_by_key_and_show_it(self, fresh: Store, tmp_path: Path) -> None:
+        records = [replace(r, key=f"sku-{i}/ü") for i, r in enumerate(make_records(tmp_path, 3, seed=4))]
+        vectors = make_vectors(3, seed=14)
+        ids = fresh.add(records, vectors)
+        assert fresh.ids_of_keys(["sku-1/ü", "nope", "sku-0/ü"]) == {"sku-0/ü": ids[0], "sku-1/ü": ids[1]}
+        assert fresh.item_by_key("sku-2/ü").id == ids[2] and fresh.item(ids[2]).key == "sku-2/ü"
+        assert fresh.item(1).key is None  # items without a key stay keyless, their ids valid
+        (hit, *_), *_ = [fresh.hits(fresh.search(vectors[:1], 3))]
+        assert (hit.item.id, hit.item.key) == (ids[0], "sku-0/ü")
+        assert [item.key for item in fresh.scroll(None, COUNT, 10)] == ["sku-0/ü", "sku-1/ü", "sku-2/ü"]
+        with pytest.raises(ItemNotFoundError, match="no item with the key 'nope'"):
+            fresh.item_by_key("nope")
+
+    def test_a_key_in_use_or_given_twice_is_a_conflict_and_writes_nothing(self, fresh: Store, tmp_path: Path) -> None:
+        first = replace(make_records(tmp_path, 1, seed=5)[0], key="a")
+        (first_id,) = fresh.add([first], make_vectors(1, seed=15))
+        again = [replace(r, key=key) for r, key in zip(make_records(tmp_path, 2, seed=6), ["b", "a"], strict=True)]
+        with pytest.raises(KeyConflictError, match=f'the key "a" is already item {first_id}'):
+            fresh.add(again, make_vectors(2, seed=16))
+        twice = [replace(r, key="c") for r in make_records(tmp_path, 2, seed=7)]
+        with pytest.raises(KeyConflictError, match='the key "c" is given to more than one image'):
+            fresh.add(twice, make_vectors(2, seed=17))
+        assert fresh.count == COUNT + 1 and fresh.ids_of_keys(["a", "b", "c"]) == {"a": first_id}
+
+    @pytest.mark.parametrize(
+        ("key", "problem"),
+        [("", "is empty"), ("a\nb", "control character"), ("x" * 257, "at most 256"), ("a\0", "NUL")],
+    )
+    def test_bad_keys_are_data_errors(self, fresh: Store, tmp_path: Path, key: str, problem: str) -> None:
+        record = replace(make_records(tmp_path, 1, seed=8)[0], key=key)
+        with pytest.raises(DataError, match=problem):
+            fresh.add([record], make_vectors(1, seed=18))
+        assert fresh.count == COUNT
+
+    def test_a_replace_swaps_the_keyed_item_for_the_new_one(self, fresh: Store, tmp_path: Path) -> None:
+        old_vector, new_vector = make_vectors(2, seed=19)
+        old = ImageRecord(path=tmp_path / "old.png", label="label_0", metadata={"v": 1}, key="k")
+        (old_id,) = fresh.add([old], old_vector[None])
+        new = ImageRecord(path=tmp_path / "new.png", label="brand new", metadata={"v": 2}, key="k")
+        (new_id,) = fresh.add([new], new_vector[None], replace=True)
+        assert new_id > old_id and fresh.count == COUNT + 1
+        assert fresh.items([old_id]) == [None] and not np.isin(old_id, fresh.ids())
+        item = fresh.item_by_key("k")
+        assert (item.id, item.label, item.metadata, item.path) == (new_id, "brand new", {"v": 2}, str(new.path))
+        found = fresh.search(np.stack([old_vector, new_vector]), COUNT + 1)
+        assert not np.isin(old_id, found.ids) and found.ids[1, 0] == new_id
+        assert ("brand new", 1) in fresh.value_counts(None)
+        unkeyed = fresh.add([replace(new, key="fresh")], old_vector[None], replace=True)  # no item to replace
+        assert fresh.count == COUNT + 2 and fresh.item_by_key("fresh").id == unkeyed[0]
+
+    def test_a_build_keeps_the_records_keys(self, tiny_model_dir: Path, tmp_path: Path) -> None:
+        records = [replace(r, key=f"b{i}" if i % 2 else None) for i, r in enumerate(make_records(tmp_path, 4, 9))]
+        out = tmp_path / "keyed"
+        model = OnnxEmbedder(tiny_model_dir, threads=1)
+        vectors = make_vectors(4, seed=20)
+        write_index(out, model, records, vectors, index_kinds("flat", "flat"), target=self.target(tmp_path))
+        with open_store(out) as store:
+            assert [item.key for item in store.all_items()] == [None, "b1", None, "b3"]
+            assert store.ids_of_keys(["b1", "b3"]) == {"b1": 2, "b3": 4}
+            with pytest.raises(KeyConflictError):
+                store.add([replace(records[0], key="b3")], vectors[:1])

@@ -47,7 +47,7 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def base_url(tiny_index_template: Path):
-    with running_server(tiny_index_template) as base:
+    with running_server(tiny_index_template, show_paths=True) as base:
         yield base
 
 

@@ -13,7 +13,13 @@ from index_fixtures import make_image
 from typer.testing import CliRunner
 
 from retrieval.cli.main import app
-from retrieval.indexing.common.errors import ConfigError, DataError, IndexFormatError, ItemNotFoundError
+from retrieval.indexing.common.errors import (
+    ConfigError,
+    DataError,
+    IndexFormatError,
+    ItemNotFoundError,
+    KeyConflictError,
+)
 from retrieval.indexing.store.files.index_store import IndexStore
 
 runner = CliRunner()
@@ -150,3 +156,40 @@ def test_console_script_prints_no_traceback(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert done.stderr.strip().startswith("error: ") and "Traceback" not in done.stderr
+
+
+def test_add_with_keys_refuses_a_key_in_use_and_replaces_with_replace(cli_index: Path, tmp_path: Path) -> None:
+    index = tmp_path / "index"
+    shutil.copytree(cli_index, index)
+    extra = tmp_path / "extra"
+    (extra / "class_9").mkdir(parents=True)
+    for item in range(2):
+        make_image(5, 30 + item).save(extra / "class_9" / f"x{item}.png")
+    keys = tmp_path / "keys.csv"
+    keys.write_text(f"path,key\nextra/class_9/x0.png,sku-0\n{extra / 'class_9' / 'x1.png'},sku-1\n")
+    added = invoke("index", "add", index, "--data", extra, "--keys", keys)
+    assert "added 2 images (ids 31..32); the index now holds 32" in added.output, added.output
+    again = invoke("index", "add", index, "--data", extra, "--keys", keys)
+    assert isinstance(again.exception, KeyConflictError) and 'the key "sku-0" is already item 31' in str(
+        again.exception
+    )
+    replaced = invoke("index", "add", index, "--data", extra, "--keys", keys, "--replace")
+    assert "(ids 33..34), replacing 2 keyed item(s); the index now holds 32" in replaced.output, replaced.output
+    with IndexStore.open(index) as store:
+        assert store.ids_of_keys(["sku-0", "sku-1"]) == {"sku-0": 33, "sku-1": 34}
+    (extra / "manifest.csv").write_text("path,label,key,shop\nclass_9/x0.png,class_9,from-csv,berlin\n")
+    from_csv = invoke("index", "add", index, "--data", extra / "manifest.csv")
+    assert from_csv.exit_code == 0, from_csv.output
+    with IndexStore.open(index) as store:
+        item = store.item_by_key("from-csv")
+        assert (item.id, item.metadata) == (35, {"shop": "berlin"})
+    keys.write_text("path,key\nextra/class_9/nothing.png,sku-9\n")
+    stray = invoke("index", "add", index, "--data", extra / "manifest.csv", "--keys", keys)
+    assert isinstance(stray.exception, DataError) and "not among the images added" in str(stray.exception)
+    unknown = invoke("index", "remove", index, "--key", "sku-0", "--key", "nope")
+    assert isinstance(unknown.exception, ItemNotFoundError)
+    assert "no item carries the key 'nope'" in str(unknown.exception)
+    removed = invoke("index", "remove", index, "--key", "sku-0", "--key", "from-csv", 1)
+    assert "removed 3 item(s); the index now holds 30" in removed.output, removed.output
+    nothing = invoke("index", "remove", index)
+    assert isinstance(nothing.exception, ConfigError) and "their ids, or --key KEY" in str(nothing.exception)

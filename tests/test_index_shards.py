@@ -73,6 +73,18 @@ def test_three_shards_merged_equal_one_build(tiny_model_dir: Path, data: Path, s
         assert many.manifest.model_dir == one.manifest.model_dir
 
 
+def test_shards_keep_the_keys_of_a_csv_manifest(tiny_model_dir: Path, gallery_dir: Path, tmp_path: Path) -> None:
+    images = sorted(gallery_dir.glob("*/*.png"))[:6]
+    rows = [f"{path},{path.parent.name},{f'k{i}' if i % 2 else ''}" for i, path in enumerate(images)]
+    (tmp_path / "manifest.csv").write_text("path,label,key\n" + "\n".join(rows) + "\n")
+    for index in range(2):
+        build(tiny_model_dir, tmp_path / "manifest.csv", tmp_path / "shards" / str(index), "--shard", f"{index}/2")
+    merged = invoke("index", "merge", tmp_path / "merged", tmp_path / "shards" / "0", tmp_path / "shards" / "1")
+    assert merged.exit_code == 0, merged.output
+    with IndexStore.open(tmp_path / "merged") as store:
+        assert [item.key for item in store.all_items()] == [None, "k1", None, "k3", None, "k5"]
+
+
 @pytest.mark.skipif(importlib.util.find_spec("milvus_lite") is None, reason="needs the milvus extra")
 def test_shards_bulk_inserted_into_milvus_equal_one_milvus_build(
     tiny_model_dir: Path, data: Path, shards: list[Path]

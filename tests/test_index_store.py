@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 from pathlib import Path
 
 import faiss
@@ -12,7 +13,14 @@ import pytest
 from index_fixtures import make_image
 from reference_hamming import hamming_distances
 
-from retrieval.indexing.common.errors import ConfigError, DataError, IndexFormatError, IndexNotWritableError
+from retrieval.indexing.common.errors import (
+    ConfigError,
+    DataError,
+    IndexFormatError,
+    IndexNotWritableError,
+    ItemNotFoundError,
+    KeyConflictError,
+)
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.search.binary import binarize
@@ -288,3 +296,57 @@ def _spy(train, calls: list[int]):
         return train(self, data)
 
     return spied
+
+
+def test_an_index_built_before_item_keys_opens_searches_and_takes_keys(index_copy: Path, gallery_dir: Path) -> None:
+    table = sqlite3.connect(index_copy / "items.sqlite")  # the item table as written before keys existed
+    table.executescript("DROP INDEX items_key; ALTER TABLE items DROP COLUMN key;")
+    table.close()
+    with IndexStore.open(index_copy) as store:
+        ids = store.ids()
+        vectors = store.embeddings_of(ids)
+        assert (store.search(vectors, 1).ids[:, 0] == ids).all()
+        assert {item.key for item in store.all_items()} == {None} and store.ids_of_keys(["a"]) == {}
+        with pytest.raises(ItemNotFoundError, match="no item with the key 'a'"):
+            store.item_by_key("a")
+        image = next(gallery_dir.glob("*/*.png"))
+        (plain,) = store.add([ImageRecord(path=image, label="old")], vectors[:1])  # still no key column
+        (keyed,) = store.add([ImageRecord(path=image, label="new", key="a")], vectors[1:2])
+        assert store.item_by_key("a").id == keyed and store.item(plain).key is None
+    with IndexStore.open(index_copy) as store:
+        assert store.item_by_key("a").id == keyed and store.count == len(ids) + 2
+        with pytest.raises(KeyConflictError):
+            store.add([ImageRecord(path=image, label="new", key="a")], vectors[1:2])
+
+
+def test_a_replace_interrupted_before_or_after_its_commit_leaves_one_item_under_the_key(
+    index_copy: Path, embedder: OnnxEmbedder, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from retrieval.indexing.store.shared.items_db import ItemsDb
+
+    def crash(*args: object) -> None:
+        raise OSError("disk full")
+
+    paths = [tmp_path / f"v{i}.png" for i in range(3)]
+    for i, path in enumerate(paths):
+        make_image(4, 20 + i).save(path)
+    vectors = embedder.embed_paths(paths, progress=False).embeddings
+    with IndexStore.open(index_copy) as store:
+        (old,) = store.add([ImageRecord(path=paths[0], label="old", key="k")], vectors[:1])
+        monkeypatch.setattr(ItemsDb, "insert", crash)  # inside the transaction: the delete rolls back too
+        with pytest.raises(IndexNotWritableError, match="disk full"):
+            store.add([ImageRecord(path=paths[1], label="new", key="k")], vectors[1:2], replace=True)
+    monkeypatch.undo()
+    with IndexStore.open(index_copy) as store:  # before the commit: the old item, searchable
+        assert store.item_by_key("k").id == old and store.count == 31 and live_in_faiss(store) == (31, 31)
+        assert store.search(vectors[:1], 1).ids[0, 0] == old
+        monkeypatch.setattr(store_updates, "write_faiss_files", crash)  # after the commit
+        with pytest.raises(IndexNotWritableError, match="disk full"):
+            store.add([ImageRecord(path=paths[2], label="new", key="k")], vectors[2:], replace=True)
+    monkeypatch.undo()
+    with IndexStore.open(index_copy) as store:  # after the commit: the new item only, repaired on open
+        new = store.item_by_key("k")
+        assert new.id > old and new.label == "new" and store.items([old]) == [None]
+        assert store.count == 31 and live_in_faiss(store) == (31, 31) and store.manifest.num_labels == 7
+        found = store.search(vectors, 31).ids
+        assert not np.isin(old, found) and store.search(vectors[2:], 1).ids[0, 0] == new.id

@@ -247,7 +247,27 @@ def test_cli_build_search_and_service(tiny_model_dir: Path, gallery_dir: Path, t
         assert added.status_code == 201 and added.json() == {"ids": [31], "count": 31}
         top = client.post("/search", files={"image": ("n.png", new_image, "image/png")}, params={"k": 1}).json()
         assert top["results"][0]["id"] == 31 and top["results"][0]["score"] == pytest.approx(1.0, abs=1e-5)
-        assert client.delete("/items/31", headers=headers).json() == {"id": 31, "count": 30}
+        assert client.delete("/items/31", headers=headers).json() == {"id": 31, "key": None, "count": 30}
+        put = {"files": {"image": ("k.png", new_image, "image/png")}, "headers": headers}
+        created = client.put("/items/by-key/sku-1", data={"label": "first"}, **put)
+        assert created.status_code == 201 and created.json() == {
+            "id": 32,
+            "key": "sku-1",
+            "replaced": None,
+            "count": 31,
+        }
+        replaced = client.put("/items/by-key/sku-1", data={"label": "second"}, **put)
+        assert replaced.json() == {"id": 33, "key": "sku-1", "replaced": 32, "count": 31}
+        shown = client.get("/items/by-key/sku-1").json()
+        assert (shown["id"], shown["key"], shown["label"]) == (33, "sku-1", "second")
+        taken = client.post(
+            "/items",
+            files={"image": ("k.png", new_image, "image/png")},
+            data={"label": "x", "key": "sku-1"},
+            headers=headers,
+        )
+        assert taken.status_code == 409 and "already item 33" in taken.json()["detail"]
+        assert client.delete("/items/by-key/sku-1", headers=headers).json() == {"id": 33, "key": "sku-1", "count": 30}
     removed = runner.invoke(app, ["index", "remove", str(out), "1"])
     assert removed.exit_code == 0 and "now holds 29" in removed.output
     with open_store(out) as store:
@@ -307,6 +327,7 @@ def test_a_collection_written_before_the_filter_marks_refuses_ranges_not_equalit
     with open_store(index_dir) as store:
         assert isinstance(store, MilvusStore)
         fields = ["id", "path", "path_key", "label", "split", "is_query", "is_gallery", "metadata", "code", "vector"]
+        fields += ["key", "key_hash"]
         (row,) = store._client.query(store.collection, filter="id == 1", output_fields=fields)
         old_keys = {text_key(k): value_key(v) for k, v in {**row["metadata"], "label": row["label"]}.items()}
         assert old_keys.items() <= marked_keys(row["label"], row["metadata"]).items()
@@ -318,3 +339,34 @@ def test_a_collection_written_before_the_filter_marks_refuses_ranges_not_equalit
         found = store.search(_vectors(1, seed=3), 3, where=parse_filter({"label": row["label"]}))
         assert len(found.ids[0]) == 3
         assert store.keys_in_use(["nowhere"]) == {"nowhere"}  # cannot tell: no false warning
+
+
+def test_a_collection_built_before_item_keys_reads_keyless_and_refuses_keys(
+    model_2048: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from functools import partial
+
+    from retrieval.indexing.common.errors import DataError
+    from retrieval.indexing.store.milvus import milvus_build, milvus_client
+
+    new_schema = milvus_client._items_schema
+
+    def old_schema(module: object, dim: int, bits: int) -> object:
+        schema = new_schema(module, dim, bits)
+        schema._fields = [field for field in schema.fields if field.name not in ("key", "key_hash")]
+        return schema
+
+    monkeypatch.setattr(milvus_client, "_items_schema", old_schema)
+    monkeypatch.setattr(milvus_build, "item_rows", partial(milvus_build.item_rows, keyed=False))
+    gallery = make_gallery(tmp_path / "gallery", num_classes=2, per_class=2)
+    target = MilvusTarget.of(str(tmp_path / "milvus.db"), "old", tmp_path / "index")
+    build_index(model_2048, gallery, tmp_path / "index", progress=False, target=target)
+    monkeypatch.undo()
+    with open_store(tmp_path / "index") as store:
+        assert {item.key for item in store.all_items()} == {None} and store.ids_of_keys(["a"]) == {}
+        vectors = _vectors(2, seed=4)
+        (added,) = store.add([ImageRecord(path=tmp_path / "x.png", label="x")], vectors[:1])
+        assert store.item(added).key is None and store.search(vectors[:1], 1).ids[0, 0] == added
+        with pytest.raises(DataError, match="built before item keys existed; rebuild it"):
+            store.add([ImageRecord(path=tmp_path / "y.png", label="y", key="a")], vectors[1:])
+        assert store.count == len(gallery) + 1

@@ -59,16 +59,17 @@ def _embedded_by(index_dir: Path, model_dir: Path) -> float:
     return float(np.abs(stored - fresh).max())
 
 
-def _add_upload(index_dir: Path, image_item: int, key: str | None = None) -> int:
+def _add_upload(index_dir: Path, image_item: int, key: str | None = None, item_key: str | None = None) -> int:
     path = store_upload(index_dir, image_bytes(make_image(4, image_item)))
     vectors = OnnxEmbedder(index_dir / "model").embed_images([make_image(4, image_item)])
     with IndexStore.open(index_dir) as store:
-        (new_id,) = store.add([ImageRecord(path=path, label="uploaded")], vectors, idempotency_key=key)
+        record = ImageRecord(path=path, label="uploaded", key=item_key)
+        (new_id,) = store.add([record], vectors, idempotency_key=key)
     return new_id
 
 
 def test_rebuild_switches_to_the_new_model_with_the_same_items(fresh_index: Path, new_model: Path) -> None:
-    uploaded = _add_upload(fresh_index, 95)
+    uploaded = _add_upload(fresh_index, 95, item_key="sku-95")
     before = _records(fresh_index)
     old_sha = load_index_manifest(fresh_index).model_sha256
     report = api.rebuild_index(fresh_index, new_model)
@@ -81,6 +82,8 @@ def test_rebuild_switches_to_the_new_model_with_the_same_items(fresh_index: Path
     assert Path(before[uploaded][0]).is_file()  # the stored image is in the new generation too
     assert load_index_manifest(previous_generation_dir(fresh_index)).model_sha256 == old_sha
     assert not next_generation_dir(fresh_index).exists()
+    with IndexStore.open(fresh_index) as store:
+        assert store.item_by_key("sku-95").id == uploaded  # the item keys came along
 
 
 def test_writes_made_during_the_rebuild_reach_the_new_generation(

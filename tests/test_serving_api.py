@@ -96,13 +96,14 @@ def test_hits_carry_label_metadata_and_thumbnail(client) -> None:
     item = client.get(f"/items/{hit['id']}").json()
     assert item == {
         "id": hit["id"],
+        "key": None,
         "label": hit["label"],
         "metadata": hit["metadata"],
         "thumbnail_url": hit["thumbnail_url"],
         "path": hit["path"],
         "image_url": f"/items/{hit['id']}/image",
     }
-    assert Path(hit["path"]).is_file() and hit["image_url"] == item["image_url"]
+    assert hit["path"] == Path(hit["path"]).name and hit["image_url"] == item["image_url"]  # API key: name only
     assert hit["label"].startswith("class_") and "n" in hit["metadata"]
     thumb = client.get(hit["thumbnail_url"])
     assert thumb.headers["content-type"] == "image/jpeg" and "max-age" in thumb.headers["cache-control"]
@@ -148,7 +149,7 @@ def test_add_then_delete_an_item(fresh_index) -> None:
         assert top["id"] == new_id and top["label"] == "added" and top["score"] == pytest.approx(1.0, abs=2e-3)
         assert client.get(f"/items/{new_id}/thumbnail").status_code == 200
         deleted = client.delete(f"/items/{new_id}", headers=KEY)
-        assert deleted.json() == {"id": new_id, "count": GALLERY_SIZE}
+        assert deleted.json() == {"id": new_id, "key": None, "count": GALLERY_SIZE}
         ids = [h["id"] for h in client.post("/search", files=_upload(new_image), params={"k": 50}).json()["results"]]
         assert new_id not in ids and len(ids) == GALLERY_SIZE
         assert client.get(f"/items/{new_id}").status_code == 404
@@ -260,11 +261,13 @@ def test_invented_http_methods_do_not_add_metric_series(tiny_index_template: Pat
     assert 'method="other"' in text
 
 
-def test_the_full_image_is_the_stored_file_with_the_thumbnails_rules(client) -> None:
+def test_the_full_image_is_the_stored_file_with_the_thumbnails_rules(client, tiny_index_template) -> None:
     hit = client.post("/search", files=_upload(query_png(0)), params={"k": 1}).json()["results"][0]
     full = client.get(hit["image_url"])  # no API key, as for thumbnails
     assert full.status_code == 200 and full.headers["content-type"] == "image/png"
-    assert full.content == Path(hit["path"]).read_bytes()  # a PNG is sent as stored, at full size
+    with IndexStore.open(tiny_index_template) as store:  # the hit shows only the file name (an API key is set)
+        stored = Path(store.item(hit["id"]).path)
+    assert full.content == stored.read_bytes()  # a PNG is sent as stored, at full size
     assert Image.open(io.BytesIO(full.content)).size == (48, 40)
     again = client.get(hit["image_url"], headers={"If-None-Match": full.headers["etag"]})
     assert again.status_code == 304 and again.content == b""

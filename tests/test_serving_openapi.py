@@ -31,6 +31,9 @@ EXPECTED_PROBLEMS = {
     ("get", "/items/{item_id}/image"): {404, 422, 503, 504},
     ("post", "/items"): {400, 401, 403, 409, 413, 415, 422, 503, 504},
     ("delete", "/items/{item_id}"): {401, 403, 404, 409, 422, 503, 504},
+    ("get", "/items/by-key/{key}"): {404, 422, 503, 504},
+    ("put", "/items/by-key/{key}"): {400, 401, 403, 409, 413, 415, 422, 503, 504},
+    ("delete", "/items/by-key/{key}"): {401, 403, 404, 409, 422, 503, 504},
     ("get", "/labels"): {422, 503, 504},
     ("get", "/items"): {422, 503, 504},
     ("post", "/admin/reload"): {401, 403, 503, 504},
@@ -81,11 +84,13 @@ def test_search_parameters_state_the_server_limits(document) -> None:
     assert "k <= rerank" in _parameter(search, "rerank")["description"]
 
 
-def test_writes_state_non_empty_files_and_labels(document) -> None:
-    body = document["components"]["schemas"]["Body_add_items_items_post"]
-    images, labels = body["properties"]["images"], body["properties"]["labels"]
-    assert set(body["required"]) == {"images", "labels"}
-    assert images["minItems"] == 1 and labels["minItems"] == 1 and labels["items"]["minLength"] == 1
+def test_writes_name_one_field_per_item_and_mark_the_old_names_deprecated(document) -> None:
+    body = document["components"]["schemas"]["Body_add_items_items_post"]["properties"]
+    assert {"image", "label", "key", "metadata", "images", "labels"} == set(body)
+    assert [name for name, field in body.items() if field.get("deprecated")] == ["images", "labels"]
+    assert "one key per image" in body["key"]["description"]
+    put = document["components"]["schemas"]["Body_put_by_key_items_by_key__key__put"]
+    assert set(put["required"]) == {"image", "label"}
 
 
 def test_routes_list_only_the_problems_they_can_return(document) -> None:
@@ -114,6 +119,9 @@ def test_problems_are_documented_as_problem_json_with_examples(document) -> None
 def test_every_operation_has_a_valid_example(document) -> None:
     for key, operation in _operations(document).items():
         success = {s: r for s, r in operation["responses"].items() if s.startswith("2")}
+        if key == ("put", "/items/by-key/{key}"):  # 200 replaced, 201 created: the same body
+            assert set(success) == {"200", "201"}
+            success = {"201": success["201"]}
         assert len(success) == 1, key
         ((status, response),) = success.items()
         if key == ("get", "/items/{item_id}/thumbnail"):

@@ -8,13 +8,14 @@ from pathlib import Path
 
 from retrieval.indexing.api.inputs import query_embedder
 from retrieval.indexing.common.errors import ConfigError, ItemNotFoundError
+from retrieval.indexing.data.record_keys import read_key_file, with_keys
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.model.onnx_embedder import embed_records
 from retrieval.indexing.store.backends import open_store
 from retrieval.indexing.store.shared.compaction import CompactionPolicy, CompactionResult
 from retrieval.indexing.store.shared.item_filter import Scalar
 from retrieval.indexing.store.shared.manifest import check_model, load_index_manifest
-from retrieval.indexing.store.shared.store_checks import validate_records
+from retrieval.indexing.store.shared.store_checks import check_keys_free, validate_records
 from retrieval.indexing.store.shared.write_lock import exclusive_writer
 
 LISTED_IDS = 10  # unknown ids named in an error
@@ -28,6 +29,7 @@ class AddReport:
     count: int
     failures: list[tuple[Path, str]]
     dba: int | None = None  # the new items were augmented with this many neighbours (a DBA index)
+    replaced: int = 0  # items whose keys the new ones took over (``replace``)
 
 
 @dataclass(frozen=True)
@@ -46,10 +48,16 @@ def add_images(
     threads: int | None = None,
     progress: bool = True,
     dba: int | None = None,
+    keys: Path | None = None,
+    replace_keyed: bool = False,
 ) -> AddReport:
     """Embed the images of ``data`` with the index's own model and add them (new ids, old ids
     unchanged), each with ``metadata`` over its own. A DBA index augments them as its build did;
-    ``dba`` (``--dba N``) must then be its N, and is refused on an index built without it."""
+    ``dba`` (``--dba N``) must then be its N, and is refused on an index built without it.
+
+    Item keys come from a CSV manifest's ``key`` column or from ``keys``, a ``path,key`` file
+    (``record_keys``). A key an item already carries is a KeyConflictError before anything is embedded,
+    unless ``replace_keyed``: that item is then replaced by the new one in the same generation."""
     built = load_index_manifest(index_dir).postprocess.dba
     if dba is not None and (built is None or built.n != dba):
         how = "without --dba" if built is None else f"with --dba {built.n}"
@@ -58,17 +66,28 @@ def add_images(
     check_model(load_index_manifest(index_dir), embedder.model_sha256)
     extra = dict(metadata or {})
     records = [replace(record, metadata={**record.metadata, **extra}) for record in load_records(data)]
+    if keys is not None:
+        records = with_keys(records, read_key_file(keys), keys)
     validate_records(records)
+    if not replace_keyed:
+        with open_store(index_dir) as store:  # refused before the embedding, checked again by the add
+            keys_given = [record.key for record in records if record.key is not None]
+            check_keys_free(keys_given, store.ids_of_keys(keys_given))
     kept, embeddings, failures = embed_records(embedder, records, batch_size=batch_size, progress=progress)
     # Opened under the writer lock, after embedding: the add extends the newest generation even while
     # the service writes steadily (a store opened before embedding would be stale by then).
     with exclusive_writer(index_dir), open_store(index_dir, expected_model_sha256=embedder.model_sha256) as store:
-        ids = store.add(kept, embeddings)
-        return AddReport(ids, store.count, failures, built.n if built is not None else None)
+        before = store.count
+        ids = store.add(kept, embeddings, replace=replace_keyed)
+        replaced = before + len(ids) - store.count
+        return AddReport(ids, store.count, failures, built.n if built is not None else None, replaced)
 
 
-def remove_items(index_dir: Path, ids: Sequence[int]) -> tuple[int, int]:
-    """(items removed, items left); an id the index does not hold removes nothing and fails."""
+def remove_items(index_dir: Path, ids: Sequence[int], *, keys: Sequence[str] = ()) -> tuple[int, int]:
+    """(items removed, items left) of the items with ``ids`` and those carrying ``keys``; an id or key the
+    index does not hold removes nothing and fails."""
+    if not ids and not keys:
+        raise ConfigError("name the items to remove: their ids, or --key KEY")
     with open_store(index_dir) as store:
         unknown = sorted(set(ids) - set(store.ids().tolist()))
         if unknown:
@@ -77,6 +96,14 @@ def remove_items(index_dir: Path, ids: Sequence[int]) -> tuple[int, int]:
                 f"{len(unknown)} of the ids are not in {index_dir} ({shown}); nothing was removed "
                 "(`retrieval index info` shows what the index holds)"
             )
+        found = store.ids_of_keys(keys)
+        if missing := [key for key in keys if key not in found]:
+            raise ItemNotFoundError(
+                f"no item carries the key {missing[0]!r}"
+                + (f" (nor {len(missing) - 1} other key(s))" if len(missing) > 1 else "")
+                + "; nothing was removed"
+            )
+        ids = [*ids, *found.values()]
         return store.remove(ids), store.count
 
 

@@ -21,6 +21,10 @@ class ItemNotFoundError(DataError):
     """An item id that the index does not hold, or an item whose image file is gone (the service answers 404)."""
 
 
+class KeyConflictError(DataError):
+    """An item key that another item of the index already carries, or given twice (the service answers 409)."""
+
+
 class IndexChangedError(RetrievalError):
     """Another process rewrote the index since this one opened it (the service answers 409)."""
 

@@ -14,6 +14,8 @@ from retrieval.indexing.common.unicode_text import shown, text_problem
 
 MAX_LABEL_CHARS = 256
 """The longest class label any store keeps (the web page shows it whole; Milvus has a fixed width)."""
+MAX_KEY_CHARS = 256
+"""The longest item key (a user's own id: a SKU, a file key) any store keeps."""
 
 
 @dataclass(frozen=True)
@@ -24,7 +26,8 @@ class ImageRecord:
     Cars196, SOP, In-Shop, or a CSV ``split`` column) and ``None`` otherwise, in which
     case the class-disjoint split rule decides. ``is_query``/``is_gallery`` matter only
     for protocols with separate query and gallery sets (In-Shop); both default to True,
-    meaning "query = gallery, self excluded".
+    meaning "query = gallery, self excluded". ``key`` is the user's own id of the item (unique per
+    index, ``key_problem``), or None: items are then known by the integer ids the index gives.
     """
 
     path: Path
@@ -33,6 +36,7 @@ class ImageRecord:
     is_query: bool = True
     is_gallery: bool = True
     metadata: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    key: str | None = None
 
 
 def is_blank_label(label: object) -> bool:
@@ -49,4 +53,18 @@ def label_problem(label: str) -> str | None:
         return f'"{shown(label)}" {problem}'
     if len(label) > MAX_LABEL_CHARS:
         return f"{label[:40]!r}... is {len(label)} characters long; at most {MAX_LABEL_CHARS} characters are allowed"
+    return None
+
+
+def key_problem(key: str) -> str | None:
+    """Why ``key`` cannot be an item key (a phrase that follows "the key"), or None: the one key rule of
+    ``index build`` / ``index add`` (a CSV ``key`` column), the Python API and the service."""
+    if not key:
+        return "is empty; give every keyed item a non-empty key"
+    if (problem := text_problem(key)) is not None:
+        return f'"{shown(key)}" {problem}'
+    if any(ord(char) < 32 or 0x7F <= ord(char) < 0xA0 for char in key):
+        return f'"{shown(key)}" holds a control character (a line break, a tab, ...); keys are one line of text'
+    if len(key) > MAX_KEY_CHARS:
+        return f"{key[:40]!r}... is {len(key)} characters long; at most {MAX_KEY_CHARS} characters are allowed"
     return None

@@ -2,8 +2,8 @@
 
 Optional columns: ``split`` (``train`` or ``test``; leave the whole column empty to let the
 class-disjoint split rule decide), ``is_query`` and ``is_gallery`` (booleans such as
-true/false, 1/0, yes/no; empty means true). Any other column is kept in
-``ImageRecord.metadata``. Relative paths resolve against the CSV file's folder.
+true/false, 1/0, yes/no; empty means true), ``key`` (the item's own id, unique per index; an empty
+cell gives none). Any other column is kept in ``ImageRecord.metadata``. Relative paths resolve against the CSV file's folder.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from retrieval.indexing.data.records import ImageRecord
 
 REQUIRED_COLUMNS = ("path", "label")
 PROTOCOL_COLUMNS = ("split", "is_query", "is_gallery")
+KEY_COLUMN = "key"
 SPLIT_VALUES = ("train", "test")
 _TRUE = {"true", "t", "yes", "y", "1"}
 _FALSE = {"false", "f", "no", "n", "0"}
@@ -52,7 +53,7 @@ def _check_columns(fieldnames: list[str] | None, csv_path: Path) -> None:
     if missing:
         raise DataError(
             f"CSV manifest {csv_path} lacks the column(s) {', '.join(missing)}; its header must name "
-            f"path and label (optional: {', '.join(PROTOCOL_COLUMNS)}), found: {', '.join(columns) or 'nothing'}"
+            f"path and label (optional: {', '.join((*PROTOCOL_COLUMNS, KEY_COLUMN))}), found: {', '.join(columns) or 'nothing'}"
         )
 
 
@@ -64,7 +65,8 @@ def _parse_row(row: dict[str | None, str | None], number: int, csv_path: Path) -
     if not values["path"] or not values["label"]:
         raise DataError(f"{where} has an empty path or label; every row needs both")
     path = Path(values["path"])
-    metadata = {key: value for key, value in values.items() if key not in REQUIRED_COLUMNS + PROTOCOL_COLUMNS}
+    reserved = (*REQUIRED_COLUMNS, *PROTOCOL_COLUMNS, KEY_COLUMN)
+    metadata = {key: value for key, value in values.items() if key not in reserved}
     return ImageRecord(
         path=path if path.is_absolute() else csv_path.parent / path,
         label=values["label"],
@@ -72,6 +74,7 @@ def _parse_row(row: dict[str | None, str | None], number: int, csv_path: Path) -
         is_query=parse_bool(values.get("is_query", ""), where, "is_query"),
         is_gallery=parse_bool(values.get("is_gallery", ""), where, "is_gallery"),
         metadata=metadata,
+        key=values.get(KEY_COLUMN) or None,
     )
 
 

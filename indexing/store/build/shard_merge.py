@@ -125,7 +125,7 @@ def read_shard(shard_dir: Path, manifest: ShardManifest) -> tuple[np.ndarray, li
             f"{path} holds {vectors.dtype} {vectors.shape}, but the shard lists {len(items)} items of "
             f"{manifest.dim} dimensions; {REBUILD_SHARD}"
         )
-    records = [ImageRecord(Path(i.path), i.label, i.split, i.is_query, i.is_gallery, i.metadata) for i in items]
+    records = [ImageRecord(Path(i.path), i.label, i.split, i.is_query, i.is_gallery, i.metadata, i.key) for i in items]
     return np.asarray([i.row for i in items], dtype=np.int64), records, vectors
 
 

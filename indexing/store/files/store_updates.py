@@ -3,7 +3,8 @@
 Each update is one generation under the protocol of ``index_store``: new files first, then ONE SQLite
 transaction (the commit point), then the rest, then the manifest. An add writes one delta segment
 (O(added): the base is not touched), a remove only deletes SQLite rows (its items become tombstones),
-and a compaction writes the merged segment before its commit (``compaction.py`` says when).
+a replace (an add whose keys items already carry, ``replace=True``) does both in the add's one
+transaction, and a compaction writes the merged segment before its commit (``compaction.py`` says when).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from retrieval.indexing.store.files.segments import (
 from retrieval.indexing.store.shared.compaction import CompactionPolicy, CompactionResult
 from retrieval.indexing.store.shared.items_db import ItemsDb
 from retrieval.indexing.store.shared.manifest import IndexManifest, load_index_manifest, save_index_manifest, utc_now
-from retrieval.indexing.store.shared.store_checks import checked_additions
+from retrieval.indexing.store.shared.store_checks import check_keys_free, checked_additions
 from retrieval.indexing.store.shared.write_lock import exclusive_writer, remove_temp_files
 
 _log = logging.getLogger(__name__)
@@ -101,17 +102,20 @@ class StoreUpdates:
         embeddings: np.ndarray,
         *,
         idempotency_key: str | None = None,
+        replace: bool = False,
         ids: Sequence[int] | None = None,
     ) -> list[int]:
         """Add items with their (n, d) embeddings as a new delta segment; returns the new item ids.
 
         With ``idempotency_key``, the ids and the count after this add are recorded in the same
         transaction as the items, so a retried request can be answered from ``recall`` instead of
-        adding the items twice. ``ids`` gives the items these ids instead of new ones (a copy of another
-        index's items: the model upgrade's new generation). An automatic compaction may follow
-        (``compaction.py``)."""
+        adding the items twice. A record key that an item already carries is a KeyConflictError
+        (nothing is written), unless ``replace``: that item is then removed in the same transaction
+        (one generation: the old item or the new one, never both or neither, even after a crash).
+        ``ids`` gives the items these ids instead of new ones (a copy of another index's items: the
+        model upgrade's new generation). An automatic compaction may follow (``compaction.py``)."""
         with self._writing():
-            added = self._add(records, embeddings, idempotency_key, ids)
+            added = self._add(records, embeddings, idempotency_key, ids, replace)
             self._compact_if_due()
             return added
 
@@ -185,12 +189,30 @@ class StoreUpdates:
                 "here); reopen it (the service: POST /admin/reload) and retry"
             )
 
+    def ids_of_keys(self, keys: Sequence[str]) -> dict[str, int]:
+        """key -> id of the given keys that an item carries."""
+        return self._db.ids_of_keys(keys)
+
+    def _replaced_ids(self, records: Sequence[ImageRecord], replace: bool) -> np.ndarray:
+        """The ids of the items whose keys the records take over (a KeyConflictError unless ``replace``)."""
+        taken = self._db.ids_of_keys([record.key for record in records if record.key is not None])
+        if not replace:
+            check_keys_free([record.key for record in records], taken)
+        return np.asarray(sorted(taken.values()), dtype=np.int64)
+
     def _add(
-        self, records: Sequence[ImageRecord], embeddings: np.ndarray, key: str | None, given: Sequence[int] | None
+        self,
+        records: Sequence[ImageRecord],
+        embeddings: np.ndarray,
+        key: str | None,
+        given: Sequence[int] | None,
+        replace: bool,
     ) -> list[int]:
         vectors = raw = checked_additions(records, embeddings, self.manifest.dim)
         if not records:
             return []
+        replaced = self._replaced_ids(records, replace)
+        old_labels = self._db.labels_of(replaced.tolist())
         dba = self.manifest.postprocess.dba
         if dba is not None:  # augmented like the build's items; the old items stay as they are
             vectors = augment_additions(raw, dba, self._float_search, self._raw_of, self._set.count)
@@ -200,11 +222,14 @@ class StoreUpdates:
         write_embeddings(directory, vectors)
         new_labels = {record.label for record in records if not self._db.has_label(record.label)}
         with self._db.transaction():
+            self._db.delete(replaced.tolist())
             ids = self._db.insert(records, range(info.first_row, info.end_row), given)
             commit_deltas(self._db, [*self._set.deltas, info])
             self._db.set_generation(generation)
             if key is not None:
-                self._db.remember(key, {"ids": ids, "count": self._set.count + len(ids)})
+                self._db.remember(key, {"ids": ids, "count": self._set.count - len(replaced) + len(ids)})
+        self._set.drop(replaced)
+        gone = sum(not self._db.has_label(label) for label in old_labels)
         id_array = np.asarray(ids, dtype=np.int64)
         if dba is not None:
             write_raw(self.index_dir, generation, id_array, raw)
@@ -216,7 +241,7 @@ class StoreUpdates:
         segment = Segment(info, stored, float_index, binary_index, *delta_kinds())
         self._set.append(segment, id_array, np.arange(info.first_row, info.end_row, dtype=np.int64))
         self._segments_changed()
-        self._save_manifest(generation, self.manifest.num_labels + len(new_labels))
+        self._save_manifest(generation, self.manifest.num_labels + len(new_labels) - gone)
         return ids
 
     def _remove(self, ids: Sequence[int]) -> int:

@@ -104,6 +104,7 @@ def _record(item: Item, source_dir: Path, target_dir: Path) -> ImageRecord:
         is_query=item.is_query,
         is_gallery=item.is_gallery,
         metadata=dict(item.metadata),
+        key=item.key,
     )
 
 

@@ -5,7 +5,8 @@ ending in ``.db`` is a milvus-lite file that pymilvus runs embedded (one process
 other URI (``http://milvus:19530``) is a Milvus server, reached with the same code.
 
 Items live in one collection: ``id`` (primary key, our own ids, never reused), ``path``, ``label``,
-``split``, ``is_query``, ``is_gallery``, ``metadata`` (JSON), ``filter_keys`` (JSON of hashed
+``split``, ``is_query``, ``is_gallery``, ``metadata`` (JSON), ``key`` (the item key, "" for none) and
+``key_hash`` (its hash, what lookups match; a collection built before keys has neither), ``filter_keys`` (JSON of hashed
 key -> hashed value pairs that filters match, see ``milvus_filter``), ``path_key`` (hashed path),
 ``code`` (BINARY_VECTOR, BIN_FLAT + HAMMING) and ``vector`` (FLOAT_VECTOR, FLAT + IP). A second
 collection ``NAME__meta`` holds the next item id and the idempotency records (Milvus has no
@@ -19,10 +20,12 @@ import re
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
 from retrieval.indexing.common.errors import ConfigError, RetrievalError
+from retrieval.indexing.data.records import MAX_KEY_CHARS
 
 T = TypeVar("T")
 TIMEOUT_S = 30.0
@@ -30,6 +33,7 @@ TIMEOUT_S = 30.0
 MAX_TOPK = 16384
 """Milvus's limit on ``limit`` of one search or query."""
 PATH_CHARS, LABEL_CHARS, SPLIT_CHARS, KEY_CHARS = 8192, 2048, 256, 80
+ITEM_KEY_BYTES = 4 * MAX_KEY_CHARS  # UTF-8 of the longest item key
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,200}$")
 
 
@@ -172,6 +176,8 @@ def _items_schema(module: Any, dim: int, bits: int) -> Any:
     schema.add_field("is_query", types.BOOL)
     schema.add_field("is_gallery", types.BOOL)
     schema.add_field("metadata", types.JSON)
+    schema.add_field("key", types.VARCHAR, max_length=ITEM_KEY_BYTES)
+    schema.add_field("key_hash", types.VARCHAR, max_length=KEY_CHARS)
     schema.add_field("filter_keys", types.JSON)
     schema.add_field("code", types.BINARY_VECTOR, dim=code_bits(bits))
     schema.add_field("vector", types.FLOAT_VECTOR, dim=dim)
@@ -192,3 +198,9 @@ def _index_params(client: Any, fields: dict[str, tuple[str, str]]) -> Any:
     for field, (index_type, metric) in fields.items():
         params.add_index(field, index_type=index_type, metric_type=metric)
     return params
+
+
+def has_keys(client: Any, uri: str, name: str) -> bool:
+    """Whether the items collection has the ``key`` fields (not one built before item keys existed)."""
+    described = milvus_call(uri, "describe_collection", partial(client.describe_collection, name, timeout=TIMEOUT_S))
+    return "key_hash" in {field["name"] for field in described["fields"]}

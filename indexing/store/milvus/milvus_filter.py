@@ -11,7 +11,8 @@ it; a boolean is never stored there), and every key has a presence mark, its has
 (``$exists``: milvus-lite has no ``exists`` and no ``not``). ``!=`` on a JSON key is true where the
 key is missing, so ``$ne`` and ``$exists: false`` match items without the key, as in SQLite. A
 collection with items written before the ``_n`` and ``_p`` marks existed refuses range and ``$exists``
-filters with a sentence asking for a rebuild (``retrieval index rebuild``).
+filters with a sentence asking for a rebuild (``retrieval index build --backend milvus``: a new collection;
+``retrieval index rebuild`` is the files backend's).
 """
 
 from __future__ import annotations

@@ -20,8 +20,11 @@ _NEXT_ID = "next_id"
 _DUMMY = [0.0, 0.0]  # the meta collection's required vector
 
 
-def item_rows(records: Sequence[ImageRecord], vectors: np.ndarray, ids: Sequence[int], threshold: float) -> list[dict]:
-    """Insertable rows: the record's fields, its metadata (JSON as ``items_db`` stores it), its filter
+def item_rows(
+    records: Sequence[ImageRecord], vectors: np.ndarray, ids: Sequence[int], threshold: float, *, keyed: bool = True
+) -> list[dict]:
+    """Insertable rows: the record's fields, its metadata (JSON as ``items_db`` stores it), its key and
+    the key's hash ("" for none; not for a collection built before keys, ``keyed`` False), its filter
     keys, its binary code (bytes) and its float vector."""
     codes = binarize(vectors, threshold)
     rows = []
@@ -29,8 +32,10 @@ def item_rows(records: Sequence[ImageRecord], vectors: np.ndarray, ids: Sequence
         path, label, split = str(record.path), record.label, record.split or ""
         _check_fits(path, label, split)
         metadata = json.loads(json.dumps(record.metadata, default=str, sort_keys=True))
+        keys = {"key": record.key or "", "key_hash": text_key(record.key) if record.key else ""} if keyed else {}
         rows.append(
             {
+                **keys,
                 "id": int(item_id),
                 "path": path,
                 "path_key": text_key(path),
@@ -69,6 +74,7 @@ def read_items(rows: Sequence[dict[str, Any]]) -> dict[int, Item]:
             is_query=bool(row["is_query"]),
             is_gallery=bool(row["is_gallery"]),
             metadata=dict(row["metadata"] or {}),
+            key=row.get("key") or None,
         )
         for row in rows
     }

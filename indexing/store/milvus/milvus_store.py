@@ -9,7 +9,9 @@ shortlist's float vectors, fetched from Milvus. ``where`` filters run inside Mil
 (``milvus_filter``). Ties in score are ordered by ascending id.
 
 Writes: ids come from a counter in the meta collection (never reused); an add inserts its rows,
-then records its idempotency key. Milvus has no multi-row transactions and no id sequence, so one
+then records its idempotency key. A replace (``add(..., replace=True)``) inserts the new item, then
+deletes the one that held its key: a crash between the two leaves both, and ``ids_of_keys`` then
+answers the newer one (the larger id). Milvus has no multi-row transactions and no id sequence, so one
 writer at a time is assumed (the CLI or one service replica), and a crash mid-add can leave ids
 unused or an add without its idempotency record (a retry then adds again). Not thread-safe: the
 service calls it from one store thread, like ``IndexStore``.
@@ -29,7 +31,14 @@ from retrieval.indexing.common.errors import ConfigError, DataError, IndexFormat
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.search.kinds import SearchKind
 from retrieval.indexing.search.results import SearchResults
-from retrieval.indexing.store.milvus.milvus_client import MAX_TOPK, TIMEOUT_S, connect, meta_collection, milvus_call
+from retrieval.indexing.store.milvus.milvus_client import (
+    MAX_TOPK,
+    TIMEOUT_S,
+    connect,
+    has_keys,
+    meta_collection,
+    milvus_call,
+)
 from retrieval.indexing.store.milvus.milvus_filter import (
     MARKED_OPERATORS,
     filter_expression,
@@ -53,7 +62,7 @@ from retrieval.indexing.store.shared.item_filter import ItemFilter, Scalar
 from retrieval.indexing.store.shared.items_db import Item
 from retrieval.indexing.store.shared.manifest import IndexManifest, check_model, load_index_manifest
 from retrieval.indexing.store.shared.store_base import StoreBase
-from retrieval.indexing.store.shared.store_checks import checked_additions
+from retrieval.indexing.store.shared.store_checks import check_keys_free, checked_additions
 
 _ITEM_FIELDS = ["id", "path", "label", "split", "is_query", "is_gallery", "metadata"]
 _CHUNK = 1000  # ids per query: keeps the expression and the reply small
@@ -74,6 +83,8 @@ class MilvusStore(StoreBase[str]):
         self.uri = str(manifest.milvus_uri)
         self.collection = str(manifest.milvus_collection)
         self._client = client
+        self._keyed = has_keys(client, self.uri, self.collection)  # False: built before item keys
+        self._fields = [*_ITEM_FIELDS, "key"] if self._keyed else _ITEM_FIELDS
         self._count = self._live_count()
         self._marked = self._count == 0 or not self._call(
             "query", "query", self.collection, filter=unmarked_expression(), output_fields=["id"], limit=1
@@ -132,8 +143,22 @@ class MilvusStore(StoreBase[str]):
     def items(self, ids: Sequence[int]) -> list[Item | None]:
         """Items in the order of ``ids``; ``None`` for ids that do not exist (e.g. faiss's -1)."""
         wanted = [int(i) for i in ids]
-        found = read_items(self._rows_by_id([i for i in set(wanted) if i >= 0], _ITEM_FIELDS))
+        found = read_items(self._rows_by_id([i for i in set(wanted) if i >= 0], self._fields))
         return [found.get(i) for i in wanted]
+
+    def ids_of_keys(self, keys: Sequence[str]) -> dict[str, int]:
+        """key -> id of the given keys that an item carries (the larger id where a crash left two)."""
+        if not self._keyed or not keys:
+            return {}
+        wanted = set(keys)
+        hashes = sorted({text_key(key) for key in wanted})
+        found: dict[str, int] = {}
+        for start in range(0, len(hashes), _CHUNK):
+            expression = in_expression("key_hash", hashes[start : start + _CHUNK])
+            for row in self._call("query", "query", self.collection, filter=expression, output_fields=["id", "key"]):
+                if row["key"] in wanted:
+                    found[row["key"]] = max(int(row["id"]), found.get(row["key"], 0))
+        return found
 
     def paths_in_use(self, paths: Sequence[str]) -> set[str]:
         """Which of ``paths`` some item of the index still points to."""
@@ -146,7 +171,7 @@ class MilvusStore(StoreBase[str]):
 
     def all_items(self) -> list[Item]:
         """Every item, ascending by id."""
-        found = read_items(self._scan(_ITEM_FIELDS))
+        found = read_items(self._scan(self._fields))
         return [found[i] for i in sorted(found)]
 
     def scroll(self, where: ItemFilter | None, after: int, limit: int) -> list[Item]:
@@ -154,7 +179,7 @@ class MilvusStore(StoreBase[str]):
         scope = " and ".join(part for part in (f"id > {int(after)}", self._scope(where)[0]) if part)
         rows = self._scan(["id"], scope)
         page = sorted(int(row["id"]) for row in rows)[:limit]
-        found = read_items(self._rows_by_id(page, _ITEM_FIELDS))
+        found = read_items(self._rows_by_id(page, self._fields))
         return [found[i] for i in page if i in found]
 
     def keys_in_use(self, keys: Sequence[str]) -> set[str]:
@@ -211,7 +236,7 @@ class MilvusStore(StoreBase[str]):
         if where is not None and not self._marked and any(c.op in MARKED_OPERATORS for c in where.conditions):
             raise DataError(
                 f"{self.index_dir} holds items written before range and $exists filters existed; rebuild it "
-                f"(retrieval index rebuild {self.index_dir}) to filter with them"
+                f"(retrieval index build --backend milvus --out {self.index_dir}: a new collection) to filter with them"
             )
         return (filter_expression(where) if where is not None else ""), min(self.count, MAX_TOPK)
 
@@ -241,19 +266,35 @@ class MilvusStore(StoreBase[str]):
 
     # ----- updating ----------------------------------------------------------------------
     def add(
-        self, records: Sequence[ImageRecord], embeddings: np.ndarray, *, idempotency_key: str | None = None
+        self,
+        records: Sequence[ImageRecord],
+        embeddings: np.ndarray,
+        *,
+        idempotency_key: str | None = None,
+        replace: bool = False,
     ) -> list[int]:
-        """Add items with their (n, d) embeddings; returns the new item ids (see the module docstring)."""
+        """Add items with their (n, d) embeddings; returns the new item ids (see the module docstring). A
+        record key in use is a KeyConflictError unless ``replace``: the item holding it is then removed."""
         vectors = checked_additions(records, embeddings, self.dim)
         if not records:
             return []
+        keys = [record.key for record in records if record.key is not None]
+        if keys and not self._keyed:
+            raise DataError(
+                f"{self.index_dir} was built before item keys existed; rebuild it "
+                f"(retrieval index build --backend milvus --out {self.index_dir}: a new collection) to add items with keys"
+            )
+        taken = self.ids_of_keys(keys)
+        if not replace:
+            check_keys_free(keys, taken)
         meta = meta_collection(self.collection)
         first = next_id(self._client, meta, self.uri)
         ids = list(range(first, first + len(records)))
         save_next_id(self._client, meta, self.uri, first + len(records))
-        rows = item_rows(records, vectors, ids, self.manifest.binarization_threshold)
+        rows = item_rows(records, vectors, ids, self.manifest.binarization_threshold, keyed=self._keyed)
         self._call("insert", "insert", self.collection, data=rows)
         self._count += len(ids)
+        self.remove(list(taken.values()))
         if idempotency_key is not None:
             remember(self._client, meta, self.uri, idempotency_key, {"ids": ids, "count": self._count})
         return ids

@@ -4,7 +4,9 @@ Item ids come from ``INTEGER PRIMARY KEY AUTOINCREMENT``, so an id is never reus
 after the newest item is removed; faiss stores the same ids. The ``meta`` table holds the
 committed ``generation``: an update commits the new rows and generation in ONE SQLite
 transaction, which makes this file the source of truth after a crash. Image paths inside the index
-directory are stored relative to it (``item_paths``).
+directory are stored relative to it (``item_paths``). ``key`` is the user's own id of an item (UNIQUE;
+NULL for an item without one): a table written before keys existed has no such column, reads as keyless,
+and gets the column (and its unique index) in the transaction of the first write that gives a key.
 """
 
 from __future__ import annotations
@@ -36,13 +38,16 @@ CREATE TABLE items (
     is_query INTEGER NOT NULL,
     is_gallery INTEGER NOT NULL,
     metadata TEXT NOT NULL,
-    row INTEGER NOT NULL UNIQUE
+    row INTEGER NOT NULL UNIQUE,
+    key TEXT
 );
 CREATE INDEX items_label ON items (label);
+CREATE UNIQUE INDEX items_key ON items (key);
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 INSERT INTO meta (key, value) VALUES ('generation', '0');
 """
 _COLUMNS = "id, path, label, split, is_query, is_gallery, metadata, row"
+_ADD_KEY_COLUMN = ("ALTER TABLE items ADD COLUMN key TEXT", "CREATE UNIQUE INDEX items_key ON items (key)")
 _CHUNK = 500  # SQLite's default limit on bound parameters is 999
 
 
@@ -58,14 +63,16 @@ class Item:
     is_gallery: bool
     metadata: dict[str, Any] = field(default_factory=dict)
     row: int = -1
+    key: str | None = None
 
 
 def _item(row: tuple, root: Path) -> Item:
     """An item as stored, its path absolute; text written before lone surrogates were refused is read
     with U+FFFD in their place (``json.dumps`` escaped them as ``\\ud800``), so such an item is still served."""
-    id_, stored, label, split, is_query, is_gallery, metadata, emb_row = row
+    id_, stored, label, split, is_query, is_gallery, metadata, emb_row, key = row
     path = absolute_path(stored, root)
-    return Item(id_, path, label, split, bool(is_query), bool(is_gallery), readable_json(json.loads(metadata)), emb_row)
+    meta = readable_json(json.loads(metadata))
+    return Item(id_, path, label, split, bool(is_query), bool(is_gallery), meta, emb_row, key)
 
 
 def _check_text(record: ImageRecord) -> None:
@@ -88,6 +95,12 @@ class ItemsDb:
     def __init__(self, connection: sqlite3.Connection, path: Path) -> None:
         self._db = connection
         self.path = path
+        columns = {row[1] for row in connection.execute("PRAGMA table_info(items)")}
+        self._keyed = "key" in columns  # False: a table written before keys (read as keyless)
+
+    @property
+    def _columns(self) -> str:
+        return f"{_COLUMNS}, {'key' if self._keyed else 'NULL'}"
 
     @classmethod
     def create(cls, path: Path) -> ItemsDb:
@@ -158,16 +171,37 @@ class ItemsDb:
         """The distinct labels of the given items."""
         return sorted({item.label for item in self.items(ids) if item is not None})
 
+    def _add_key_column(self) -> None:
+        """Give a table written before keys its ``key`` column (inside the caller's transaction)."""
+        for statement in _ADD_KEY_COLUMN:
+            self._db.execute(statement)
+        self._keyed = True
+
+    def ids_of_keys(self, keys: Sequence[str]) -> dict[str, int]:
+        """key -> id of the given keys that an item carries (keys no item carries are left out)."""
+        if not self._keyed:
+            return {}
+        found: dict[str, int] = {}
+        wanted = list(dict.fromkeys(keys))
+        for start in range(0, len(wanted), _CHUNK):
+            chunk = wanted[start : start + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            found.update(self._db.execute(f"SELECT key, id FROM items WHERE key IN ({marks})", chunk).fetchall())
+        return found
+
     def insert(
         self, records: Sequence[ImageRecord], rows: Sequence[int], ids: Sequence[int] | None = None
     ) -> list[int]:
         """Insert records whose embeddings sit at ``rows``; returns their ids in order: new ones, or
-        ``ids`` when given (a copy of another index's items keeps their ids; an id in use is a DataError)."""
+        ``ids`` when given (a copy of another index's items keeps their ids; an id or key in use is a
+        DataError: the stores check keys first, ``store_checks.check_keys_free``)."""
         given = list(ids) if ids is not None else [None] * len(records)
+        if not self._keyed and any(record.key is not None for record in records):
+            self._add_key_column()
         inserted = []
         for record, row, item_id in zip(records, rows, given, strict=True):
             _check_text(record)
-            values = (
+            values: tuple[Any, ...] = (
                 item_id,
                 stored_path(record.path, self.root),
                 record.label,
@@ -177,14 +211,16 @@ class ItemsDb:
                 json.dumps(record.metadata, default=str, sort_keys=True),
                 int(row),
             )
+            columns, marks = "id, path, label, split, is_query, is_gallery, metadata, row", "?,?,?,?,?,?,?,?"
+            if self._keyed:
+                columns, marks, values = f"{columns}, key", f"{marks},?", (*values, record.key)
             try:
-                cursor = self._db.execute(
-                    "INSERT INTO items (id, path, label, split, is_query, is_gallery, metadata, row) "
-                    "VALUES (?,?,?,?,?,?,?,?)",
-                    values,
-                )
+                cursor = self._db.execute(f"INSERT INTO items ({columns}) VALUES ({marks})", values)
             except sqlite3.IntegrityError:
-                raise DataError(f"item id {item_id} is already in {self.path}") from None
+                taken = (
+                    f"the key {record.key!r}" if record.key is not None and item_id is None else f"item id {item_id}"
+                )
+                raise DataError(f"{taken} is already in {self.path}") from None
             inserted.append(int(cursor.lastrowid or 0))  # set by every INSERT
         return inserted
 
@@ -252,12 +288,12 @@ class ItemsDb:
         for start in range(0, len(wanted), _CHUNK):
             chunk = wanted[start : start + _CHUNK]
             marks = ",".join("?" * len(chunk))
-            for row in self._db.execute(f"SELECT {_COLUMNS} FROM items WHERE id IN ({marks})", chunk):
+            for row in self._db.execute(f"SELECT {self._columns} FROM items WHERE id IN ({marks})", chunk):
                 found[row[0]] = _item(row, self.root)
         return [found.get(i) for i in wanted]
 
     def all_items(self) -> list[Item]:
-        return [_item(row, self.root) for row in self._db.execute(f"SELECT {_COLUMNS} FROM items ORDER BY id")]
+        return [_item(row, self.root) for row in self._db.execute(f"SELECT {self._columns} FROM items ORDER BY id")]
 
     def paths_in_use(self, paths: Sequence[str]) -> set[str]:
         """Which of ``paths`` some item still points to (stored relative or, by an older version, absolute)."""

@@ -111,6 +111,16 @@ class StoreBase(ABC, Generic[ScopeT]):
             raise ItemNotFoundError(f"there is no item {item_id} in the index")
         return found
 
+    @abstractmethod
+    def ids_of_keys(self, keys: Sequence[str]) -> dict[str, int]:
+        """key -> id of the given item keys that an item carries."""
+
+    def item_by_key(self, key: str) -> Item:
+        item_id = self.ids_of_keys([key]).get(key)
+        if item_id is None:
+            raise ItemNotFoundError(f"there is no item with the key {key!r} in the index")
+        return self.item(item_id)
+
     def embedding(self, item_id: int) -> np.ndarray:
         """The stored float embedding (float32) of one item."""
         return self.embeddings_of([item_id])[0]

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
-from retrieval.indexing.common.errors import DataError
+from retrieval.indexing.common.errors import DataError, KeyConflictError
 from retrieval.indexing.common.unicode_text import shown
-from retrieval.indexing.data.records import ImageRecord, label_problem
+from retrieval.indexing.data.records import ImageRecord, key_problem, label_problem
 from retrieval.indexing.store.shared.item_filter import check_metadata_text
 
 
@@ -45,3 +45,20 @@ def validate_records(records: Sequence[ImageRecord]) -> None:
         if (problem := label_problem(record.label)) is not None:
             raise DataError(f"image {shown(str(record.path))}: the label {problem}")
         check_metadata_text(record.metadata, f"image {shown(str(record.path))}: metadata")
+        if record.key is not None and (problem := key_problem(record.key)) is not None:
+            raise DataError(f"image {shown(str(record.path))}: the key {problem}")
+    keys = [record.key for record in records if record.key is not None]
+    if len(set(keys)) != len(keys):
+        twice = next(key for key in keys if keys.count(key) > 1)
+        raise KeyConflictError(f'the key "{shown(twice)}" is given to more than one image; keys are unique per index')
+
+
+def check_keys_free(keys: Sequence[str | None], taken: dict[str, int]) -> None:
+    """A KeyConflictError naming the first of ``keys`` that an item of the index (``taken``: key -> id)
+    already carries: an add never takes a key over (a replace does, ``Store.add(..., replace=True)``)."""
+    for key in keys:
+        if key is not None and key in taken:
+            raise KeyConflictError(
+                f'the key "{shown(key)}" is already item {taken[key]}\'s; '
+                "replace that item (PUT /items/by-key/KEY, replace=True) or choose another key"
+            )

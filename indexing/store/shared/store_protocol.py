@@ -65,6 +65,14 @@ class Store(Protocol):
 
     def item(self, item_id: int) -> Item: ...
 
+    def ids_of_keys(self, keys: Sequence[str]) -> dict[str, int]:
+        """key -> id of the given item keys that an item carries (the others left out)."""
+        ...
+
+    def item_by_key(self, key: str) -> Item:
+        """The item carrying ``key``, or an ItemNotFoundError."""
+        ...
+
     def all_items(self) -> list[Item]: ...
 
     def hits(
@@ -94,8 +102,16 @@ class Store(Protocol):
     def embeddings_of(self, ids: Sequence[int] | np.ndarray) -> np.ndarray: ...
 
     def add(
-        self, records: Sequence[ImageRecord], embeddings: np.ndarray, *, idempotency_key: str | None = None
-    ) -> list[int]: ...
+        self,
+        records: Sequence[ImageRecord],
+        embeddings: np.ndarray,
+        *,
+        idempotency_key: str | None = None,
+        replace: bool = False,
+    ) -> list[int]:
+        """New ids of the added items; a record key in use is a KeyConflictError unless ``replace``, which
+        removes the item holding it (files: in the same transaction)."""
+        ...
 
     def recall(self, idempotency_key: str) -> dict[str, Any] | None: ...
 

@@ -1,0 +1,139 @@
+"""Items by their own keys: ``GET``, ``PUT`` (create or replace: upsert) and ``DELETE /items/by-key/{key}``.
+
+A key is the user's id of an item (a SKU, a file key), unique per index, given on ``POST /items``
+(``key`` fields), ``PUT`` here, or in a CSV manifest's ``key`` column; the integer ids stay valid. A PUT
+replaces the item's image, label and metadata in one write: the new item (a new id: ids are never
+reused) and the old one's removal commit together (``Store.add(..., replace=True)``). The key is the
+rest of the path, so it may hold ``/``; percent-encode other reserved characters.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, File, Form, Path, Response, UploadFile
+
+from retrieval.indexing.common.errors import DataError, IndexChangedError, IndexNotWritableError, ItemNotFoundError
+from retrieval.indexing.data.records import MAX_KEY_CHARS, ImageRecord, key_problem, label_problem
+from retrieval.indexing.store.shared.item_filter import parse_metadata
+from retrieval.serving import api_examples
+from retrieval.serving.dependencies import API_KEY_ERRORS, Services, get_services, require_api_key
+from retrieval.serving.item_views import item_response
+from retrieval.serving.problems import problem_responses
+from retrieval.serving.query_pipeline import embed_upload
+from retrieval.serving.schemas import DeleteItemResponse, ItemResponse, PutItemResponse
+from retrieval.serving.service_errors import (
+    InvalidParameterError,
+    PayloadTooLargeError,
+    RequestTimeoutError,
+    RetryLaterError,
+    UnsupportedMediaTypeError,
+    invalid_parameters,
+)
+from retrieval.serving.state import Snapshot
+from retrieval.serving.strict_forms import StrictFormRoute
+from retrieval.serving.upload_storage import discard_item_upload, discard_unused_uploads, store_upload, upload_path
+
+router = APIRouter(tags=["items"], route_class=StrictFormRoute)
+_COMMON = (RetryLaterError, InvalidParameterError, RequestTimeoutError)
+_WRITES = (IndexChangedError, IndexNotWritableError, *API_KEY_ERRORS, *_COMMON)
+_KEY = f"the item's key (1..{MAX_KEY_CHARS} characters of one line; may hold '/')"
+KEY_PATH = "/items/by-key/{key:path}"
+
+
+def checked_key(key: str) -> str:
+    """The key of the path, or a 422 saying why it cannot be one."""
+    if (problem := key_problem(key)) is not None:
+        raise InvalidParameterError(f"the key {problem}.")
+    return key
+
+
+@router.get(
+    KEY_PATH,
+    response_model=ItemResponse,
+    responses={**api_examples.example(api_examples.ITEM), **problem_responses(ItemNotFoundError, *_COMMON)},
+    summary="The item carrying a key",
+)
+async def get_by_key(key: str = Path(description=_KEY), services: Services = Depends(get_services)) -> ItemResponse:
+    key = checked_key(key)
+    item = await services.state.read(lambda snap: snap.store.item_by_key(key))
+    return item_response(item, services.settings.shows_paths)
+
+
+@router.put(
+    KEY_PATH,
+    response_model=PutItemResponse,
+    responses={
+        **api_examples.example(api_examples.PUT_ITEM),
+        201: {
+            "model": PutItemResponse,
+            "description": "Created: no item carried the key",
+            "content": {"application/json": {"example": {**api_examples.PUT_ITEM, "replaced": None}}},
+        },
+        **problem_responses(DataError, *_WRITES, PayloadTooLargeError, UnsupportedMediaTypeError),
+    },
+    dependencies=[Depends(require_api_key)],
+    summary="Create or replace the item carrying a key: image, label and metadata in one write (API key)",
+)
+async def put_by_key(
+    response: Response,
+    key: str = Path(description=_KEY),
+    image: UploadFile = File(description="the item's image"),
+    label: str = Form(description="the item's label (non-blank)"),
+    metadata: str | None = Form(
+        None, description="the item's metadata as one JSON object (as POST /items); the file name is kept as 'filename'"
+    ),
+    services: Services = Depends(get_services),
+) -> PutItemResponse:
+    key, label = checked_key(key), label.strip()
+    if (problem := label_problem(label)) is not None:
+        raise InvalidParameterError(f"form field 'label': the label {problem}.")
+    with invalid_parameters():
+        extra = parse_metadata(metadata, "form field 'metadata'") if metadata and metadata.strip() else {}
+    with services.state.hold() as snapshot:
+        embedded = await embed_upload(services, image, snapshot)
+    index_dir = services.settings.index_dir
+
+    def put(current: Snapshot) -> PutItemResponse:
+        if current.embedder.model_sha256 != snapshot.embedder.model_sha256:
+            raise IndexChangedError(
+                "the service switched to another model while the image was being embedded; send it again."
+            )
+        old_id = current.store.ids_of_keys([key]).get(key)
+        old_path = current.store.item(old_id).path if old_id is not None else None
+        new = upload_path(index_dir, embedded.data)
+        created = not new.is_file()
+        path = store_upload(index_dir, embedded.data)
+        record = ImageRecord(path=path, label=label, metadata={"filename": image.filename or "", **extra}, key=key)
+        try:
+            (new_id,) = current.store.add([record], embedded.vector[None], replace=True)
+        except BaseException:
+            if created:
+                discard_unused_uploads(index_dir, [new], current.store.paths_in_use([str(new)]))
+            raise
+        if old_path is not None:
+            discard_item_upload(index_dir, current.store, old_path)
+        return PutItemResponse(id=new_id, key=key, replaced=old_id, count=current.store.count)
+
+    answer = await services.state.write(put)
+    response.status_code = 200 if answer.replaced is not None else 201
+    return answer
+
+
+@router.delete(
+    KEY_PATH,
+    response_model=DeleteItemResponse,
+    responses={**api_examples.example(api_examples.DELETE_ITEM), **problem_responses(ItemNotFoundError, *_WRITES)},
+    dependencies=[Depends(require_api_key)],
+    summary="Remove the item carrying a key (API key)",
+)
+async def delete_by_key(
+    key: str = Path(description=_KEY), services: Services = Depends(get_services)
+) -> DeleteItemResponse:
+    key = checked_key(key)
+
+    def remove(current: Snapshot) -> DeleteItemResponse:
+        item = current.store.item_by_key(key)  # 404 for an unknown key
+        current.store.remove([item.id])
+        discard_item_upload(services.settings.index_dir, current.store, item.path)
+        return DeleteItemResponse(id=item.id, key=key, count=current.store.count)
+
+    return await services.state.write(remove)
