@@ -37,8 +37,8 @@ LAZY_IMPORTS = {
     "pymilvus": "the milvus extra: the files backend never needs it",
     "scipy.io": "only the Cars196 layout reads a .mat file",
     "timm": "the pretrained extra: torchvision backbones never need it",
-    "huggingface_hub": "timm's local weights cache, for timm:NAME backbones only",
-    "safetensors.torch": "timm's local weights cache, for timm:NAME backbones only",
+    "huggingface_hub": "hub weights (--pretrained hub, timm's local cache), for the transformers and timm:NAME only",
+    "safetensors.torch": "hub weights and .safetensors files only",
     "torch.utils.tensorboard": "the tracking extra (--tensorboard)",
     "retrieval.training": "torch (the train extra): the commands and the flat API's searches never load it",
 }
