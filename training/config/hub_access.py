@@ -81,8 +81,10 @@ def cached_hub_file(repo: str, cache_dir: str | None) -> str | None:
 def consent_needed(backbone: str, access: HubAccess, command: str) -> str:
     """The sentence that stops a run whose hub weights are not cached and may not be downloaded: the command
     that allows it and the file it would fetch."""
+    from huggingface_hub import constants
+
     repo = hub_repo(backbone)
-    where = access.cache_dir or "the Hugging Face cache"
+    where = access.cache_dir or constants.HF_HUB_CACHE
     return (
         f"the {backbone} weights are not in {where} and downloading needs your consent: run `{command}` to fetch "
         f"{repo}/{HUB_FILES[0]} from the Hugging Face hub (or set {ALLOW_ENV}=1)"
