@@ -8,6 +8,8 @@ Per backbone, in a fresh process each (so peak RSS is that backbone's alone):
   backward and an AdamW step; "frozen" runs the first half of the trunk's stages (``model.frozen_stages``)
   in onnxruntime without gradients (``FrozenPrefix``), as training on the CPU does;
 - peak RSS of the process and the fp32 / INT8 ONNX file sizes.
+Idle threads sleep (``OMP_WAIT_POLICY=PASSIVE``, as ``retrieval`` sets it): spinning, they take the cores from
+the training step on a shared machine and make it several times slower.
 
     nice -n 10 python bench/bench_vit_cost.py [--backbones dinov2_vits14 clip_vitb16] [--image-size 224]
 
@@ -26,16 +28,20 @@ import sys
 import time
 from collections.abc import Callable
 
-import numpy as np
-import onnxruntime as ort
-import torch
+from retrieval.cli.thread_env import apply_thread_env_defaults
 
-from retrieval.training.config.train_config import ModelConfig
-from retrieval.training.export.int8_quantization import quantize_int8
-from retrieval.training.export.onnx_export import INPUT_NAME, onnx_export_bytes
-from retrieval.training.model.embedding_model import EmbeddingModel, build_embedding_model
-from retrieval.training.model.trunk_stages import trunk_stages
-from retrieval.training.run.frozen_prefix import FrozenPrefix
+apply_thread_env_defaults()  # idle threads sleep, as in every `retrieval` command (before numpy and torch load)
+
+import numpy as np  # noqa: E402
+import onnxruntime as ort  # noqa: E402
+import torch  # noqa: E402
+
+from retrieval.training.config.train_config import ModelConfig  # noqa: E402
+from retrieval.training.export.int8_quantization import quantize_int8  # noqa: E402
+from retrieval.training.export.onnx_export import INPUT_NAME, onnx_export_bytes  # noqa: E402
+from retrieval.training.model.embedding_model import EmbeddingModel, build_embedding_model  # noqa: E402
+from retrieval.training.model.trunk_stages import trunk_stages  # noqa: E402
+from retrieval.training.run.frozen_prefix import FrozenPrefix  # noqa: E402
 
 
 def _median_seconds(run: Callable[[], object], repeats: int) -> float:
@@ -51,6 +57,7 @@ def _median_seconds(run: Callable[[], object], repeats: int) -> float:
 def _embedding_rate(onnx: bytes, images: np.ndarray, repeats: int) -> float:
     options = ort.SessionOptions()
     options.intra_op_num_threads = os.cpu_count() or 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # as FrozenPrefix's sessions
     session = ort.InferenceSession(onnx, options, providers=["CPUExecutionProvider"])
     return len(images) / _median_seconds(lambda: session.run(None, {INPUT_NAME: images}), repeats)
 
