@@ -29,7 +29,10 @@ def backbones(as_json: Annotated[bool, typer.Option("--json", help="Machine-read
             f"{row['name']:<{width}}  {millions:>7}  {row['native_size']:>4}  {row['stages']:>6}  "
             f"{row['features']:>8}  {weights}"
         )
-    typer.echo("\nand timm:NAME for any timm model (weights from the local Hugging Face cache; never downloaded)")
+    typer.echo(
+        "\nand timm:NAME for any timm model (timm:NAME.TAG: its weights with --pretrained hub); nothing is downloaded "
+        "without --allow-download"
+    )
 
 
 def backbone_row(name: str) -> dict[str, Any]:

@@ -12,6 +12,7 @@ import typer
 from retrieval.cli.activity import activity
 from retrieval.cli.config_options import config_layer, show_config_defaults
 from retrieval.cli.train_options import (
+    AllowDownload,
     Backbone,
     BatchSize,
     EmbeddingDim,
@@ -19,6 +20,8 @@ from retrieval.cli.train_options import (
     ImageSize,
     MaxImagesPerClass,
     Pretrained,
+    WeightsCache,
+    consent_command,
 )
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.training.config.config_checks import check_config
@@ -63,6 +66,8 @@ def study(
     max_images_per_class: MaxImagesPerClass = None,
     backbone: Backbone = None,
     pretrained: Pretrained = None,
+    allow_download: AllowDownload = None,
+    weights_cache: WeightsCache = None,
     embedding_dim: EmbeddingDim = None,
     batch_size: BatchSize = None,
     set_: Annotated[
@@ -82,7 +87,7 @@ def study(
     options = config_layer(study, locals())
     assignments = parse_set([item.split(":", 1)[-1] for item in set_ or []])  # "loss:key=value" sets key too
     layers = [("command-line options", options), ("--set", assignments), ("--data", {"data": {"path": str(data)}})]
-    for warning in check_config(build_config(layers)):  # before torch loads
+    for warning in check_config(build_config(layers), consent=consent_command()):  # before torch loads
         typer.secho(f"warning: {warning}", fg=typer.colors.YELLOW, err=True)
     with activity("loading torch and the training code", enabled=not quiet):
         from retrieval.training.study.runner import run_study

@@ -12,6 +12,7 @@ import typer
 from retrieval.cli.activity import activity
 from retrieval.cli.config_options import ConfigKey, config_layer, show_config_defaults
 from retrieval.cli.train_options import (
+    AllowDownload,
     Backbone,
     BatchSize,
     EmbeddingDim,
@@ -19,6 +20,8 @@ from retrieval.cli.train_options import (
     ImageSize,
     MaxImagesPerClass,
     Pretrained,
+    WeightsCache,
+    consent_command,
 )
 from retrieval.indexing.common.artifact_names import RUN_CONFIG_NAME
 from retrieval.indexing.common.errors import ConfigError
@@ -81,6 +84,8 @@ def train(
         str | None, typer.Option("--device", help="auto (CUDA if present) | cpu | cuda."), ConfigKey("trainer.device")
     ] = None,
     pretrained: Pretrained = None,
+    allow_download: AllowDownload = None,
+    weights_cache: WeightsCache = None,
     split: Annotated[
         str | None,
         typer.Option(
@@ -247,7 +252,7 @@ def _check_before_torch(
 ) -> None:
     """What can be refused without torch, refused in a second: config keys and values (every layer but the
     recipe's, whose keys are the tables'), the dataset path and layout, the image size; then the warnings."""
-    warnings = check_config(build_config(layers), needs_data=needs_data, recipe=recipe)
+    warnings = check_config(build_config(layers), needs_data=needs_data, recipe=recipe, consent=consent_command())
     warnings += [warning] if (warning := recipe_loss_warning(recipe, loss)) else []
     for text in warnings:
         typer.secho(f"warning: {text}", fg=typer.colors.YELLOW, err=True)

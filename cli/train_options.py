@@ -7,6 +7,8 @@ turns the ones given into the command-line config layer, so both commands read `
 
 from __future__ import annotations
 
+import shlex
+import sys
 from typing import Annotated
 
 import typer
@@ -25,9 +27,30 @@ Pretrained = Annotated[
     str | None,
     typer.Option(
         "--pretrained",
-        help="'imagenet' (built-in or locally cached ImageNet weights, never downloads), 'torchvision' or a state-dict file.",
+        help="'imagenet' (built-in or locally cached ImageNet weights, never downloads), 'torchvision', 'hub' (a "
+        "vision transformer's weights from the Hugging Face hub: cached, or downloaded with --allow-download) or a "
+        "weights file (.safetensors, .pth, .bin).",
     ),
     ConfigKey("model.pretrained"),
+]
+AllowDownload = Annotated[
+    bool | None,
+    typer.Option(
+        "--allow-download",
+        help="Let --pretrained hub download weights that are not cached (with a progress bar, its size shown "
+        "first, its checksum verified); also RETRIEVAL_ALLOW_DOWNLOAD=1.",
+        show_default="no: nothing is ever downloaded",
+    ),
+    ConfigKey("model.allow_download"),
+]
+WeightsCache = Annotated[
+    str | None,
+    typer.Option(
+        "--weights-cache",
+        help="Folder of the downloaded hub weights; also RETRIEVAL_WEIGHTS_CACHE.",
+        show_default="the Hugging Face cache (HF_HUB_CACHE)",
+    ),
+    ConfigKey("model.weights_cache"),
 ]
 EmbeddingDim = Annotated[
     int | None,
@@ -55,3 +78,8 @@ MaxImagesPerClass = Annotated[
     ),
     ConfigKey("data.max_images_per_class"),
 ]
+
+
+def consent_command() -> str:
+    """This command line again with ``--allow-download``: what a refusal to download tells the user to run."""
+    return shlex.join(["retrieval", *sys.argv[1:], "--allow-download"])

@@ -47,6 +47,7 @@ def _without_torch(*args: str) -> str:
     [
         (["--data", "/no/such/folder"], "dataset path /no/such/folder does not exist"),
         (["--image-size", "16"], "data.image_size 16 is below 32 px"),
+        (["--backbone", "dinov2_vits14", "--image-size", "20"], "dinov2_vits14's patch size 14; use 14 or 28"),
         (["--set", "trainer.epoch=3"], "did you mean epochs?"),
         (["--split", "some"], "data.split: Input should be 'classes' or 'none'"),
     ],

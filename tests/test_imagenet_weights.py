@@ -133,7 +133,7 @@ def test_timm_backbone_loads_imagenet_weights_from_the_local_cache_only(
     torch.save(source, tmp_path / "pytorch_model.bin")
     asked: list[tuple[str, str]] = []
 
-    def cached(repo: str, filename: str) -> str | None:
+    def cached(repo: str, filename: str, cache_dir: str | None = None) -> str | None:
         asked.append((repo, filename))
         return str(tmp_path / filename) if (tmp_path / filename).is_file() else None
 

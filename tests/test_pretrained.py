@@ -95,7 +95,10 @@ def test_shape_mismatch_is_a_clear_error(tmp_path: Path) -> None:
     state = _perturbed_resnet18_state()
     state["layer1.0.conv1.weight"] = torch.zeros(64, 64, 1, 1)
     torch.save(state, tmp_path / "bad.pth")
-    with pytest.raises(ConfigError, match=r"layer1\.0\.conv1\.weight is \(64, 64, 1, 1\)"):
+    expected = (
+        r"1 tensors have other shapes, first layer1\.0\.conv1\.weight \(64, 64, 1, 1\) in the file but \(64, 64, 3"
+    )
+    with pytest.raises(ConfigError, match=expected):
         load_pretrained(_model(), str(tmp_path / "bad.pth"))
 
 

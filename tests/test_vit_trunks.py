@@ -49,7 +49,7 @@ def test_listed_vits_take_timms_normalisation_size_and_weights_repository() -> N
     for name, (timm_name, normalization, native_size) in VITS.items():
         assert timm_normalization(timm_name) == normalization == get_backbone(name).normalization
         assert timm_native_size(timm_name) == native_size
-        assert weights_origin(name) == f"Hugging Face hub timm/{timm_name} (timm's cache)"
+        assert weights_origin(name) == f"Hugging Face hub timm/{timm_name} (--pretrained hub --allow-download)"
 
 
 @pytest.mark.parametrize("name", list(VITS))
@@ -143,4 +143,6 @@ def test_the_listing_shows_a_vits_parameters_size_stages_and_weights_repository(
     row = backbone_row("dinov2_vits14_reg")
     assert row["parameters"] == 22_057_344 and row["native_size"] == 518
     assert row["stages"] == 14 and row["features"] == 384
-    assert row["weights_from"] == "Hugging Face hub timm/vit_small_patch14_reg4_dinov2.lvd142m (timm's cache)"
+    assert row["weights_from"] == (
+        "Hugging Face hub timm/vit_small_patch14_reg4_dinov2.lvd142m (--pretrained hub --allow-download)"
+    )

@@ -22,7 +22,7 @@ _SCAN_SIZE = (64, 64)
 MIN_IMAGE_SIDE = 32
 """Every backbone here downsamples 32x: an image with a side below 32 px holds less than one pixel of its last
 stage's features, and resizing it up to the crop invents what it lacks (``retrieval train``'s crop has the same
-floor, ``training.config.config_checks.MIN_IMAGE_SIZE``)."""
+floor, ``training.config.image_sizes.MIN_IMAGE_SIZE``)."""
 
 
 @dataclass(frozen=True)

@@ -4,4 +4,6 @@ per loss on a shared base, plus papers' own setups; tables only, read by ``--hel
 ``recipes`` (a recipe name resolved against the registered losses to its config layer); ``config_checks``
 (what can be refused before torch loads: the dataset path, image sizes, names, a run directory already
 in use, a ``--loss`` that replaces a recipe's) with ``known_names`` (the loss, recipe and backbone names
-as torch-free tables)."""
+as torch-free tables), ``image_sizes`` (the smallest image a backbone can see: 32 px, or a transformer's
+patch) and ``hub_access`` (``--pretrained hub``: the weights' repository, the consent to download, the
+cache)."""

@@ -14,28 +14,28 @@ from retrieval.indexing.common.artifact_names import RUN_CHECKPOINTS_SUBDIR, RUN
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.data.class_check import class_problems
 from retrieval.indexing.data.sources import detect_layout
+from retrieval.training.config.hub_access import API_CONSENT, check_hub_consent
+from retrieval.training.config.image_sizes import check_image_size
 from retrieval.training.config.known_names import check_names
 from retrieval.training.config.recipe_tables import loss_of_recipe
 from retrieval.training.config.train_config import TrainConfig
 
-MIN_IMAGE_SIZE = 32
-"""Every backbone here halves the image five times (an output stride of 32): at 32 px its last stage
-sees one pixel, below that less than one, and what it learns is noise."""
 PRETRAINED_MIN_SIZE = 96
 """ImageNet weights were trained at 224 px (EfficientNet-Lite1/2: 240/260); well below 96 px their
 features lose most of what made them useful."""
 
 
-def check_config(cfg: TrainConfig, *, needs_data: bool = True, recipe: str | None = None) -> list[str]:
-    """Raise ConfigError or DataError for what cannot train; return warnings (sentences) for what trains badly."""
+def check_config(
+    cfg: TrainConfig, *, needs_data: bool = True, recipe: str | None = None, consent: str = API_CONSENT
+) -> list[str]:
+    """Raise ConfigError or DataError for what cannot train; return warnings (sentences) for what trains badly.
+    ``consent``: the command that reruns this one with consent to download hub weights (``hub_access``)."""
     check_names(recipe=recipe, loss=cfg.loss.name, backbone=cfg.model.backbone)
+    if needs_data:  # a run, not --print-config
+        check_hub_consent(cfg.model, consent)
     warnings = _data_warnings(cfg) if needs_data else []
     size = cfg.data.image_size
-    if size < MIN_IMAGE_SIZE:
-        raise ConfigError(
-            f"data.image_size {size} is below {MIN_IMAGE_SIZE} px, the smallest image {cfg.model.backbone} can "
-            f"see (it downsamples 32x); use --image-size {MIN_IMAGE_SIZE} or more (images are resized to it)"
-        )
+    check_image_size(cfg.model.backbone, size)
     if cfg.model.pretrained and size < PRETRAINED_MIN_SIZE:
         warnings.append(
             f"data.image_size {size} px is small for pretrained weights (trained at 224 px): expect them to help "

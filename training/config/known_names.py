@@ -56,6 +56,22 @@ BACKBONE_NAMES = (
     "siglip_vitb16",
 )
 TIMM_PREFIX = "timm:"  # any timm model, checked when timm builds it
+VIT_TIMM_NAMES = {  # the vision transformers of BACKBONE_NAMES -> timm's model with its pretrained tag
+    "dinov2_vits14": "vit_small_patch14_dinov2.lvd142m",
+    "dinov2_vitb14": "vit_base_patch14_dinov2.lvd142m",
+    "dinov2_vits14_reg": "vit_small_patch14_reg4_dinov2.lvd142m",
+    "dinov2_vitb14_reg": "vit_base_patch14_reg4_dinov2.lvd142m",
+    "clip_vitb16": "vit_base_patch16_clip_224.openai",
+    "clip_vitb32": "vit_base_patch32_clip_224.openai",
+    "siglip_vitb16": "vit_base_patch16_siglip_224.webli",
+}
+
+
+def timm_name_of(backbone: str) -> str | None:
+    """The timm model (with its tag, where given) behind a listed vision transformer or ``timm:NAME``, or None."""
+    if backbone.startswith(TIMM_PREFIX):
+        return backbone[len(TIMM_PREFIX) :]
+    return VIT_TIMM_NAMES.get(backbone)
 
 
 def recipe_names() -> list[str]:

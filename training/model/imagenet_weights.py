@@ -7,17 +7,20 @@ Where they come from, per backbone:
   ``efficientnet-lite-pytorch`` package. timm's ``tf_efficientnet_liteN`` is the same network (TF
   "same" padding, the same module order), so the tensors map one to one in order; every shape is
   checked, and tests/test_imagenet_weights.py compares ImageNet predictions with the reference definition.
-- ``timm:NAME``: timm's own pretrained weights from the local Hugging Face cache (offline mode).
+- ``timm:NAME``: timm's own pretrained weights from the local Hugging Face cache (offline mode;
+  ``--pretrained hub`` downloads them, with consent: ``hub_weights``).
 - torchvision names: torchvision's file in the local torch hub cache (see ``pretrained``).
 """
 
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 
 import torch
 
 from retrieval.indexing.common.errors import ConfigError
+from retrieval.training.config.hub_access import cached_hub_file
 
 LITE_CLASSIFIER_PREFIX = "_fc."
 
@@ -56,21 +59,13 @@ def lite_state_dict(target: dict[str, torch.Tensor], variant: int = 0) -> dict[s
     return mapped
 
 
-HUB_FILES = ("model.safetensors", "pytorch_model.bin")
-
-
 def timm_cached_weights(name: str) -> str | None:
     """The file of timm's pretrained weights for ``name`` in the local Hugging Face cache, or None (looked up
     without any network access)."""
     import timm
-    from huggingface_hub import try_to_load_from_cache
 
     repo = getattr(timm.models.get_pretrained_cfg(name), "hf_hub_id", None)
-    for filename in HUB_FILES if isinstance(repo, str) else ():
-        path = try_to_load_from_cache(str(repo), filename)
-        if isinstance(path, str):
-            return path
-    return None
+    return cached_hub_file(repo, None) if isinstance(repo, str) else None
 
 
 def timm_cached_state_dict(name: str) -> dict[str, torch.Tensor]:
@@ -78,17 +73,17 @@ def timm_cached_state_dict(name: str) -> dict[str, torch.Tensor]:
     network access; ConfigError when they are not there."""
     path = timm_cached_weights(name)
     if path is not None:
-        return _read_weights(path)
+        return read_weights(Path(path))
     raise ConfigError(
-        f"timm weights for {name} are not in the local Hugging Face cache (downloads are never attempted): "
-        "run timm.create_model(NAME, pretrained=True) once on a machine with internet and copy its cache "
-        "(~/.cache/huggingface), or pass --pretrained PATH to a state dict"
+        f"timm weights for {name} are not in the local Hugging Face cache (--pretrained imagenet never downloads): "
+        "use --pretrained hub --allow-download to fetch them, or pass --pretrained PATH to a weights file"
     )
 
 
-def _read_weights(path: str) -> dict[str, torch.Tensor]:
-    if path.endswith(".safetensors"):
+def read_weights(path: Path) -> dict[str, torch.Tensor]:
+    """The tensors of a ``.safetensors`` file, or what ``torch.load`` reads from any other (tensors only)."""
+    if path.suffix == ".safetensors":
         from safetensors.torch import load_file
 
-        return load_file(path)
+        return load_file(str(path))
     return torch.load(path, map_location="cpu", weights_only=True)

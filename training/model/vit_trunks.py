@@ -21,7 +21,7 @@ from types import ModuleType
 import torch
 from torch import nn
 
-from retrieval.indexing.common.errors import ConfigError
+from retrieval.training.config.image_sizes import check_patch_multiple
 
 VIT_MODULE = "vision_transformer"
 
@@ -40,20 +40,12 @@ def patch_size(trunk: nn.Module) -> int:
     return int(trunk.patch_embed.patch_size[0])  # type: ignore[union-attr, index]
 
 
-def check_image_size(name: str, image_size: int, patch: int) -> None:
-    """ConfigError unless ``image_size`` is a multiple of the patch size (a partial patch would be dropped)."""
-    if image_size % patch:
-        lower, upper = image_size // patch * patch, (image_size // patch + 1) * patch
-        sizes = f"{lower} or {upper}" if lower else str(upper)
-        raise ConfigError(f"data.image_size {image_size} is not a multiple of {name}'s patch size {patch}; use {sizes}")
-
-
 def build_vit_trunk(timm_module: ModuleType, name: str, image_size: int | None) -> tuple[nn.Module, int]:
     """(timm ViT returning its tokens for images of ``image_size`` (None: timm's default), token width)."""
     size = {} if image_size is None else {"img_size": image_size}
     model = timm_module.create_model(name, pretrained=False, num_classes=0, global_pool="", **size)
     if image_size is not None:
-        check_image_size(name, image_size, patch_size(model))
+        check_patch_multiple(name, image_size, patch_size(model))
     return model, int(model.num_features)
 
 

@@ -17,6 +17,7 @@ import torch
 
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.eval.evaluation import EvalData, ReferenceRow, exact_metrics
+from retrieval.training.config.hub_access import model_hub_access
 from retrieval.training.config.train_config import TrainConfig
 from retrieval.training.data.data_loaders import build_eval_loader
 from retrieval.training.data.image_dataset import ImageRecordDataset, label_index
@@ -37,7 +38,9 @@ def starting_model(cfg: TrainConfig) -> EmbeddingModel:
         torch.manual_seed(cfg.trainer.seed)  # as the trainer (rank 0) seeds before building its model
         model = build_embedding_model(cfg.model, image_size=cfg.data.image_size)
     if cfg.model.pretrained:
-        log.info("reference weights: %s", load_pretrained(model, cfg.model.pretrained).summary())
+        log.info(
+            "reference weights: %s", load_pretrained(model, cfg.model.pretrained, model_hub_access(cfg.model)).summary()
+        )
     return model
 
 

@@ -33,6 +33,7 @@ from tqdm import tqdm
 from retrieval.indexing.common.atomic_write import atomic_write_bytes, atomic_write_text
 from retrieval.indexing.eval.gain_interval import paired_gain_interval
 from retrieval.indexing.model.training_verdict import GainInterval
+from retrieval.training.config.hub_access import model_hub_access
 from retrieval.training.config.train_config import TrainConfig
 from retrieval.training.data.data_loaders import build_train_loader, train_batch_sampler
 from retrieval.training.data.image_dataset import ImageRecordDataset
@@ -127,7 +128,7 @@ class Trainer:
         cfg = self.cfg
         self.model = build_embedding_model(cfg.model, image_size=cfg.data.image_size)
         if cfg.model.pretrained and not self.resume:
-            report = load_pretrained(self.model, cfg.model.pretrained)
+            report = load_pretrained(self.model, cfg.model.pretrained, model_hub_access(cfg.model))
             log.info("pretrained weights: %s", report.summary())
         self.model.to(self.device)
         if cfg.model.channels_last:

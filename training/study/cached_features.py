@@ -27,6 +27,7 @@ from retrieval.indexing.common.atomic_write import atomic_write_bytes, atomic_wr
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.data.splits import record_sort_key
+from retrieval.training.config.hub_access import model_hub_access
 from retrieval.training.config.train_config import TrainConfig
 from retrieval.training.data.data_loaders import build_eval_loader
 from retrieval.training.data.image_dataset import ImageRecordDataset, label_index
@@ -110,7 +111,10 @@ def extract_features(cfg: TrainConfig, records: Sequence[ImageRecord]) -> tuple[
         torch.manual_seed(0)
         model = build_embedding_model(model_cfg, image_size=cfg.data.image_size)
     if cfg.model.pretrained:
-        log.info("pretrained weights: %s", load_pretrained(model, cfg.model.pretrained).summary())
+        log.info(
+            "pretrained weights: %s",
+            load_pretrained(model, cfg.model.pretrained, model_hub_access(cfg.model)).summary(),
+        )
     trunk = nn.Sequential(model.backbone, model.pool).to(device)
     if cfg.model.channels_last:
         trunk.to(memory_format=torch.channels_last)

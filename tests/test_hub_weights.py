@@ -1,0 +1,230 @@
+"""``--pretrained hub`` without the internet: a random-initialised timm ViT-Ti/16 checkpoint served by a local
+server that answers as the Hugging Face hub does (``fake_hub``), fetched through the real download path
+(``hf_hub_download`` with ``HF_ENDPOINT`` pointed at it). Consent refused (one sentence before torch loads,
+nothing fetched), consent given (train --epochs 0, export, index, search), a dropped connection resumed with a
+Range request, a checksum mismatch refused, the cached copy used offline; local weights files, mismatched
+ones; the image sizes each backbone can see."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import timm
+import torch
+from fake_hub import FakeHub, serving
+from huggingface_hub import constants
+from safetensors.torch import save_file
+
+from retrieval import build_index, export, search, train
+from retrieval.indexing.common.errors import ConfigError
+from retrieval.indexing.data.synth.generator import generate_synthetic_dataset
+from retrieval.training.config.hub_access import HubAccess, cached_hub_file, hub_access, hub_repo
+from retrieval.training.config.image_sizes import check_image_size
+from retrieval.training.config.known_names import VIT_TIMM_NAMES
+from retrieval.training.config.train_config import ModelConfig
+from retrieval.training.export.onnx_export import TOLERANCE
+from retrieval.training.model.embedding_model import EmbeddingModel, build_embedding_model
+from retrieval.training.model.pretrained import load_pretrained
+
+TIMM_NAME = "vit_tiny_patch16_224.augreg_in21k"  # the smallest ViT timm publishes weights for (5.5M parameters)
+BACKBONE = f"timm:{TIMM_NAME}"
+REPO = f"timm/{TIMM_NAME}"
+KEY = f"{REPO}/model.safetensors"
+SIZE = 32  # 2 x 2 patches of 16 px
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, dict[str, torch.Tensor]]:
+    """A random ViT-Ti/16 as timm publishes it: its whole state dict (classifier included) as safetensors."""
+    torch.manual_seed(0)
+    state = timm.create_model(TIMM_NAME, pretrained=False, num_classes=10).state_dict()
+    path = tmp_path_factory.mktemp("checkpoint") / "model.safetensors"
+    save_file({key: value.contiguous() for key, value in state.items()}, str(path))
+    return path.read_bytes(), state
+
+
+@pytest.fixture
+def hub(checkpoint: tuple[bytes, dict[str, torch.Tensor]], monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
+    """The fake hub, and huggingface_hub pointed at it (it reads HF_ENDPOINT once, at import)."""
+    with serving(FakeHub({KEY: checkpoint[0]})) as served:
+        monkeypatch.setattr(constants, "ENDPOINT", served.url)
+        template = served.url + "/{repo_id}/resolve/{revision}/{filename}"
+        monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", template)
+        monkeypatch.delenv("RETRIEVAL_ALLOW_DOWNLOAD", raising=False)
+        monkeypatch.delenv("RETRIEVAL_WEIGHTS_CACHE", raising=False)
+        yield served
+
+
+def _model(backbone: str = BACKBONE, size: int = SIZE) -> EmbeddingModel:
+    return build_embedding_model(ModelConfig(backbone=backbone, pooling="mean", embedding_dim=8), image_size=size)
+
+
+def _assert_loaded(model: EmbeddingModel, state: dict[str, torch.Tensor]) -> None:
+    torch.testing.assert_close(model.backbone.blocks[11].mlp.fc2.weight, state["blocks.11.mlp.fc2.weight"])
+    torch.testing.assert_close(model.backbone.cls_token, state["cls_token"])
+
+
+PROBE = """
+import json, sys
+from retrieval.cli.main import main
+sys.argv = ["retrieval", *sys.argv[1:]]
+try:
+    main()
+except SystemExit as stop:
+    code = stop.code
+else:
+    code = 0
+print(json.dumps({"code": code, "torch": "torch" in sys.modules}))
+"""
+
+
+def test_without_consent_one_sentence_names_the_command_and_file_before_torch_loads(
+    hub: FakeHub, synth_data: Path, tmp_path: Path
+) -> None:
+    cache = tmp_path / "cache"
+    args = ["train", "--data", str(synth_data), "--out", str(tmp_path / "run"), "--backbone", BACKBONE]
+    args += ["--pretrained", "hub", "--weights-cache", str(cache), "--image-size", str(SIZE)]
+    env = {**os.environ, "HF_ENDPOINT": hub.url}
+    env.pop("RETRIEVAL_ALLOW_DOWNLOAD", None)
+    done = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=120, env=env)
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result == {"code": 2, "torch": False}, done.stderr
+    message = " ".join(done.stderr.split())
+    assert f"run `retrieval train --data {synth_data}" in message and "--allow-download` to fetch" in message
+    assert f"{REPO}/model.safetensors from the Hugging Face hub" in message and str(cache) in message
+    assert hub.requests == [] and not cache.exists() and not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_with_consent_the_weights_download_then_train_export_index_and_search(
+    hub: FakeHub, checkpoint: tuple[bytes, dict[str, torch.Tensor]], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    data, cache = tmp_path / "data", tmp_path / "cache"
+    generate_synthetic_dataset(data, classes=8, per_class=4, size=SIZE, seed=0, progress=False)
+    caplog.set_level("INFO")
+    run = train(
+        data,
+        tmp_path / "run",
+        recipe="normsoftmax",
+        backbone=BACKBONE,
+        pretrained="hub",
+        allow_download=True,
+        weights_cache=str(cache),
+        pooling="mean",
+        embedding_dim=16,
+        image_size=SIZE,
+        epochs=0,
+        batch_size=8,
+        num_workers=0,
+        device="cpu",
+        progress=False,
+    )
+    size_mb = f"{len(checkpoint[0]) / 1e6:.1f} MB"
+    assert f"downloading {KEY} ({size_mb}) from {hub.url}" in caplog.text  # the size, before the download
+    # one download: the size asked, then hf_hub_download's own HEAD and GET; the reference eval reuses the file
+    assert [request[0] for request in hub.file_requests()] == ["HEAD", "HEAD", "GET"]
+    blob = Path(str(cached_hub_file(REPO, str(cache)))).resolve()
+    assert blob.parent == cache / f"models--timm--{TIMM_NAME}" / "blobs" and blob.name == hub.sha256(KEY)
+    assert hashlib.sha256(blob.read_bytes()).hexdigest() == hub.sha256(KEY)
+    exported = export(run.run_dir)
+    assert exported.max_abs_diff <= TOLERANCE["fp32"]
+    build_index(exported.onnx_path.parent, data, tmp_path / "index", split="test", progress=False)
+    query = sorted(data.glob("*/*.png"))[-1]
+    hits = search(tmp_path / "index", [query], k=3)[0]
+    assert Path(hits[0].item.path) == query and hits[0].score == pytest.approx(1.0, abs=2e-3)
+
+
+def test_a_dropped_connection_resumes_with_a_range_request(
+    hub: FakeHub, checkpoint: tuple[bytes, dict[str, torch.Tensor]], tmp_path: Path
+) -> None:
+    hub.drop_first_get = True
+    model = _model()
+    report = load_pretrained(model, "hub", HubAccess(allow_download=True, cache_dir=str(tmp_path)))
+    (_, _, first), (_, _, second) = hub.gets()  # the first GET was dropped after half the file
+    resumed_at = int(str(second).removeprefix("bytes=").removesuffix("-"))  # what the partial file held
+    assert first is None and 0 < resumed_at <= len(checkpoint[0]) // 2
+    assert report.loaded == len(model.backbone.state_dict()) and report.missing == 0
+    _assert_loaded(model, checkpoint[1])
+
+
+def test_a_file_that_does_not_match_its_checksum_is_refused_and_deleted(hub: FakeHub, tmp_path: Path) -> None:
+    hub.corrupt = True
+    with pytest.raises(ConfigError, match=rf"^{KEY} does not match its checksum .* so it was deleted; run the"):
+        load_pretrained(_model(), "hub", HubAccess(allow_download=True, cache_dir=str(tmp_path)))
+    assert cached_hub_file(REPO, str(tmp_path)) is None
+    assert not [path for path in tmp_path.rglob("*") if path.is_file() and "blobs" in path.parts]
+
+
+def test_offline_the_cached_copy_loads_without_consent_or_network(
+    hub: FakeHub, checkpoint: tuple[bytes, dict[str, torch.Tensor]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    load_pretrained(_model(), "hub", HubAccess(allow_download=True, cache_dir=str(tmp_path)))
+    asked = len(hub.file_requests())
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setenv("RETRIEVAL_WEIGHTS_CACHE", str(tmp_path))
+    model = _model()
+    report = load_pretrained(model, "hub")  # consent and cache from the environment: none, and tmp_path
+    assert report.loaded == len(model.backbone.state_dict()) and len(hub.file_requests()) == asked
+    _assert_loaded(model, checkpoint[1])
+    with pytest.raises(ConfigError, match=r"^HF_HUB_OFFLINE is set and the weights of timm/.* are not in the cache"):
+        load_pretrained(_model(), "hub", HubAccess(allow_download=True, cache_dir=str(tmp_path / "empty")))
+
+
+def test_consent_and_cache_come_from_the_config_or_the_environment() -> None:
+    assert hub_access(environ={}) == HubAccess(False, None)
+    environ = {"RETRIEVAL_ALLOW_DOWNLOAD": "1", "RETRIEVAL_WEIGHTS_CACHE": "/w"}
+    assert hub_access(environ=environ) == HubAccess(True, "/w")
+    assert hub_access(True, "/c", environ={"RETRIEVAL_WEIGHTS_CACHE": "/w"}) == HubAccess(True, "/c")
+    assert hub_access(environ={"RETRIEVAL_ALLOW_DOWNLOAD": "0"}).allow_download is False
+
+
+def test_each_listed_transformer_downloads_from_the_repository_timm_names() -> None:
+    for name, timm_name in VIT_TIMM_NAMES.items():
+        assert hub_repo(name) == timm.models.get_pretrained_cfg(timm_name).hf_hub_id
+    with pytest.raises(ConfigError, match="^--pretrained hub is for the vision transformers .*; resnet18 takes"):
+        hub_repo("resnet18")
+    with pytest.raises(ConfigError, match=r"needs the weights' tag in the timm name, e\.g\. timm:vit_small_patch16_2"):
+        hub_repo("timm:vit_small_patch16_224")
+
+
+def test_a_local_safetensors_file_loads_and_one_that_does_not_fit_is_one_sentence(
+    checkpoint: tuple[bytes, dict[str, torch.Tensor]], tmp_path: Path
+) -> None:
+    path = tmp_path / "weights.safetensors"
+    path.write_bytes(checkpoint[0])
+    model = _model()
+    assert load_pretrained(model, str(path)).loaded == len(model.backbone.state_dict())
+    _assert_loaded(model, checkpoint[1])
+    small = _model("dinov2_vits14", 28)  # ViT-S/14 (384 wide) given ViT-Ti/16's tensors (192 wide)
+    with pytest.raises(ConfigError) as refused:
+        load_pretrained(small, str(path))
+    message = str(refused.value)
+    assert message.startswith(f"{path} does not fit the dinov2_vits14 backbone") and "\n" not in message
+    assert "in the file but" in message and "(1, 1, 192) in the file but (1, 1, 384) in the model" in message
+
+
+@pytest.mark.parametrize(
+    ("backbone", "size", "message"),
+    [
+        ("dinov2_vits14", 14, None),
+        ("dinov2_vits14", 10, "data.image_size 10 is not a multiple of dinov2_vits14's patch size 14; use 14"),
+        ("clip_vitb32", 48, "data.image_size 48 is not a multiple of clip_vitb32's patch size 32; use 32 or 64"),
+        ("siglip_vitb16", 16, None),
+        ("timm:vit_tiny_patch16_224", 24, "patch size 16; use 16 or 32"),
+        ("resnet18", 16, "data.image_size 16 is below 32 px"),
+        ("resnet18", 32, None),
+    ],
+)
+def test_the_smallest_image_is_the_backbones_own(backbone: str, size: int, message: str | None) -> None:
+    if message is None:
+        check_image_size(backbone, size)
+    else:
+        with pytest.raises(ConfigError, match=message):
+            check_image_size(backbone, size)

@@ -1,0 +1,101 @@
+"""Pretrained weights from the Hugging Face hub, on the user's say-so: the policy, torch-free.
+
+``--pretrained hub`` takes a vision transformer's weights (DINOv2, CLIP, SigLIP, or ``timm:NAME.TAG``) from
+the hub repository timm publishes them in (``timm/<model>.<tag>``). A copy already in the cache is used as it
+is, with no network access at all (so offline, ``HF_HUB_OFFLINE=1``, works). A missing one is downloaded only
+with the user's consent: ``--allow-download``, ``model.allow_download: true`` or ``RETRIEVAL_ALLOW_DOWNLOAD=1``;
+without it the run stops before torch loads with one sentence that names the command to run and the file it
+would fetch. The cache is ``--weights-cache`` (``model.weights_cache``), else ``RETRIEVAL_WEIGHTS_CACHE``, else
+huggingface_hub's own (``HF_HUB_CACHE``, ``~/.cache/huggingface/hub``). The download, its progress bar and its
+checksum are ``training.model.hub_weights``'s.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from retrieval.indexing.common.errors import ConfigError
+from retrieval.training.config.known_names import TIMM_PREFIX, VIT_TIMM_NAMES, timm_name_of
+from retrieval.training.config.train_config import ModelConfig
+
+HUB_SOURCE = "hub"
+ALLOW_ENV = "RETRIEVAL_ALLOW_DOWNLOAD"
+CACHE_ENV = "RETRIEVAL_WEIGHTS_CACHE"
+HUB_FILES = ("model.safetensors", "pytorch_model.bin")  # timm's weights files in a hub repository, preferred first
+_YES = ("1", "true", "yes")
+API_CONSENT = "train(..., allow_download=True)"  # how the Python API gives its consent
+
+
+@dataclass(frozen=True)
+class HubAccess:
+    """Whether hub weights may be downloaded, and the cache they live in (None: huggingface_hub's default)."""
+
+    allow_download: bool = False
+    cache_dir: str | None = None
+
+
+def hub_access(
+    allow_download: bool = False, weights_cache: str | None = None, environ: Mapping[str, str] = os.environ
+) -> HubAccess:
+    """The run's consent and cache: its config (``--allow-download``, ``--weights-cache``), else the environment."""
+    allowed = allow_download or environ.get(ALLOW_ENV, "").strip().lower() in _YES
+    cache = weights_cache or environ.get(CACHE_ENV) or None
+    return HubAccess(allowed, str(Path(cache).expanduser()) if cache else None)
+
+
+def model_hub_access(model: ModelConfig) -> HubAccess:
+    """``hub_access`` of a run's model section."""
+    return hub_access(model.allow_download, model.weights_cache)
+
+
+def hub_repo(backbone: str) -> str:
+    """The hub repository of ``backbone``'s weights; ConfigError for a backbone that has none there."""
+    timm_name = timm_name_of(backbone)
+    if timm_name is None:
+        raise ConfigError(
+            f"--pretrained hub is for the vision transformers ({', '.join(VIT_TIMM_NAMES)}) and timm:NAME.TAG; "
+            f"{backbone} takes --pretrained imagenet, torchvision or a weights file"
+        )
+    if "." not in timm_name:
+        raise ConfigError(
+            f"--pretrained hub needs the weights' tag in the timm name, e.g. {TIMM_PREFIX}{timm_name}.augreg_in21k "
+            f"(python -c \"import timm; print(timm.list_pretrained('{timm_name}.*'))\" lists them)"
+        )
+    return f"timm/{timm_name}"
+
+
+def cached_hub_file(repo: str, cache_dir: str | None) -> str | None:
+    """The weights file of ``repo`` already in the cache (no network access), or None."""
+    from huggingface_hub import try_to_load_from_cache
+
+    for filename in HUB_FILES:
+        path = try_to_load_from_cache(repo, filename, cache_dir=cache_dir)
+        if isinstance(path, str):
+            return path
+    return None
+
+
+def consent_needed(backbone: str, access: HubAccess, command: str) -> str:
+    """The sentence that stops a run whose hub weights are not cached and may not be downloaded: the command
+    that allows it and the file it would fetch."""
+    from huggingface_hub import constants
+
+    repo = hub_repo(backbone)
+    where = access.cache_dir or constants.HF_HUB_CACHE
+    return (
+        f"the {backbone} weights are not in {where} and downloading needs your consent: run `{command}` to fetch "
+        f"{repo}/{HUB_FILES[0]} from the Hugging Face hub (or set {ALLOW_ENV}=1)"
+    )
+
+
+def check_hub_consent(model: ModelConfig, command: str) -> None:
+    """ConfigError (``consent_needed``) for ``--pretrained hub`` weights that are neither cached nor allowed to
+    download; ``command`` is how the caller would rerun with consent."""
+    if model.pretrained != HUB_SOURCE:
+        return
+    access = model_hub_access(model)
+    if not access.allow_download and cached_hub_file(hub_repo(model.backbone), access.cache_dir) is None:
+        raise ConfigError(consent_needed(model.backbone, access, command))
