@@ -35,7 +35,7 @@ FOLDERS = {  # pyproject.toml's package-dir
     "retrieval.cli": "cli",
 }
 MAX_FLAT = 12
-TEXT_SUFFIXES = {".py", ".md", ".toml", ".txt", ".yaml", ".yml", ".cfg", ".ini", ".sh", ".ipynb", ".json", ""}
+TEXT_SUFFIXES = set(".py .md .toml .txt .yaml .yml .cfg .ini .sh .ipynb .json .js .html .css".split()) | {""}
 SKIP = {"scripts/house_moves.py"}
 
 # sub-package (dotted) -> its modules (moved from the sub-package's parent)
