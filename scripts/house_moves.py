@@ -333,6 +333,34 @@ def rewrite_imports(text: str, module: str, written_in: str, is_package: bool, t
 
 
 DOTTED = re.compile(r"\bretrieval(?:\.\w+)+")
+SHORTHAND = re.compile(r"`(retrieval(?:\.\w+)+)`|`\.(\w+)`")
+
+
+def expand_shorthand(text: str, table: dict[str, str]) -> str:
+    """In docs, `` `.b` `` after `` `retrieval.a.x` `` on the same line means ``retrieval.a.b``: written out in
+    full where ``b`` no longer sits beside the nearest full name written before it."""
+
+    def line_of(line: str) -> str:
+        package: str | None = None  # the package a shorthand was written against
+        shown = ""  # the package of the nearest full name, as the line now reads
+
+        def one(match: re.Match[str]) -> str:
+            nonlocal package, shown
+            if match.group(1):
+                package, shown = match.group(1).rsplit(".", 1)[0], mapped(match.group(1), table).rsplit(".", 1)[0]
+                return match.group(0)
+            if package is None:
+                return match.group(0)
+            target = mapped(f"{package}.{match.group(2)}", table)
+            exists = (ROOT / path_of(target)).exists() or (ROOT / path_of(target, package=True)).exists()
+            if not exists or target.rsplit(".", 1)[0] == shown:
+                return match.group(0)
+            shown = target.rsplit(".", 1)[0]
+            return f"`{target}`"
+
+        return SHORTHAND.sub(one, line)
+
+    return "".join(line_of(line) for line in text.splitlines(keepends=True))
 
 
 def rewrite_dotted(text: str, table: dict[str, str]) -> str:
@@ -413,6 +441,8 @@ def main() -> int:
                 new = rewrite_parent_map(new, module, table)
         elif path.endswith(".py"):  # tests, scripts, bench: absolute imports only
             new = rewrite_imports(new, path, path, False, table)
+        if path.endswith(".md"):
+            new = expand_shorthand(new, table)
         new = rewrite_paths(rewrite_dotted(new, table), paths)
         if path == "pyproject.toml":
             new = add_packages(new)
