@@ -75,7 +75,8 @@ def train(
     ``config``, then ``options`` named after config keys (``epochs`` is ``trainer.epochs``, ``split="none"``
     ``data.split``, ``final_fit=True`` ``trainer.final_fit``; a name in several sections is ``section__key``).
     ``data`` may also be a whole ``TrainConfig`` (``config()``), taken as it is. An existing run needs
-    ``resume`` or ``overwrite``. Returns a ``TrainedRun``: ``best_epoch``, ``test`` (``.float_metrics``,
+    ``resume`` or ``overwrite``; ``resume`` starts from the run's saved config.yaml, the other layers on top
+    (``train(None, "runs/a", resume=True)``), as ``--resume`` does. Returns a ``TrainedRun``: ``best_epoch``, ``test`` (``.float_metrics``,
     ``.reference``: the starting backbone's row) and the ``verdict`` sentence."""
     cfg = _train_config(data, out, recipe, config, resume, options)
     for warning in check_config(cfg):
