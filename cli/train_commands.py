@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -23,10 +24,10 @@ from retrieval.cli.train_options import (
     WeightsCache,
     consent_command,
 )
-from retrieval.indexing.common.artifact_names import RUN_CONFIG_NAME
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.training.config.config_checks import check_config, check_run_dir, recipe_loss_warning
-from retrieval.training.config.train_config import TrainConfig, build_config, parse_set, read_yaml
+from retrieval.training.config.train_config import TrainConfig, build_config
+from retrieval.training.config.train_request import TrainRequest
 
 if TYPE_CHECKING:  # torch loads only when a command needs it
     from retrieval.training.ensemble.ensemble_training import EnsembleSpec
@@ -187,11 +188,18 @@ def train(
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if out is None and not print_config:
         raise ConfigError("--out is required: the run directory to train into (e.g. --out runs/first)")
-    layers = _config_layers(out if resume else None, config, config_layer(train, locals()), set_ or [])
-    _check_before_torch(layers, recipe, loss, needs_data=not print_config)
+    request = TrainRequest(
+        options=config_layer(train, locals()),
+        recipe=recipe,
+        config_file=config,
+        assignments=tuple(set_ or []),
+        resume_from=out if resume else None,
+    )
+    _check_before_torch(request.layers(), recipe, loss, needs_data=not print_config)
     if out is not None and not print_config:
         check_run_dir(out, resume=resume, overwrite=overwrite)  # before torch: an existing run answers at once
     with activity("loading torch and the training code", enabled=not (quiet or print_config)):
+        from retrieval.training.config.config_resolver import resolve_config
         from retrieval.training.config.recipes import describe_recipe
         from retrieval.training.ensemble.ensemble_training import resolve_ensemble
         from retrieval.training.run.distributed import DistContext
@@ -199,20 +207,17 @@ def train(
         from retrieval.training.run.interrupt import interrupt_at_safe_points
         from retrieval.training.run.run_dir import RunPaths, claim_run_dir
 
-    if out is not None and not print_config:
-        claim_run_dir(out, resume=resume, overwrite=overwrite)
-    cfg = _resolved_config(recipe, layers)
     if print_config:
-        _print_config(cfg)
+        _print_config(resolve_config(request))
         return
     assert out is not None  # checked above
+    claim_run_dir(out, resume=resume, overwrite=overwrite)
     spec = resolve_ensemble(out, ensemble, resume=resume)
+    cfg = resolve_config(replace(request, ensemble=spec is not None))  # refuses --ensemble with --final-fit
     ctx = DistContext.from_environment()  # torchrun sets RANK / WORLD_SIZE; a plain run is rank 0 of 1
     if recipe and ctx.is_main:
         logging.getLogger(__name__).info("recipe %s: %s", recipe, describe_recipe(recipe))
     if spec is not None:
-        if cfg.trainer.final_fit or cfg.data.split == "none":
-            raise ConfigError("--ensemble trains on the class-disjoint split; leave out --final-fit and --split none")
         _train_ensemble(cfg, out, spec, progress=not quiet, ctx=ctx)
         return
     try:
@@ -228,25 +233,6 @@ def train(
         _print_summary(result)
 
 
-def _config_layers(
-    resumed: Path | None, config: Path | None, options: dict[str, Any], assignments: list[str]
-) -> list[tuple[str, dict[str, Any]]]:
-    """The layers after the recipe, in order: a resumed run's saved config (a final-fit run's is its first
-    fit's, which holds the request), the config file, the options, --set. Torch-free."""
-    layers: list[tuple[str, dict[str, Any]]] = []
-    if resumed is not None:
-        saved = next(
-            (p for p in (resumed / "selection" / RUN_CONFIG_NAME, resumed / RUN_CONFIG_NAME) if p.is_file()), None
-        )
-        if saved is not None:
-            layers.append((str(saved), read_yaml(saved)))
-    if config:
-        layers.append((str(config), read_yaml(config)))
-    layers.append(("command-line options", options))
-    layers.append(("--set", parse_set(assignments)))
-    return layers
-
-
 def _check_before_torch(
     layers: list[tuple[str, dict[str, Any]]], recipe: str | None, loss: str | None, *, needs_data: bool
 ) -> None:
@@ -256,13 +242,6 @@ def _check_before_torch(
     warnings += [warning] if (warning := recipe_loss_warning(recipe, loss)) else []
     for text in warnings:
         typer.secho(f"warning: {text}", fg=typer.colors.YELLOW, err=True)
-
-
-def _resolved_config(recipe: str | None, layers: list[tuple[str, dict[str, Any]]]) -> TrainConfig:
-    """The recipe's layer (it needs the registered losses, so torch) under the other layers."""
-    from retrieval.training.config.recipes import recipe as recipe_layer
-
-    return build_config([(f"recipe {recipe}", recipe_layer(recipe)), *layers] if recipe else layers)
 
 
 def _print_config(cfg: TrainConfig) -> None:

@@ -32,8 +32,10 @@ from retrieval.indexing.api import build_index, embed, evaluate, search
 from retrieval.indexing.api.inputs import PathLike
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.training.config.config_checks import API_SPELLING, check_config, recipe_loss_warning
+from retrieval.training.config.config_resolver import resolve_config
 from retrieval.training.config.recipes import recipe as recipe_layer
-from retrieval.training.config.train_config import TrainConfig, build_config, keyword_layer, read_yaml
+from retrieval.training.config.train_config import TrainConfig, build_config, keyword_layer
+from retrieval.training.config.train_request import API, TrainRequest, refuse_conflicts
 from retrieval.training.ensemble.ensemble_training import EnsembleResult, EnsembleSpec, resolve_ensemble
 from retrieval.training.ensemble.ensemble_training import train_ensemble as _train_ensemble
 from retrieval.training.export.int8_export import Int8Request
@@ -73,9 +75,10 @@ def train(
     ``config``, then ``options`` named after config keys (``epochs`` is ``trainer.epochs``, ``split="none"``
     ``data.split``, ``final_fit=True`` ``trainer.final_fit``; a name in several sections is ``section__key``).
     ``data`` may also be a whole ``TrainConfig`` (``config()``), taken as it is. An existing run needs
-    ``resume`` or ``overwrite``. Returns a ``TrainedRun``: ``best_epoch``, ``test`` (``.float_metrics``,
+    ``resume`` or ``overwrite``; ``resume`` starts from the run's saved config.yaml, the other layers on top
+    (``train(None, "runs/a", resume=True)``), as ``--resume`` does. Returns a ``TrainedRun``: ``best_epoch``, ``test`` (``.float_metrics``,
     ``.reference``: the starting backbone's row) and the ``verdict`` sentence."""
-    cfg = _train_config(data, recipe, config, options)
+    cfg = _train_config(data, out, recipe, config, resume, options)
     for warning in check_config(cfg):
         log.warning("%s", warning)
     claim_run_dir(Path(out), resume=resume, overwrite=overwrite, spelling=API_SPELLING)
@@ -83,21 +86,41 @@ def train(
 
 
 def _train_config(
-    data: PathLike | TrainConfig | None, recipe: str | None, config: PathLike | None, options: dict[str, Any]
+    data: PathLike | TrainConfig | None,
+    out: PathLike,
+    recipe: str | None,
+    config: PathLike | None,
+    resume: bool,
+    options: dict[str, Any],
 ) -> TrainConfig:
     if isinstance(data, TrainConfig):
         if recipe or config or options:
             raise ConfigError("train() takes a TrainConfig alone, or data with recipe / config / options")
         return data
+    return resolve_config(_train_request(data, out, recipe, config, resume, options))
+
+
+def _train_request(
+    data: PathLike | None,
+    out: PathLike,
+    recipe: str | None,
+    config: PathLike | None,
+    resume: bool,
+    options: dict[str, Any],
+) -> TrainRequest:
+    """The ``TrainRequest`` of a ``train()`` call, as ``retrieval train`` builds it from its options."""
     if (warning := recipe_loss_warning(recipe, options.get("loss", options.get("loss__name")))) is not None:
         log.warning("%s", warning)
-    layers = [(f"recipe {recipe}", recipe_layer(recipe))] if recipe else []
-    if config is not None:
-        layers.append((str(config), read_yaml(Path(config))))
     arguments = keyword_layer(options)
     if data is not None:
         arguments.setdefault("data", {})["path"] = str(data)
-    return build_config([*layers, ("arguments", arguments)])
+    return TrainRequest(
+        options=arguments,
+        recipe=recipe,
+        config_file=Path(config) if config is not None else None,
+        resume_from=Path(out) if resume else None,
+        spelling=API,
+    )
 
 
 def train_ensemble(
@@ -112,6 +135,7 @@ def train_ensemble(
     """``retrieval train --ensemble members``: ``members`` models with different seeds (and, with
     ``cfg.data.meta_classes``, each its own DREML class grouping) in ``out``; ``export`` then joins them into
     one ONNX model. ``resume`` continues an unfinished ensemble (``members`` may then be left out)."""
+    refuse_conflicts(cfg, ensemble=True, spelling=API)
     claim_run_dir(Path(out), resume=resume, overwrite=overwrite, spelling=API_SPELLING)
     spec = resolve_ensemble(Path(out), members, resume=resume)
     if spec is None:

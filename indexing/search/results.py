@@ -3,8 +3,8 @@
 It feeds the evaluator (``metrics_from_neighbor_labels``), the HTTP response and the
 retrieval-grid plot, so every search path (exact, approximate, float, binary, files or Milvus)
 returns it. Padding, dropping ids and merging the top k of several parts are its own methods
-(``empty``, ``from_faiss``, ``without``, ``head``, ``pad``, ``merge_top_k``, ``replace_rows``), so
-no caller writes them again.
+(``empty``, ``from_faiss``, ``without``, ``head``, ``pad``, ``merge_top_k``, ``replace_rows``), and the
+one tie rule is ``rank_order``, so no caller writes them again.
 """
 
 from __future__ import annotations
@@ -17,6 +17,13 @@ import numpy as np
 PAD_ID = -1
 """Id of an empty slot: the gallery had fewer than k eligible items."""
 _LAST = np.iinfo(np.int64).max  # the sort key of a padded slot: after every real id
+
+
+def rank_order(ids: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """The positions that order ``ids`` (1-D, or each row of 2-D) best first: score descending, equal
+    scores by ascending id, a padded slot after every real id. The one tie rule of every search path
+    (merged parts, the Milvus backend, re-ranks, DBA's neighbour lists)."""
+    return np.lexsort((np.where(ids == PAD_ID, _LAST, ids), -scores), axis=-1)
 
 
 def _same(distances: np.ndarray) -> np.ndarray:
@@ -78,7 +85,7 @@ class SearchResults:
             return parts[0]
         ids = np.concatenate([part.ids for part in parts], axis=1)
         scores = np.concatenate([part.scores for part in parts], axis=1)
-        order = np.lexsort((np.where(ids == PAD_ID, _LAST, ids), -scores), axis=1)[:, :k]
+        order = rank_order(ids, scores)[:, :k]
         return cls(np.take_along_axis(ids, order, 1), np.take_along_axis(scores, order, 1)).pad(k)
 
     # ----- reading -----------------------------------------------------------------------

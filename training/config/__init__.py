@@ -6,4 +6,8 @@ per loss on a shared base, plus papers' own setups; tables only, read by ``--hel
 in use, a ``--loss`` that replaces a recipe's) with ``known_names`` (the loss, recipe and backbone names
 as torch-free tables), ``image_sizes`` (the smallest image a backbone can see: 32 px, or a transformer's
 patch) and ``hub_access`` (``--pretrained hub``: the weights' repository, the consent to download, the
-cache)."""
+cache). ``train_request`` (``TrainRequest``: one ``retrieval train`` or ``api.train()``
+call as config layers, and the rules between options) and ``config_resolver`` (``resolve_config``: a
+request under its recipe, validated) are the one config assembler that the CLI and the Python API share;
+``loss_and_sampler`` builds what a config names for training (the loss, the sampler kind, the capped steps
+of an epoch) for the trainer and the study alike."""

@@ -1,6 +1,6 @@
 """``DataLoader`` factories for training and evaluation.
 
-The trainer resolves ``data.sampler == "auto"`` itself (from the loss spec) and passes
+Callers resolve ``data.sampler == "auto"`` with ``config.loss_and_sampler.sampler_kind`` and pass
 ``sampler_kind``. Worker processes get reproducible seeds: the loader's generator is
 seeded from ``(trainer.seed, rank)``, and torch derives each worker's ``random``,
 ``numpy`` and ``torch`` seeds from it. Call ``set_loader_epoch(loader, epoch)`` before

@@ -34,12 +34,13 @@ from retrieval.indexing.common.atomic_write import atomic_write_bytes, atomic_wr
 from retrieval.indexing.eval.gain_interval import paired_gain_interval
 from retrieval.indexing.model.training_verdict import GainInterval
 from retrieval.training.config.hub_access import model_hub_access
+from retrieval.training.config.loss_and_sampler import capped_steps, loss_from_config, sampler_kind
 from retrieval.training.config.train_config import TrainConfig
 from retrieval.training.data.data_loaders import build_train_loader, train_batch_sampler
 from retrieval.training.data.image_dataset import ImageRecordDataset
 from retrieval.training.data.run_data import RunData, prepare_run_data
 from retrieval.training.data.transforms import build_train_transform
-from retrieval.training.losses import build_loss, get_loss_spec
+from retrieval.training.losses import get_loss_spec
 from retrieval.training.model.device import resolve_device, resolve_precision
 from retrieval.training.model.embedding_model import EmbeddingModel, build_embedding_model
 from retrieval.training.model.pretrained import load_pretrained
@@ -136,13 +137,8 @@ class Trainer:
         self.prefix = FrozenPrefix(self.model, self.device) if self.model.frozen_stages else None
         with torch.random.fork_rng(devices=[]):  # the same proxies on every rank (the model is DDP-broadcast)
             torch.manual_seed(cfg.trainer.seed)
-            self.loss = build_loss(
-                cfg.loss.name,
-                num_classes=self.data.num_train_labels,
-                embedding_dim=self.model.embedding_dim,
-                params=cfg.loss.params,
-                miner=cfg.loss.miner or "default",
-                miner_params=cfg.loss.miner_params,
+            self.loss = loss_from_config(
+                cfg, num_classes=self.data.num_train_labels, embedding_dim=self.model.embedding_dim
             ).to(self.device)
         self.train_model: torch.nn.Module = self.model
         if self.ctx.enabled:
@@ -153,8 +149,7 @@ class Trainer:
 
     def _build_inputs(self) -> None:
         cfg, splits = self.cfg, self.data.splits
-        spec = get_loss_spec(cfg.loss.name)
-        self.sampler_kind = spec.sampler if cfg.data.sampler == "auto" else cfg.data.sampler
+        self.sampler_kind = sampler_kind(cfg)
         self.train_batches = self._train_batches()
         self.steps_per_epoch = self.train_batches.steps_per_epoch
         index, device, precision = self.data.eval_label_index, self.device, self.precision
@@ -163,7 +158,6 @@ class Trainer:
 
     def _train_batches(self) -> TrainBatches:
         cfg, records, index = self.cfg, self.data.splits.train, self.data.train_label_index
-        cap = cfg.trainer.max_steps_per_epoch
         if self.prefix is not None and cfg.trainer.cached_views:
             views = cfg.trainer.cached_views
             dataset = ImageRecordDataset(
@@ -173,7 +167,7 @@ class Trainer:
             sampler = train_batch_sampler(
                 dataset.labels, index, cfg, self.sampler_kind, self.ctx.rank, self.ctx.world_size
             )
-            steps = min(len(sampler), cap) if cap else len(sampler)
+            steps = capped_steps(len(sampler), cfg)
             self._cache_dataset = dataset
             return CachedBatches(None, dataset.labels, sampler, steps, self.model.frozen_stages)
         loader = build_train_loader(
@@ -185,7 +179,7 @@ class Trainer:
             world_size=self.ctx.world_size,
             device=self.device,
         )
-        steps = min(len(loader), cap) if cap else len(loader)
+        steps = capped_steps(len(loader), cfg)
         return PrefixBatches(loader, steps, self.prefix) if self.prefix else ImageBatches(loader, steps)
 
     def _prefix_shape(self) -> tuple[int, ...]:

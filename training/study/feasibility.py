@@ -12,10 +12,10 @@ from collections.abc import Mapping, Sequence
 
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.records import ImageRecord
+from retrieval.training.config.loss_and_sampler import sampler_kind
 from retrieval.training.config.train_config import TrainConfig
 from retrieval.training.data.data_loaders import train_batch_sampler
 from retrieval.training.data.image_dataset import label_index
-from retrieval.training.losses import get_loss_spec
 from retrieval.training.study.folds import fold_split
 
 
@@ -23,7 +23,7 @@ def check_batches(configs: Mapping[str, TrainConfig], records: Sequence[ImageRec
     """DataError naming the loss, the fold and the setting to lower when a fold cannot form its batches."""
     splits = [fold_split(records, fold, folds) for fold in range(folds)]
     for loss, cfg in configs.items():
-        kind = get_loss_spec(cfg.loss.name).sampler if cfg.data.sampler == "auto" else cfg.data.sampler
+        kind = sampler_kind(cfg)
         for fold, split in enumerate(splits):
             index = label_index(split.train)
             try:

@@ -21,9 +21,9 @@ from torch import nn
 
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.eval.metrics import RetrievalMetrics
+from retrieval.training.config.loss_and_sampler import capped_steps, loss_from_config, sampler_kind
 from retrieval.training.config.train_config import ModelConfig, TrainConfig
 from retrieval.training.data.data_loaders import train_batch_sampler
-from retrieval.training.losses import build_loss, get_loss_spec
 from retrieval.training.model.device import resolve_device
 from retrieval.training.model.embedding_model import EmbeddingModel
 from retrieval.training.run.loop import EpochSelection, OptimizationStep, batches_of
@@ -99,18 +99,9 @@ def _fit_head(
     labels = torch.tensor([index[label] for label in train_labels], device=device)
     inputs = torch.from_numpy(np.ascontiguousarray(train_x)).to(device)[..., None, None]
     head = build_head(cfg.model, train_x.shape[1]).to(device)
-    loss = build_loss(
-        cfg.loss.name,
-        num_classes=len(index),
-        embedding_dim=head.embedding_dim,
-        params=cfg.loss.params,
-        miner=cfg.loss.miner or "default",
-        miner_params=cfg.loss.miner_params,
-    ).to(device)
-    kind = get_loss_spec(cfg.loss.name).sampler if cfg.data.sampler == "auto" else cfg.data.sampler
-    sampler = train_batch_sampler(labels.tolist(), index, cfg, kind)
-    cap = cfg.trainer.max_steps_per_epoch
-    steps = min(len(sampler), cap) if cap else len(sampler)
+    loss = loss_from_config(cfg, num_classes=len(index), embedding_dim=head.embedding_dim).to(device)
+    sampler = train_batch_sampler(labels.tolist(), index, cfg, sampler_kind(cfg))
+    steps = capped_steps(len(sampler), cfg)
     optimizer = build_optimizer(parameter_groups(head, loss, cfg), cfg.optimizer)
     scheduler = build_scheduler(optimizer, cfg.schedule, steps_per_epoch=steps, epochs=cfg.trainer.epochs)
     step = OptimizationStep(optimizer, scheduler, grad_clip_norm=cfg.optimizer.grad_clip_norm)

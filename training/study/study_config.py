@@ -14,9 +14,10 @@ from typing import Any
 import torch
 
 from retrieval.indexing.common.errors import ConfigError
+from retrieval.training.config.loss_and_sampler import loss_from_config
 from retrieval.training.config.recipes import recipe
 from retrieval.training.config.train_config import TrainConfig, build_config, parse_set
-from retrieval.training.losses import build_loss, get_loss_spec
+from retrieval.training.losses import get_loss_spec
 from retrieval.training.study.search_space import Dimension, flat_keys, params_layer, study_space
 from retrieval.training.study.state import StudySpec
 
@@ -74,12 +75,5 @@ def loss_search_space(spec: StudySpec, loss: str) -> dict[str, Dimension]:
 def has_loss_parameters(cfg: TrainConfig) -> bool:
     """Whether the loss learns parameters of its own (proxies, class weights, a margin's beta)."""
     with torch.random.fork_rng(devices=[]):
-        loss = build_loss(
-            cfg.loss.name,
-            num_classes=4,
-            embedding_dim=8,
-            params=cfg.loss.params,
-            miner=cfg.loss.miner or "default",
-            miner_params=cfg.loss.miner_params,
-        )
+        loss = loss_from_config(cfg, num_classes=4, embedding_dim=8)
     return any(parameter.requires_grad for parameter in loss.loss_parameters())

@@ -17,7 +17,7 @@ import numpy as np
 from retrieval.indexing.search.knn import knn_search
 from retrieval.indexing.search.postprocess import augment_database, expand_with
 from retrieval.indexing.search.postprocess_params import DbaParams
-from retrieval.indexing.search.results import PAD_ID, SearchResults
+from retrieval.indexing.search.results import PAD_ID, SearchResults, rank_order
 from retrieval.indexing.store.files.raw_vectors import write_raw
 
 _SHORTLIST = 4
@@ -68,5 +68,5 @@ def _among_new(vectors: np.ndarray, n: int) -> SearchResults:
 
 
 def _ranked(ids: np.ndarray, scores: np.ndarray) -> SearchResults:
-    order = np.lexsort((ids, -scores), axis=1)
+    order = rank_order(ids, scores)
     return SearchResults(np.take_along_axis(ids, order, 1), np.take_along_axis(scores, order, 1).astype(np.float32))

@@ -30,7 +30,7 @@ import numpy as np
 from retrieval.indexing.common.errors import ConfigError, DataError, IndexFormatError, ItemNotFoundError
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.search.kinds import SearchKind
-from retrieval.indexing.search.results import SearchResults
+from retrieval.indexing.search.results import SearchResults, rank_order
 from retrieval.indexing.store.milvus.milvus_client import (
     MAX_TOPK,
     TIMEOUT_S,
@@ -260,7 +260,7 @@ class MilvusStore(StoreBase[str]):
         for row, hits in enumerate(replies):
             ids = np.asarray([hit["id"] for hit in hits], dtype=np.int64)
             scores = kind.scores(np.asarray([hit["distance"] for hit in hits], dtype=np.float32), self.manifest.bits)
-            order = np.lexsort((ids, -scores))
+            order = rank_order(ids, scores)
             found.ids[row, : len(order)], found.scores[row, : len(order)] = ids[order], scores[order]
         return found
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from retrieval.indexing.search.results import PAD_ID, SearchResults
+from retrieval.indexing.search.results import PAD_ID, SearchResults, rank_order
 
 
 def rerank_shortlist(
@@ -15,9 +15,9 @@ def rerank_shortlist(
     best ``k`` kept; equal scores keep the lower id first, as every exact search here does."""
     reranked = SearchResults.empty(len(queries), k)
     for q, candidates in enumerate(shortlist.ids):
-        candidates = np.sort(candidates[candidates != PAD_ID])
+        candidates = candidates[candidates != PAD_ID]
         similarity = embeddings[np.searchsorted(ids, candidates)] @ queries[q]
-        order = np.argsort(-similarity, kind="stable")[:k]
+        order = rank_order(candidates, similarity)[:k]
         reranked.ids[q, : len(order)], reranked.scores[q, : len(order)] = candidates[order], similarity[order]
     return reranked
 
