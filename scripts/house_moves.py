@@ -424,7 +424,7 @@ def main() -> int:
     paths = {path_of(old): path_of(new) for old, new in table.items()}
     parents = {old.rsplit(".", 1)[0] for old in table}
     changed = []
-    for path in git("ls-files").split():
+    for path in git("ls-files", "--cached", "--others", "--exclude-standard").split():  # new files too
         file = ROOT / path
         if path in SKIP or not file.is_file() or (file.suffix not in TEXT_SUFFIXES and file.name != "Makefile"):
             continue
