@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from retrieval.indexing.api import build_index, embed, evaluate, search
 from retrieval.indexing.api.inputs import PathLike
-from retrieval.indexing.store.shared.items_db import Hit, Item
+from retrieval.indexing.store.shared.items.items_db import Hit, Item
 
 if TYPE_CHECKING:
     from retrieval.training.config.train_config import TrainConfig
     from retrieval.training.ensemble.ensemble_training import EnsembleResult
     from retrieval.training.export.onnx_export import ExportResult
-    from retrieval.training.run.trained_run import TrainedRun
+    from retrieval.training.run.measures.trained_run import TrainedRun
     from retrieval.training.study.runner import StudyOutcome
 
 __all__ = [

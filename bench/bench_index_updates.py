@@ -76,7 +76,7 @@ def records(start: int, stop: int) -> list[Any]:
 
 def rewrite_seconds(store: Any, scratch: Path) -> float:
     """Rewriting the base's three files once: the file work of one add before segments."""
-    from retrieval.indexing.store.files.segment_files import write_embeddings, write_faiss_files
+    from retrieval.indexing.store.files.segment_storage.segment_files import write_embeddings, write_faiss_files
 
     base = store._set.segments[0]
     started = time.perf_counter()
@@ -109,9 +109,9 @@ def run_size(size: int, args: argparse.Namespace, root: Path) -> tuple[list[str]
     import numpy as np
 
     from retrieval.indexing.store.build.builder import write_index
-    from retrieval.indexing.store.files.faiss_kinds import binary_kind, float_kind
+    from retrieval.indexing.store.files.faiss_search.faiss_kinds import binary_kind, float_kind
     from retrieval.indexing.store.files.index_store import IndexStore
-    from retrieval.indexing.store.shared.compaction import CompactionPolicy
+    from retrieval.indexing.store.shared.index_directory.compaction import CompactionPolicy
 
     rng = np.random.default_rng(size)
     out = root / f"index-{size}"

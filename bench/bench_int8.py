@@ -61,7 +61,7 @@ def export_both(args: argparse.Namespace) -> dict[str, Path]:
 
 def test_records(args: argparse.Namespace) -> list:
     from retrieval.training.data.run_data import prepare_run_data
-    from retrieval.training.run.run_dir import load_run_config
+    from retrieval.training.run.outputs.run_dir import load_run_config
 
     data = load_run_config(args.run).data
     data = data.model_copy(update={"path": args.data or data.path})

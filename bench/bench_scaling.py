@@ -90,14 +90,14 @@ def storage_rows(args: argparse.Namespace, tmp: Path) -> list[tuple[str, str]]:
 
     from retrieval.indexing.data.records import ImageRecord
     from retrieval.indexing.search.binary import binarize
-    from retrieval.indexing.store.files.faiss_kinds import (
+    from retrieval.indexing.store.files.faiss_search.faiss_kinds import (
         binary_kind,
         build_binary_index,
         build_float_index,
         float_kind,
     )
-    from retrieval.indexing.store.files.segment_files import write_embeddings
-    from retrieval.indexing.store.shared.items_db import ItemsDb
+    from retrieval.indexing.store.files.segment_storage.segment_files import write_embeddings
+    from retrieval.indexing.store.shared.items.items_db import ItemsDb
 
     n, rows = args.items, []
     vectors = np.random.default_rng(0).standard_normal((n, args.dim), dtype=np.float32)

@@ -32,7 +32,7 @@ import torch
 from retrieval.indexing.data.synth.generator import generate_synthetic_dataset
 from retrieval.training.config.recipes import recipe
 from retrieval.training.config.train_config import TrainConfig, build_config
-from retrieval.training.run.trainer import Trainer
+from retrieval.training.run.fitting.trainer import Trainer
 
 
 @dataclass(frozen=True)

@@ -40,8 +40,8 @@ from retrieval.training.config.train_config import ModelConfig  # noqa: E402
 from retrieval.training.export.int8_quantization import quantize_int8  # noqa: E402
 from retrieval.training.export.onnx_export import INPUT_NAME, onnx_export_bytes  # noqa: E402
 from retrieval.training.model.embedding_model import EmbeddingModel, build_embedding_model  # noqa: E402
-from retrieval.training.model.trunk_stages import trunk_stages  # noqa: E402
-from retrieval.training.run.frozen_prefix import FrozenPrefix  # noqa: E402
+from retrieval.training.model.trunks.trunk_stages import trunk_stages  # noqa: E402
+from retrieval.training.run.inputs.frozen_prefix import FrozenPrefix  # noqa: E402
 
 
 def _median_seconds(run: Callable[[], object], repeats: int) -> float:

@@ -36,7 +36,7 @@ from retrieval.indexing.model.preprocess import normalize_pixels, resize_and_cro
 from retrieval.indexing.store.files.index_store import IndexStore
 from retrieval.indexing.store.item_search import ranked_hits
 from retrieval.serving.item_views import thumbnail_url
-from retrieval.serving.schemas import SearchHit, SearchResponse, Timings
+from retrieval.serving.routes.schemas import SearchHit, SearchResponse, Timings
 
 
 def cpu_ms(work: Callable[[], object], repeats: int, per: int = 1) -> float:

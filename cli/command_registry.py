@@ -32,45 +32,45 @@ class CommandSource:
 
 COMMANDS: dict[str, CommandSource] = {
     "train": CommandSource(
-        "retrieval.cli.train_commands",
+        "retrieval.cli.commands.train_commands",
         "Fit an embedder: class-disjoint split, validation MAP@R picks the best epoch, test metrics at the end.",
     ),
     "losses": CommandSource(
-        "retrieval.cli.train_commands",
+        "retrieval.cli.commands.train_commands",
         "List the registered losses with a one-line description each, and the recipes with what they set.",
     ),
     "backbones": CommandSource(
-        "retrieval.cli.backbone_commands",
+        "retrieval.cli.commands.backbone_commands",
         "List the registered backbones: their parameters, the image size their pretrained weights were trained at, "
         "the stages `--set model.frozen_stages=N` counts, their feature width, and where `--pretrained imagenet` "
         "finds their weights here (offline) or, when not here, where they would come from.",
     ),
     "study": CommandSource(
-        "retrieval.cli.study_commands",
+        "retrieval.cli.commands.study_commands",
         "Compare losses fairly, as 'A Metric Learning Reality Check' (Musgrave et al., ECCV 2020) does.",
     ),
     "export": CommandSource(
-        "retrieval.cli.export_commands",
+        "retrieval.cli.commands.export_commands",
         "Export a trained run to ONNX, check it against torch and write model.onnx + model.json.",
     ),
     "search": CommandSource(
-        "retrieval.cli.search_commands",
+        "retrieval.cli.commands.search_commands",
         "Find the items of an index most similar to each query image (or stored item) and print them.",
     ),
     "embed": CommandSource(
-        "retrieval.cli.embed_commands",
+        "retrieval.cli.commands.embed_commands",
         "Embed a dataset with an exported model (or read an index) and write the embeddings with their items.",
     ),
     "eval": CommandSource(
-        "retrieval.cli.eval_commands",
+        "retrieval.cli.commands.eval_commands",
         "Measure float and binary (sign-bit) retrieval; write metrics.json and retrieval_grid.png.",
     ),
     "serve": CommandSource(
-        "retrieval.cli.serve_commands",
+        "retrieval.cli.commands.serve_commands",
         "Serve searches over HTTP, with a web page at / and the API documented at /docs.",
     ),
     "data": CommandSource(
-        "retrieval.cli.data_commands",
+        "retrieval.cli.commands.data_commands",
         "Datasets: generate a synthetic one, show a dataset's layout and class-disjoint split, check its images.",
     ),
     "index": CommandSource(
@@ -80,46 +80,46 @@ COMMANDS: dict[str, CommandSource] = {
 
 INDEX_COMMANDS: dict[str, CommandSource] = {  # ``retrieval index NAME``: the group loads each module when named
     "build": CommandSource(
-        "retrieval.cli.index_commands",
+        "retrieval.cli.commands.index_commands",
         "Embed a dataset with an exported model and write a float + binary index directory.",
     ),
-    "info": CommandSource("retrieval.cli.index_commands", "Show what an index holds and how it was built."),
+    "info": CommandSource("retrieval.cli.commands.index_commands", "Show what an index holds and how it was built."),
     "add": CommandSource(
-        "retrieval.cli.index_commands",
+        "retrieval.cli.commands.index_commands",
         "Embed more images with the index's own model and add them (new ids, old ids unchanged); a DBA index "
         "augments them as its build did.",
     ),
     "remove": CommandSource(
-        "retrieval.cli.index_commands",
+        "retrieval.cli.commands.index_commands",
         "Remove items by id (ids are never reused) or by key; an unknown id or key removes nothing and fails.",
     ),
     "compact": CommandSource(
-        "retrieval.cli.index_commands",
+        "retrieval.cli.commands.index_commands",
         "Merge the base, every delta segment and no removed item into one new base, atomically.",
     ),
     "merge": CommandSource(
-        "retrieval.cli.shard_commands",
+        "retrieval.cli.commands.shard_commands",
         "Merge the N shard directories of `retrieval index build --shard I/N` into one index directory.",
     ),
     "snapshot": CommandSource(
-        "retrieval.cli.maintenance_commands",
+        "retrieval.cli.commands.maintenance_commands",
         "Copy the index consistently, also while the service writes it (hard links where the file system allows).",
     ),
     "verify": CommandSource(
-        "retrieval.cli.maintenance_commands",
+        "retrieval.cli.commands.maintenance_commands",
         "Check every file, id, vector and record of the index, and that its model copy fits its graph and is the "
         "one it was built with; exits non-zero with the first problem.",
     ),
     "rebuild": CommandSource(
-        "retrieval.cli.maintenance_commands",
+        "retrieval.cli.commands.maintenance_commands",
         "Re-embed every stored image with a new model beside the live index, then switch to it atomically.",
     ),
     "switch": CommandSource(
-        "retrieval.cli.maintenance_commands",
+        "retrieval.cli.commands.maintenance_commands",
         "Make the next generation (from `index rebuild --no-switch`, or a rolled-back one) live, atomically.",
     ),
     "rollback": CommandSource(
-        "retrieval.cli.maintenance_commands",
+        "retrieval.cli.commands.maintenance_commands",
         "Make the generation the last switch replaced live again (with what was added since), atomically.",
     ),
 }

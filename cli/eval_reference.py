@@ -66,8 +66,8 @@ def reference_column(
             f"{len(pool)} training-class images with the starting backbone (--no-reference skips it)",
             err=True,
         )
-    from retrieval.training.run.reference_eval import reference_row
-    from retrieval.training.run.run_dir import load_run_config
+    from retrieval.training.run.measures.reference_eval import reference_row
+    from retrieval.training.run.outputs.run_dir import load_run_config
 
     cfg = load_run_config(run_dir)
     try:
@@ -84,8 +84,8 @@ def whitened_reference_column(
     run_dir = run_dir_of(model)
     if run_dir is None or importlib.util.find_spec("torch") is None:
         return None, None
-    from retrieval.training.run.reference_eval import whitened_reference_row
-    from retrieval.training.run.run_dir import load_run_config
+    from retrieval.training.run.measures.reference_eval import whitened_reference_row
+    from retrieval.training.run.outputs.run_dir import load_run_config
 
     row = whitened_reference_row(load_run_config(run_dir), evaluated, ks, run_dir)
     if row is None:

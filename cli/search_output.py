@@ -11,7 +11,7 @@ from typing import Any
 from retrieval.indexing.api.searching import QueryHits
 from retrieval.indexing.common.table_files import csv_text
 from retrieval.indexing.store.item_search import Window
-from retrieval.indexing.store.shared.item_filter import ItemFilter
+from retrieval.indexing.store.shared.items.item_filter import ItemFilter
 
 LABEL_WIDTH = 24
 """Labels are cut (with an ellipsis) only where the terminal has no room for them whole beside the paths,

@@ -16,27 +16,28 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
 
-from retrieval.serving import routes_admin, routes_browse, routes_health, routes_items, routes_keys, routes_search
-from retrieval.serving.admission import AdmissionGate, EmbedAdmission
+from retrieval.serving import routes_keys
 from retrieval.serving.batcher import MicroBatcher
-from retrieval.serving.dependencies import API_KEY_HEADER, Services
 from retrieval.serving.glibc_malloc import limit_malloc_arenas
-from retrieval.serving.lifecycle import lifespan
-from retrieval.serving.middleware import (
+from retrieval.serving.http.admission import AdmissionGate, EmbedAdmission
+from retrieval.serving.http.middleware import (
     AllowedMethods,
     BodySizeLimit,
     MetricsMiddleware,
     RequestTimeout,
     UnexpectedErrors,
 )
-from retrieval.serving.openapi import install_openapi
-from retrieval.serving.problems import install_problem_handlers
-from retrieval.serving.prometheus import ServiceMetrics
-from retrieval.serving.rate_limit import RateLimit
+from retrieval.serving.http.openapi import install_openapi
+from retrieval.serving.http.problems import install_problem_handlers
+from retrieval.serving.http.prometheus import ServiceMetrics
+from retrieval.serving.http.rate_limit import RateLimit
+from retrieval.serving.images.thumbnails import ThumbnailMaker
+from retrieval.serving.images.uploads import MULTIPART_SLACK_BYTES
+from retrieval.serving.lifecycle import lifespan
+from retrieval.serving.routes import routes_admin, routes_browse, routes_health, routes_items, routes_search
+from retrieval.serving.routes.dependencies import API_KEY_HEADER, Services
 from retrieval.serving.settings import ServeSettings, settings_from_env
 from retrieval.serving.state import ServiceState, Snapshot
-from retrieval.serving.thumbnails import ThumbnailMaker
-from retrieval.serving.uploads import MULTIPART_SLACK_BYTES
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 ROUTERS = (

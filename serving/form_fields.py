@@ -14,7 +14,7 @@ from typing import TypeVar
 
 from fastapi import Response
 
-from retrieval.serving.service_errors import InvalidParameterError
+from retrieval.serving.http.service_errors import InvalidParameterError
 
 T = TypeVar("T")
 DEPRECATED_SINCE = "@1795737600"

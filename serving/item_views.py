@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pathlib import PurePath
 
-from retrieval.indexing.store.shared.items_db import Item
-from retrieval.serving.item_images import image_url
-from retrieval.serving.schemas import ItemResponse, SearchHit
+from retrieval.indexing.store.shared.items.items_db import Item
+from retrieval.serving.images.item_images import image_url
+from retrieval.serving.routes.schemas import ItemResponse, SearchHit
 
 
 def thumbnail_url(item_id: int) -> str:

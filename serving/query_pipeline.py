@@ -20,10 +20,12 @@ from retrieval.indexing.data.image_io import open_rgb_bytes
 from retrieval.indexing.model.preprocess import preprocess_image
 from retrieval.indexing.store.item_search import Window, filter_warnings, ranked_pages
 from retrieval.indexing.store.item_search import score_kind as score_kind_of
-from retrieval.indexing.store.shared.item_filter import ItemFilter, parse_filter
-from retrieval.serving.dependencies import Services
+from retrieval.indexing.store.shared.items.item_filter import ItemFilter, parse_filter
+from retrieval.serving.http.service_errors import InvalidParameterError, invalid_parameters
+from retrieval.serving.images.uploads import check_content_type, read_upload
 from retrieval.serving.item_views import search_hit
-from retrieval.serving.schemas import (
+from retrieval.serving.routes.dependencies import Services
+from retrieval.serving.routes.schemas import (
     DEFAULT_K,
     RERANK_FACTOR,
     IndexKind,
@@ -32,10 +34,8 @@ from retrieval.serving.schemas import (
     SearchHit,
     Timings,
 )
-from retrieval.serving.service_errors import InvalidParameterError, invalid_parameters
 from retrieval.serving.settings import ServeSettings
 from retrieval.serving.state import Snapshot
-from retrieval.serving.uploads import check_content_type, read_upload
 
 
 @dataclass(frozen=True)

@@ -13,14 +13,10 @@ from fastapi import APIRouter, Depends, File, Form, Path, Response, UploadFile
 
 from retrieval.indexing.common.errors import DataError, IndexChangedError, IndexNotWritableError, ItemNotFoundError
 from retrieval.indexing.data.records import MAX_KEY_CHARS, ImageRecord, key_problem, label_problem
-from retrieval.indexing.store.shared.item_filter import parse_metadata
-from retrieval.serving import api_examples
-from retrieval.serving.dependencies import API_KEY_ERRORS, Services, get_services, require_api_key
-from retrieval.serving.item_views import item_response
-from retrieval.serving.problems import problem_responses
-from retrieval.serving.query_pipeline import embed_upload
-from retrieval.serving.schemas import DeleteItemResponse, ItemResponse, PutItemResponse
-from retrieval.serving.service_errors import (
+from retrieval.indexing.store.shared.items.item_filter import parse_metadata
+from retrieval.serving.http import api_examples
+from retrieval.serving.http.problems import problem_responses
+from retrieval.serving.http.service_errors import (
     InvalidParameterError,
     PayloadTooLargeError,
     RequestTimeoutError,
@@ -28,9 +24,18 @@ from retrieval.serving.service_errors import (
     UnsupportedMediaTypeError,
     invalid_parameters,
 )
+from retrieval.serving.images.upload_storage import (
+    discard_item_upload,
+    discard_unused_uploads,
+    store_upload,
+    upload_path,
+)
+from retrieval.serving.item_views import item_response
+from retrieval.serving.query_pipeline import embed_upload
+from retrieval.serving.routes.dependencies import API_KEY_ERRORS, Services, get_services, require_api_key
+from retrieval.serving.routes.schemas import DeleteItemResponse, ItemResponse, PutItemResponse
+from retrieval.serving.routes.strict_forms import StrictFormRoute
 from retrieval.serving.state import Snapshot
-from retrieval.serving.strict_forms import StrictFormRoute
-from retrieval.serving.upload_storage import discard_item_upload, discard_unused_uploads, store_upload, upload_path
 
 router = APIRouter(tags=["items"], route_class=StrictFormRoute)
 _COMMON = (RetryLaterError, InvalidParameterError, RequestTimeoutError)

@@ -13,8 +13,8 @@ from pathlib import Path
 import torch
 
 from retrieval.training.config.train_config import build_config
-from retrieval.training.run.distributed import DistContext
-from retrieval.training.run.trainer import Trainer
+from retrieval.training.run.fitting.distributed import DistContext
+from retrieval.training.run.fitting.trainer import Trainer
 
 GLOBAL_BATCH = 8
 STEPS = int(os.environ.get("DIST_STEPS", "3"))

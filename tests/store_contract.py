@@ -24,7 +24,7 @@ from retrieval.indexing.search.results import PAD_ID, SearchResults
 from retrieval.indexing.store.backends import IndexTarget, open_store
 from retrieval.indexing.store.build.builder import index_kinds, write_index
 from retrieval.indexing.store.item_search import Window, filter_warnings, ranked_pages
-from retrieval.indexing.store.shared.item_filter import parse_filter
+from retrieval.indexing.store.shared.items.item_filter import parse_filter
 from retrieval.indexing.store.shared.store_protocol import Store
 
 DIM = 64  # the tiny model's dimension (index_fixtures.TINY_DIM)

@@ -19,7 +19,7 @@ from retrieval.cli.main import app
 from retrieval.training.config.known_names import BACKBONE_NAMES, LOSS_NAMES, recipe_names
 from retrieval.training.config.recipes import recipe_registry
 from retrieval.training.losses import available_losses
-from retrieval.training.model.backbones import BACKBONES
+from retrieval.training.model.trunks.backbones import BACKBONES
 
 HEAVY = ("torch", "fastapi", "faiss")
 PROBE = """

@@ -111,7 +111,7 @@ def test_every_train_option_names_a_real_config_key() -> None:
     """The options are declared once (with their config key); each key must exist in TrainConfig."""
     from typing import get_args, get_type_hints
 
-    from retrieval.cli.train_commands import ConfigKey, train
+    from retrieval.cli.commands.train_commands import ConfigKey, train
     from retrieval.training.config.train_config import TrainConfig
 
     keys = [
@@ -141,7 +141,7 @@ def _config_key_options() -> dict[str, tuple[str, type]]:
     """``--flag`` -> (config key, value type) for every ``train`` option that sets a config key."""
     from typing import get_args, get_type_hints
 
-    from retrieval.cli.train_commands import ConfigKey, train
+    from retrieval.cli.commands.train_commands import ConfigKey, train
 
     hints = get_type_hints(train, include_extras=True)
     options = {}
@@ -159,7 +159,7 @@ def test_every_train_option_sets_its_config_key_over_the_recipe(
     """Each option's value reaches its config key (command line over --recipe); the rest keep their defaults."""
     from typer.testing import CliRunner
 
-    import retrieval.training.run.final_fit
+    import retrieval.training.run.fitting.final_fit
     from retrieval.cli.main import app
     from retrieval.training.config.train_config import TrainConfig
 
@@ -169,7 +169,7 @@ def test_every_train_option_sets_its_config_key_over_the_recipe(
     def capture(cfg: TrainConfig, *args: object, **kwargs: object) -> None:
         raise Configured(cfg)
 
-    monkeypatch.setattr(retrieval.training.run.final_fit, "fit_run", capture)
+    monkeypatch.setattr(retrieval.training.run.fitting.final_fit, "fit_run", capture)
     for label in ("a", "b"):  # the data path is checked before torch loads: a real (tiny) ImageFolder
         (tmp_path / "data" / label).mkdir(parents=True)
         Image.new("RGB", (8, 8)).save(tmp_path / "data" / label / "0.png")

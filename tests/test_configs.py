@@ -18,7 +18,7 @@ from retrieval.indexing.data.splits import split_records
 from retrieval.training.config.recipes import recipe
 from retrieval.training.config.train_config import TrainConfig, build_config, merge_dicts, read_yaml
 from retrieval.training.losses import get_loss_spec
-from retrieval.training.model.backbones import get_backbone
+from retrieval.training.model.trunks.backbones import get_backbone
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
@@ -80,7 +80,7 @@ def test_the_docs_example_is_a_config_that_runs_offline() -> None:
     import torch
 
     from retrieval.training.model.embedding_model import build_embedding_model
-    from retrieval.training.model.pretrained import load_pretrained
+    from retrieval.training.model.trunks.pretrained import load_pretrained
 
     blocks = re.findall(r"```yaml\n(.*?)```", (ROOT / "docs" / "training.md").read_text(), re.S)
     assert blocks, "docs/training.md has no yaml example"

@@ -12,7 +12,7 @@ import pytest
 import torch
 from launching import torchrun_prefix
 
-from retrieval.training.run.distributed import DistContext, broadcast_from_main, gather_with_grad
+from retrieval.training.run.fitting.distributed import DistContext, broadcast_from_main, gather_with_grad
 
 
 def test_single_process_helpers_are_identity() -> None:

@@ -28,8 +28,8 @@ from retrieval.training.data.class_grouping import group_classes
 from retrieval.training.ensemble.ensemble_training import EnsembleSpec, resolve_ensemble
 from retrieval.training.model.embedding_model import build_embedding_model
 from retrieval.training.model.ensemble_model import join_embeddings
-from retrieval.training.run.run_dir import claim_run_dir, load_checkpoint, load_run_config
-from retrieval.training.run.trainer import Trainer
+from retrieval.training.run.fitting.trainer import Trainer
+from retrieval.training.run.outputs.run_dir import claim_run_dir, load_checkpoint, load_run_config
 
 DIM, MEMBERS, META = 32, 2, 4
 QUICK = [

@@ -15,13 +15,13 @@ import torch
 import typer
 from typer.testing import CliRunner
 
-from retrieval.cli import export_commands
+from retrieval.cli.commands import export_commands
 from retrieval.indexing.common.errors import ConfigError, RetrievalError
 from retrieval.indexing.model.manifest import ModelManifest, file_sha256
 from retrieval.training.config.train_config import TrainConfig
 from retrieval.training.export.run_export import export_run
 from retrieval.training.model.embedding_model import EmbeddingModel, build_embedding_model
-from retrieval.training.run.run_dir import RunPaths, load_run_config, save_checkpoint, write_run_config
+from retrieval.training.run.outputs.run_dir import RunPaths, load_run_config, save_checkpoint, write_run_config
 
 VAL_METRICS = {"map_at_r": 0.25, "recall_at_1": 0.5, "r_precision": 0.3}
 

@@ -11,7 +11,11 @@ import torch
 
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.training.losses import build_loss
-from retrieval.training.losses.facility_location import augmented_greedy_medoids, pairwise_distances, refine_medoids
+from retrieval.training.losses.native.facility_location import (
+    augmented_greedy_medoids,
+    pairwise_distances,
+    refine_medoids,
+)
 
 # a, b of class 0 and c, d of class 1 on a line and just off it:
 # d(a,b) = 2, d(a,c) = 3, d(a,d) = sqrt(10), d(b,c) = 1, d(b,d) = sqrt(2), d(c,d) = 1

@@ -20,7 +20,7 @@ from retrieval.indexing.eval.retrieval_grid import (
     row_captions,
     wrap_label,
 )
-from retrieval.training.run.curves import curves_figure
+from retrieval.training.run.outputs.curves import curves_figure
 
 
 def test_wrap_label_keeps_the_whole_label_within_the_width() -> None:

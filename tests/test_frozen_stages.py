@@ -19,9 +19,9 @@ from retrieval.training.data.image_dataset import ImageRecordDataset, label_inde
 from retrieval.training.data.transforms import build_train_transform
 from retrieval.training.losses import build_loss
 from retrieval.training.model.embedding_model import build_embedding_model
-from retrieval.training.model.trunk_stages import trunk_stages
-from retrieval.training.run.activation_cache import ActivationCache, check_cache_size, repeated_transform
-from retrieval.training.run.frozen_prefix import FrozenPrefix
+from retrieval.training.model.trunks.trunk_stages import trunk_stages
+from retrieval.training.run.inputs.activation_cache import ActivationCache, check_cache_size, repeated_transform
+from retrieval.training.run.inputs.frozen_prefix import FrozenPrefix
 
 BACKBONES = ["resnet18", "mobilenet_v3_small", "efficientnet_lite0", "densenet121"]
 

@@ -13,7 +13,7 @@ from retrieval.indexing.common.errors import ConfigError
 from retrieval.training.config.recipes import describe_recipe, recipe
 from retrieval.training.config.train_config import build_config
 from retrieval.training.losses import build_loss, get_loss_spec
-from retrieval.training.losses.group_loss import anchor_mask, pearson_similarity, replicator_step
+from retrieval.training.losses.native.group_loss import anchor_mask, pearson_similarity, replicator_step
 
 W3 = [[0.0, 0.8, 0.1], [0.8, 0.0, 0.3], [0.1, 0.3, 0.0]]
 X3 = [[1.0, 0.0], [0.5, 0.5], [0.3, 0.7]]  # sample 0 is an anchor of class 0

@@ -15,7 +15,7 @@ import pytest
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.model.resolution import resolve_export_dir
 from retrieval.training.config.train_config import build_config, read_yaml
-from retrieval.training.run.run_dir import claim_run_dir
+from retrieval.training.run.outputs.run_dir import claim_run_dir
 
 RETRIEVAL = str(Path(sys.executable).parent / "retrieval")
 

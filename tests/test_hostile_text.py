@@ -17,7 +17,7 @@ from serving_fixtures import API_KEY, image_bytes, query_png, serving_client
 from retrieval.indexing.common.artifact_names import ITEMS_DB_NAME
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.records import MAX_LABEL_CHARS, ImageRecord
-from retrieval.indexing.store.shared.item_filter import MAX_JSON_DEPTH, parse_filter, parse_metadata
+from retrieval.indexing.store.shared.items.item_filter import MAX_JSON_DEPTH, parse_filter, parse_metadata
 
 KEY = {"X-API-Key": API_KEY}
 RETRIEVAL = [sys.executable, "-c", "from retrieval.cli.main import main; main()"]

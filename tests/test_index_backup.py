@@ -35,7 +35,7 @@ from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.store.files.index_store import IndexStore
 from retrieval.serving.app import create_app
-from retrieval.serving.upload_storage import store_upload
+from retrieval.serving.images.upload_storage import store_upload
 
 GALLERY = 30
 RETRIEVAL = [sys.executable, "-c", "from retrieval.cli.main import main; main()"]

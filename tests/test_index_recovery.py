@@ -24,7 +24,7 @@ from retrieval.indexing.common.errors import IndexBusyError
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.store.backends import open_store
 from retrieval.indexing.store.files.index_store import IndexStore
-from retrieval.indexing.store.shared.write_lock import exclusive_writer
+from retrieval.indexing.store.shared.index_directory.write_lock import exclusive_writer
 
 GALLERY = 30
 
@@ -192,7 +192,7 @@ def test_a_writer_that_cannot_get_the_lock_says_so_and_gives_up_after_its_timeou
         """
         import sys, time
         from pathlib import Path
-        from retrieval.indexing.store.shared.write_lock import exclusive_writer
+        from retrieval.indexing.store.shared.index_directory.write_lock import exclusive_writer
         with exclusive_writer(Path(sys.argv[1])):
             Path(sys.argv[2]).touch()
             time.sleep(4)

@@ -17,11 +17,12 @@ from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.search.binary import binarize
 from retrieval.indexing.store.build.builder import write_index
-from retrieval.indexing.store.files import filtered_search, segment_searcher, store_updates
-from retrieval.indexing.store.files.faiss_kinds import binary_kind, float_kind
+from retrieval.indexing.store.files import store_updates
+from retrieval.indexing.store.files.faiss_search import filtered_search, segment_searcher
+from retrieval.indexing.store.files.faiss_search.faiss_kinds import binary_kind, float_kind
 from retrieval.indexing.store.files.index_store import IndexStore
-from retrieval.indexing.store.shared.compaction import CompactionPolicy
-from retrieval.indexing.store.shared.item_filter import parse_filter
+from retrieval.indexing.store.shared.index_directory.compaction import CompactionPolicy
+from retrieval.indexing.store.shared.items.item_filter import parse_filter
 
 N, BASE, DIM, K = 400, 280, 64, 10
 KINDS = [("flat", "flat"), ("hnsw", "hnsw"), ("ivf", "ivf")]

@@ -20,7 +20,7 @@ from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.store.backends import open_store
 from retrieval.indexing.store.build.shards import ShardSpec, item_key, parse_shard, shard_of
 from retrieval.indexing.store.files.index_store import IndexStore
-from retrieval.indexing.store.shared.items_db import ItemsDb
+from retrieval.indexing.store.shared.items.items_db import ItemsDb
 
 runner = CliRunner()
 

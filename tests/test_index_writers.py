@@ -71,7 +71,7 @@ def test_writers_in_other_processes_wait_for_the_lock(fresh_index: Path, tmp_pat
             textwrap.dedent(f"""
         import time
         from pathlib import Path
-        from retrieval.indexing.store.shared.write_lock import exclusive_writer
+        from retrieval.indexing.store.shared.index_directory.write_lock import exclusive_writer
         with exclusive_writer(Path({str(fresh_index)!r})):
             Path({str(ready)!r}).touch()
             time.sleep(1.5)
@@ -228,7 +228,7 @@ def test_a_filtered_search_of_a_store_opened_before_another_writers_add_finds_wh
 ) -> None:
     """A service snapshot being replaced by a reload shares the item table with the new one: items the new
     one added match a filter there but are not in the old segments (before: ItemNotFoundError, a 404)."""
-    from retrieval.indexing.store.shared.item_filter import parse_filter
+    from retrieval.indexing.store.shared.items.item_filter import parse_filter
 
     record, paths = _new_record(tmp_path, "late", class_index=1)
     vectors = _embed(fresh_index, paths)

@@ -14,7 +14,7 @@ import typer
 from onnx import numpy_helper
 from typer.testing import CliRunner
 
-from retrieval.cli import export_commands
+from retrieval.cli.commands import export_commands
 from retrieval.indexing.common.errors import RetrievalError
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import split_records
@@ -29,7 +29,7 @@ from retrieval.training.export.int8_export import Int8Request, calibration_recor
 from retrieval.training.export.int8_quantization import is_quantized
 from retrieval.training.export.run_export import export_run
 from retrieval.training.model.embedding_model import build_embedding_model
-from retrieval.training.run.run_dir import RunPaths, load_run_config, save_checkpoint, write_run_config
+from retrieval.training.run.outputs.run_dir import RunPaths, load_run_config, save_checkpoint, write_run_config
 
 CALIBRATION = 24
 MAX_MAP_DROP = 5.0

@@ -13,8 +13,8 @@ import pytest
 from PIL import Image
 
 from retrieval.indexing.common.errors import ItemNotFoundError
-from retrieval.indexing.store.shared.items_db import Item
-from retrieval.serving.item_images import image_response
+from retrieval.indexing.store.shared.items.items_db import Item
+from retrieval.serving.images.item_images import image_response
 from retrieval.serving.settings import make_settings
 
 

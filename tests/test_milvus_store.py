@@ -27,8 +27,8 @@ from retrieval.indexing.store.backends import open_store
 from retrieval.indexing.store.build.builder import build_index
 from retrieval.indexing.store.milvus.milvus_build import MilvusTarget
 from retrieval.indexing.store.milvus.milvus_store import MilvusStore
-from retrieval.indexing.store.shared.item_filter import ItemFilter, parse_filter
-from retrieval.indexing.store.shared.items_db import ItemsDb
+from retrieval.indexing.store.shared.items.item_filter import ItemFilter, parse_filter
+from retrieval.indexing.store.shared.items.items_db import ItemsDb
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("pymilvus") is None or importlib.util.find_spec("milvus_lite") is None,

@@ -9,8 +9,8 @@ from torch import nn
 
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.training.config.train_config import ModelConfig
-from retrieval.training.model.backbones import BACKBONES, build_backbone
 from retrieval.training.model.embedding_model import EmbeddingModel, GlobalPooling, build_embedding_model
+from retrieval.training.model.trunks.backbones import BACKBONES, build_backbone
 
 # all but resnet18 run at 32 px (their trunks reduce it to 1x1) to keep the suite fast
 SIZES = {"resnet18": 64}

@@ -30,9 +30,9 @@ from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.store.files.index_store import IndexStore
 from retrieval.indexing.store.maintenance import generation_sync
 from retrieval.indexing.store.maintenance.generations import next_generation_dir, previous_generation_dir
-from retrieval.indexing.store.shared.manifest import load_index_manifest
+from retrieval.indexing.store.shared.index_directory.manifest import load_index_manifest
 from retrieval.serving import batcher
-from retrieval.serving.upload_storage import store_upload
+from retrieval.serving.images.upload_storage import store_upload
 
 GALLERY = 30
 KEY = {"X-API-Key": API_KEY}

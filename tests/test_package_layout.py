@@ -29,6 +29,7 @@ PACKAGES = [
     "retrieval.serving",
     "retrieval.cli",
 ]
+MAX_FLAT_MODULES = 12  # flat modules per package; more is a heap (../shared/style.md)
 LAZY_IMPORTS = {
     # module imported inside a function -> why it may not be imported at module level
     "onnxruntime": "fast_transpose: evaluation needs it, searching an index does not (cpu/gpu extras)",
@@ -186,7 +187,7 @@ def test_no_import_cycle_between_modules() -> None:
 def test_the_command_loader_names_command_modules() -> None:
     """Every module the command table names exists, is a CLI module and was read as the loader's lazy import."""
     named = [item.target for item in imports() if item.importer == COMMAND_LOADER and item.lazy]
-    assert {"retrieval.cli.train_commands", "retrieval.cli.serve_commands"} <= set(named)
+    assert {"retrieval.cli.commands.train_commands", "retrieval.cli.commands.serve_commands"} <= set(named)
     assert all(name in modules() and name.startswith("retrieval.cli.") for name in named), named
 
 
@@ -270,3 +271,14 @@ def test_every_module_is_named_in_its_package_map(package: str) -> None:
     )
     missing = [child for child in children if not re.search(rf"``{re.escape(child)}(/|\.\w[\w.]*)?``", text)]
     assert not missing, f"{package}'s __init__ map does not name: {', '.join(missing)}"
+
+
+def test_no_package_holds_more_than_a_dozen_flat_modules() -> None:
+    """Past about a dozen modules a folder is a heap: split it by concept into sub-packages, each with its map."""
+    flat: dict[str, int] = {}
+    for name, path in modules().items():
+        if path.name != "__init__.py":
+            parent = name.rsplit(".", 1)[0]
+            flat[parent] = flat.get(parent, 0) + 1
+    heaps = {package: count for package, count in flat.items() if count > MAX_FLAT_MODULES}
+    assert not heaps, f"more than {MAX_FLAT_MODULES} flat modules: {heaps}"

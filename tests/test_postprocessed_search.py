@@ -19,8 +19,8 @@ from retrieval.indexing.search.postprocess_params import IndexPostprocess, KReci
 from retrieval.indexing.search.results import SearchResults
 from retrieval.indexing.store.files.index_store import IndexStore
 from retrieval.indexing.store.item_search import ranked_hits, similar_hits
-from retrieval.indexing.store.shared.item_filter import parse_filter
-from retrieval.indexing.store.shared.manifest import save_index_manifest
+from retrieval.indexing.store.shared.index_directory.manifest import save_index_manifest
+from retrieval.indexing.store.shared.items.item_filter import parse_filter
 
 
 @pytest.fixture(scope="module")

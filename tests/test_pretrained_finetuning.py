@@ -14,7 +14,7 @@ import pytest
 
 from retrieval.training.config.recipes import recipe
 from retrieval.training.config.train_config import build_config
-from retrieval.training.run.trainer import Trainer
+from retrieval.training.run.fitting.trainer import Trainer
 
 CUB50 = Path(__file__).resolve().parents[2] / "shared" / "data" / "cub50"
 pytest.importorskip("timm")

@@ -24,10 +24,10 @@ from retrieval.training.config.train_config import TrainConfig, build_config
 from retrieval.training.data.transforms import build_eval_transform
 from retrieval.training.export.run_export import export_run
 from retrieval.training.model.device import Precision
-from retrieval.training.run import reference
-from retrieval.training.run.reference import fit_reduction, fit_sample, pretrained_reference
-from retrieval.training.run.reference_eval import starting_model
-from retrieval.training.run.trainer import Trainer
+from retrieval.training.run.fitting.trainer import Trainer
+from retrieval.training.run.measures import reference
+from retrieval.training.run.measures.reference import fit_reduction, fit_sample, pretrained_reference
+from retrieval.training.run.measures.reference_eval import starting_model
 
 FP32 = Precision(False, torch.float32, False)
 DIM = 16  # < resnet18's 512 pooled features: the PCA case

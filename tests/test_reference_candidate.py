@@ -21,8 +21,8 @@ from retrieval.training.config.recipes import recipe
 from retrieval.training.config.train_config import ModelConfig, TrainConfig, build_config
 from retrieval.training.export.run_export import export_run
 from retrieval.training.model.embedding_model import build_embedding_model
-from retrieval.training.run.reference import PooledFeatures, fit_reduction, reference_model
-from retrieval.training.run.trainer import Trainer
+from retrieval.training.run.fitting.trainer import Trainer
+from retrieval.training.run.measures.reference import PooledFeatures, fit_reduction, reference_model
 
 runner = CliRunner()
 

@@ -18,14 +18,19 @@ import torch
 from retrieval.indexing.common.errors import RetrievalError
 from retrieval.indexing.common.registry import Registry
 from retrieval.indexing.data.sources import LAYOUTS
-from retrieval.indexing.store.files.faiss_kinds import BINARY_KINDS, FLOAT_KINDS, build_binary_index, build_float_index
+from retrieval.indexing.store.files.faiss_search.faiss_kinds import (
+    BINARY_KINDS,
+    FLOAT_KINDS,
+    build_binary_index,
+    build_float_index,
+)
 from retrieval.training.config.recipes import recipe_registry
 from retrieval.training.config.train_config import OptimizerConfig, ScheduleConfig
 from retrieval.training.losses import build_loss
 from retrieval.training.losses.miners import MINERS, build_miner
 from retrieval.training.losses.registry import LOSSES
-from retrieval.training.model.backbones import BACKBONES, VITS
-from retrieval.training.run.optim import OPTIMIZERS, SCHEDULES, build_optimizer, build_scheduler
+from retrieval.training.model.trunks.backbones import BACKBONES, VITS
+from retrieval.training.run.fitting.optim import OPTIMIZERS, SCHEDULES, build_optimizer, build_scheduler
 
 REGISTRIES: dict[str, Registry] = {
     "loss": LOSSES,

@@ -12,8 +12,8 @@ import pytest
 from serving_fixtures import GALLERY_SIZE, query_png, serving_client
 
 from retrieval.indexing.store.files.index_store import IndexStore
-from retrieval.indexing.store.shared.manifest import load_index_manifest
-from retrieval.serving.routes_browse import make_cursor
+from retrieval.indexing.store.shared.index_directory.manifest import load_index_manifest
+from retrieval.serving.routes.routes_browse import make_cursor
 
 
 @pytest.fixture(scope="module")

@@ -12,10 +12,10 @@ from pydantic import BaseModel, ValidationError
 from serving_fixtures import API_KEY, query_png, serving_client
 
 from retrieval.indexing.common.errors import DataError, IndexChangedError, ItemNotFoundError
-from retrieval.serving import schemas
 from retrieval.serving.app import create_app
-from retrieval.serving.problems import PROBLEM_MEDIA_TYPE, status_for
-from retrieval.serving.service_errors import RetryLaterError
+from retrieval.serving.http.problems import PROBLEM_MEDIA_TYPE, status_for
+from retrieval.serving.http.service_errors import RetryLaterError
+from retrieval.serving.routes import schemas
 from retrieval.serving.settings import make_settings
 
 K_MAX = 20

@@ -14,8 +14,8 @@ from serving_fixtures import API_KEY, GALLERY_SIZE, image_bytes, query_png, runn
 from retrieval.indexing.common.artifact_names import FLOAT_INDEX_NAME, SEGMENTS_SUBDIR
 from retrieval.indexing.store.files.index_store import IndexStore
 from retrieval.serving.app import create_app
+from retrieval.serving.images.upload_storage import UPLOADS_SUBDIR
 from retrieval.serving.settings import make_settings
-from retrieval.serving.upload_storage import UPLOADS_SUBDIR
 
 KEY = {"X-API-Key": API_KEY}
 

@@ -16,7 +16,7 @@ from PIL import Image
 from serving_fixtures import API_KEY, image_bytes, running_server, serving_client
 
 from retrieval.indexing.data import image_io
-from retrieval.serving import thumbnails
+from retrieval.serving.images import thumbnails
 
 KEY = {"X-API-Key": API_KEY}
 CONCURRENT = 8

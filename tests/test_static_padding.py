@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from retrieval.training.export.onnx_export import onnx_export_bytes
-from retrieval.training.model.static_padding import StaticSamePadConv, with_static_same_padding
+from retrieval.training.model.trunks.static_padding import StaticSamePadConv, with_static_same_padding
 
 conv2d_same = pytest.importorskip("timm.layers.conv2d_same")
 

@@ -15,8 +15,9 @@ import pytest
 from scipy import stats
 
 from retrieval.indexing.common.errors import ConfigError, DataError
-from retrieval.training.study import evaluation, runner
-from retrieval.training.study.cached_backend import CachedBackend
+from retrieval.training.study import runner
+from retrieval.training.study.backends.cached_backend import CachedBackend
+from retrieval.training.study.reporting import evaluation
 from retrieval.training.study.state import StudySpec, resumable_state
 
 LOSSES = ["normalized_softmax", "triplet"]
@@ -75,7 +76,7 @@ def study(synth_data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[st
 def test_folds_are_contiguous_deterministic_and_disjoint_from_the_test_classes(synth_data: Path) -> None:
     from retrieval.indexing.data.sources import load_records
     from retrieval.indexing.data.splits import split_records
-    from retrieval.training.study.folds import fold_split, fold_validation_classes
+    from retrieval.training.study.tuning.folds import fold_split, fold_validation_classes
 
     records = load_records(synth_data)
     pool = split_records(records, val_fraction=0.0)
@@ -91,7 +92,7 @@ def test_folds_are_contiguous_deterministic_and_disjoint_from_the_test_classes(s
 
 
 def test_too_few_training_classes_for_the_folds_is_one_sentence() -> None:
-    from retrieval.training.study.folds import check_fold_count
+    from retrieval.training.study.tuning.folds import check_fold_count
 
     check_fold_count(8, 4)
     with pytest.raises(DataError, match="--folds 4 needs at least 8 training classes .* has 7"):
@@ -120,7 +121,7 @@ def test_max_images_per_class_is_a_deterministic_cap_in_every_split(synth_data: 
 
 def test_every_registered_loss_declares_a_valid_space_and_the_learning_rates_are_searched() -> None:
     from retrieval.training.losses import available_losses, get_loss_spec
-    from retrieval.training.study.search_space import check_loss_space, params_layer, study_space
+    from retrieval.training.study.tuning.search_space import check_loss_space, params_layer, study_space
 
     for spec in available_losses():
         check_loss_space(spec)
@@ -137,7 +138,7 @@ def test_every_registered_loss_declares_a_valid_space_and_the_learning_rates_are
 
 
 def test_the_learning_rate_of_loss_parameters_is_searched_only_where_there_are_some(synth_data: Path) -> None:
-    from retrieval.training.study.study_config import loss_search_space
+    from retrieval.training.study.tuning.study_config import loss_search_space
 
     spec = _spec(
         synth_data,
@@ -149,7 +150,7 @@ def test_the_learning_rate_of_loss_parameters_is_searched_only_where_there_are_s
 
 
 def test_confidence_interval_matches_scipy_and_a_hand_computation() -> None:
-    from retrieval.training.study.stats import mean_ci
+    from retrieval.training.study.reporting.stats import mean_ci
 
     mean, half = mean_ci([1.0, 2.0, 3.0])
     assert mean == 2.0 and half == pytest.approx(4.302652729911275 / math.sqrt(3))  # t(0.975, 2) * s / sqrt(n)
@@ -182,7 +183,7 @@ def test_concatenated_is_the_normalised_concatenation_and_separated_the_fold_ave
 def test_the_test_classes_are_evaluated_only_after_the_search_once_per_model(study: dict[str, Any]) -> None:
     from retrieval.indexing.data.sources import load_records
     from retrieval.indexing.data.splits import split_records
-    from retrieval.training.study.folds import fold_validation_classes
+    from retrieval.training.study.tuning.folds import fold_validation_classes
 
     pool = split_records(load_records(study["data"]), val_fraction=0.0)
     test_classes = frozenset(pool.test_classes)
@@ -231,7 +232,7 @@ def test_outputs_exist_and_the_tables_have_a_row_per_loss_and_the_reference(stud
 
 
 def test_training_the_head_beats_the_untrained_head_on_validation(study: dict[str, Any]) -> None:
-    from retrieval.training.study.study_config import loss_config
+    from retrieval.training.study.tuning.study_config import loss_config
 
     spec = _spec(study["data"], epochs=8)
     cfg = loss_config(spec, "triplet", {"optimizer.head_lr": 0.003}, seed=0)
@@ -308,7 +309,7 @@ def test_too_few_classes_for_the_folds_stops_before_anything_is_written(synth_da
 
 
 def test_unknown_loss_is_named_with_the_known_ones() -> None:
-    from retrieval.cli.study_commands import parse_losses
+    from retrieval.cli.commands.study_commands import parse_losses
 
     assert parse_losses("normsoftmax, triplet") == ["normsoftmax", "triplet"]
     with pytest.raises(
@@ -323,7 +324,7 @@ def test_unknown_loss_is_named_with_the_known_ones() -> None:
 def test_fine_tuning_runs_the_trainer_per_fold_and_embeds_the_test_classes_only_at_the_end(
     synth_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from retrieval.training.run import split_metrics
+    from retrieval.training.run.measures import split_metrics
 
     evaluated: list[tuple[str, frozenset[str]]] = []
     phase = ["reference"]

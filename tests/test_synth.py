@@ -12,7 +12,7 @@ import typer
 from PIL import Image
 from typer.testing import CliRunner
 
-from retrieval.cli.data_commands import register
+from retrieval.cli.commands.data_commands import register
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import split_records

@@ -12,8 +12,8 @@ import pytest
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.training.config.recipes import recipe
 from retrieval.training.config.train_config import build_config
-from retrieval.training.run.tracking import open_tracker
-from retrieval.training.run.trainer import Trainer
+from retrieval.training.run.fitting.trainer import Trainer
+from retrieval.training.run.outputs.tracking import open_tracker
 
 EPOCHS, STEPS = 2, 3
 
@@ -92,8 +92,8 @@ def test_missing_tensorboard_is_one_sentence(monkeypatch: pytest.MonkeyPatch, tm
 
 
 def test_the_tensorboard_flag_sets_the_config_key() -> None:
-    from retrieval.cli.config_options import config_layer
-    from retrieval.cli.train_commands import train
+    from retrieval.cli.commands.train_commands import train
+    from retrieval.cli.options.config_options import config_layer
 
     assert config_layer(train, {"tensorboard": True}) == {"trainer": {"tensorboard": True}}
     assert config_layer(train, {"tensorboard": None}) == {}  # unset: a config file's value stays

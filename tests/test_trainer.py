@@ -11,8 +11,8 @@ import torch
 from retrieval.indexing.model.cpu_kind import cpu_kind
 from retrieval.training.config.recipes import recipe
 from retrieval.training.config.train_config import TrainConfig, build_config
-from retrieval.training.run.run_dir import load_checkpoint
-from retrieval.training.run.trainer import Trainer, TrainingDiverged
+from retrieval.training.run.fitting.trainer import Trainer, TrainingDiverged
+from retrieval.training.run.outputs.run_dir import load_checkpoint
 
 
 def _config(data: Path, **trainer: object) -> TrainConfig:
@@ -73,7 +73,7 @@ def test_resume_continues_from_the_saved_epoch(synth_data: Path, tmp_path: Path)
     second = load_checkpoint(run / "checkpoints" / "last.pt")
     assert (second["epoch"], second["global_step"]) == (2, 4)
     assert [r["epoch"] for r in _rows(run)] == [0, 1, 2]
-    from retrieval.training.run.run_dir import load_run_config
+    from retrieval.training.run.outputs.run_dir import load_run_config
 
     assert load_run_config(run).trainer.epochs == 2  # --resume rewrote config.yaml with what it resolved
     assert "untrained" in json.loads((run / "test_metrics.json").read_text())
@@ -93,7 +93,7 @@ def test_nan_loss_stops_with_the_step_named_and_keeps_last_checkpoint(
 
 
 def test_curves_survive_a_line_cut_short_by_a_crash(tmp_path: Path) -> None:
-    from retrieval.training.run.curves import plot_curves, read_metrics_log
+    from retrieval.training.run.outputs.curves import plot_curves, read_metrics_log
 
     log = tmp_path / "metrics.jsonl"
     log.write_text(

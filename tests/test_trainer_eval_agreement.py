@@ -20,7 +20,7 @@ from retrieval.indexing.eval.evaluation import evaluate_model
 from retrieval.training.config.recipes import recipe
 from retrieval.training.config.train_config import build_config
 from retrieval.training.export.run_export import export_run
-from retrieval.training.run.trainer import Trainer
+from retrieval.training.run.fitting.trainer import Trainer
 
 
 def write_inshop_like_manifest(images: Path, out: Path) -> Path:

@@ -8,13 +8,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from retrieval.cli.index_commands import _verdict_rows
+from retrieval.cli.commands.index_commands import _verdict_rows
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.eval.gain_interval import paired_gain_interval
 from retrieval.indexing.eval.metrics import evaluate_retrieval
 from retrieval.indexing.model.manifest import ModelManifest
 from retrieval.indexing.model.training_verdict import GainInterval, TrainingVerdict
-from retrieval.training.run.verdict import Verdict, beats_reference
+from retrieval.training.run.measures.verdict import Verdict, beats_reference
 
 RNG = np.random.default_rng(0)
 BEFORE = RNG.uniform(0.3, 0.7, 400)  # per-query AP of epoch 0 on 400 validation queries

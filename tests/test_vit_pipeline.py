@@ -16,9 +16,9 @@ from retrieval.indexing.data.synth.generator import generate_synthetic_dataset
 from retrieval.training.config.train_config import ModelConfig
 from retrieval.training.export.onnx_export import TOLERANCE
 from retrieval.training.model.embedding_model import build_embedding_model
-from retrieval.training.model.timm_trunks import IMAGENET_MEAN
-from retrieval.training.model.trunk_stages import trunk_stages
-from retrieval.training.run.frozen_prefix import FrozenPrefix
+from retrieval.training.model.trunks.timm_trunks import IMAGENET_MEAN
+from retrieval.training.model.trunks.trunk_stages import trunk_stages
+from retrieval.training.run.inputs.frozen_prefix import FrozenPrefix
 
 SIZE = 42  # 3 x 3 patches of 14 px
 

@@ -11,18 +11,18 @@ from pathlib import Path
 import pytest
 import torch
 
-from retrieval.cli.backbone_commands import backbone_row
+from retrieval.cli.commands.backbone_commands import backbone_row
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.training.config.train_config import ModelConfig, TrainConfig
 from retrieval.training.export.onnx_export import TOLERANCE, onnx_export_bytes, parity_max_abs_diff
 from retrieval.training.losses import build_loss
-from retrieval.training.model.backbones import VITS, get_backbone, weights_origin
 from retrieval.training.model.embedding_model import EmbeddingModel, build_embedding_model
-from retrieval.training.model.pretrained import load_pretrained
-from retrieval.training.model.timm_trunks import timm_native_size, timm_normalization
 from retrieval.training.model.token_pooling import TokenPooling
-from retrieval.training.model.trunk_stages import trunk_stages
-from retrieval.training.run.optim import parameter_groups
+from retrieval.training.model.trunks.backbones import VITS, get_backbone, weights_origin
+from retrieval.training.model.trunks.pretrained import load_pretrained
+from retrieval.training.model.trunks.timm_trunks import timm_native_size, timm_normalization
+from retrieval.training.model.trunks.trunk_stages import trunk_stages
+from retrieval.training.run.fitting.optim import parameter_groups
 
 # the smallest sizes of two patches or more a side (MIN_IMAGE_SIZE is 32), and the pooling each is tested with
 # (a random DINOv2's class token barely depends on the image: its blocks start scaled by 1e-5)

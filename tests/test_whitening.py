@@ -11,7 +11,7 @@ from retrieval.training.config.train_config import ModelConfig, WhiteningConfig
 from retrieval.training.model.embedding_model import build_embedding_model, with_whitening, without_whitening
 from retrieval.training.model.itq import fit_itq, orthonormal_rows, quantization_error, signs
 from retrieval.training.model.whitening import LinearMap, fit_pca_whitening, fit_supervised_whitening
-from retrieval.training.run.whitening_stage import Candidate, choose, fit_map
+from retrieval.training.run.measures.whitening_stage import Candidate, choose, fit_map
 
 # four 2-D points centred at (1, 1): variance 2 along x, 0.5 along y, no covariance
 PCA_POINTS = np.array([[3.0, 1.0], [-1.0, 1.0], [1.0, 2.0], [1.0, 0.0]])

@@ -17,9 +17,9 @@ from retrieval.indexing.model.manifest import ModelManifest
 from retrieval.training.config.recipes import recipe
 from retrieval.training.config.train_config import TrainConfig, build_config
 from retrieval.training.export.run_export import export_run
-from retrieval.training.run.run_dir import RunPaths, load_checkpoint
-from retrieval.training.run.run_model import load_run_model
-from retrieval.training.run.trainer import Trainer
+from retrieval.training.run.fitting.trainer import Trainer
+from retrieval.training.run.outputs.run_dir import RunPaths, load_checkpoint
+from retrieval.training.run.outputs.run_model import load_run_model
 
 
 def _config(data: Path, epochs: int, whitening: dict[str, object]) -> TrainConfig:

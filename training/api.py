@@ -41,9 +41,9 @@ from retrieval.training.ensemble.ensemble_training import train_ensemble as _tra
 from retrieval.training.export.int8_export import Int8Request
 from retrieval.training.export.onnx_export import ExportResult
 from retrieval.training.export.run_export import export_run
-from retrieval.training.run.final_fit import fit_run
-from retrieval.training.run.run_dir import claim_run_dir
-from retrieval.training.run.trained_run import TrainedRun
+from retrieval.training.run.fitting.final_fit import fit_run
+from retrieval.training.run.measures.trained_run import TrainedRun
+from retrieval.training.run.outputs.run_dir import claim_run_dir
 from retrieval.training.study.runner import StudyOutcome, run_study
 from retrieval.training.study.state import StudySpec
 

@@ -16,7 +16,7 @@ from retrieval.indexing.store.maintenance.index_snapshot import SnapshotReport
 from retrieval.indexing.store.maintenance.index_verify import VerifyReport
 from retrieval.indexing.store.maintenance.model_check import DEEP_SAMPLE
 from retrieval.indexing.store.maintenance.model_upgrade import UpgradeReport
-from retrieval.indexing.store.shared.manifest import IndexManifest, load_index_manifest
+from retrieval.indexing.store.shared.index_directory.manifest import IndexManifest, load_index_manifest
 
 
 def index_info(index_dir: PathLike) -> IndexManifest:

@@ -16,7 +16,7 @@ from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.search.kinds import KindName
 from retrieval.indexing.store.backends import open_store
 from retrieval.indexing.store.item_search import Hit, Window, filter_warnings, ranked_pages, similar_pages
-from retrieval.indexing.store.shared.item_filter import ItemFilter, parse_filter
+from retrieval.indexing.store.shared.items.item_filter import ItemFilter, parse_filter
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,11 @@ from retrieval.indexing.data.record_keys import read_key_file, with_keys
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.model.onnx_embedder import embed_records
 from retrieval.indexing.store.backends import open_store
-from retrieval.indexing.store.shared.compaction import CompactionPolicy, CompactionResult
-from retrieval.indexing.store.shared.item_filter import Scalar
-from retrieval.indexing.store.shared.manifest import check_model, load_index_manifest
+from retrieval.indexing.store.shared.index_directory.compaction import CompactionPolicy, CompactionResult
+from retrieval.indexing.store.shared.index_directory.manifest import check_model, load_index_manifest
+from retrieval.indexing.store.shared.index_directory.write_lock import exclusive_writer
+from retrieval.indexing.store.shared.items.item_filter import Scalar
 from retrieval.indexing.store.shared.store_checks import check_keys_free, validate_records
-from retrieval.indexing.store.shared.write_lock import exclusive_writer
 
 LISTED_IDS = 10  # unknown ids named in an error
 

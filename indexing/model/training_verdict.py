@@ -3,7 +3,7 @@
 
 A gain is MAP@R after minus MAP@R before, over the same queries; its interval comes from a paired bootstrap of
 the per-query AP (``retrieval.indexing.eval.gain_interval``, docs/metrics.md). The training side decides and words
-it (``retrieval.training.run.verdict``); this module only holds what was decided, so an export and an index, which
+it (``retrieval.training.run.measures.verdict``); this module only holds what was decided, so an export and an index, which
 never import torch, read it typed.
 """
 

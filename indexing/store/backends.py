@@ -19,14 +19,14 @@ import numpy as np
 from retrieval.indexing.common.registry import Registry
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.store.files import files_target
-from retrieval.indexing.store.files.faiss_kinds import IndexKind
+from retrieval.indexing.store.files.faiss_search.faiss_kinds import IndexKind
 from retrieval.indexing.store.files.files_target import FilesTarget
 from retrieval.indexing.store.files.index_store import IndexStore
 from retrieval.indexing.store.milvus import milvus_build
 from retrieval.indexing.store.milvus.milvus_build import MilvusTarget
 from retrieval.indexing.store.milvus.milvus_store import MilvusStore
-from retrieval.indexing.store.shared.index_dir import IndexedModel
-from retrieval.indexing.store.shared.manifest import IndexManifest, load_index_manifest
+from retrieval.indexing.store.shared.index_directory.index_dir import IndexedModel
+from retrieval.indexing.store.shared.index_directory.manifest import IndexManifest, load_index_manifest
 from retrieval.indexing.store.shared.store_protocol import Store
 
 FILES = "files"

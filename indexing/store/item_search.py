@@ -14,8 +14,8 @@ import numpy as np
 
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.search.kinds import KindName, SearchKind
-from retrieval.indexing.store.shared.item_filter import ItemFilter
-from retrieval.indexing.store.shared.items_db import Hit
+from retrieval.indexing.store.shared.items.item_filter import ItemFilter
+from retrieval.indexing.store.shared.items.items_db import Hit
 from retrieval.indexing.store.shared.postprocessed_search import postprocessed_search
 from retrieval.indexing.store.shared.store_protocol import Store
 

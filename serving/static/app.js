@@ -4,8 +4,8 @@
 // step, no network access beyond this server.
 "use strict";
 
-const DEFAULT_K = 10; // the API's default k (serving/schemas.py DEFAULT_K)
-const DEEPEST = 10; // offset + k may reach 10 x k_max (serving/schemas.py RERANK_FACTOR)
+const DEFAULT_K = 10; // the API's default k (serving/routes/schemas.py DEFAULT_K)
+const DEEPEST = 10; // offset + k may reach 10 x k_max (serving/routes/schemas.py RERANK_FACTOR)
 const SUGGESTIONS = 20; // labels suggested in the filter box
 const FILE_REJECTED = new Set([400, 413, 415]); // the server could not use the uploaded file
 const $ = (id) => document.getElementById(id);

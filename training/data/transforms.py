@@ -23,8 +23,8 @@ from torchvision import transforms as T
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.model.manifest import Preprocessing
 from retrieval.training.config.train_config import DataConfig
-from retrieval.training.model.backbones import get_backbone
-from retrieval.training.model.timm_trunks import Normalization
+from retrieval.training.model.trunks.backbones import get_backbone
+from retrieval.training.model.trunks.timm_trunks import Normalization
 
 ImageTransform = Callable[[Image.Image], torch.Tensor]
 

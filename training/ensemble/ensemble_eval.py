@@ -22,9 +22,9 @@ from retrieval.training.data.image_dataset import ImageRecordDataset
 from retrieval.training.data.run_data import prepare_run_data
 from retrieval.training.model.device import resolve_device, resolve_precision
 from retrieval.training.model.ensemble_model import join_embeddings
-from retrieval.training.run.embed import embed_loader
-from retrieval.training.run.run_model import load_run_model
-from retrieval.training.run.split_metrics import SplitMetrics, split_metrics
+from retrieval.training.run.inputs.embed import embed_loader
+from retrieval.training.run.measures.split_metrics import SplitMetrics, split_metrics
+from retrieval.training.run.outputs.run_model import load_run_model
 
 
 def evaluate_ensemble(cfg: TrainConfig, member_dirs: Sequence[Path], *, progress: bool) -> dict[str, Any]:

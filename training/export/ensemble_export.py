@@ -28,8 +28,8 @@ from retrieval.training.export.onnx_export import (
 )
 from retrieval.training.model.embedding_model import EmbeddingModel
 from retrieval.training.model.ensemble_model import EnsembleModel
-from retrieval.training.run.run_dir import RunPaths
-from retrieval.training.run.run_model import load_run_model
+from retrieval.training.run.outputs.run_dir import RunPaths
+from retrieval.training.run.outputs.run_model import load_run_model
 
 
 def export_ensemble(

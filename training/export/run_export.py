@@ -20,8 +20,8 @@ from retrieval.training.export.onnx_export import (
     checkpoint_hashes,
     write_checked_export,
 )
-from retrieval.training.run.run_dir import RunPaths
-from retrieval.training.run.run_model import load_run_model
+from retrieval.training.run.outputs.run_dir import RunPaths
+from retrieval.training.run.outputs.run_model import load_run_model
 
 
 def export_run(

@@ -8,13 +8,13 @@ Modules: ``base`` (the ``EmbeddingLoss`` interface), ``registry`` (names -> buil
 parameters over a spec's defaults), ``miners`` (the miner registry), ``pml_adapter`` (a
 pytorch-metric-learning loss as an ``EmbeddingLoss``), ``pair_losses`` and ``proxy_losses`` (the two
 families, registered with their papers' defaults), and the losses written here in pml's interface:
-``normalized_softmax``, ``npairs``, ``proxy_triplet``, ``prototypical``, ``facility_location`` and
-``group_loss``.
+``native.normalized_softmax``, ``native.npairs``, ``native.proxy_triplet``, ``native.prototypical``, ``native.facility_location`` and
+``native.group_loss``.
 """
 
 from retrieval.training.losses.base import EmbeddingLoss, Sampler
 from retrieval.training.losses.miners import MinerSpec, available_miners, build_miner, get_miner_spec, register_miner
-from retrieval.training.losses.normalized_softmax import NormalizedSoftmaxLoss
+from retrieval.training.losses.native.normalized_softmax import NormalizedSoftmaxLoss
 from retrieval.training.losses.pml_adapter import PmlPairLoss, PmlProxyLoss
 from retrieval.training.losses.registry import LossSpec, available_losses, build_loss, get_loss_spec, register_loss
 

@@ -18,11 +18,11 @@ from pytorch_metric_learning.regularizers import ZeroMeanRegularizer
 
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.training.losses.base import EmbeddingLoss
-from retrieval.training.losses.facility_location import FacilityLocationLoss
-from retrieval.training.losses.group_loss import GroupLoss
-from retrieval.training.losses.npairs import build_npairs
+from retrieval.training.losses.native.facility_location import FacilityLocationLoss
+from retrieval.training.losses.native.group_loss import GroupLoss
+from retrieval.training.losses.native.npairs import build_npairs
+from retrieval.training.losses.native.prototypical import PrototypicalLoss
 from retrieval.training.losses.pml_adapter import PmlPairLoss
-from retrieval.training.losses.prototypical import PrototypicalLoss
 from retrieval.training.losses.registry import LossSpec, register_loss
 
 TRIPLET_MINING = {"semihard": "semi_hard_triplet", "hard": "hard_triplet", "all": None}

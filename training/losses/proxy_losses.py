@@ -14,9 +14,9 @@ from pytorch_metric_learning import losses as pml
 from pytorch_metric_learning.miners import BaseMiner
 
 from retrieval.training.losses.base import EmbeddingLoss
-from retrieval.training.losses.normalized_softmax import NormalizedSoftmaxLoss
+from retrieval.training.losses.native.normalized_softmax import NormalizedSoftmaxLoss
+from retrieval.training.losses.native.proxy_triplet import ProxyTripletLoss
 from retrieval.training.losses.pml_adapter import PmlProxyLoss
-from retrieval.training.losses.proxy_triplet import ProxyTripletLoss
 from retrieval.training.losses.registry import LossSpec, register_loss
 
 

@@ -22,7 +22,7 @@ from retrieval.training.losses.params import merge_params
 
 MinerChoice = Callable[[dict[str, Any]], tuple[str | None, dict[str, Any]]]
 # A hyperparameter range searched by `retrieval study`: param -> ("log" | "float" | "int", low, high)
-# or ("categorical", [choices]); see retrieval.training.study.search_space.
+# or ("categorical", [choices]); see retrieval.training.study.tuning.search_space.
 SearchSpace = dict[str, tuple[Any, ...]]
 
 

@@ -35,10 +35,10 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.training.config.train_config import ModelConfig
-from retrieval.training.model.backbones import build_backbone
 from retrieval.training.model.token_pooling import CLASS_TOKEN_MODES, TokenPooling
-from retrieval.training.model.trunk_stages import check_frozen_stages, trunk_stages
-from retrieval.training.model.vit_trunks import is_token_trunk
+from retrieval.training.model.trunks.backbones import build_backbone
+from retrieval.training.model.trunks.trunk_stages import check_frozen_stages, trunk_stages
+from retrieval.training.model.trunks.vit_trunks import is_token_trunk
 
 PoolingMode = Literal["avg", "max", "avgmax", "mean", "cls", "cls+mean"]
 

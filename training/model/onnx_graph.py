@@ -14,7 +14,7 @@ import warnings
 import torch
 from torch import nn
 
-from retrieval.training.model.static_padding import with_static_same_padding
+from retrieval.training.model.trunks.static_padding import with_static_same_padding
 
 OPSET = 17
 

@@ -17,10 +17,10 @@ from typing import Any
 from tqdm import tqdm
 
 from retrieval.indexing.common.atomic_write import atomic_write_text
-from retrieval.training.study.evaluation import run_metrics
-from retrieval.training.study.fold_result import StudyBackend
+from retrieval.training.study.backends.fold_result import StudyBackend
+from retrieval.training.study.reporting.evaluation import run_metrics
 from retrieval.training.study.state import StudySpec
-from retrieval.training.study.study_config import loss_config
+from retrieval.training.study.tuning.study_config import loss_config
 
 log = logging.getLogger(__name__)
 FINAL_DIR = "final"

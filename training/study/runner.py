@@ -17,19 +17,17 @@ from optuna.trial import FrozenTrial
 from retrieval.indexing.data.splits import DatasetSplits
 from retrieval.training.config.train_config import TrainConfig
 from retrieval.training.data.run_data import prepare_run_data
-from retrieval.training.run.reference import reference_name
-from retrieval.training.study.cached_backend import CachedBackend
-from retrieval.training.study.cached_features import FeatureSet, load_or_extract
-from retrieval.training.study.feasibility import check_batches
+from retrieval.training.run.measures.reference import reference_name
+from retrieval.training.study.backends.cached_backend import CachedBackend
+from retrieval.training.study.backends.cached_features import FeatureSet, load_or_extract
+from retrieval.training.study.backends.finetune_backend import FineTuneBackend
+from retrieval.training.study.backends.fold_result import FoldResult, StudyBackend
+from retrieval.training.study.backends.head_training import build_head
 from retrieval.training.study.final_runs import final_runs
-from retrieval.training.study.finetune_backend import FineTuneBackend
-from retrieval.training.study.fold_result import FoldResult, StudyBackend
-from retrieval.training.study.folds import check_fold_count
-from retrieval.training.study.head_training import build_head
-from retrieval.training.study.reference import reference_metrics
-from retrieval.training.study.report import Row, loss_row, reference_row, write_csv, write_plot
-from retrieval.training.study.report import write_markdown as write_report_markdown
-from retrieval.training.study.search import DIVERGED, finished_trials, open_search, run_search
+from retrieval.training.study.reporting.reference import reference_metrics
+from retrieval.training.study.reporting.report import Row, loss_row, reference_row, write_csv, write_plot
+from retrieval.training.study.reporting.report import write_markdown as write_report_markdown
+from retrieval.training.study.reporting.summary import protocol_section, search_section, tables_section, time_section
 from retrieval.training.study.state import (
     FEATURES_DIR,
     OPTUNA_DB,
@@ -38,8 +36,10 @@ from retrieval.training.study.state import (
     start_study,
     write_state,
 )
-from retrieval.training.study.study_config import loss_config, loss_search_space
-from retrieval.training.study.summary import protocol_section, search_section, tables_section, time_section
+from retrieval.training.study.tuning.feasibility import check_batches
+from retrieval.training.study.tuning.folds import check_fold_count
+from retrieval.training.study.tuning.search import DIVERGED, finished_trials, open_search, run_search
+from retrieval.training.study.tuning.study_config import loss_config, loss_search_space
 
 SEARCH_DIR = "search"
 

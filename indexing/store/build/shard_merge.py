@@ -31,8 +31,8 @@ from retrieval.indexing.model.manifest import ModelManifest, file_sha256
 from retrieval.indexing.model.resolution import is_export_dir
 from retrieval.indexing.store.backends import IndexTarget, backend_of
 from retrieval.indexing.store.build.builder import index_kinds, write_index
-from retrieval.indexing.store.shared.items_db import ItemsDb
 from retrieval.indexing.store.build.shards import ShardManifest
+from retrieval.indexing.store.shared.items.items_db import ItemsDb
 
 REBUILD_SHARD = "rebuild it with `retrieval index build --shard I/N`"
 

@@ -35,10 +35,10 @@ from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.model.manifest import ModelManifest
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.model.resolution import resolve_export_dir
-from retrieval.indexing.store.files.faiss_kinds import binary_kind, float_kind
-from retrieval.indexing.store.shared.items_db import ItemsDb
-from retrieval.indexing.store.shared.index_dir import copy_model
-from retrieval.indexing.store.shared.manifest import utc_now
+from retrieval.indexing.store.files.faiss_search.faiss_kinds import binary_kind, float_kind
+from retrieval.indexing.store.shared.index_directory.index_dir import copy_model
+from retrieval.indexing.store.shared.index_directory.manifest import utc_now
+from retrieval.indexing.store.shared.items.items_db import ItemsDb
 from retrieval.indexing.store.shared.store_checks import validate_records
 
 SHARD_FORMAT_VERSION = 1

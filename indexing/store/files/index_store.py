@@ -31,11 +31,11 @@ from retrieval.indexing.common.artifact_names import ITEMS_DB_NAME
 from retrieval.indexing.common.errors import IndexFormatError
 from retrieval.indexing.search.kinds import SearchKind
 from retrieval.indexing.search.results import SearchResults
-from retrieval.indexing.store.files.filtered_search import StoredVectors
-from retrieval.indexing.store.files.segment_files import write_faiss_files
-from retrieval.indexing.store.files.segment_searcher import SegmentSearcher
-from retrieval.indexing.store.files.segment_set import SegmentSet, load_segment_set
-from retrieval.indexing.store.files.segments import (
+from retrieval.indexing.store.files.faiss_search.filtered_search import StoredVectors
+from retrieval.indexing.store.files.faiss_search.segment_searcher import SegmentSearcher
+from retrieval.indexing.store.files.segment_storage.segment_files import write_faiss_files
+from retrieval.indexing.store.files.segment_storage.segment_set import SegmentSet, load_segment_set
+from retrieval.indexing.store.files.segment_storage.segments import (
     Segment,
     base_generation,
     finish_base_swap,
@@ -44,11 +44,15 @@ from retrieval.indexing.store.files.segments import (
     staged_base_dir,
 )
 from retrieval.indexing.store.files.store_updates import StoreUpdates
-from retrieval.indexing.store.shared.item_filter import ItemFilter, Scalar
-from retrieval.indexing.store.shared.items_db import Item, ItemsDb
-from retrieval.indexing.store.shared.manifest import IndexManifest, check_model, load_index_manifest
+from retrieval.indexing.store.shared.index_directory.manifest import IndexManifest, check_model, load_index_manifest
+from retrieval.indexing.store.shared.index_directory.write_lock import (
+    exclusive_writer,
+    remove_temp_files,
+    writer_if_free,
+)
+from retrieval.indexing.store.shared.items.item_filter import ItemFilter, Scalar
+from retrieval.indexing.store.shared.items.items_db import Item, ItemsDb
 from retrieval.indexing.store.shared.store_base import StoreBase
-from retrieval.indexing.store.shared.write_lock import exclusive_writer, remove_temp_files, writer_if_free
 
 _log = logging.getLogger(__name__)
 _OPEN_ATTEMPTS = 3  # an update committing while we read is retried (its files moved under us)

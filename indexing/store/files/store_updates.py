@@ -24,14 +24,18 @@ from retrieval.indexing.common.errors import IndexChangedError, IndexNotWritable
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.search.kinds import SearchKind
 from retrieval.indexing.search.results import SearchResults
-from retrieval.indexing.store.files.compaction_plan import CompactionPlan, major_plan, plan_compaction
 from retrieval.indexing.store.files.dba_updates import augment_additions, reaugmented
-from retrieval.indexing.store.files.faiss_kinds import binary_kind, float_kind
+from retrieval.indexing.store.files.faiss_search.faiss_kinds import binary_kind, float_kind
 from retrieval.indexing.store.files.raw_vectors import keep_only, read_raw, write_raw
-from retrieval.indexing.store.files.segment_files import load_embeddings, write_embeddings, write_faiss_files
-from retrieval.indexing.store.files.segment_merge import live_ids, write_merged
-from retrieval.indexing.store.files.segment_set import SegmentSet
-from retrieval.indexing.store.files.segments import (
+from retrieval.indexing.store.files.segment_storage.compaction_plan import CompactionPlan, major_plan, plan_compaction
+from retrieval.indexing.store.files.segment_storage.segment_files import (
+    load_embeddings,
+    write_embeddings,
+    write_faiss_files,
+)
+from retrieval.indexing.store.files.segment_storage.segment_merge import live_ids, write_merged
+from retrieval.indexing.store.files.segment_storage.segment_set import SegmentSet
+from retrieval.indexing.store.files.segment_storage.segments import (
     Segment,
     SegmentInfo,
     base_generation,
@@ -45,11 +49,16 @@ from retrieval.indexing.store.files.segments import (
     segment_dir,
     staged_base_dir,
 )
-from retrieval.indexing.store.shared.compaction import CompactionPolicy, CompactionResult
-from retrieval.indexing.store.shared.items_db import ItemsDb
-from retrieval.indexing.store.shared.manifest import IndexManifest, load_index_manifest, save_index_manifest, utc_now
+from retrieval.indexing.store.shared.index_directory.compaction import CompactionPolicy, CompactionResult
+from retrieval.indexing.store.shared.index_directory.manifest import (
+    IndexManifest,
+    load_index_manifest,
+    save_index_manifest,
+    utc_now,
+)
+from retrieval.indexing.store.shared.index_directory.write_lock import exclusive_writer, remove_temp_files
+from retrieval.indexing.store.shared.items.items_db import ItemsDb
 from retrieval.indexing.store.shared.store_checks import check_keys_free, checked_additions
-from retrieval.indexing.store.shared.write_lock import exclusive_writer, remove_temp_files
 
 _log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.store.files.index_store import IndexStore
 from retrieval.indexing.store.files.store_updates import IdLedger
-from retrieval.indexing.store.shared.items_db import Item, ItemsDb
+from retrieval.indexing.store.shared.items.items_db import Item, ItemsDb
 
 CHUNK = 1024  # items embedded and committed at once
 Progress = Callable[[int, int], None]

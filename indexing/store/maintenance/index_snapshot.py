@@ -25,10 +25,10 @@ from retrieval.indexing.common.atomic_write import atomic_write_text, fsync_dir
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.model.manifest import file_sha256
 from retrieval.indexing.store.files.index_store import committed_manifest
-from retrieval.indexing.store.shared.file_checksums import index_files
-from retrieval.indexing.store.shared.item_paths import relocate_paths
-from retrieval.indexing.store.shared.manifest import load_index_manifest, utc_now
-from retrieval.indexing.store.shared.write_lock import exclusive_writer
+from retrieval.indexing.store.shared.index_directory.file_checksums import index_files
+from retrieval.indexing.store.shared.index_directory.manifest import load_index_manifest, utc_now
+from retrieval.indexing.store.shared.index_directory.write_lock import exclusive_writer
+from retrieval.indexing.store.shared.items.item_paths import relocate_paths
 
 SNAPSHOT_FORMAT = 1
 

@@ -31,7 +31,7 @@ from retrieval.indexing.common.artifact_names import INDEX_MODEL_SUBDIR
 from retrieval.indexing.common.errors import ConfigError, DataError, IndexFormatError
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.model.resolution import resolve_export_dir
-from retrieval.indexing.store.files.faiss_kinds import binary_kind, float_kind
+from retrieval.indexing.store.files.faiss_search.faiss_kinds import binary_kind, float_kind
 from retrieval.indexing.store.files.files_target import FilesTarget
 from retrieval.indexing.store.files.index_store import IndexStore
 from retrieval.indexing.store.maintenance.generation_sync import Progress, SyncReport, sync_generation
@@ -42,8 +42,8 @@ from retrieval.indexing.store.maintenance.generations import (
     promote,
     restore_previous,
 )
-from retrieval.indexing.store.shared.manifest import IndexManifest, load_index_manifest
-from retrieval.indexing.store.shared.write_lock import exclusive_writer
+from retrieval.indexing.store.shared.index_directory.manifest import IndexManifest, load_index_manifest
+from retrieval.indexing.store.shared.index_directory.write_lock import exclusive_writer
 
 LISTED_FAILURES = 10
 _log = logging.getLogger(__name__)

@@ -22,8 +22,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from retrieval.indexing.store.shared.filter_conditions import Condition, Scalar, is_number
-from retrieval.indexing.store.shared.item_filter import LABEL_KEY, ItemFilter
+from retrieval.indexing.store.shared.items.filter_conditions import Condition, Scalar, is_number
+from retrieval.indexing.store.shared.items.item_filter import LABEL_KEY, ItemFilter
 
 _PRESENT, _NUMBER = "_p", "_n"  # suffixes of a hashed key: its presence mark, its number
 _RANGES = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}

@@ -14,7 +14,7 @@ from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.search.binary import binarize
 from retrieval.indexing.store.milvus.milvus_client import LABEL_CHARS, PATH_CHARS, SPLIT_CHARS, TIMEOUT_S, milvus_call
 from retrieval.indexing.store.milvus.milvus_filter import filter_keys, text_key
-from retrieval.indexing.store.shared.items_db import Item
+from retrieval.indexing.store.shared.items.items_db import Item
 
 _NEXT_ID = "next_id"
 _DUMMY = [0.0, 0.0]  # the meta collection's required vector

@@ -56,11 +56,11 @@ from retrieval.indexing.store.milvus.milvus_rows import (
     remember,
     save_next_id,
 )
-from retrieval.indexing.store.shared.compaction import CompactionPolicy, CompactionResult
-from retrieval.indexing.store.shared.filter_conditions import is_scalar
-from retrieval.indexing.store.shared.item_filter import ItemFilter, Scalar
-from retrieval.indexing.store.shared.items_db import Item
-from retrieval.indexing.store.shared.manifest import IndexManifest, check_model, load_index_manifest
+from retrieval.indexing.store.shared.index_directory.compaction import CompactionPolicy, CompactionResult
+from retrieval.indexing.store.shared.index_directory.manifest import IndexManifest, check_model, load_index_manifest
+from retrieval.indexing.store.shared.items.filter_conditions import is_scalar
+from retrieval.indexing.store.shared.items.item_filter import ItemFilter, Scalar
+from retrieval.indexing.store.shared.items.items_db import Item
 from retrieval.indexing.store.shared.store_base import StoreBase
 from retrieval.indexing.store.shared.store_checks import check_keys_free, checked_additions
 

@@ -4,11 +4,11 @@
 (``StoreBase``: the top-down search and the item lookups both stores inherit), with ``rerank`` (a
 binary shortlist re-ranked by float), ``postprocessed_search`` (a search after alpha-QE or k-reciprocal
 re-ranking, for ``item_search``) and ``store_checks`` (query and added-item checks). The index
-directory: ``manifest`` (``manifest.json``), ``file_checksums`` (the sha256 of every file, recorded in
-the manifest), ``compaction`` (its policy, and what a compaction did),
-``items_db`` (``items.sqlite`` and ``Item``; ``item_paths``: image paths inside the index stored
-relative to it), ``item_filter`` (item metadata and the search filter),
-``filter_conditions`` (the filter language's operators), ``filter_sql`` (a filter as SQL),
-``write_lock`` (one writer per directory) and ``index_dir`` (writing a new directory: the checks,
+directory: ``index_directory.manifest`` (``manifest.json``), ``index_directory.file_checksums`` (the sha256 of every file, recorded in
+the manifest), ``index_directory.compaction`` (its policy, and what a compaction did),
+``items.items_db`` (``items.sqlite`` and ``Item``; ``items.item_paths``: image paths inside the index stored
+relative to it), ``items.item_filter`` (item metadata and the search filter),
+``items.filter_conditions`` (the filter language's operators), ``items.filter_sql`` (a filter as SQL),
+``index_directory.write_lock`` (one writer per directory) and ``index_directory.index_dir`` (writing a new directory: the checks,
 the model copy, the staged swap).
 """

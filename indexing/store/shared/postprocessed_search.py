@@ -25,7 +25,7 @@ from retrieval.indexing.search.kinds import KindName, SearchKind
 from retrieval.indexing.search.postprocess import expand_queries, k_reciprocal_rerank
 from retrieval.indexing.search.postprocess_params import QUERY_METHODS, QeParams
 from retrieval.indexing.search.results import PAD_ID, SearchResults
-from retrieval.indexing.store.shared.item_filter import ItemFilter
+from retrieval.indexing.store.shared.items.item_filter import ItemFilter
 from retrieval.indexing.store.shared.rerank import rerank_shortlist, shortlist_ids
 from retrieval.indexing.store.shared.store_protocol import Store
 

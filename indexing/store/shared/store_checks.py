@@ -11,7 +11,7 @@ import numpy as np
 from retrieval.indexing.common.errors import DataError, KeyConflictError
 from retrieval.indexing.common.unicode_text import shown
 from retrieval.indexing.data.records import ImageRecord, key_problem, label_problem
-from retrieval.indexing.store.shared.item_filter import check_metadata_text
+from retrieval.indexing.store.shared.items.item_filter import check_metadata_text
 
 
 def checked_queries(vectors: np.ndarray, k: int, *, dim: int, count: int, index_dir: Path) -> np.ndarray:

@@ -17,10 +17,10 @@ import numpy as np
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.search.kinds import KindName, SearchKind
 from retrieval.indexing.search.results import SearchResults
-from retrieval.indexing.store.shared.compaction import CompactionPolicy, CompactionResult
-from retrieval.indexing.store.shared.item_filter import ItemFilter, Scalar
-from retrieval.indexing.store.shared.items_db import Hit, Item
-from retrieval.indexing.store.shared.manifest import IndexManifest
+from retrieval.indexing.store.shared.index_directory.compaction import CompactionPolicy, CompactionResult
+from retrieval.indexing.store.shared.index_directory.manifest import IndexManifest
+from retrieval.indexing.store.shared.items.item_filter import ItemFilter, Scalar
+from retrieval.indexing.store.shared.items.items_db import Hit, Item
 
 
 @runtime_checkable

@@ -1,0 +1,57 @@
+"""``retrieval backbones``: the backbones, their size and stages, and where their pretrained weights are or come from."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+
+
+def backbones(as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
+    """List the registered backbones: their parameters, the image size their pretrained weights were trained at,
+    the stages `--set model.frozen_stages=N` counts, their feature width, and where `--pretrained imagenet` finds
+    their weights here (offline) or, when not here, where they would come from.
+
+    Any timm model is a backbone too, as timm:NAME (its weights from the local Hugging Face cache)."""
+    from retrieval.training.model.trunks.backbones import BACKBONES
+
+    rows = [backbone_row(name) for name in BACKBONES.names()]
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    width = max(len(row["name"]) for row in rows)
+    typer.echo(f"{'backbone':<{width}}  {'params':>7}  {'size':>4}  {'stages':>6}  {'features':>8}  pretrained weights")
+    for row in rows:
+        weights = row["imagenet_weights"] or f"not here (from {row['weights_from']})"
+        millions = f"{row['parameters'] / 1e6:.1f}M"
+        typer.echo(
+            f"{row['name']:<{width}}  {millions:>7}  {row['native_size']:>4}  {row['stages']:>6}  "
+            f"{row['features']:>8}  {weights}"
+        )
+    typer.echo(
+        "\nand timm:NAME for any timm model (timm:NAME.TAG: its weights with --pretrained hub); nothing is downloaded "
+        "without --allow-download"
+    )
+
+
+def backbone_row(name: str) -> dict[str, Any]:
+    """One line of the listing: parameters and stages counted on the meta device (no memory, no init)."""
+    from retrieval.training.model.trunks.backbones import get_backbone, outline_backbone, weights_origin
+    from retrieval.training.model.trunks.pretrained import imagenet_weights_here
+    from retrieval.training.model.trunks.trunk_stages import trunk_stages
+
+    trunk, features = outline_backbone(name)
+    return {
+        "name": name,
+        "parameters": sum(parameter.numel() for parameter in trunk.parameters()),
+        "imagenet_weights": imagenet_weights_here(name),
+        "weights_from": weights_origin(name),
+        "native_size": get_backbone(name).native_size or 224,
+        "stages": len(trunk_stages(trunk)),
+        "features": features,
+    }
+
+
+def register(app: typer.Typer) -> None:
+    app.command("backbones")(backbones)

@@ -1,0 +1,128 @@
+"""``retrieval data ...``: make a synthetic dataset, describe a dataset and its split, find bad images."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from retrieval.cli.options.index_options import QuietOpt
+from retrieval.indexing.common.errors import DataError
+from retrieval.indexing.data.bad_images import scan_images
+from retrieval.indexing.data.class_check import class_problems
+from retrieval.indexing.data.records import ImageRecord
+from retrieval.indexing.data.sources import describe_layout, load_records
+from retrieval.indexing.data.splits import split_records
+from retrieval.indexing.data.synth.generator import generate_synthetic_dataset
+from retrieval.training.run.measures.verdict import FEWER_ADVICE, MIN_VALIDATION_CLASSES, MIN_VALIDATION_QUERIES
+
+data_app = typer.Typer(
+    name="data",
+    help="Datasets: generate a synthetic one, show a dataset's layout and class-disjoint split, check its images.",
+    no_args_is_help=True,
+)
+
+
+@data_app.command("synth")
+def synth(
+    out: Annotated[
+        Path, typer.Argument(help="Folder to create (ImageFolder layout: OUT/<class>/<nnnn>.png + SOURCE.md).")
+    ],
+    classes: Annotated[
+        int, typer.Option("--classes", min=1, help="Number of classes (visual concepts), at most 600.")
+    ] = 40,
+    per_class: Annotated[int, typer.Option("--per-class", min=1, help="Images per class.")] = 30,
+    size: Annotated[int, typer.Option("--size", min=16, help="Image side in pixels.")] = 64,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed; the same seed gives byte-identical files.")] = 0,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace OUT if it holds an earlier synthetic dataset.")
+    ] = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Generate a synthetic retrieval dataset: each class is a shape x colour x texture concept.
+
+    Within a class, rotation, scale, position, background, clutter and noise vary. Class folders are numbered in a seeded random concept order, so the default split (first half of the sorted classes trains, second half tests) mixes attributes in both halves.
+    """
+    summary = generate_synthetic_dataset(
+        out, classes=classes, per_class=per_class, size=size, seed=seed, overwrite=overwrite, progress=not quiet
+    )
+    typer.echo(summary.line())
+
+
+@data_app.command("info")
+def info(
+    path: Annotated[Path, typer.Argument(help="Dataset folder or CSV manifest.")],
+    val_fraction: Annotated[
+        float, typer.Option("--val-fraction", help="Share of training classes held out to validate.")
+    ] = 0.2,
+    val_fold: Annotated[
+        int | None, typer.Option("--val-fold", help="Validate on this fold of the training classes.")
+    ] = None,
+    num_folds: Annotated[int, typer.Option("--num-folds", help="Number of class folds when --val-fold is given.")] = 4,
+) -> None:
+    """Show the detected layout and the class-disjoint train / val / test split of a dataset."""
+    records = load_records(path)
+    sizes = Counter(record.label for record in records).values()
+    typer.echo(
+        f"{path}: {describe_layout(path)}, {len(records)} images of {len(sizes)} classes "
+        f"({min(sizes, default=0)}-{max(sizes, default=0)} per class)"
+    )
+    _show_split(records, val_fraction=val_fraction, val_fold=val_fold, num_folds=num_folds)
+
+
+def _show_split(records: list[ImageRecord], *, val_fraction: float, val_fold: int | None, num_folds: int) -> None:
+    """The classes and images each split would get, and a warning when validation is too small to choose on."""
+    try:
+        splits = split_records(records, val_fraction=val_fraction, val_fold=val_fold, num_folds=num_folds)
+    except DataError as error:  # too small to train on is still worth describing
+        typer.echo(f"  no class-disjoint split: {error}")
+        return
+    for name in ("train", "val", "test"):
+        classes = getattr(splits, f"{name}_classes")
+        shown = ", ".join(classes[:3]) + (", ..." if len(classes) > 3 else "")
+        typer.echo(f"  {name:5s} {len(getattr(splits, name)):7d} images {len(classes):6d} classes  {shown}")
+    val_classes, val_images = len(splits.val_classes), len(splits.val)
+    if val_classes < MIN_VALIDATION_CLASSES or val_images < MIN_VALIDATION_QUERIES:
+        typer.secho(
+            f"warning: with --val-fraction {val_fraction}, {val_classes} validation classes ({val_images} images) "
+            f"choose the epoch, fewer than the {MIN_VALIDATION_CLASSES} classes and {MIN_VALIDATION_QUERIES} queries "
+            f"that tell a gain from noise; {FEWER_ADVICE}",
+            fg=typer.colors.YELLOW,
+            err=True,
+        )
+
+
+@data_app.command("check")
+def check(
+    path: Annotated[Path, typer.Argument(help="Dataset folder or CSV manifest.")],
+    val_fraction: Annotated[
+        float, typer.Option("--val-fraction", help="Share of training classes the split would validate on.")
+    ] = 0.2,
+    quiet: QuietOpt = False,
+) -> None:
+    """Read every image of a dataset and say what would stop or weaken training: unreadable or tiny images, empty
+    or single-image classes, and the classes a split would leave."""
+    records = load_records(path)
+    for problem in class_problems(path, records, layout=describe_layout(path)):
+        typer.secho(f"warning: {problem}", fg=typer.colors.YELLOW, err=True)
+    typer.echo(f"{path}: {len(records)} images; the class-disjoint split (--val-fraction {val_fraction}):")
+    _show_split(records, val_fraction=val_fraction, val_fold=None, num_folds=4)
+    report = scan_images(records, progress=not quiet)
+    typer.echo(report.summary(limit=20))
+    typer.echo(MIRROR_ADVICE)
+    if not report.ok:
+        raise DataError(f"{len(report.bad)} unreadable images in {path}; fix or remove them")
+
+
+MIRROR_ADVICE = (
+    "advice: training flips images left-right at random (data.horizontal_flip); when a class differs from another "
+    "by its mirror image (arrows, text, left- vs right-hand parts), that teaches the model to confuse them: "
+    "turn it off with `retrieval train --set data.horizontal_flip=false` (docs/data.md)"
+)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``data`` sub-app to the top-level app."""
+    app.add_typer(data_app, name="data")

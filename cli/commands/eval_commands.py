@@ -1,0 +1,187 @@
+"""``retrieval eval``: Recall@K, MAP@R, R-precision, P@1 and NMI of a model or of an index."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from retrieval.cli.eval_reference import reference_column, whitened_reference_column
+from retrieval.cli.options.index_options import QuietOpt
+from retrieval.indexing import api
+from retrieval.indexing.common.errors import ConfigError
+from retrieval.indexing.common.table_files import table_suffix
+from retrieval.indexing.eval.evaluation import KINDS, EvaluationReport
+from retrieval.indexing.eval.metrics import RetrievalMetrics
+from retrieval.indexing.search.postprocess_params import load_params, parse_methods
+
+
+def _recall_at(metrics: RetrievalMetrics, k: int) -> float | None:
+    return metrics.recall_at_k.get(k)
+
+
+def parse_ks(text: str | None) -> tuple[int, ...] | None:
+    """'1,2,4,8' -> (1, 2, 4, 8); None keeps the dataset-dependent default."""
+    if not text:
+        return None
+    try:
+        ks = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise ConfigError(f"--ks must be comma-separated positive integers like 1,2,4,8, got {text!r}") from None
+    if not ks or min(ks) < 1:
+        raise ConfigError(f"--ks must be comma-separated positive integers like 1,2,4,8, got {text!r}")
+    return ks
+
+
+def format_table(report: EvaluationReport) -> str:
+    """Metrics as rows, kinds (and exact twins of approximate kinds, and the reference row's) as columns."""
+    columns: list[tuple[str, RetrievalMetrics]] = [(kind, report.metrics[kind]) for kind in KINDS]
+    columns += [(f"{kind} (exact)", report.exact[kind]) for kind in KINDS if report.exact]
+    for row in (report.reference, report.whitened_reference):
+        if row is not None:
+            columns += [(f"{row.name} {kind}", row.metrics[kind]) for kind in KINDS]
+    rows: list[tuple[str, Callable[[RetrievalMetrics], float | None]]] = [
+        ("MAP@R", lambda m: m.map_at_r),
+        ("R-precision", lambda m: m.r_precision),
+        ("P@1", lambda m: m.precision_at_1),
+        ("NMI", lambda m: m.nmi),
+    ]
+    rows += [(f"Recall@{k}", partial(_recall_at, k=k)) for k in report.ks]
+    width = max(len(name) for name, _ in columns) + 2
+    lines = [f"{'metric':<12}" + "".join(f"{name:>{width}}" for name, _ in columns)]
+    for label, value in rows:
+        cells = "".join(f"{'-' if value(m) is None else f'{value(m):.4f}':>{width}}" for _, m in columns)
+        lines.append(f"{label:<12}{cells}")
+    left_out = report.left_out_queries
+    dropped = f" ({left_out} left out: no other image of their class to retrieve)" if left_out else ""
+    lines.append(
+        f"{report.protocol} protocol, {report.num_queries} queries{dropped}, {report.num_gallery} gallery items, "
+        f"model {report.model_sha256[:12]}"
+    )
+    return "\n".join(lines)
+
+
+def format_postprocess_table(report: EvaluationReport) -> str:
+    """One row per post-processing method: MAP@R and R@1, float and binary, and the change from the raw row."""
+    names = ("MAP@R float", "R@1 float", "MAP@R binary", "R@1 binary")
+    lines = [f"{'postprocess':<13}" + "".join(f"{name:>18}" for name in names)]
+    for method, kinds in report.postprocess.items():
+        cells = ""
+        for kind in KINDS:
+            raw, found = report.metrics[kind], kinds[kind]
+            for value, base in ((found.map_at_r, raw.map_at_r), (found.precision_at_1, raw.precision_at_1)):
+                cells += f"{f'{value:.4f} ({100 * (value - base):+.1f})':>18}"
+        lines.append(f"{method:<13}{cells}")
+    lines.append(
+        f"(in brackets: the change from the raw row, in points; parameters {report.details.get('postprocess_params')})"
+    )
+    return "\n".join(lines)
+
+
+def default_out_dir() -> Path:
+    return Path(f"eval-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}")
+
+
+def evaluate(
+    model: Annotated[Path | None, typer.Option("--model", help="export dir or training run dir (with --data)")] = None,
+    data: Annotated[Path | None, typer.Option("--data", help="dataset to embed and evaluate (with --model)")] = None,
+    index: Annotated[Path | None, typer.Option("--index", help="evaluate an index directory as built")] = None,
+    split: Annotated[str, typer.Option("--split", help="all, train, val or test (with --data)")] = "test",
+    out: Annotated[Path | None, typer.Option("--out", help="output directory (default ./eval-<timestamp>)")] = None,
+    ks: Annotated[str | None, typer.Option("--ks", help="Recall@K list, e.g. 1,2,4,8 (default by dataset)")] = None,
+    grid: Annotated[int, typer.Option("--grid", min=0, help="queries in retrieval_grid.png (0: none)")] = 6,
+    batch_size: Annotated[int, typer.Option("--batch-size", min=1)] = 32,
+    threads: Annotated[int | None, typer.Option("--threads", help="onnxruntime threads")] = None,
+    neighbours: Annotated[
+        Path | None,
+        typer.Option("--neighbours", help="also write each query's top results to FILE.parquet or FILE.csv"),
+    ] = None,
+    neighbours_k: Annotated[int, typer.Option("--neighbours-k", min=1, help="results per query in --neighbours")] = 10,
+    reference: Annotated[
+        bool,
+        typer.Option(
+            "--reference/--no-reference",
+            help="with --model: also measure the backbone it was trained from (pooled features; needs torch)",
+        ),
+    ] = True,
+    postprocess: Annotated[
+        str | None,
+        typer.Option(
+            "--postprocess",
+            help="also measure these post-processings beside the raw row: none,qe,dba,dba+qe,kreciprocal",
+        ),
+    ] = None,
+    postprocess_params: Annotated[
+        str | None,
+        typer.Option(
+            "--postprocess-params",
+            help='their parameters: JSON or a JSON file, e.g. {"qe": {"n": 5, "alpha": 3}} (default: the papers\')',
+        ),
+    ] = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Measure float and binary (sign-bit) retrieval; write metrics.json and retrieval_grid.png."""
+    chosen_ks = parse_ks(ks)
+    methods = parse_methods(postprocess) if postprocess else ()
+    params = load_params(postprocess_params) if postprocess_params else None
+    if neighbours is not None:
+        table_suffix(neighbours)  # a bad name or a missing pyarrow fails before the evaluation
+    if (index is None) == (model is None) or (model is not None and data is None) or (index and data):
+        raise ConfigError("pass either --model MODEL --data PATH, or --index INDEX_DIR")
+    out_dir = out or default_out_dir()
+    neighbours_k_wanted = neighbours_k if neighbours is not None else None
+    if index is not None:
+        evaluation = api.evaluate_index_dir(
+            index,
+            ks=chosen_ks,
+            grid=grid,
+            neighbours_k=neighbours_k_wanted,
+            progress=not quiet,
+            postprocess=methods,
+            postprocess_params=params,
+        )
+    else:
+        assert model is not None and data is not None  # checked above
+        evaluation = api.evaluate_dataset(
+            model,
+            data,
+            split=split,
+            ks=chosen_ks,
+            grid=grid,
+            neighbours_k=neighbours_k_wanted,
+            batch_size=batch_size,
+            threads=threads,
+            progress=not quiet,
+            postprocess=methods,
+            postprocess_params=params,
+        )
+        if reference:
+            if not quiet:
+                typer.echo("measuring the backbone the model was trained from (loads torch) ...", err=True)
+            report = evaluation.report
+            report.reference, note = reference_column(
+                model, evaluation.all_records, evaluation.records, evaluation.manifest, report.ks, progress=not quiet
+            )
+            typer.echo(note, err=report.reference is None)
+            report.whitened_reference, whitened_note = whitened_reference_column(model, evaluation.records, report.ks)
+            if whitened_note:
+                typer.echo(whitened_note)
+    if evaluation.warning is not None:
+        typer.secho(f"warning: {evaluation.warning}", fg=typer.colors.YELLOW, err=True)
+    typer.echo(format_table(evaluation.report))
+    if evaluation.report.postprocess:
+        typer.echo(format_postprocess_table(evaluation.report))
+    written = api.save_evaluation(evaluation, out_dir, neighbours)
+    typer.echo(f"wrote {written.metrics}" + (f" and {written.grid}" if written.grid is not None else ""))
+    if written.neighbours is not None and evaluation.neighbours is not None:
+        count = len(evaluation.neighbours[0])
+        typer.echo(f"wrote the top {neighbours_k} results of each of {count} queries to {written.neighbours}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``eval`` to the top-level app."""
+    app.command("eval")(evaluate)

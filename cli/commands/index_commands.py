@@ -1,0 +1,286 @@
+"""``retrieval index build|info|add|remove|compact``: the index directory from the shell (``search``: search_commands;
+``snapshot``, ``verify``, ``rebuild``, ``switch``, ``rollback``: maintenance_commands; ``merge``: shard_commands;
+the ``index`` group itself, which loads each of them when named: index_group)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from retrieval.cli.commands.shard_commands import echo_shard_build
+from retrieval.cli.options.backend_options import BackendOpt, CollectionOpt, MilvusUriOpt
+from retrieval.cli.options.index_options import BatchOpt, DataOpt, DbaOpt, ModelOpt, QuietOpt, ThreadsOpt
+from retrieval.indexing import api
+from retrieval.indexing.common.errors import ConfigError
+from retrieval.indexing.model.training_verdict import TrainingVerdict
+from retrieval.indexing.search.postprocess_params import IndexPostprocess, load_params
+from retrieval.indexing.store.backends import FILES, backend_of, index_target
+from retrieval.indexing.store.files.faiss_search.faiss_kinds import BINARY_KINDS, FLOAT_KINDS
+from retrieval.indexing.store.maintenance.generations import Generation
+from retrieval.indexing.store.shared.index_directory.compaction import CompactionPolicy
+from retrieval.indexing.store.shared.items.item_filter import parse_metadata
+
+MAX_LISTED_FAILURES = 10
+
+
+def echo_failures(failures: Sequence[tuple[Path, str]]) -> None:
+    """Report skipped images on stderr: the first few with their reasons, then a count."""
+    if not failures:
+        return
+    typer.secho(f"skipped {len(failures)} unreadable image(s):", fg=typer.colors.YELLOW, err=True)
+    for _, reason in failures[:MAX_LISTED_FAILURES]:
+        typer.echo(f"  {reason}", err=True)
+    if len(failures) > MAX_LISTED_FAILURES:
+        typer.echo(f"  ... and {len(failures) - MAX_LISTED_FAILURES} more", err=True)
+
+
+def build(
+    model: ModelOpt,
+    data: DataOpt,
+    out: Annotated[Path, typer.Option("--out", help="index directory to create (or replace)")],
+    float_kind: Annotated[str, typer.Option("--float-kind", help=f"one of {', '.join(FLOAT_KINDS)}")] = "flat",
+    binary_kind: Annotated[str, typer.Option("--binary-kind", help=f"one of {', '.join(BINARY_KINDS)}")] = "flat",
+    batch_size: BatchOpt = 32,
+    split: Annotated[str, typer.Option("--split", help="all, train, val or test")] = "all",
+    threads: ThreadsOpt = None,
+    quiet: QuietOpt = False,
+    backend: BackendOpt = "files",
+    milvus_uri: MilvusUriOpt = None,
+    collection: CollectionOpt = None,
+    shard: Annotated[
+        str | None,
+        typer.Option(
+            "--shard",
+            help="I/N: embed only shard I of N (from 0; stable by path) into --out, a shard directory for "
+            "`retrieval index merge`",
+        ),
+    ] = None,
+    dba: DbaOpt = None,
+    postprocess_params: Annotated[
+        str | None,
+        typer.Option(
+            "--postprocess-params",
+            help="JSON or a JSON file: the parameters of qe, kreciprocal and dba (alpha) this index serves with",
+        ),
+    ] = None,
+) -> None:
+    """Embed a dataset with an exported model and write a float + binary index directory."""
+    target = index_target(backend, milvus_uri, collection, out)  # an unknown backend or a stray option fails first
+    params = load_params(postprocess_params) if postprocess_params else None
+    if shard is not None:
+        if backend != FILES:  # a shard is a directory of embeddings for `index merge`
+            raise ConfigError("--shard writes a shard directory; build shards without --backend milvus")
+        if dba is not None or params is not None:
+            raise ConfigError("--dba and --postprocess-params apply to a whole index; build shards without them")
+        kinds = {"float_kind": float_kind, "binary_kind": binary_kind}
+        echo_failures(echo_shard_build(shard, model, data, out, split, kinds, batch_size, threads, quiet))
+        return
+    report = api.build_index(
+        model,
+        data,
+        out,
+        split=split,
+        float_kind=float_kind,
+        binary_kind=binary_kind,
+        batch_size=batch_size,
+        threads=threads,
+        progress=not quiet,
+        target=target,
+        dba=dba,
+        postprocess_params=params,
+    )
+    echo_failures(report.failures)
+    typer.echo(
+        f"indexed {report.count} images of {report.num_labels} classes into {report.index_dir} "
+        f"({report.storage}, model {report.model_sha256[:12]}) "
+        f"in {report.total_seconds:.1f} s"
+    )
+    typer.echo(
+        f"next: retrieval eval --index {out}   (or: retrieval search {out} IMAGE..., retrieval serve --index {out})"
+    )
+
+
+def info(index_dir: Annotated[Path, typer.Argument(help="index directory")]) -> None:
+    """Show what an index holds and how it was built."""
+    manifest = api.index_info(index_dir)
+    sizes = {p.name: p.stat().st_size for p in Path(index_dir).iterdir() if p.is_file()}
+    rows = [
+        ("items", f"{manifest.count} ({manifest.num_labels} classes)"),
+        (
+            "embedding",
+            f"{manifest.dim}-d float, {manifest.bits}-bit binary (threshold {manifest.binarization_threshold})",
+        ),
+        ("backend", backend_of(manifest).summary(manifest)),
+        ("kinds", f"float {manifest.float_kind}, binary {manifest.binary_kind}"),
+        (
+            "segments",
+            f"{manifest.delta_segments + 1} (base + {manifest.delta_segments} deltas), {manifest.tombstones} tombstones",
+        ),
+        ("compaction", _policy_text(manifest.compaction)),
+        ("postprocess", _postprocess_text(manifest.postprocess)),
+        (
+            "model",
+            f"{manifest.model_sha256[:12]} {manifest.model.backbone} / {manifest.model.loss} ({manifest.model_dir})",
+        ),
+        *_verdict_rows(manifest.model.verdict),
+        ("created", manifest.created_at),
+        ("updated", f"{manifest.updated_at} (generation {manifest.generation})"),
+        ("faiss", manifest.faiss_version),
+        ("files", ", ".join(f"{name} {size / 1e6:.2f} MB" for name, size in sorted(sizes.items()))),
+        *[("generation", _generation_text(generation)) for generation in api.index_generations(index_dir)],
+    ]
+    for key, value in rows:
+        typer.echo(f"{key:<10} {value}")
+
+
+def add(
+    index_dir: Annotated[Path, typer.Argument(help="index directory")],
+    data: DataOpt,
+    batch_size: BatchOpt = 32,
+    threads: ThreadsOpt = None,
+    metadata: Annotated[
+        str | None,
+        typer.Option(
+            "--metadata",
+            help='JSON object stored with every added image, e.g. \'{"shop": "berlin"}\' (over a CSV\'s own '
+            "columns); search filters match it",
+        ),
+    ] = None,
+    quiet: QuietOpt = False,
+    dba: DbaOpt = None,
+    keys: Annotated[
+        Path | None,
+        typer.Option(
+            "--keys",
+            help="CSV file with the columns path,key: each listed image's own id (unique per index); a CSV "
+            "manifest's key column does the same",
+        ),
+    ] = None,
+    replace_keyed: Annotated[
+        bool,
+        typer.Option("--replace", help="an image whose key an item already carries replaces that item (upsert)"),
+    ] = False,
+) -> None:
+    """Embed more images with the index's own model and add them (new ids, old ids unchanged); a DBA index
+    augments them as its build did. A key already in the index is refused unless --replace."""
+    extra = parse_metadata(metadata, "--metadata") if metadata is not None else {}
+    report = api.add_images(
+        index_dir,
+        data,
+        metadata=extra,
+        batch_size=batch_size,
+        threads=threads,
+        progress=not quiet,
+        dba=dba,
+        keys=keys,
+        replace_keyed=replace_keyed,
+    )
+    echo_failures(report.failures)
+    replaced = f", replacing {report.replaced} keyed item(s)" if report.replaced else ""
+    typer.echo(
+        f"added {len(report.ids)} images (ids {min(report.ids, default=0)}..{max(report.ids, default=0)}){replaced}; "
+        f"the index now holds {report.count}"
+    )
+    if report.dba is not None:
+        typer.echo(
+            f"the new images were augmented with their top {report.dba} neighbours (DBA); the old images that now "
+            f"have new neighbours are not re-augmented until `retrieval index compact {index_dir}`"
+        )
+
+
+def remove(
+    index_dir: Annotated[Path, typer.Argument(help="index directory")],
+    ids: Annotated[list[int] | None, typer.Argument(help="item ids to remove")] = None,
+    keys: Annotated[
+        list[str] | None, typer.Option("--key", help="remove the item carrying this key (repeat for several)")
+    ] = None,
+) -> None:
+    """Remove items by id (ids are never reused) or by key; an unknown id or key removes nothing and fails."""
+    removed, count = api.remove_items(index_dir, ids or [], keys=keys or [])
+    typer.echo(f"removed {removed} item(s); the index now holds {count}")
+
+
+def _postprocess_text(postprocess: IndexPostprocess) -> str:
+    dba = postprocess.dba
+    qe, kr = postprocess.qe, postprocess.kreciprocal
+    return (
+        (f"vectors augmented (DBA n={dba.n}, alpha={dba.alpha:g}); " if dba else "raw vectors (no DBA); ")
+        + f"postprocess=qe: n={qe.n}, alpha={qe.alpha:g}; "
+        + f"kreciprocal: k1={kr.k1}, k2={kr.k2}, lambda={kr.lam:g}, top {kr.candidates}"
+    )
+
+
+def _generation_text(generation: Generation) -> str:
+    if generation.problem:
+        return f"{generation.role}: {generation.problem}"
+    return (
+        f"{generation.role}: model {generation.model_sha256[:12]}, {generation.count} items, updated "
+        f"{generation.updated_at} ({generation.path.name})"
+    )
+
+
+def _verdict_rows(verdict: TrainingVerdict | None) -> list[tuple[str, str]]:
+    """The model's training verdict: its sentence, then its decision and intervals."""
+    return [("training", verdict.sentence), ("verdict", verdict.figures())] if verdict is not None else []
+
+
+def _policy_text(policy: CompactionPolicy) -> str:
+    return (
+        f"automatic: deltas merged past {policy.max_delta_segments}; a new base when delta rows exceed "
+        f"{policy.max_delta_fraction:g} x the base or tombstones {policy.max_tombstone_fraction:g} x all rows "
+        f"(at least {policy.min_rows})"
+    )
+
+
+def compact(
+    index_dir: Annotated[Path, typer.Argument(help="index directory")],
+    max_delta_segments: Annotated[
+        int | None, typer.Option("--max-delta-segments", min=1, help="merge the smallest deltas past this many")
+    ] = None,
+    max_delta_fraction: Annotated[
+        float | None,
+        typer.Option("--max-delta-fraction", min=0.0, help="a new base when delta rows exceed this x base rows"),
+    ] = None,
+    max_tombstone_fraction: Annotated[
+        float | None,
+        typer.Option("--max-tombstone-fraction", min=0.0, help="a new base when tombstones exceed this x all rows"),
+    ] = None,
+    min_rows: Annotated[
+        int | None,
+        typer.Option("--min-rows", min=0, help="automatic new bases wait for this many delta rows/tombstones"),
+    ] = None,
+) -> None:
+    """Merge the base, every delta segment and no removed item into one new base, atomically.
+
+    Adds write delta segments and removes leave tombstones; searches merge the segments.
+    Compacting rewrites the index as one base of its float and binary kinds (IVF/PQ retrained).
+
+    A DBA index (`index build --dba N`) is re-augmented from its raw vectors: every item with its
+    current top N neighbours, including the items added since the build.
+
+    Updates also compact on their own past the thresholds `retrieval index info` shows.
+    The options change those thresholds (kept in manifest.json).
+    """
+    changes = {
+        "max_delta_segments": max_delta_segments,
+        "max_delta_fraction": max_delta_fraction,
+        "max_tombstone_fraction": max_tombstone_fraction,
+        "min_rows": min_rows,
+    }
+    report = api.compact_index(index_dir, changes)
+    result = report.result
+    typer.echo(
+        f"{result.segments_before} segments and {result.tombstones_before} tombstones -> "
+        f"{result.segments_after} segment, {result.tombstones_after} tombstones; {report.count} items "
+        f"in {result.seconds:.1f} s"
+    )
+    typer.echo(f"compaction {_policy_text(report.policy)}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``build``, ``info``, ``add``, ``remove`` and ``compact`` to the ``index`` group (``index_group``)."""
+    for command in (build, info, add, remove, compact):
+        app.command(command.__name__)(command)

@@ -1,0 +1,78 @@
+"""``retrieval serve``: the FastAPI search service under uvicorn."""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import uvicorn
+
+from retrieval.indexing.common.errors import ConfigError
+from retrieval.indexing.store.shared.index_directory.manifest import load_index_manifest
+from retrieval.serving.settings import ServeSettings, settings_from_env
+
+
+def register(app: typer.Typer) -> None:
+    """Add this stage's commands to the top-level app."""
+    app.command("serve")(serve)
+
+
+def serve(
+    index: Annotated[Path, typer.Option("--index", help="index directory written by `retrieval index build`")],
+    host: Annotated[str, typer.Option(help="address to listen on (0.0.0.0 to accept other machines)")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535)] = 8000,
+    workers: Annotated[int, typer.Option(min=1, help="worker processes; each loads its own model and index")] = 1,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            envvar="RETRIEVAL_API_KEY", help="key for POST/DELETE /items and /admin/reload (X-API-Key header)"
+        ),
+    ] = None,
+    threads: Annotated[
+        int | None, typer.Option(min=1, help="onnxruntime threads per worker (default: cores / workers)")
+    ] = None,
+) -> None:
+    """Serve searches over HTTP, with a web page at / and the API documented at /docs."""
+    load_index_manifest(index)  # fail now with one sentence, not later as a 503 from /readyz
+    check_port(host, port)  # before the model and index load, not as uvicorn's OSError after
+    threads = threads or max(1, (os.cpu_count() or 1) // workers)
+    settings = settings_from_env(index_dir=index.resolve(), api_key=api_key or None, threads=threads)
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    typer.echo(f"web page: http://{shown}:{port}/   API docs: http://{shown}:{port}/docs")
+    typer.echo(f"loading the model and the index from {index} (the page answers once they are loaded) ...")
+    from retrieval.serving.app import create_app  # FastAPI loads here: `serve --help` and its errors need none
+
+    if workers == 1:
+        uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+        return
+    _export_settings(settings)
+    uvicorn.run("retrieval.serving.app:app_from_env", factory=True, host=host, port=port, workers=workers)
+
+
+def check_port(host: str, port: int) -> None:
+    """ConfigError, one sentence naming the port and --port, when ``host:port`` cannot be listened on.
+    Bound the way uvicorn binds (SO_REUSEADDR), then released at once."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            if error.errno == errno.EADDRINUSE:
+                raise ConfigError(
+                    f"port {port} on {host} is already in use by another program (another `retrieval serve`?); "
+                    f"stop it, or choose a free port with --port, e.g. --port {port + 1}"
+                ) from None
+            raise ConfigError(f"cannot listen on {host}:{port} ({error.strerror}); choose --host or --port") from None
+
+
+def _export_settings(settings: ServeSettings) -> None:
+    """Worker processes import the app by name, so they get the settings through the environment."""
+    os.environ["RETRIEVAL_INDEX_DIR"] = str(settings.index_dir)
+    os.environ["RETRIEVAL_THREADS"] = str(settings.threads)
+    if settings.api_key:
+        os.environ["RETRIEVAL_API_KEY"] = settings.api_key

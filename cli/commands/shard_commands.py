@@ -1,0 +1,81 @@
+"""``retrieval index build --shard I/N`` and ``retrieval index merge OUT SHARD...``: a gallery embedded
+by N independent jobs (Kubernetes Indexed Job, Slurm array, shell loop), merged into one index."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from retrieval.cli.options.backend_options import BackendOpt, CollectionOpt, MilvusUriOpt
+from retrieval.indexing import api
+from retrieval.indexing.store.backends import index_target
+from retrieval.indexing.store.build.shard_merge import merge_shards
+
+
+def echo_shard_build(
+    shard: str,
+    model: Path,
+    data: Path,
+    out: Path,
+    split: str,
+    kinds: dict[str, str],
+    batch_size: int,
+    threads: int | None,
+    quiet: bool,
+) -> list[tuple[Path, str]]:
+    """Build shard ``shard`` ("I/N") of the ``split`` of ``data`` into ``out`` (``kinds``: ``float_kind``,
+    ``binary_kind``, recorded for the merge); returns the unreadable images."""
+    report = api.build_shard(
+        model,
+        data,
+        out,
+        shard,
+        split=split,
+        float_kind=kinds["float_kind"],
+        binary_kind=kinds["binary_kind"],
+        batch_size=batch_size,
+        threads=threads,
+        progress=not quiet,
+    )
+    spec = report.spec
+    rate = report.count / report.embed_seconds if report.embed_seconds > 0 else 0.0
+    typer.echo(
+        f"shard {spec}: embedded {report.count} of {report.listing_size} images into {out} "
+        f"(model {report.model_sha256[:12]}) in {report.embed_seconds:.1f} s ({rate:.1f} images/s)"
+    )
+    typer.echo(f"next, once all {spec.count} shards are built: retrieval index merge INDEX_DIR SHARD_DIR...")
+    return report.failures
+
+
+def merge(
+    out: Annotated[Path, typer.Argument(help="index directory to create (or replace)")],
+    shards: Annotated[list[Path], typer.Argument(help="the N shard directories of `index build --shard I/N`")],
+    quiet: Annotated[bool, typer.Option("--quiet", help="no progress bars (for logs and scripts)")] = False,
+    backend: BackendOpt = "files",
+    milvus_uri: MilvusUriOpt = None,
+    collection: CollectionOpt = None,
+) -> None:
+    """Merge the N shard directories of `retrieval index build --shard I/N` into one index directory.
+
+    With --backend milvus the shards' items are bulk-inserted into a Milvus collection instead, with
+    the same ids, and OUT names it (as `index build --backend milvus` does).
+
+    The result equals one unsharded `index build` of the same data: the same items with the same
+    ids, the same vectors, the same search results. Shards of different models, listings, shard
+    counts or kinds, and duplicated or missing shards are refused before anything is written.
+    """
+    target = index_target(backend, milvus_uri, collection, out)
+    report = merge_shards(out, shards, progress=not quiet, target=target)
+    typer.echo(
+        f"merged {report.shards} shards: {report.count} images of {report.num_labels} classes into "
+        f"{report.index_dir} ({report.storage}, model "
+        f"{report.model_sha256[:12]}; {report.failures} unreadable images skipped) in {report.seconds:.1f} s"
+    )
+    typer.echo(f"next: retrieval eval --index {out}   (or: retrieval serve --index {out})")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``merge`` to the ``index`` group."""
+    app.command("merge")(merge)

@@ -1,0 +1,358 @@
+"""``retrieval train`` and ``retrieval losses``."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from retrieval.cli.activity import activity
+from retrieval.cli.options.config_options import ConfigKey, config_layer, show_config_defaults
+from retrieval.cli.options.train_options import (
+    AllowDownload,
+    Backbone,
+    BatchSize,
+    EmbeddingDim,
+    Epochs,
+    ImageSize,
+    MaxImagesPerClass,
+    Pretrained,
+    WeightsCache,
+    consent_command,
+)
+from retrieval.indexing.common.errors import ConfigError
+from retrieval.training.config.config_checks import check_config, check_run_dir, recipe_loss_warning
+from retrieval.training.config.train_config import TrainConfig, build_config
+from retrieval.training.config.train_request import TrainRequest
+
+if TYPE_CHECKING:  # torch loads only when a command needs it
+    from retrieval.training.ensemble.ensemble_training import EnsembleSpec
+    from retrieval.training.run.fitting.distributed import DistContext
+    from retrieval.training.run.measures.trained_run import TrainedRun
+
+
+def train(
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Run directory (config, metrics.jsonl, checkpoints, curves.png); required, except with "
+            "--print-config.",
+            show_default="none",
+        ),
+    ] = None,
+    data: Annotated[
+        Path | None,
+        typer.Option("--data", help="ImageFolder dir, CSV manifest, or CUB/Cars196/SOP/In-Shop root."),
+        ConfigKey("data.path"),
+    ] = None,
+    config: Annotated[
+        Path | None, typer.Option("--config", help="YAML config; CLI options override it.", show_default="none")
+    ] = None,
+    recipe: Annotated[
+        str | None,
+        typer.Option(
+            "--recipe",
+            help="Start from a loss's paper defaults on a shared base, e.g. normsoftmax, triplet; "
+            "zhai_wu: Zhai & Wu's own setup.",
+            show_default="none: the configuration's defaults",
+        ),
+    ] = None,
+    loss: Annotated[
+        str | None,
+        typer.Option(
+            "--loss", help="Loss name (see `retrieval losses`).", show_default="normalized_softmax; --recipe: its loss"
+        ),
+        ConfigKey("loss.name"),
+    ] = None,
+    backbone: Backbone = None,
+    embedding_dim: EmbeddingDim = None,
+    image_size: ImageSize = None,
+    epochs: Epochs = None,
+    batch_size: BatchSize = None,
+    max_images_per_class: MaxImagesPerClass = None,
+    images_per_class: Annotated[
+        int | None,
+        typer.Option("--images-per-class", help="M of the class-balanced sampler."),
+        ConfigKey("data.images_per_class"),
+    ] = None,
+    lr: Annotated[float | None, typer.Option("--lr", help="Backbone learning rate."), ConfigKey("optimizer.lr")] = None,
+    device: Annotated[
+        str | None, typer.Option("--device", help="auto (CUDA if present) | cpu | cuda."), ConfigKey("trainer.device")
+    ] = None,
+    pretrained: Pretrained = None,
+    allow_download: AllowDownload = None,
+    weights_cache: WeightsCache = None,
+    split: Annotated[
+        str | None,
+        typer.Option(
+            "--split",
+            help="classes: hold out test and validation classes to measure on classes never trained on; none: "
+            "train on every class (your own classes, to search them), measuring nothing.",
+        ),
+        ConfigKey("data.split"),
+    ] = None,
+    final_fit: Annotated[
+        bool | None,
+        typer.Option(
+            "--final-fit",
+            help="Measure first, then use every class: the class-disjoint fit chooses the epochs and reports the "
+            "test classes (RUN_DIR/selection), then the run's model is trained again on every class for that "
+            "many epochs.",
+        ),
+        ConfigKey("trainer.final_fit"),
+    ] = None,
+    val_fraction: Annotated[
+        float | None,
+        typer.Option("--val-fraction", help="Share of training classes held out for validation."),
+        ConfigKey("data.val_fraction"),
+    ] = None,
+    val_fold: Annotated[
+        int | None,
+        typer.Option("--val-fold", help="Validate on fold i of the training classes instead."),
+        ConfigKey("data.val_fold"),
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option("--workers", help="DataLoader worker processes."), ConfigKey("data.num_workers")
+    ] = None,
+    on_bad_image: Annotated[
+        str | None,
+        typer.Option("--on-bad-image", help="skip or fail on unreadable images."),
+        ConfigKey("data.on_bad_image"),
+    ] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Random seed."), ConfigKey("trainer.seed")] = None,
+    ensemble: Annotated[
+        int | None,
+        typer.Option(
+            "--ensemble",
+            help="Train L models (seeds seed..seed+L-1) into RUN_DIR/members/ and evaluate their joined "
+            "embedding (L x embedding-dim); `retrieval export` writes them as one model.",
+            show_default="none: one model",
+        ),
+    ] = None,
+    meta_classes: Annotated[
+        int | None,
+        typer.Option(
+            "--meta-classes",
+            help="DREML: train on a random grouping (drawn from the seed) of the training classes into D "
+            "meta-classes; with --ensemble each member gets its own grouping.",
+        ),
+        ConfigKey("data.meta_classes"),
+    ] = None,
+    max_steps_per_epoch: Annotated[
+        int | None,
+        typer.Option("--max-steps-per-epoch", help="Cap steps per epoch (quick runs)."),
+        ConfigKey("trainer.max_steps_per_epoch"),
+    ] = None,
+    tensorboard: Annotated[
+        bool | None,
+        typer.Option(
+            "--tensorboard",
+            help="Also write TensorBoard event files to RUN_DIR/tensorboard: losses, learning rates, validation "
+            "metrics, retrieval grids (`tensorboard --logdir RUN_DIR`).",
+        ),
+        ConfigKey("trainer.tensorboard"),
+    ] = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="Any config key, e.g. --set trainer.patience=3 (repeatable).", show_default="none"),
+    ] = None,
+    print_config: Annotated[
+        bool,
+        typer.Option(
+            "--print-config",
+            help="Print the resolved configuration as YAML and exit (reads no data, writes nothing).",
+        ),
+    ] = False,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace the run already in --out (its checkpoints and export).")
+    ] = False,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue from RUN_DIR/checkpoints/last.pt with its saved config.")
+    ] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", help="No progress bars (the run summary and results still print).")
+    ] = False,
+) -> None:
+    """Fit an embedder: class-disjoint split, validation MAP@R picks the best epoch, test metrics at the end.
+
+    The configuration is built in layers: the defaults shown below, then --recipe, then --config, then these
+    options, then --set (--print-config shows the result). A default that a recipe changes says so, e.g.
+    "10; --recipe zhai_wu: 31". --epochs 0 trains nothing: the run's model is the starting backbone, to try
+    it before training. --split none or --final-fit train on every class (docs/training.md).
+    """
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if out is None and not print_config:
+        raise ConfigError("--out is required: the run directory to train into (e.g. --out runs/first)")
+    request = TrainRequest(
+        options=config_layer(train, locals()),
+        recipe=recipe,
+        config_file=config,
+        assignments=tuple(set_ or []),
+        resume_from=out if resume else None,
+    )
+    _check_before_torch(request.layers(), recipe, loss, needs_data=not print_config)
+    if out is not None and not print_config:
+        check_run_dir(out, resume=resume, overwrite=overwrite)  # before torch: an existing run answers at once
+    with activity("loading torch and the training code", enabled=not (quiet or print_config)):
+        from retrieval.training.config.config_resolver import resolve_config
+        from retrieval.training.config.recipes import describe_recipe
+        from retrieval.training.ensemble.ensemble_training import resolve_ensemble
+        from retrieval.training.run.fitting.distributed import DistContext
+        from retrieval.training.run.fitting.final_fit import fit_run
+        from retrieval.training.run.fitting.interrupt import interrupt_at_safe_points
+        from retrieval.training.run.outputs.run_dir import RunPaths, claim_run_dir
+
+    if print_config:
+        _print_config(resolve_config(request))
+        return
+    assert out is not None  # checked above
+    claim_run_dir(out, resume=resume, overwrite=overwrite)
+    spec = resolve_ensemble(out, ensemble, resume=resume)
+    cfg = resolve_config(replace(request, ensemble=spec is not None))  # refuses --ensemble with --final-fit
+    ctx = DistContext.from_environment()  # torchrun sets RANK / WORLD_SIZE; a plain run is rank 0 of 1
+    if recipe and ctx.is_main:
+        logging.getLogger(__name__).info("recipe %s: %s", recipe, describe_recipe(recipe))
+    if spec is not None:
+        _train_ensemble(cfg, out, spec, progress=not quiet, ctx=ctx)
+        return
+    try:
+        with interrupt_at_safe_points() as interrupt:
+            result = fit_run(cfg, out, resume=resume, progress=not quiet, ctx=ctx, stop_check=interrupt.check)
+    except KeyboardInterrupt:
+        if ctx.is_main:
+            last = RunPaths(out).last_checkpoint
+            kept = f"{last} holds the last finished epoch" if last.is_file() else "no epoch had finished"
+            typer.secho(f"training interrupted: {kept}; continue with `retrieval train --out {out} --resume`", err=True)
+        raise
+    if ctx.is_main:
+        _print_summary(result)
+
+
+def _check_before_torch(
+    layers: list[tuple[str, dict[str, Any]]], recipe: str | None, loss: str | None, *, needs_data: bool
+) -> None:
+    """What can be refused without torch, refused in a second: config keys and values (every layer but the
+    recipe's, whose keys are the tables'), the dataset path and layout, the image size; then the warnings."""
+    warnings = check_config(build_config(layers), needs_data=needs_data, recipe=recipe, consent=consent_command())
+    warnings += [warning] if (warning := recipe_loss_warning(recipe, loss)) else []
+    for text in warnings:
+        typer.secho(f"warning: {text}", fg=typer.colors.YELLOW, err=True)
+
+
+def _print_config(cfg: TrainConfig) -> None:
+    """``--print-config``: the YAML a run would save as config.yaml (and --config reads back)."""
+    from retrieval.training.config.train_config import config_yaml
+    from retrieval.training.losses import get_loss_spec
+
+    get_loss_spec(cfg.loss.name)  # a misspelt loss is an error here too, not a printed config
+    typer.echo(config_yaml(cfg), nl=False)
+
+
+def _train_ensemble(cfg: TrainConfig, out: Path, spec: EnsembleSpec, *, progress: bool, ctx: DistContext) -> None:
+    """``--ensemble L``: the members one after the other (training.ensemble), then the joined metrics."""
+    from retrieval.training.ensemble.ensemble_training import train_ensemble
+    from retrieval.training.run.fitting.interrupt import interrupt_at_safe_points
+
+    try:
+        with interrupt_at_safe_points() as interrupt:
+            result = train_ensemble(cfg, out, spec, progress=progress, ctx=ctx, stop_check=interrupt.check)
+    except KeyboardInterrupt:
+        if ctx.is_main:
+            typer.secho(
+                f"training interrupted: finished members and the last finished epoch of the current one are kept; "
+                f"continue with `retrieval train --out {out} --resume`",
+                err=True,
+            )
+        raise
+    if result is not None:
+        _print_ensemble_summary(result.run_dir, result.metrics)
+
+
+def _print_summary(result: TrainedRun) -> None:
+    typer.echo(f"run directory: {result.run_dir}  (best epoch {result.best_epoch} of {result.epochs_completed})")
+    test = result.test
+    if test is not None:
+        for kind, metrics in (("float", test.float_metrics), ("binary", test.binary_metrics)):
+            recall = ", ".join(f"R@{k} {v:.4f}" for k, v in metrics.recall_at_k.items())
+            typer.echo(f"test {kind:6s}: MAP@R {metrics.map_at_r:.4f}  P@1 {metrics.precision_at_1:.4f}  {recall}")
+        for reference, what in ((test.reference, "pooled features"), (test.whitened_reference, "whitening stage")):
+            if reference is not None:  # the starting backbone's pooled features (+ whitening), same classes
+                typer.echo(
+                    f"{reference.name} ({what}): float MAP@R {reference.float_metrics.map_at_r:.4f}  "
+                    f"P@1 {reference.float_metrics.precision_at_1:.4f}  "
+                    f"binary MAP@R {reference.binary_metrics.map_at_r:.4f}"
+                )
+    if result.verdict is not None:
+        typer.echo(result.verdict.sentence)
+    typer.echo(f"next: retrieval export {result.run_dir}")
+
+
+def _print_ensemble_summary(run_dir: Path, metrics: dict[str, Any]) -> None:
+    members, dim = metrics["members"], metrics["member_embedding_dim"]
+    grouping = f", each on its own grouping into {metrics['meta_classes']} meta-classes (DREML)"
+    typer.echo(f"ensemble of {members} members in {run_dir}{grouping if metrics['meta_classes'] else ''}")
+    typer.echo(
+        f"embedding dim {members} x {dim} = {metrics['embedding_dim']} "
+        f"(the binary index has {metrics['embedding_dim']} bits)"
+    )
+    rows = [(f"member {i}", member["test"]) for i, member in enumerate(metrics["member_metrics"])]
+    rows.append(("ensemble", metrics["test"]))
+    for name, test in rows:
+        float_, binary = test["float"], test["binary"]
+        typer.echo(
+            f"test {name:9s}: float MAP@R {float_['map_at_r']:.4f}  P@1 {float_['precision_at_1']:.4f}  "
+            f"binary MAP@R {binary['map_at_r']:.4f}"
+        )
+    typer.echo(f"next: retrieval export {run_dir}")
+
+
+def losses(as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
+    """List the registered losses with a one-line description each, and the recipes with what they set."""
+    from retrieval.training.config.recipes import BASE_SETTINGS, recipe_registry, recipe_settings
+    from retrieval.training.losses import available_losses, available_miners
+
+    specs = available_losses()
+    recipes = {name: recipe_settings(name) for name in recipe_registry().names()}
+    if as_json:
+        rows = [
+            {
+                "name": s.name,
+                "family": s.family,
+                "sampler": s.sampler,
+                "default_miner": s.default_miner,
+                "description": s.description,
+            }
+            for s in specs
+        ]
+        document = {"losses": rows, "miners": available_miners(), "recipe_base": BASE_SETTINGS, "recipes": recipes}
+        typer.echo(json.dumps(document, indent=2))
+        return
+    width = max(len(s.name) for s in specs)
+    typer.echo(f"{'loss':<{width}}  {'family':6s}  {'sampler':8s}  {'default miner':18s}  description")
+    for spec in specs:
+        miner = spec.default_miner or "-"
+        typer.echo(f"{spec.name:<{width}}  {spec.family:6s}  {spec.sampler:8s}  {miner:18s}  {spec.description}")
+    typer.echo(f"\nminers: {', '.join(available_miners())}   (docs/losses.md has parameters and papers)")
+    typer.echo(
+        "\nrecipes: --recipe NAME sets the shared base and the loss's own settings; --loss NAME alone sets only "
+        "loss.name on the configuration's defaults\n"
+        f"  every recipe: {_settings_text(BASE_SETTINGS)}"
+    )
+    width = max(map(len, recipes))
+    for name, settings in recipes.items():
+        typer.echo(f"  {name:<{width}}  {_settings_text(settings)}")
+
+
+def _settings_text(settings: dict[str, Any]) -> str:
+    return ", ".join(f"{key}={json.dumps(value)}" for key, value in settings.items())
+
+
+def register(app: typer.Typer) -> None:
+    show_config_defaults(train)
+    app.command("train")(train)
+    app.command("losses")(losses)

@@ -1,0 +1,66 @@
+"""Writing an index directory, whichever backend holds its items: the checks, the model copy and the swap.
+
+A new directory is written completely in a hidden staging directory beside ``out_dir`` and only
+then swapped in under the writer lock, so a crash or error mid-build leaves a previous index at
+``out_dir`` intact and loadable (the swap is two renames; the window between them is microseconds,
+and a crash there leaves the old index as ``.NAME.old-PID``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Protocol
+
+from retrieval.indexing.common.artifact_names import INDEX_MANIFEST_NAME, MODEL_MANIFEST_NAME
+from retrieval.indexing.common.atomic_write import atomic_write_bytes, remove_dead_writers_leftovers, replace_directory
+from retrieval.indexing.common.errors import ConfigError
+from retrieval.indexing.model.manifest import ModelManifest
+from retrieval.indexing.store.shared.index_directory.write_lock import exclusive_writer
+
+
+class IndexedModel(Protocol):
+    """What writing an index needs of its model: an ``OnnxEmbedder``, or a merge's shard model copy."""
+
+    @property
+    def model_sha256(self) -> str: ...
+
+    @property
+    def manifest(self) -> ModelManifest: ...
+
+    @property
+    def export_dir(self) -> Path: ...
+
+
+def check_out_dir(out_dir: Path) -> None:
+    """Refuse to replace a non-empty directory that is not an index (it could be the user's photos)."""
+    if out_dir.exists() and (
+        not out_dir.is_dir() or (any(out_dir.iterdir()) and not (out_dir / INDEX_MANIFEST_NAME).exists())
+    ):
+        raise ConfigError(f"{out_dir} exists and is not an index directory; choose a new or empty --out")
+
+
+def copy_model(model: IndexedModel, target: Path) -> None:
+    """Copy model.onnx + model.json so the index directory alone can embed queries."""
+    source = model.export_dir
+    for name in (model.manifest.onnx_file, MODEL_MANIFEST_NAME):
+        atomic_write_bytes(target / name, (source / name).read_bytes())
+
+
+@contextmanager
+def staged_index_dir(out_dir: Path) -> Iterator[Path]:
+    """A staging path beside ``out_dir`` (not yet created) for the caller to fill; swapped in place of
+    ``out_dir`` under the writer lock (no add or remove of another process runs into the swap) when
+    the block ends without an error, and removed in any case."""
+    remove_dead_writers_leftovers(out_dir)
+    staging = out_dir.parent / f".{out_dir.name}.building-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        yield staging
+        with exclusive_writer(out_dir):
+            replace_directory(staging, out_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

@@ -1,0 +1,55 @@
+"""FastAPI dependencies: the shared service objects of the app, and the API-key check for writes."""
+
+from __future__ import annotations
+
+import hmac
+from dataclasses import dataclass
+
+import anyio
+from fastapi import Depends, Request, Security
+from fastapi.security import APIKeyHeader
+
+from retrieval.serving.batcher import MicroBatcher
+from retrieval.serving.http.admission import EmbedAdmission
+from retrieval.serving.http.prometheus import ServiceMetrics
+from retrieval.serving.http.service_errors import ForbiddenError, MissingApiKeyError
+from retrieval.serving.images.thumbnails import ThumbnailMaker
+from retrieval.serving.settings import ServeSettings
+from retrieval.serving.state import ServiceState
+
+API_KEY_HEADER = "X-API-Key"
+API_KEY_ERRORS = (MissingApiKeyError, ForbiddenError)
+"""What ``require_api_key`` raises: no key sent (401), or a wrong key or writes disabled (403)."""
+_api_key_header = APIKeyHeader(name=API_KEY_HEADER, auto_error=False, description="required for writes and reloads")
+
+
+@dataclass(frozen=True)
+class Services:
+    """Everything a route needs, created once per app by ``create_app``."""
+
+    settings: ServeSettings
+    state: ServiceState
+    batcher: MicroBatcher
+    metrics: ServiceMetrics
+    decode_limiter: anyio.CapacityLimiter  # uploads decoded at once (settings.max_concurrent_decodes)
+    admission: EmbedAdmission  # images between admission and embedding (settings.max_queued_images)
+    thumbnails: ThumbnailMaker  # previews, decoded in the same slots and budget
+
+
+def get_services(request: Request) -> Services:
+    return request.app.state.services
+
+
+def require_api_key(services: Services = Depends(get_services), given: str | None = Security(_api_key_header)) -> None:
+    """401 without a key, 403 with a wrong one; writes are refused when the server has no key."""
+    expected = services.settings.api_key
+    if expected is None:
+        raise ForbiddenError(
+            "writes are disabled: start the server with --api-key (or RETRIEVAL_API_KEY) to enable them."
+        )
+    if not given:
+        raise MissingApiKeyError(
+            f"this endpoint needs an API key; send it in the {API_KEY_HEADER} header.", API_KEY_HEADER
+        )
+    if not hmac.compare_digest(given.encode(), expected.encode()):
+        raise ForbiddenError(f"the API key in the {API_KEY_HEADER} header is wrong.")

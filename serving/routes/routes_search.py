@@ -1,0 +1,214 @@
+"""``POST /search``, ``POST /embed`` and ``GET /items/{id}/similar``."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, TypeVar
+
+import numpy as np
+from fastapi import APIRouter, Depends, File, Form, Path, Query, UploadFile
+from fastapi.openapi.models import Example
+
+from retrieval.indexing.common.errors import DataError, ItemNotFoundError
+from retrieval.serving.http import api_examples
+from retrieval.serving.http.problems import problem_responses
+from retrieval.serving.http.service_errors import (
+    InvalidParameterError,
+    PayloadTooLargeError,
+    RequestTimeoutError,
+    RetryLaterError,
+    UnsupportedMediaTypeError,
+)
+from retrieval.serving.query_pipeline import (
+    FoundPage,
+    SearchParams,
+    embed_upload,
+    embed_uploads,
+    hits_for,
+    resolve_search_params,
+    score_kind,
+    search_pages,
+)
+from retrieval.serving.routes.dependencies import Services, get_services
+from retrieval.serving.routes.schemas import (
+    DEFAULT_K,
+    MAX_ITEM_ID,
+    BatchSearchResponse,
+    EmbedResponse,
+    IndexKind,
+    PostprocessName,
+    QueryResults,
+    SearchResponse,
+    Timings,
+)
+from retrieval.serving.routes.strict_forms import StrictFormRoute
+from retrieval.serving.state import Snapshot
+
+T = TypeVar("T")
+router = APIRouter(tags=["search"], route_class=StrictFormRoute)
+_COMMON = (RetryLaterError, InvalidParameterError, RequestTimeoutError)
+UPLOAD_PROBLEMS = problem_responses(DataError, PayloadTooLargeError, UnsupportedMediaTypeError, *_COMMON)
+SIMILAR_PROBLEMS = problem_responses(ItemNotFoundError, *_COMMON)
+
+_IMAGE = (
+    "the query image (JPEG, PNG, WebP, GIF, BMP, TIFF); send the field several times for a batch search (at most "
+    "max_search_images of the server, 16 by default): the answer then holds 'batch', one result list per image in "
+    "order, all embedded in one model call; a bad image among them fails the whole request, naming which"
+)
+_K = "number of results (1..k_max of the server)"
+_INDEX = "'float' (exact cosine) or 'binary' (Hamming over the sign bits, one per embedding dimension: 32x smaller)"
+_RERANK = "binary only: fetch this many candidates (k <= rerank <= 10 x k_max) by Hamming distance, re-rank them by float cosine"
+_FILTER = (
+    'only items that match this JSON object (docs/serving.md, "Filters"): "label" is the label, any other key a '
+    "metadata key; a plain value means equal, an object holds operators: $in (any of a list), $ne, $gt, $gte, "
+    '$lt, $lte (numbers), $exists (true/false); all keys must match, e.g. {"label": {"$in": ["shoe", "boot"]}, '
+    '"price": {"$lt": 50}}; still k results when at least k match; a key no item has adds a warning'
+)
+_OFFSET = "skip this many of the best hits first (paging: offset + k <= 10 x k_max)"
+_MIN_SCORE = (
+    "only hits scoring at least this (-1..1, in the response's score_kind); below_min_score says how many of "
+    "the k were cut"
+)
+_POSTPROCESS = (
+    "'none' (default), 'qe' (alpha-query expansion: the query plus its top hits, searched again) or "
+    "'kreciprocal' (the top candidates re-ranked by k-reciprocal Jaccard distance); parameters: the index's"
+)
+_FILTER_EXAMPLES: dict[str, Example] = {
+    "label and metadata": {"value": '{"label": "shoe", "shop": "berlin"}'},
+    "operators": {"value": '{"label": {"$in": ["shoe", "boot"]}, "price": {"$gte": 10, "$lt": 50}}'},
+}
+
+
+@router.post(
+    "/search",
+    response_model=SearchResponse | BatchSearchResponse,
+    responses={**api_examples.example(api_examples.SEARCH), **UPLOAD_PROBLEMS},
+    summary="Find the items most similar to an image (or to each of several: a batch search)",
+)
+async def search(
+    image: list[UploadFile] = File(min_length=1, description=_IMAGE),
+    k: int = Query(DEFAULT_K, description=_K),
+    index: IndexKind | None = Query(None, description=_INDEX),
+    rerank: int | None = Query(None, description=_RERANK),
+    k_form: int | None = Form(None, alias="k", description="same as the query parameter k"),
+    index_form: IndexKind | None = Form(None, alias="index", description="same as the query parameter index"),
+    filter_: str | None = Query(None, alias="filter", description=_FILTER, openapi_examples=_FILTER_EXAMPLES),
+    rerank_form: int | None = Form(None, alias="rerank", description="same as the query parameter rerank"),
+    filter_form: str | None = Form(None, alias="filter", description="same as the query parameter filter"),
+    postprocess: PostprocessName | None = Query(None, description=_POSTPROCESS),
+    postprocess_form: PostprocessName | None = Form(
+        None, alias="postprocess", description="same as the query parameter postprocess"
+    ),
+    offset: int | None = Query(None, description=_OFFSET),
+    offset_form: int | None = Form(None, alias="offset", description="same as the query parameter offset"),
+    min_score: float | None = Query(None, description=_MIN_SCORE),
+    min_score_form: float | None = Form(None, alias="min_score", description="same as the query parameter min_score"),
+    services: Services = Depends(get_services),
+) -> SearchResponse | BatchSearchResponse:
+    start = time.perf_counter()
+    _check_batch_size(len(image), services.settings.max_search_images)
+    params = resolve_search_params(
+        services,
+        _first(k_form, k),
+        _first(index_form, index),
+        _first(rerank_form, rerank),
+        _first(filter_form, filter_),
+        _first(postprocess_form, postprocess),
+        _first(offset_form, offset),
+        _first(min_score_form, min_score),
+    )
+    timings = Timings()
+    with services.state.hold() as snapshot:  # the model that embeds the queries searches its own index
+        uploads = await embed_uploads(services, image, snapshot, timings)
+        vectors = np.stack([upload.vector for upload in uploads])
+        pages = await search_pages(services, snapshot, vectors, params, timings)
+    timings.total_ms = round((time.perf_counter() - start) * 1000.0, 3)
+    if len(pages) == 1:  # one image: the response of one query, as before batches
+        return _response(params, pages[0], timings)
+    return BatchSearchResponse(
+        **_echo(params, pages[0].warnings, timings),
+        batch=[
+            QueryResults(image=upload.filename or "", below_min_score=page.below_min_score, results=page.results)
+            for upload, page in zip(image, pages, strict=True)
+        ],
+    )
+
+
+@router.post(
+    "/embed",
+    response_model=EmbedResponse,
+    responses={**api_examples.example(api_examples.EMBED), **UPLOAD_PROBLEMS},
+    summary="Embed an image with the served model",
+)
+async def embed(
+    image: UploadFile = File(description="the image to embed"),
+    services: Services = Depends(get_services),
+) -> EmbedResponse:
+    with services.state.hold() as snapshot:
+        upload = await embed_upload(services, image, snapshot)
+    return EmbedResponse(
+        embedding=upload.vector.astype(float).tolist(),
+        dim=int(upload.vector.shape[0]),
+        model_sha256=upload.snapshot.embedder.model_sha256,
+    )
+
+
+@router.get(
+    "/items/{item_id}/similar",
+    response_model=SearchResponse,
+    responses={**api_examples.example(api_examples.SEARCH), **SIMILAR_PROBLEMS},
+    summary="Find the items most similar to a stored item (the item itself excluded)",
+)
+async def similar(
+    item_id: int = Path(ge=1, le=MAX_ITEM_ID, description="item id"),
+    k: int = Query(DEFAULT_K, description=_K),
+    index: IndexKind | None = Query(None, description=_INDEX),
+    rerank: int | None = Query(None, description=_RERANK),
+    filter_: str | None = Query(None, alias="filter", description=_FILTER, openapi_examples=_FILTER_EXAMPLES),
+    postprocess: PostprocessName | None = Query(None, description=_POSTPROCESS),
+    offset: int | None = Query(None, description=_OFFSET),
+    min_score: float | None = Query(None, description=_MIN_SCORE),
+    services: Services = Depends(get_services),
+) -> SearchResponse:
+    start = time.perf_counter()
+    params = resolve_search_params(services, k, index, rerank, filter_, postprocess, offset, min_score)
+    timings = Timings()
+
+    def find(snapshot: Snapshot) -> FoundPage:
+        return hits_for(snapshot, snapshot.store.embedding(item_id), params, exclude=item_id)
+
+    results = await services.state.read(find)
+    timings.search_ms = timings.total_ms = round((time.perf_counter() - start) * 1000.0, 3)
+    return _response(params, results, timings)
+
+
+def _first(*values: T | None) -> T | None:
+    return next((value for value in values if value is not None), None)
+
+
+def _check_batch_size(images: int, limit: int) -> None:
+    if images > limit:
+        raise PayloadTooLargeError(
+            f"{images} images in one search exceed the limit of {limit} (max_search_images); send them in parts."
+        )
+
+
+def _echo(params: SearchParams, warnings: list[str], timings: Timings) -> dict[str, Any]:
+    """The fields of ``_SearchEcho``: what every query of a search shares."""
+    return {
+        "index": params.index,
+        "k": params.k,
+        "offset": params.window.offset,
+        "rerank": params.rerank,
+        "postprocess": params.postprocess,
+        "score_kind": score_kind(params),
+        "min_score": params.window.min_score,
+        "warnings": warnings,
+        "timings": timings,
+    }
+
+
+def _response(params: SearchParams, found: FoundPage, timings: Timings) -> SearchResponse:
+    return SearchResponse(
+        **_echo(params, found.warnings, timings), below_min_score=found.below_min_score, results=found.results
+    )

@@ -1,0 +1,6 @@
+"""The fit itself: ``final_fit`` (how a run is trained: one fit, or a
+class-disjoint fit that chooses the epochs and a final fit on every class), ``trainer`` (fit, validate,
+keep the best, test once) on ``loop`` (the optimisation step, the divergence stop and the choice of the
+best epoch, shared with the study's head training), ``optim`` (parameter groups, optimizers, schedules),
+``distributed`` (N ranks x B == 1 x N*B) and ``interrupt`` (Ctrl-C between steps).
+"""

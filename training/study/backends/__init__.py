@@ -1,0 +1,5 @@
+"""How a study trains one fold: the whole network with the
+``Trainer`` (``finetune_backend``) or, with ``--cached-features``, only the head and the loss on frozen
+backbone features embedded once (``cached_features``, ``head_training``, ``cached_backend``); each hands
+back a ``fold_result``.
+"""
