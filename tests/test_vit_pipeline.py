@@ -8,11 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 import torch
 
 from retrieval import build_index, evaluate, export, search, train
 from retrieval.indexing.data.synth.generator import generate_synthetic_dataset
+from retrieval.indexing.model.manifest import Quantization
 from retrieval.training.config.train_config import ModelConfig
 from retrieval.training.export.onnx_export import TOLERANCE
 from retrieval.training.model.embedding_model import build_embedding_model
@@ -51,6 +53,7 @@ def test_dinov2_trains_exports_indexes_searches_and_evaluates(tmp_path: Path) ->
     assert int8.manifest.precision == "int8" and int8.manifest.quantization is not None
     check = int8.manifest.quantization.check
     assert check is not None and check.images == 8 and 0.0 < check.map_at_r_int8 <= 1.0
+    _assert_trunk_matmuls_dynamic_head_float(int8.onnx_path, int8.manifest.quantization)
     built = build_index(exported.onnx_path.parent, data, tmp_path / "index", split="test", progress=False)
     assert built.count == 16  # the 4 test classes
     query = sorted(data.glob("*/*.png"))[-1]
@@ -77,3 +80,14 @@ def test_frozen_blocks_run_in_onnxruntime_as_in_torch_and_get_no_gradient() -> N
     assert all(not parameter.requires_grad and parameter.grad is None for parameter in frozen)
     assert all(parameter.grad is not None for parameter in model.backbone.blocks[3].parameters())
     assert np.isfinite(model.head.weight.grad.numpy()).all()
+
+
+def _assert_trunk_matmuls_dynamic_head_float(onnx_path: Path, record: Quantization) -> None:
+    """A transformer's INT8 model: its trunk's matrix products in 8 bits (quantized dynamically, nothing
+    calibrated), the head's Linear still a float product."""
+    graph = onnx.load(str(onnx_path)).graph
+    integer = [node.name for node in graph.node if node.op_type == "MatMulInteger"]
+    float_products = [node.name for node in graph.node if node.op_type in ("MatMul", "Gemm")]
+    assert integer and all(name.startswith("/backbone/") for name in integer), [n for n in integer if not n.startswith("/backbone/")]
+    assert any(name.startswith("/head/") for name in float_products)
+    assert record.format == "QOperator" and record.calibration_images == 0 and "dynamic" in record.activations

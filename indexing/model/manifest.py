@@ -69,7 +69,7 @@ class Quantization(BaseModel):
     )
     calibration_method: str = "MinMax"
     calibration_split: str = "train"
-    calibration_images: int = Field(ge=1)
+    calibration_images: int = Field(ge=0, description="0: quantized dynamically (a transformer), nothing calibrated")
     float_onnx_sha256: str = Field(description="sha256 of the fp32 model.onnx it was quantized from")
     float_nodes: list[str] = Field(default_factory=list, description="node kinds kept in float on purpose")
     check: Int8Check | None = Field(None, description="None only when forced without a validation split")

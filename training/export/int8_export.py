@@ -32,7 +32,7 @@ from retrieval.indexing.model.manifest import Int8Check, ModelManifest, Preproce
 from retrieval.indexing.model.preprocess import preprocess_image
 from retrieval.training.config.train_config import DataConfig
 from retrieval.training.data.run_data import prepare_run_data
-from retrieval.training.export.int8_quantization import FORMAT, REDUCE_RANGE, WEIGHTS, quantize_int8
+from retrieval.training.export.int8_quantization import REDUCE_RANGE, WEIGHTS, quantize_int8
 
 log = logging.getLogger(__name__)
 
@@ -83,9 +83,11 @@ def quantize_checked(
     int8_manifest = manifest_for(quantized.onnx_bytes, "int8")
     check = retrieval_check((float_bytes, float_manifest), (quantized.onnx_bytes, int8_manifest), splits.val, request)
     record = Quantization(
-        format=FORMAT,
+        format=quantized.format,
+        activations=quantized.activations,
         weights=WEIGHTS,
         reduce_range=REDUCE_RANGE,
+        calibration_method=quantized.calibration_method,
         calibration_images=quantized.calibration_images,
         float_onnx_sha256=float_manifest.onnx_sha256,
         float_nodes=quantized.float_nodes,
