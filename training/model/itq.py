@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from retrieval.indexing.common.errors import DataError
+from retrieval.training.model.whitening import one_lapack_thread
 
 
 def orthonormal_rows(dim: int, bits: int, seed: int = 0) -> np.ndarray:
@@ -21,7 +22,8 @@ def orthonormal_rows(dim: int, bits: int, seed: int = 0) -> np.ndarray:
     if dim > bits:
         raise DataError(f"an orthogonal map cannot take {dim} dimensions to fewer ({bits})")
     gaussian = np.random.default_rng(seed).standard_normal((bits, dim))
-    q, r = np.linalg.qr(gaussian)  # bits x d, orthonormal columns
+    with one_lapack_thread():
+        q, r = np.linalg.qr(gaussian)  # bits x d, orthonormal columns
     return (q * np.sign(np.diag(r))).T
 
 
@@ -47,7 +49,7 @@ def fit_itq(vectors: np.ndarray, bits: int, *, iterations: int, seed: int = 0) -
     values = unit_rows(vectors).astype(np.float32)
     rotation = orthonormal_rows(values.shape[1], bits, seed)
     for _ in range(iterations):
-        codes = (values @ rotation.astype(np.float32) >= 0).astype(np.float32) * 2 - 1
+        codes = np.where(values @ rotation.astype(np.float32) >= 0, np.float32(1), np.float32(-1))
         rotation = procrustes(values.T @ codes)
     return rotation
 
@@ -56,6 +58,7 @@ def procrustes(target: np.ndarray) -> np.ndarray:
     """The d x bits matrix with orthonormal rows nearest ``target`` (d <= bits): ``U V^T`` of its SVD, computed as
     ``(M M^T)^(-1/2) M`` through the d x d eigenproblem (a d x bits SVD is several times slower)."""
     m = np.asarray(target, np.float64)
-    values, vectors = np.linalg.eigh(m @ m.T)
+    with one_lapack_thread():
+        values, vectors = np.linalg.eigh(m @ m.T)
     inverse_root = (vectors / np.sqrt(np.maximum(values, 1e-12 * max(float(values.max()), 1e-12)))) @ vectors.T
     return inverse_root @ m
