@@ -4,10 +4,17 @@ Each evaluation embeds the split's images under the eval transform. With frozen 
 (``model.frozen_stages``), what those stages make of each image never changes: the activations are
 made once (``FrozenPrefix``) and every later evaluation, of any epoch or of the reference model, runs
 only the rest of the network on them.
+
+A model whose weights and structure are those of one embedded last (``MEMO_SIZE`` of them, by
+``model_fingerprint``) is not run again: with ``--epochs 0`` the whitening stage's model is the
+reference the run validated already, restored from its checkpoint, and its validation embeddings are
+those of the reference pass.
 """
 
 from __future__ import annotations
 
+import hashlib
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -20,6 +27,19 @@ from retrieval.training.data.data_loaders import build_eval_loader
 from retrieval.training.data.image_dataset import ImageRecordDataset
 from retrieval.training.model.device import Precision
 from retrieval.training.run.frozen_prefix import FrozenPrefix
+
+MEMO_SIZE = 2  # models whose embeddings a split keeps: the reference and the latest, say
+
+
+def model_fingerprint(model: nn.Module) -> str:
+    """Equal for two models that compute the same function: the same modules (``repr``: types, sizes, options)
+    and bit-identical parameters and buffers, e.g. a model and its copy restored from a checkpoint."""
+    digest = hashlib.blake2b(repr(model).encode(), digest_size=20)
+    for name, tensor in model.state_dict().items():
+        values = tensor.detach().to("cpu").contiguous()
+        digest.update(f"{name}:{values.dtype}:{tuple(values.shape)}".encode())
+        digest.update(values.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
 
 
 class SplitInputs:
@@ -40,14 +60,25 @@ class SplitInputs:
         self.channels_last = cfg.model.channels_last
         self.labels = np.asarray(self.dataset.labels)
         self._activations: list[torch.Tensor] | None = None
+        self._embedded: OrderedDict[str, np.ndarray] = OrderedDict()  # model_fingerprint -> embeddings
 
     @property
     def start_stage(self) -> int:
         return self.prefix.model.frozen_stages if self.prefix is not None else 0
 
-    @torch.no_grad()
     def embed(self, model: nn.Module) -> np.ndarray:
-        """float32 (N, D): ``model(inputs, start_stage)`` over the split, in eval mode (restored afterwards)."""
+        """float32 (N, D): ``model(inputs, start_stage)`` over the split, in eval mode (restored afterwards); a
+        model embedded already (``model_fingerprint``) is not run again: a copy of its embeddings comes back."""
+        key = model_fingerprint(model)
+        if key not in self._embedded:
+            self._embedded[key] = self._run(model)
+            while len(self._embedded) > MEMO_SIZE:
+                self._embedded.popitem(last=False)
+        self._embedded.move_to_end(key)
+        return self._embedded[key].copy()
+
+    @torch.no_grad()
+    def _run(self, model: nn.Module) -> np.ndarray:
         was_training = model.training
         model.eval()
         chunks = []
