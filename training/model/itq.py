@@ -38,8 +38,9 @@ def signs(values: np.ndarray) -> np.ndarray:
 
 
 def quantization_error(vectors: np.ndarray, rotation: np.ndarray) -> float:
-    """Mean ``|| sign(y) / sqrt(bits) - y ||^2`` of the unit rows ``y`` of ``vectors @ rotation`` (0: a perfect code)."""
-    rotated = unit_rows(unit_rows(vectors) @ rotation)
+    """Mean ``|| sign(y) / sqrt(bits) - y ||^2`` of the unit rows ``y`` of ``vectors @ rotation`` (0: a perfect code).
+    A figure for the report: the product runs in float32, as ITQ's own steps do."""
+    rotated = unit_rows(unit_rows(vectors).astype(np.float32) @ np.asarray(rotation, np.float32))
     bits = rotation.shape[1]
     return float(np.mean(np.sum((signs(rotated) / np.sqrt(bits) - rotated) ** 2, axis=1)))
 
