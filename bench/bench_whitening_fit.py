@@ -49,12 +49,14 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def class_features(images: int, classes: int, dims: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Pooled-like features: a low-rank class centre plus noise, through a ReLU, L2-normalised (float32)."""
-    labels = np.arange(images) % classes
-    basis = rng.standard_normal((64, dims)) / 8
-    centres = rng.standard_normal((classes, 64)) @ basis
-    shared = rng.standard_normal((images, 64)) @ basis  # the spread every class shares (pose, background)
+def class_features(
+    images: int, classes: int, nuisance: np.ndarray, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Pooled-like features: a low-rank class centre, a strong nuisance shared by every class (what supervised
+    whitening learns to suppress, as on cars196) and noise, through a ReLU, L2-normalised (float32)."""
+    labels, dims = np.arange(images) % classes, nuisance.shape[1]
+    centres = rng.standard_normal((classes, 64)) @ rng.standard_normal((64, dims)) / 8
+    shared = rng.standard_normal((images, len(nuisance))) @ nuisance
     values = np.maximum(centres[labels] + shared + 0.5 * rng.standard_normal((images, dims)) + 0.3, 0)
     return (values / np.linalg.norm(values, axis=1, keepdims=True)).astype(np.float32), labels
 
@@ -68,8 +70,9 @@ def timed(call: Callable[[], T]) -> tuple[T, float]:
 def main() -> None:
     args = parse_args()
     rng = np.random.default_rng(args.seed)
-    train, train_labels = class_features(args.images, args.classes, args.dims, rng)
-    val, val_labels = class_features(args.val_images, 20, args.dims, rng)
+    nuisance = rng.standard_normal((32, args.dims)) / 4  # the spread every class shares (pose, background)
+    train, train_labels = class_features(args.images, args.classes, nuisance, rng)
+    val, val_labels = class_features(args.val_images, 20, nuisance, rng)
     settings = WhiteningConfig(method="auto")
 
     def score(linear: LinearMap | None) -> float:
