@@ -18,7 +18,7 @@ from retrieval.training.config.recipes import recipe
 from retrieval.training.config.train_config import TrainConfig, build_config
 from retrieval.training.export.run_export import export_run
 from retrieval.training.run.run_dir import RunPaths, load_checkpoint
-from retrieval.training.run.run_model import load_run_model
+from retrieval.training.run.run_model import load_run_model, restore_model
 from retrieval.training.run.split_inputs import SplitInputs, model_fingerprint
 from retrieval.training.run.trainer import Trainer
 
@@ -124,7 +124,7 @@ def test_eval_model_prints_the_reference_the_whitened_reference_and_the_model(
     assert document["reference"]["float"]["map_at_r"] == pytest.approx(test["untrained"]["float"]["map_at_r"], abs=1e-4)
 
 
-def test_an_epochs_0_run_embeds_its_validation_images_once(
+def test_an_epochs_0_run_embeds_its_validation_and_test_images_once(
     synth_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # the whitening stage's model is the reference the run validated already (restored from its checkpoint):
@@ -142,6 +142,14 @@ def test_an_epochs_0_run_embeds_its_validation_images_once(
     trainer.fit()
     assert trainer.val_inputs is not None
     assert len(runs[id(trainer.val_inputs)]) == 1  # the reference pass; the stage scored its embeddings
+    assert trainer.test_inputs is not None  # the reference; the whitened model: its whitening layer on them
+    assert len(runs[id(trainer.test_inputs)]) == 1
+    paths = RunPaths(tmp_path / "r")
+    whitened = restore_model(load_checkpoint(paths.best_checkpoint), config, paths.run_dir)
+    fresh = SplitInputs(
+        trainer.test_inputs.dataset.records, trainer.data.eval_label_index, config, trainer.device, trainer.precision
+    )
+    np.testing.assert_allclose(trainer.test_inputs.embed(whitened), fresh.embed(whitened), atol=1e-5)
     report = json.loads(RunPaths(tmp_path / "r").whitening_report.read_text())["model"]
     assert set(report["validation_map_at_r"]) == {"supervised-4-s0.1", "supervised-4-s0.5"}
 

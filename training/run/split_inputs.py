@@ -8,7 +8,8 @@ only the rest of the network on them.
 A model whose weights and structure are those of one embedded last (``MEMO_SIZE`` of them, by
 ``model_fingerprint``) is not run again: with ``--epochs 0`` the whitening stage's model is the
 reference the run validated already, restored from its checkpoint, and its validation embeddings are
-those of the reference pass.
+those of the reference pass; a whitened model whose unwhitened model the split embedded already gets
+its embeddings through the whitening layer alone (the test's "pretrained + whitening" after "pretrained").
 """
 
 from __future__ import annotations
@@ -20,21 +21,26 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.training.config.train_config import TrainConfig
 from retrieval.training.data.data_loaders import build_eval_loader
 from retrieval.training.data.image_dataset import ImageRecordDataset
 from retrieval.training.model.device import Precision
+from retrieval.training.model.embedding_model import EmbeddingModel, without_whitening
 from retrieval.training.run.frozen_prefix import FrozenPrefix
 
 MEMO_SIZE = 2  # models whose embeddings a split keeps: the reference and the latest, say
 
 
 def model_fingerprint(model: nn.Module) -> str:
-    """Equal for two models that compute the same function: the same modules (``repr``: types, sizes, options)
+    """Equal for two models that compute the same function: the same modules (types, sizes, options)
     and bit-identical parameters and buffers, e.g. a model and its copy restored from a checkpoint."""
-    digest = hashlib.blake2b(repr(model).encode(), digest_size=20)
+    structure = "\n".join(
+        f"{name}:{type(module).__qualname__}({module.extra_repr()})" for name, module in model.named_modules()
+    )
+    digest = hashlib.blake2b(structure.encode(), digest_size=20)
     for name, tensor in model.state_dict().items():
         values = tensor.detach().to("cpu").contiguous()
         digest.update(f"{name}:{values.dtype}:{tuple(values.shape)}".encode())
@@ -71,11 +77,25 @@ class SplitInputs:
         model embedded already (``model_fingerprint``) is not run again: a copy of its embeddings comes back."""
         key = model_fingerprint(model)
         if key not in self._embedded:
-            self._embedded[key] = self._run(model)
+            whitened = self._whitened(model)
+            self._embedded[key] = self._run(model) if whitened is None else whitened
             while len(self._embedded) > MEMO_SIZE:
                 self._embedded.popitem(last=False)
         self._embedded.move_to_end(key)
         return self._embedded[key].copy()
+
+    @torch.no_grad()
+    def _whitened(self, model: nn.Module) -> np.ndarray | None:
+        """A whitened model's embeddings from those of the model it whitens, where this split has them: its
+        whitening layer and L2 normalisation (``EmbeddingModel.forward``'s last step) on them."""
+        if not isinstance(model, EmbeddingModel) or model.whitening is None:
+            return None
+        base = self._embedded.get(model_fingerprint(without_whitening(model)))
+        if base is None:
+            return None
+        layer = model.whitening
+        mapped = layer(torch.from_numpy(base).to(layer.weight.device, layer.weight.dtype))
+        return F.normalize(mapped, p=2.0, dim=1).float().cpu().numpy()
 
     @torch.no_grad()
     def _run(self, model: nn.Module) -> np.ndarray:
