@@ -3,7 +3,7 @@ epochs and a final fit on every class), ``trainer`` (fit, validate, keep the bes
 step, the divergence stop and the choice of the best epoch, shared with the study's head training).
 Inputs: ``train_batches`` (images, or activations of frozen stages) from ``frozen_prefix`` (frozen
 stages run in onnxruntime on the CPU) and ``activation_cache`` (K augmented views per image, made
-once); ``split_inputs`` (a val/test split, its frozen-stage activations made once); ``embed`` (a
+once); ``split_inputs`` (a val/test split, its frozen-stage activations made once, a model's embeddings kept); ``embed`` (a
 loader's embeddings). Measures: ``split_metrics`` (a split's typed metrics), ``reference`` and
 ``reference_eval`` (the starting backbone as a model: epoch 0 and the reference row), ``verdict``
 (did training beat it, in one sentence), ``whitening_stage`` (after training: the whitening and the
