@@ -88,6 +88,8 @@ def _assert_trunk_matmuls_dynamic_head_float(onnx_path: Path, record: Quantizati
     graph = onnx.load(str(onnx_path)).graph
     integer = [node.name for node in graph.node if node.op_type == "MatMulInteger"]
     float_products = [node.name for node in graph.node if node.op_type in ("MatMul", "Gemm")]
-    assert integer and all(name.startswith("/backbone/") for name in integer), [n for n in integer if not n.startswith("/backbone/")]
+    assert integer and all(name.startswith("/backbone/") for name in integer), [
+        n for n in integer if not n.startswith("/backbone/")
+    ]
     assert any(name.startswith("/head/") for name in float_products)
     assert record.format == "QOperator" and record.calibration_images == 0 and "dynamic" in record.activations

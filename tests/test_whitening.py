@@ -10,7 +10,12 @@ from retrieval.indexing.common.errors import ConfigError
 from retrieval.training.config.train_config import ModelConfig, WhiteningConfig
 from retrieval.training.model.embedding_model import build_embedding_model, with_whitening, without_whitening
 from retrieval.training.model.itq import fit_itq, orthonormal_rows, quantization_error, signs
-from retrieval.training.model.whitening import LinearMap, fit_pca_whitening, fit_supervised_whitening
+from retrieval.training.model.whitening import (
+    LinearMap,
+    fit_pca_whitening,
+    fit_supervised_whitening,
+    fit_whitenings,
+)
 from retrieval.training.run.measures.whitening_stage import Candidate, choose, fit_map
 
 # four 2-D points centred at (1, 1): variance 2 along x, 0.5 along y, no covariance
@@ -145,3 +150,57 @@ def test_the_model_layer_is_the_numpy_map() -> None:
     assert whitened.embedding_dim == 16 and model.whitening is None
     rebuilt = build_embedding_model(ModelConfig(backbone="resnet18", embedding_dim=8, whitened_dim=16))
     rebuilt.load_state_dict(whitened.state_dict())  # a checkpoint's model section rebuilds it
+
+
+def _shrunk(covariance: np.ndarray, shrinkage: float) -> np.ndarray:
+    size = covariance.shape[0]
+    return (1.0 - shrinkage) * covariance + shrinkage * (np.trace(covariance) / size) * np.eye(size)
+
+
+def _eigh(symmetric: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    values, vectors = np.linalg.eigh(symmetric)
+    return values[::-1], vectors[:, ::-1]
+
+
+def _direct_whitening(method: str, points: np.ndarray, labels: np.ndarray, shrinkage: float) -> np.ndarray:
+    """The projection as first written: each shrinkage's covariances shrunk, then decomposed, one by one."""
+    centred = points - points.mean(axis=0)
+    total = centred.T @ centred / len(centred)
+    if method == "pca":
+        variances, axes = _eigh(_shrunk(total, shrinkage))
+        return axes / np.sqrt(variances)
+    means = np.stack([centred[labels == c].mean(axis=0) for c in np.unique(labels)])
+    within = centred - means[np.searchsorted(np.unique(labels), labels)]
+    spread, axes = _eigh(_shrunk(within.T @ within / len(within), shrinkage))
+    whiten = axes / np.sqrt(spread)
+    _, leading = _eigh(whiten.T @ total @ whiten)
+    return whiten @ leading
+
+
+@pytest.mark.parametrize("method", ["pca", "supervised"])
+def test_the_shared_decomposition_is_the_direct_one_at_every_shrinkage(method: str) -> None:
+    # fit_whitenings decomposes once for every shrinkage (eigenvalues shifted, eigenvectors kept): the same axes
+    # (up to each axis's sign) as shrinking, then decomposing, for each; hence the same float rankings
+    rng = np.random.default_rng(3)
+    labels = np.repeat(np.arange(12), 15)
+    points = rng.standard_normal((12, 10))[labels] + rng.standard_normal((180, 10)) @ rng.standard_normal((10, 10))
+    shrinkages = [0.0, 0.1, 0.6]
+    for shrinkage, basis in zip(shrinkages, fit_whitenings(method, points, labels, shrinkages)):  # type: ignore[arg-type]
+        direct = _direct_whitening(method, points, labels, shrinkage)
+        signs_ = np.sign(np.sum(direct * basis.projection, axis=0))
+        np.testing.assert_allclose(basis.projection, direct * signs_, rtol=1e-7, atol=1e-9)
+        mapped, reference = basis.map(6).apply(points), LinearMap(direct[:, :6], -points.mean(axis=0) @ direct[:, :6])
+        scores, expected = mapped @ mapped.T, reference.apply(points) @ reference.apply(points).T
+        np.testing.assert_array_equal(np.argsort(-scores, axis=1)[:, :5], np.argsort(-expected, axis=1)[:, :5])
+
+
+def test_itq_steps_are_those_of_the_direct_loop() -> None:
+    # fit_itq's codes (np.where) and one-thread Procrustes: the rotation of the loop as first written
+    vectors = np.random.default_rng(4).standard_normal((200, 8))
+    values = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+    rotation = orthonormal_rows(8, 32, 0)
+    for _ in range(4):
+        codes = (values @ rotation.astype(np.float32) >= 0).astype(np.float32) * 2 - 1
+        u, _, vt = np.linalg.svd(values.T.astype(np.float64) @ codes, full_matrices=False)
+        rotation = u @ vt
+    np.testing.assert_allclose(fit_itq(vectors, 32, iterations=4), rotation, atol=1e-6)

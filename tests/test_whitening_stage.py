@@ -18,8 +18,9 @@ from retrieval.training.config.recipes import recipe
 from retrieval.training.config.train_config import TrainConfig, build_config
 from retrieval.training.export.run_export import export_run
 from retrieval.training.run.fitting.trainer import Trainer
+from retrieval.training.run.inputs.split_inputs import SplitInputs, model_fingerprint
 from retrieval.training.run.outputs.run_dir import RunPaths, load_checkpoint
-from retrieval.training.run.outputs.run_model import load_run_model
+from retrieval.training.run.outputs.run_model import load_run_model, restore_model
 
 
 def _config(data: Path, epochs: int, whitening: dict[str, object]) -> TrainConfig:
@@ -121,3 +122,46 @@ def test_eval_model_prints_the_reference_the_whitened_reference_and_the_model(
     assert document["float"]["map_at_r"] == pytest.approx(test["float"]["map_at_r"], abs=1e-4)
     assert document["reference_whitened"]["float"]["map_at_r"] == pytest.approx(document["float"]["map_at_r"], abs=1e-4)
     assert document["reference"]["float"]["map_at_r"] == pytest.approx(test["untrained"]["float"]["map_at_r"], abs=1e-4)
+
+
+def test_an_epochs_0_run_embeds_its_validation_and_test_images_once(
+    synth_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the whitening stage's model is the reference the run validated already (restored from its checkpoint):
+    # its validation embeddings are reused, not computed again
+    runs: dict[int, list[str]] = {}
+    real_run = SplitInputs._run
+
+    def counted(inputs: SplitInputs, model: torch.nn.Module) -> np.ndarray:
+        runs.setdefault(id(inputs), []).append(model_fingerprint(model))
+        return real_run(inputs, model)
+
+    monkeypatch.setattr(SplitInputs, "_run", counted)
+    config = _config(synth_data, 0, {"method": "supervised", "dim": 4, "candidate_shrinkages": [0.1, 0.5]})
+    trainer = Trainer(config, tmp_path / "r", progress=False)
+    trainer.fit()
+    assert trainer.val_inputs is not None
+    assert len(runs[id(trainer.val_inputs)]) == 1  # the reference pass; the stage scored its embeddings
+    assert trainer.test_inputs is not None  # the reference; the whitened model: its whitening layer on them
+    assert len(runs[id(trainer.test_inputs)]) == 1
+    paths = RunPaths(tmp_path / "r")
+    whitened = restore_model(load_checkpoint(paths.best_checkpoint), config, paths.run_dir)
+    fresh = SplitInputs(
+        trainer.test_inputs.dataset.records, trainer.data.eval_label_index, config, trainer.device, trainer.precision
+    )
+    np.testing.assert_allclose(trainer.test_inputs.embed(whitened), fresh.embed(whitened), atol=1e-5)
+    report = json.loads(RunPaths(tmp_path / "r").whitening_report.read_text())["model"]
+    assert set(report["validation_map_at_r"]) == {"supervised-4-s0.1", "supervised-4-s0.5"}
+
+
+def test_a_model_fingerprint_follows_its_weights_not_the_object() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.BatchNorm1d(3))
+    restored = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.BatchNorm1d(3))
+    restored.load_state_dict(model.state_dict())
+    assert model_fingerprint(restored) == model_fingerprint(model)
+    with torch.no_grad():
+        restored[0].weight[0, 0] += 1e-6
+    assert model_fingerprint(restored) != model_fingerprint(model)
+    other = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Identity())  # same weights, another module
+    other[0].load_state_dict(model[0].state_dict())
+    assert model_fingerprint(other) != model_fingerprint(model)

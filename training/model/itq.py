@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from retrieval.indexing.common.errors import DataError
+from retrieval.training.model.whitening import one_lapack_thread
 
 
 def orthonormal_rows(dim: int, bits: int, seed: int = 0) -> np.ndarray:
@@ -21,7 +22,8 @@ def orthonormal_rows(dim: int, bits: int, seed: int = 0) -> np.ndarray:
     if dim > bits:
         raise DataError(f"an orthogonal map cannot take {dim} dimensions to fewer ({bits})")
     gaussian = np.random.default_rng(seed).standard_normal((bits, dim))
-    q, r = np.linalg.qr(gaussian)  # bits x d, orthonormal columns
+    with one_lapack_thread():
+        q, r = np.linalg.qr(gaussian)  # bits x d, orthonormal columns
     return (q * np.sign(np.diag(r))).T
 
 
@@ -36,8 +38,9 @@ def signs(values: np.ndarray) -> np.ndarray:
 
 
 def quantization_error(vectors: np.ndarray, rotation: np.ndarray) -> float:
-    """Mean ``|| sign(y) / sqrt(bits) - y ||^2`` of the unit rows ``y`` of ``vectors @ rotation`` (0: a perfect code)."""
-    rotated = unit_rows(unit_rows(vectors) @ rotation)
+    """Mean ``|| sign(y) / sqrt(bits) - y ||^2`` of the unit rows ``y`` of ``vectors @ rotation`` (0: a perfect code).
+    A figure for the report: the product runs in float32, as ITQ's own steps do."""
+    rotated = unit_rows(unit_rows(vectors).astype(np.float32) @ np.asarray(rotation, np.float32))
     bits = rotation.shape[1]
     return float(np.mean(np.sum((signs(rotated) / np.sqrt(bits) - rotated) ** 2, axis=1)))
 
@@ -47,7 +50,7 @@ def fit_itq(vectors: np.ndarray, bits: int, *, iterations: int, seed: int = 0) -
     values = unit_rows(vectors).astype(np.float32)
     rotation = orthonormal_rows(values.shape[1], bits, seed)
     for _ in range(iterations):
-        codes = (values @ rotation.astype(np.float32) >= 0).astype(np.float32) * 2 - 1
+        codes = np.where(values @ rotation.astype(np.float32) >= 0, np.float32(1), np.float32(-1))
         rotation = procrustes(values.T @ codes)
     return rotation
 
@@ -56,6 +59,7 @@ def procrustes(target: np.ndarray) -> np.ndarray:
     """The d x bits matrix with orthonormal rows nearest ``target`` (d <= bits): ``U V^T`` of its SVD, computed as
     ``(M M^T)^(-1/2) M`` through the d x d eigenproblem (a d x bits SVD is several times slower)."""
     m = np.asarray(target, np.float64)
-    values, vectors = np.linalg.eigh(m @ m.T)
+    with one_lapack_thread():
+        values, vectors = np.linalg.eigh(m @ m.T)
     inverse_root = (vectors / np.sqrt(np.maximum(values, 1e-12 * max(float(values.max()), 1e-12)))) @ vectors.T
     return inverse_root @ m

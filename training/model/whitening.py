@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from retrieval.indexing.common.errors import DataError
 
@@ -63,53 +64,83 @@ class WhiteningBasis:
         return LinearMap(weight, -self.mean @ weight)
 
 
-def shrunk(covariance: np.ndarray, shrinkage: float) -> np.ndarray:
-    """``(1 - s) C + s mean(eig(C)) I``: the eigenvectors kept, each eigenvalue pulled towards their mean."""
-    size = covariance.shape[0]
-    return (1.0 - shrinkage) * covariance + shrinkage * (np.trace(covariance) / size) * np.eye(size)
+def one_lapack_thread() -> threadpool_limits:
+    """NumPy's BLAS on one thread, for the LAPACK calls (``eigh``, ``qr``) of the fit.
+
+    An eigendecomposition is thousands of small BLAS calls, each synchronising OpenBLAS's threads; on
+    the shared 2-core machine (load average 8-14) a 1,280 x 1,280 ``eigh`` took 50-74 s on two
+    threads and 8-10 s on one, a 512 x 512 one 5-10 s against 0.45 s (bench/bench_whitening_fit.py).
+    Matrix products keep their threads: they scale."""
+    return threadpool_limits(limits=1, user_api="blas")
+
+
+def scatter(centred: np.ndarray) -> np.ndarray:
+    """The covariance ``X^T X / n`` of centred rows ``X``."""
+    return centred.T @ centred / len(centred)
 
 
 def descending_eigh(symmetric: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Eigenvalues (largest first, floored above zero) and their eigenvectors (as columns)."""
-    values, vectors = np.linalg.eigh(symmetric)
+    with one_lapack_thread():
+        values, vectors = np.linalg.eigh(symmetric)
     values, vectors = values[::-1], vectors[:, ::-1]
     return np.maximum(values, EIGEN_FLOOR * max(float(values[0]), EIGEN_FLOOR)), vectors
 
 
 def fit_pca_whitening(embeddings: np.ndarray, *, shrinkage: float) -> WhiteningBasis:
     """Centre, principal axes by decreasing variance, each divided by its (shrunk) standard deviation."""
-    values = _checked(embeddings, min_rows=2)
-    mean = values.mean(axis=0)
-    centred = values - mean
-    variances, axes = descending_eigh(shrunk(centred.T @ centred / len(centred), shrinkage))
-    return WhiteningBasis("pca", mean, axes / np.sqrt(variances))
+    return fit_whitenings("pca", embeddings, (), [shrinkage])[0]
 
 
 def fit_supervised_whitening(embeddings: np.ndarray, labels: Sequence[object], *, shrinkage: float) -> WhiteningBasis:
     """Whiten the within-class scatter, then rotate onto the leading axes of the total scatter there."""
-    values = _checked(embeddings, min_rows=2)
-    codes = np.unique(np.asarray(labels), return_inverse=True)[1].reshape(-1)
-    if len(codes) != len(values) or np.bincount(codes).max() < 2:
-        raise DataError("supervised whitening needs a label per embedding and a class with two images or more")
-    mean = values.mean(axis=0)
-    centred = values - mean
-    within = centred - _class_means(centred, codes)[codes]
-    spread, axes = descending_eigh(shrunk(within.T @ within / len(within), shrinkage))
-    whiten = axes / np.sqrt(spread)
-    total = whiten.T @ (centred.T @ centred / len(centred)) @ whiten
-    _, leading = descending_eigh((total + total.T) / 2)
-    return WhiteningBasis("supervised", mean, whiten @ leading)
+    return fit_whitenings("supervised", embeddings, labels, [shrinkage])[0]
 
 
 def fit_whitening(
     method: WhiteningMethod, embeddings: np.ndarray, labels: Sequence[object], *, shrinkage: float
 ) -> WhiteningBasis:
-    """The one entry point: ``pca`` ignores the labels."""
+    """The one entry point for one shrinkage: ``pca`` ignores the labels."""
+    return fit_whitenings(method, embeddings, labels, [shrinkage])[0]
+
+
+def fit_whitenings(
+    method: WhiteningMethod, embeddings: np.ndarray, labels: Sequence[object], shrinkages: Sequence[float]
+) -> list[WhiteningBasis]:
+    """``method`` fitted at each shrinkage, sharing the work they have in common.
+
+    Shrinking ``C`` towards ``m I`` keeps its eigenvectors and maps each eigenvalue ``l`` to
+    ``(1 - s) l + s m``: the scatter matrices and the first eigendecomposition are made once for
+    every shrinkage (``pca``: its only one; ``supervised``: the within-class one, then one
+    eigendecomposition of the whitened total scatter per shrinkage). Eigendecompositions run on one
+    BLAS thread (``one_lapack_thread``)."""
+    if method not in ("pca", "supervised"):
+        raise DataError(f"unknown whitening method {method!r}; use pca or supervised")
+    values = _checked(embeddings, min_rows=2)
+    mean = values.mean(axis=0)
+    centred = values - mean
     if method == "pca":
-        return fit_pca_whitening(embeddings, shrinkage=shrinkage)
-    if method == "supervised":
-        return fit_supervised_whitening(embeddings, labels, shrinkage=shrinkage)
-    raise DataError(f"unknown whitening method {method!r}; use pca or supervised")
+        variances, axes = descending_eigh(scatter(centred))
+        return [WhiteningBasis("pca", mean, axes / np.sqrt(shrunk_values(variances, s))) for s in shrinkages]
+    codes = np.unique(np.asarray(labels), return_inverse=True)[1].reshape(-1)
+    if len(codes) != len(values) or np.bincount(codes).max() < 2:
+        raise DataError("supervised whitening needs a label per embedding and a class with two images or more")
+    within = centred - _class_means(centred, codes)[codes]
+    spread, axes = descending_eigh(scatter(within))
+    total_scatter = axes.T @ scatter(centred) @ axes  # the total scatter on the within-class axes
+    bases = []
+    for shrinkage in shrinkages:
+        scale = 1 / np.sqrt(shrunk_values(spread, shrinkage))
+        total = scale[:, None] * total_scatter * scale[None, :]
+        _, leading = descending_eigh((total + total.T) / 2)
+        bases.append(WhiteningBasis("supervised", mean, (axes * scale) @ leading))
+    return bases
+
+
+def shrunk_values(values: np.ndarray, shrinkage: float) -> np.ndarray:
+    """The eigenvalues of ``shrunk(C, s)`` from those of ``C``, floored above zero as ``descending_eigh`` floors."""
+    pulled = (1.0 - shrinkage) * values + shrinkage * float(np.mean(values))
+    return np.maximum(pulled, EIGEN_FLOOR * max(float(pulled[0]), EIGEN_FLOOR))
 
 
 def _class_means(values: np.ndarray, codes: np.ndarray) -> np.ndarray:

@@ -3,7 +3,7 @@ epochs and a final fit on every class), ``fitting.trainer`` (fit, validate, keep
 step, the divergence stop and the choice of the best epoch, shared with the study's head training).
 Inputs: ``inputs.train_batches`` (images, or activations of frozen stages) from ``inputs.frozen_prefix`` (frozen
 stages run in onnxruntime on the CPU) and ``inputs.activation_cache`` (K augmented views per image, made
-once); ``inputs.split_inputs`` (a val/test split, its frozen-stage activations made once); ``inputs.embed`` (a
+once); ``inputs.split_inputs`` (a val/test split, its frozen-stage activations made once, a model's embeddings kept); ``inputs.embed`` (a
 loader's embeddings). Measures: ``measures.split_metrics`` (a split's typed metrics), ``measures.reference`` and
 ``measures.reference_eval`` (the starting backbone as a model: epoch 0 and the reference row), ``measures.verdict``
 (did training beat it, in one sentence), ``measures.whitening_stage`` (after training: the whitening and the

@@ -447,9 +447,9 @@ class Trainer:
         best = load_checkpoint(self.paths.best_checkpoint)
         model = restore_model(best, self.cfg, self.paths.run_dir).to(self.device)
         result: dict[str, Any] = {"best_epoch": best["epoch"], "split": "test"}
+        reference = self._reference_test()  # first: a model that only whitens it reuses its embeddings
         tested = self._metrics(self.test_inputs, model, test=True)
         result.update(tested.to_dict())
-        reference = self._reference_test()
         if reference is not None:  # the starting backbone's pooled features: "pretrained" or "untrained"
             result[reference_name(self.cfg.model)] = reference[1]
         whitened = self._whitened_reference_test(result if int(best["epoch"]) == 0 else None)

@@ -30,7 +30,7 @@ from retrieval.indexing.common.errors import ConfigError
 from retrieval.training.config.train_config import WhiteningConfig
 from retrieval.training.model.embedding_model import EmbeddingModel, with_whitening, without_whitening
 from retrieval.training.model.itq import fit_itq, orthonormal_rows, quantization_error
-from retrieval.training.model.whitening import LinearMap, WhiteningMethod, fit_whitening
+from retrieval.training.model.whitening import LinearMap, WhiteningMethod, fit_whitenings
 from retrieval.training.run.inputs.split_inputs import SplitInputs
 from retrieval.training.run.measures.split_metrics import split_metrics
 
@@ -68,8 +68,7 @@ def candidates(settings: WhiteningConfig, embeddings: np.ndarray, labels: Sequen
     shrinkages = [settings.shrinkage] if settings.shrinkage is not None else list(settings.candidate_shrinkages)
     found = [Candidate(None, None)] if settings.method == "auto" else []
     for method in methods:
-        for shrinkage in shrinkages:
-            basis = fit_whitening(method, embeddings, labels, shrinkage=shrinkage)
+        for shrinkage, basis in zip(shrinkages, fit_whitenings(method, embeddings, labels, shrinkages)):
             usable = sorted({min(dim, settings.bits, basis.max_dim) for dim in dims})
             found += [Candidate(method, dim, shrinkage, basis.map(dim)) for dim in usable]
     return found
