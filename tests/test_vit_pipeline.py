@@ -63,6 +63,34 @@ def test_dinov2_trains_exports_indexes_searches_and_evaluates(tmp_path: Path) ->
     assert 0.0 < metrics.map_at_r <= 1.0
 
 
+@pytest.mark.slow
+def test_a_transformer_trains_on_cached_views_of_its_frozen_blocks(tmp_path: Path) -> None:
+    """``frozen_stages`` + ``cached_views`` on a ViT: the frozen blocks' token activations of K views per
+    image are made once, and the epoch trains the later blocks and the head on them."""
+    data = tmp_path / "data"
+    generate_synthetic_dataset(data, classes=8, per_class=4, size=SIZE, seed=0, progress=False)
+    run = train(
+        data,
+        tmp_path / "run",
+        recipe="normsoftmax",
+        backbone="dinov2_vits14",
+        pooling="cls+mean",
+        embedding_dim=16,
+        image_size=SIZE,
+        frozen_stages=10,
+        cached_views=2,
+        epochs=2,
+        batch_size=8,
+        num_workers=0,
+        device="cpu",
+        progress=False,
+    )
+    assert run.epochs_completed == 2
+    assert (run.run_dir / "checkpoints" / "last.pt").exists()
+    exported = export(run.run_dir)
+    assert exported.max_abs_diff <= TOLERANCE["fp32"]
+
+
 def test_frozen_blocks_run_in_onnxruntime_as_in_torch_and_get_no_gradient() -> None:
     torch.manual_seed(0)
     config = ModelConfig(backbone="dinov2_vits14", embedding_dim=8, pooling="mean", frozen_stages=4)

@@ -338,7 +338,7 @@ class Trainer:
     def _step(self, inputs: torch.Tensor, labels: torch.Tensor, epoch: int, step: int) -> float:
         inputs = inputs.to(self.device, non_blocking=True)
         labels = labels.to(self.device, non_blocking=True)
-        if self.cfg.model.channels_last:
+        if self.cfg.model.channels_last and inputs.ndim == 4:  # images or CNN maps; a ViT's cached tokens are 3-D
             inputs = inputs.contiguous(memory_format=torch.channels_last)
         with torch.autocast(self.device.type, dtype=self.precision.dtype, enabled=self.precision.enabled):
             embeddings = self.train_model(inputs, self.train_batches.start_stage)
