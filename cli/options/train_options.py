@@ -39,7 +39,7 @@ AllowDownload = Annotated[
         "--allow-download",
         help="Let --pretrained hub download weights that are not cached (with a progress bar, its size shown "
         "first, its checksum verified); also RETRIEVAL_ALLOW_DOWNLOAD=1.",
-        show_default="no: nothing is ever downloaded",
+        show_default="off",
     ),
     ConfigKey("model.allow_download"),
 ]
@@ -47,8 +47,9 @@ WeightsCache = Annotated[
     str | None,
     typer.Option(
         "--weights-cache",
-        help="Folder of the downloaded hub weights; also RETRIEVAL_WEIGHTS_CACHE.",
-        show_default="the Hugging Face cache (HF_HUB_CACHE)",
+        help="Folder of the downloaded hub weights; also RETRIEVAL_WEIGHTS_CACHE; none: the Hugging Face cache "
+        "(HF_HUB_CACHE).",
+        show_default="none",
     ),
     ConfigKey("model.weights_cache"),
 ]
