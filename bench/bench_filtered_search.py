@@ -42,7 +42,7 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=100_000, help="items of the index")
     parser.add_argument("--dim", type=int, default=512)
-    parser.add_argument("--labels", type=int, default=1000, help="distinct labels (item i: c{i % labels})")
+    parser.add_argument("--labels", type=int, default=1000, help="distinct labels (item i: c{i %% labels})")
     parser.add_argument("--in-labels", type=int, default=10, help="labels of the $in filter")
     parser.add_argument("--queries", type=int, default=200, help="queries per variant, taking turns")
     parser.add_argument("--k", type=int, default=10)
