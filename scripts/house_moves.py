@@ -41,8 +41,8 @@ SKIP = {"scripts/house_moves.py", "tests/test_house_moves.py"}  # the script and
 # sub-package (dotted) -> its modules (moved from the sub-package's parent)
 GROUPS: dict[str, list[str]] = {
     "retrieval.serving.routes": [
-        "routes_search", "routes_items", "routes_browse", "routes_admin", "routes_health",
-        "dependencies", "schemas", "strict_forms",
+        "routes_search", "routes_items", "routes_keys", "routes_browse", "routes_admin", "routes_health",
+        "dependencies", "schemas", "strict_forms", "form_fields",
     ],
     "retrieval.serving.http": [
         "middleware", "admission", "rate_limit", "problems", "service_errors", "prometheus", "openapi",
@@ -86,10 +86,12 @@ MAPS: dict[str, str] = {
     "retrieval.serving.routes": """The service's routes: HTTP in, a call of the service, HTTP out.
 
 ``routes_search`` (``/search``, ``/embed``, ``/items/{id}/similar``), ``routes_items`` (``/items``),
-``routes_browse`` (``GET /labels``, ``GET /items``: counts and filtered pages behind a cursor), ``routes_admin``
-(``/admin/reload``) and ``routes_health`` (``/healthz``, ``/readyz``, ``/metrics``), sharing ``dependencies``
-(the service objects, the API-key check), ``schemas`` (the request and response models) and ``strict_forms``
-(form text that does not decode is a 400, not Latin-1 mojibake).
+``routes_keys`` (``/items/by-key/{key}``: items by their own keys, upsert), ``routes_browse`` (``GET /labels``,
+``GET /items``: counts and filtered pages behind a cursor), ``routes_admin`` (``/admin/reload``) and
+``routes_health`` (``/healthz``, ``/readyz``, ``/metrics``), sharing ``dependencies`` (the service objects, the
+API-key check), ``schemas`` (the request and response models), ``form_fields`` (the one vocabulary of upload
+fields, old names deprecated) and ``strict_forms`` (form text that does not decode is a 400, not Latin-1
+mojibake).
 """,
     "retrieval.serving.http": """Around every request: ``middleware`` (methods, timeouts, body size,
 metrics), ``admission`` (the bound on queued images), ``rate_limit`` (a per-client token bucket),

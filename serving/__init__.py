@@ -3,12 +3,12 @@
 ``app`` (the app factory: routes, middleware, problem handlers) with ``settings`` (one pydantic model
 from the CLI or ``RETRIEVAL_*``), ``lifecycle`` (first load, reloads, shutdown) and ``state`` (the
 loaded model and index on one store thread, swapped atomically). Routes: ``routes.routes_search``
-(``/search``, ``/embed``, ``/items/{id}/similar``), ``routes.routes_items`` (``/items``), ``routes_keys``
+(``/search``, ``/embed``, ``/items/{id}/similar``), ``routes.routes_items`` (``/items``), ``routes.routes_keys``
 (``/items/by-key/{key}``: items by their own keys, upsert), ``routes.routes_browse``
 (``GET /labels``, ``GET /items``: counts and filtered pages behind a cursor), ``routes.routes_admin``
 (``/admin/reload``), ``routes.routes_health`` (``/healthz``, ``/readyz``, ``/metrics``), sharing
 ``routes.dependencies`` (the service objects, the API-key check), ``routes.schemas`` (request and response
-models), ``form_fields`` (the one vocabulary of upload fields, old names deprecated) and ``item_views``
+models), ``routes.form_fields`` (the one vocabulary of upload fields, old names deprecated) and ``item_views``
 (an item as a hit or a response, its path private when so set). ``routes.strict_forms`` refuses form text that does not decode (400, not Latin-1 mojibake). A query: ``images.uploads`` (size and type checks) -> ``query_pipeline`` (admitted by ``http.admission``,
 the bound on queued images; decode, embed through ``batcher``'s micro-batches, search) -> hits;
 ``images.upload_storage`` keeps added images, ``images.thumbnails`` previews them, ``images.item_images`` sends them at

@@ -16,7 +16,6 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
 
-from retrieval.serving import routes_keys
 from retrieval.serving.batcher import MicroBatcher
 from retrieval.serving.glibc_malloc import limit_malloc_arenas
 from retrieval.serving.http.admission import AdmissionGate, EmbedAdmission
@@ -34,7 +33,14 @@ from retrieval.serving.http.rate_limit import RateLimit
 from retrieval.serving.images.thumbnails import ThumbnailMaker
 from retrieval.serving.images.uploads import MULTIPART_SLACK_BYTES
 from retrieval.serving.lifecycle import lifespan
-from retrieval.serving.routes import routes_admin, routes_browse, routes_health, routes_items, routes_search
+from retrieval.serving.routes import (
+    routes_admin,
+    routes_browse,
+    routes_health,
+    routes_items,
+    routes_keys,
+    routes_search,
+)
 from retrieval.serving.routes.dependencies import API_KEY_HEADER, Services
 from retrieval.serving.settings import ServeSettings, settings_from_env
 from retrieval.serving.state import ServiceState, Snapshot
