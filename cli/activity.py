@@ -1,10 +1,12 @@
 """A spinner for each silent phase of a command (loading torch, a model, an index) on a terminal, and the
 time it took when it ends. Nothing where stderr is not a terminal: a log or a pipe gets no spinner frames
-(and a reader of ``--json`` output mixed with stderr no extra line)."""
+(and a reader of ``--json`` output mixed with stderr no extra line). ``show_run_log``: the INFO lines a
+long command (``train``, ``study``) prints as it goes."""
 
 from __future__ import annotations
 
 import itertools
+import logging
 import sys
 import threading
 import time
@@ -13,6 +15,15 @@ from contextlib import contextmanager
 
 FRAMES = "|/-\\"
 TICK_S = 0.1
+QUIET_LOGGERS = ("httpx",)  # huggingface_hub's HTTP client: one INFO line per request of a weights download
+
+
+def show_run_log() -> None:
+    """The project's INFO messages on stderr, one per line, without the HTTP client's per-request lines (a
+    hub download shows its own progress bar)."""
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 @contextmanager

@@ -228,3 +228,18 @@ def test_the_smallest_image_is_the_backbones_own(backbone: str, size: int, messa
     else:
         with pytest.raises(ConfigError, match=message):
             check_image_size(backbone, size)
+
+
+def test_a_long_command_logs_its_own_lines_not_one_per_http_request(caplog: pytest.LogCaptureFixture) -> None:
+    """``retrieval train`` and ``study`` log at INFO; huggingface_hub's client logs each request at INFO
+    too, which a download would print line by line beside its progress bar."""
+    import logging
+
+    from retrieval.cli.activity import show_run_log
+
+    caplog.set_level(logging.INFO)  # the root at INFO, as the command's own basicConfig sets it
+    assert logging.getLogger("httpx").isEnabledFor(logging.INFO)  # what a download printed before
+    show_run_log()
+    assert logging.getLogger("retrieval.training").isEnabledFor(logging.INFO)
+    assert not logging.getLogger("httpx").isEnabledFor(logging.INFO)
+    assert logging.getLogger("httpx").isEnabledFor(logging.WARNING)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import logging
 import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from retrieval.cli.activity import activity
+from retrieval.cli.activity import activity, show_run_log
 from retrieval.cli.options.config_options import config_layer, show_config_defaults
 from retrieval.cli.options.train_options import (
     AllowDownload,
@@ -83,7 +82,7 @@ def study(
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bars.")] = False,
 ) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    show_run_log()
     options = config_layer(study, locals())
     assignments = parse_set([item.split(":", 1)[-1] for item in set_ or []])  # "loss:key=value" sets key too
     layers = [("command-line options", options), ("--set", assignments), ("--data", {"data": {"path": str(data)}})]

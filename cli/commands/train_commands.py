@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from retrieval.cli.activity import activity
+from retrieval.cli.activity import activity, show_run_log
 from retrieval.cli.options.config_options import ConfigKey, config_layer, show_config_defaults
 from retrieval.cli.options.train_options import (
     AllowDownload,
@@ -185,7 +185,7 @@ def train(
     "10; --recipe zhai_wu: 31". --epochs 0 trains nothing: the run's model is the starting backbone, to try
     it before training. --split none or --final-fit train on every class (docs/training.md).
     """
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    show_run_log()
     if out is None and not print_config:
         raise ConfigError("--out is required: the run directory to train into (e.g. --out runs/first)")
     request = TrainRequest(
