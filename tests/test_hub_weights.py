@@ -237,9 +237,14 @@ def test_a_long_command_logs_its_own_lines_not_one_per_http_request(caplog: pyte
 
     from retrieval.cli.activity import show_run_log
 
-    caplog.set_level(logging.INFO)  # the root at INFO, as the command's own basicConfig sets it
-    assert logging.getLogger("httpx").isEnabledFor(logging.INFO)  # what a download printed before
-    show_run_log()
-    assert logging.getLogger("retrieval.training").isEnabledFor(logging.INFO)
-    assert not logging.getLogger("httpx").isEnabledFor(logging.INFO)
-    assert logging.getLogger("httpx").isEnabledFor(logging.WARNING)
+    httpx_log = logging.getLogger("httpx")
+    level = httpx_log.level  # an earlier command run in this process may have set it already
+    httpx_log.setLevel(logging.NOTSET)
+    try:
+        caplog.set_level(logging.INFO)  # the root at INFO, as the command's own basicConfig sets it
+        assert httpx_log.isEnabledFor(logging.INFO)  # what a download printed before
+        show_run_log()
+        assert logging.getLogger("retrieval.training").isEnabledFor(logging.INFO)
+        assert not httpx_log.isEnabledFor(logging.INFO) and httpx_log.isEnabledFor(logging.WARNING)
+    finally:
+        httpx_log.setLevel(level)
