@@ -145,6 +145,58 @@ def test_filtered_binary_search_equals_brute_force(index_dir: Path, vectors: np.
             np.testing.assert_allclose(found.scores, best, atol=1e-6)  # Hamming ties leave ids ambiguous
 
 
+def test_a_flat_binary_index_scans_a_small_selection_as_its_selector_would(
+    index_dir: Path, vectors: np.ndarray, monkeypatch
+) -> None:
+    """A selection of at most half a flat binary segment is gathered from the index's own codes and
+    scanned (``CodeScan``); the ids and scores are those of faiss's search through the id selector."""
+    queries = vectors[40:60] + 0.05
+    scans: list[int] = []
+    real_scan = filtered_search.CodeScan.search
+
+    def counting(self, codes, k, selected):
+        scans.append(len(selected))
+        return real_scan(self, codes, k, selected)
+
+    monkeypatch.setattr(filtered_search.CodeScan, "search", counting)
+    with IndexStore.open(index_dir) as store:
+        flat = store.manifest.binary_kind == "flat"
+        for where in [*FILTERS, {"shelf": {"$ne": 1}}]:  # the last one: 4/5 of the items, above half
+            scanned = store.search(queries, K, kind="binary", where=parse_filter(where))
+            with monkeypatch.context() as selectors_only:
+                selectors_only.setattr(segment_searcher.SegmentSearcher, "_scans", lambda self, size: False)
+                through_selector = store.search(queries, K, kind="binary", where=parse_filter(where))
+            np.testing.assert_array_equal(scanned.ids, through_selector.ids)  # ties too: the lower id first
+            np.testing.assert_array_equal(scanned.scores, through_selector.scores)
+    if flat:  # every filter of FILTERS once (20 queries in one call), and not the one above half
+        assert scans == [len(_allowed(where)) for where in FILTERS]
+    else:
+        assert scans == []
+
+
+def test_a_filters_matches_are_remembered_until_the_next_update(index_dir: Path, tmp_path: Path) -> None:
+    """A repeated filter reads its matches from SQLite once per generation of the store; an add or a
+    remove makes a new generation, and filters that differ only by a value's JSON type stay apart."""
+    copy = tmp_path / "index"
+    shutil.copytree(index_dir, copy)
+    red = parse_filter({"color": "red"})
+    with IndexStore.open(copy) as store:
+        reads: list[ItemFilter] = []
+        real = store._db.matching_ids
+        store._db.matching_ids = lambda where: reads.append(where) or real(where)  # type: ignore[method-assign]
+        query = store.embeddings_of([4])  # item 4 (i = 3) is red
+        assert store.search(query, 1, where=red).ids[0, 0] == 4
+        assert store.search(query, 1, where=red).ids[0, 0] == 4 and len(reads) == 1
+        store.remove([4])
+        first = store.search(query, 1, where=red).ids[0, 0]
+        assert first != 4 and first in _allowed({"color": "red"}) and len(reads) == 2
+        (added,) = store.add([ImageRecord(Path("/photos/new.jpg"), "c99", metadata={"color": "red"})], query)
+        assert store.search(query, 1, where=red).ids[0, 0] == added and len(reads) == 3
+        assert len(store.search(query, K, where=parse_filter({"rare": True})).ids[0]) == 4
+        assert len(store.search(query, K, where=parse_filter({"rare": 1})).ids[0]) == 0  # 1 is not true
+        assert len(reads) == 5
+
+
 def test_filtered_rerank_stays_inside_the_filter(index_dir: Path, vectors: np.ndarray) -> None:
     where = {"label": "c07", "color": "blue"}
     allowed = _allowed(where)

@@ -21,6 +21,7 @@ Not thread-safe: callers that share a store between threads (the service) hold a
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,10 @@ _log = logging.getLogger(__name__)
 _OPEN_ATTEMPTS = 3  # an update committing while we read is retried (its files moved under us)
 Allowed = np.ndarray | None
 """The ids a search may return (ascending; a filter's matches), or None for every live item."""
+_REMEMBERED_FILTERS = 32
+"""Filters whose matches a store keeps for its current generation (a service sees the same few often)."""
+_REMEMBERED_IDS = 1 << 22
+"""At most this many matching ids kept in all (32 MiB)."""
 
 
 class IndexStore(StoreUpdates, StoreBase[Allowed]):
@@ -69,6 +74,7 @@ class IndexStore(StoreUpdates, StoreBase[Allowed]):
         self._db = db
         self._set = segments
         self._searchers: dict[int, dict[SearchKind, SegmentSearcher]] = {}
+        self._matches: OrderedDict[tuple[int, str], np.ndarray] = OrderedDict()
         self._segments_changed()
 
     # ----- opening -----------------------------------------------------------------------
@@ -174,11 +180,31 @@ class IndexStore(StoreUpdates, StoreBase[Allowed]):
     def _scope(self, where: ItemFilter | None) -> tuple[Allowed, int]:
         """The items that pass ``where`` (ascending ids), or None and every item. Only items this store has
         loaded: another connection may have added items to the item table since (a service's snapshot
-        that a reload is replacing), which are not in these segments."""
+        that a reload is replacing), which are not in these segments.
+
+        A filter's matches are remembered for the store's generation (every add, remove and compaction
+        makes a new one, and no update changes an item in place), so a repeated filter skips SQLite."""
         if where is None:
             return None, self.count
-        allowed = self._set.live(self._db.matching_ids(where))  # matching_ids are ascending, so is this
+        key = (self.manifest.generation, repr(where))  # repr tells 1, 1.0 and true apart; == does not
+        allowed = self._matches.get(key)
+        if allowed is None:
+            allowed = self._set.live(self._db.matching_ids(where))  # matching_ids are ascending, so is this
+            allowed.setflags(write=False)
+            self._remember(key, allowed)
+        else:
+            self._matches.move_to_end(key)
         return allowed, len(allowed)
+
+    def _remember(self, key: tuple[int, str], allowed: np.ndarray) -> None:
+        """Keep ``allowed`` under ``key``, forgetting other generations' and the least recently used."""
+        for old in [old for old in self._matches if old[0] != key[0]]:
+            del self._matches[old]
+        self._matches[key] = allowed
+        while len(self._matches) > _REMEMBERED_FILTERS or (
+            len(self._matches) > 1 and sum(map(len, self._matches.values())) > _REMEMBERED_IDS
+        ):
+            self._matches.popitem(last=False)
 
     def _search_kind(self, kind: SearchKind, data: np.ndarray, k: int, scope: Allowed) -> SearchResults:
         """Each segment's top-k of its live (and allowed) items, merged into one top-k."""

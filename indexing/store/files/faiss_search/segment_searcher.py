@@ -28,6 +28,7 @@ from retrieval.indexing.search.kinds import SearchKind
 from retrieval.indexing.search.results import SearchResults
 from retrieval.indexing.store.files.faiss_search.faiss_gpu import Searcher, searcher
 from retrieval.indexing.store.files.faiss_search.filtered_search import (
+    CodeScan,
     StoredVectors,
     batch_selector,
     exact_search,
@@ -52,11 +53,14 @@ class SegmentSearcher:
         self._approximate = not segment.index_kind(kind).exact
         self._search: Searcher = searcher(kind, self._index, segment.index_kind(kind).name)
         self._stored, self._bits = stored, bits
+        self._code_scan: CodeScan | None = CodeScan.of(self._index) if kind is SearchKind.BINARY else None
 
     def search(self, data: np.ndarray, k: int, selected: np.ndarray | None = None) -> SearchResults:
         """Top-``k`` of the segment's live items, or of ``selected`` (ascending live ids of this segment,
         a filter's matches); ``k`` is at most their number. ``data``: float queries or binary codes."""
         if selected is not None:
+            if self._code_scan is not None and self._scans(len(selected)):
+                return self._code_scan.search(data, k, selected)
             return self._through_selector(data, k, batch_selector(selected), selected)
         dead = self.segment.dead
         if not len(dead):
@@ -65,6 +69,11 @@ class SegmentSearcher:
         found = self._faiss(self._search, data, fetch).without(dead).head(k)
         short = found.short_rows(k)
         return found.replace_rows(short, self._live_through_selector(data[short], k)) if len(short) else found
+
+    def _scans(self, selected: int) -> bool:
+        """Whether a selection is small enough to gather and scan its codes: at most half the segment
+        (beyond that faiss's scan with a selector reads less) and within ``small_selection``'s memory."""
+        return 2 * selected <= self._index.ntotal and small_selection(selected, self._index.d)
 
     def _live_through_selector(self, data: np.ndarray, k: int) -> SearchResults:
         """Top-``k`` live items through the tombstone selector (which turns flat search into a scan
