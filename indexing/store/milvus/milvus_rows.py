@@ -1,4 +1,5 @@
-"""Rows of the Milvus collections: items <-> ``Item``, the id counter and the idempotency records."""
+"""Rows of the Milvus collections: items <-> ``Item``, the id counter, the idempotency records and the record
+of a replace in progress."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from retrieval.indexing.store.milvus.milvus_filter import filter_keys, text_key
 from retrieval.indexing.store.shared.items.items_db import Item
 
 _NEXT_ID = "next_id"
+_REPLACE = "replace_in_progress"
 _DUMMY = [0.0, 0.0]  # the meta collection's required vector
 
 
@@ -101,6 +103,23 @@ def recall(client: Any, meta: str, uri: str, key: str) -> dict[str, Any] | None:
     query = partial(client.query, meta, ids=[_idempotency_row(key)], output_fields=["value"], timeout=TIMEOUT_S)
     rows = milvus_call(uri, "recall an idempotency key", query)
     return dict(rows[0]["value"]) if rows else None
+
+
+def save_replace(client: Any, meta: str, uri: str, new_ids: Sequence[int], old_ids: Sequence[int]) -> None:
+    """Record a replace about to insert ``new_ids`` and then delete ``old_ids`` (cleared by ``end_replace``)."""
+    _upsert(client, meta, uri, _REPLACE, {"new": [int(i) for i in new_ids], "old": [int(i) for i in old_ids]})
+
+
+def pending_replace(client: Any, meta: str, uri: str) -> tuple[list[int], list[int]] | None:
+    """(new ids, old ids) of a replace that ``save_replace`` recorded and nothing cleared, or None."""
+    query = partial(client.query, meta, ids=[_REPLACE], output_fields=["value"], timeout=TIMEOUT_S)
+    rows = milvus_call(uri, "read the replace record", query)
+    value = dict(rows[0]["value"]) if rows else {}
+    return (list(value["new"]), list(value["old"])) if value.get("new") else None
+
+
+def end_replace(client: Any, meta: str, uri: str) -> None:
+    _upsert(client, meta, uri, _REPLACE, {})
 
 
 def _idempotency_row(key: str) -> str:

@@ -9,10 +9,12 @@ shortlist's float vectors, fetched from Milvus. ``where`` filters run inside Mil
 (``milvus_filter``). Ties in score are ordered by ascending id.
 
 Writes: ids come from a counter in the meta collection (never reused); an add inserts its rows,
-then records its idempotency key. A replace (``add(..., replace=True)``) inserts the new item, then
-deletes the one that held its key: a crash between the two leaves both, and ``ids_of_keys`` then
-answers the newer one (the larger id). Milvus has no multi-row transactions and no id sequence, so one
-writer at a time is assumed (the CLI or one service replica), and a crash mid-add can leave ids
+then records its idempotency key. A replace (``add(..., replace=True)``) records its new and old ids in
+the meta collection, inserts the new item, deletes the one that held its key, then clears the record.
+Milvus has no multi-row transactions, so the record makes it all-or-nothing: opening the store finishes
+a replace a crash interrupted after its insert (the old item is deleted) and undoes one interrupted
+before (any new row is deleted); until then ``ids_of_keys`` answers the newer item (the larger id).
+Milvus has no id sequence either, so one writer at a time is assumed (the CLI or one service replica), and a crash mid-add can leave ids
 unused or an add without its idempotency record (a retry then adds again). Not thread-safe: the
 service calls it from one store thread, like ``IndexStore``.
 """
@@ -49,12 +51,15 @@ from retrieval.indexing.store.milvus.milvus_filter import (
     value_key,
 )
 from retrieval.indexing.store.milvus.milvus_rows import (
+    end_replace,
     item_rows,
     next_id,
+    pending_replace,
     read_items,
     recall,
     remember,
     save_next_id,
+    save_replace,
 )
 from retrieval.indexing.store.shared.index_directory.compaction import CompactionPolicy, CompactionResult
 from retrieval.indexing.store.shared.index_directory.manifest import IndexManifest, check_model, load_index_manifest
@@ -89,6 +94,18 @@ class MilvusStore(StoreBase[str]):
         self._marked = self._count == 0 or not self._call(
             "query", "query", self.collection, filter=unmarked_expression(), output_fields=["id"], limit=1
         )  # every item carries the number and presence marks of milvus_filter (not so before they existed)
+        self._finish_replace()
+
+    def _finish_replace(self) -> None:
+        """Complete or undo a replace a crash interrupted (see the module docstring)."""
+        meta = meta_collection(self.collection)
+        pending = pending_replace(self._client, meta, self.uri)
+        if pending is None:
+            return
+        new, old = pending
+        inserted = [row["id"] for row in self._rows_by_id(new, [])]
+        self.remove(old if len(inserted) == len(new) else inserted)
+        end_replace(self._client, meta, self.uri)
 
     @classmethod
     def open(cls, index_dir: Path, *, expected_model_sha256: str | None = None, force: bool = False) -> MilvusStore:
@@ -292,9 +309,13 @@ class MilvusStore(StoreBase[str]):
         ids = list(range(first, first + len(records)))
         save_next_id(self._client, meta, self.uri, first + len(records))
         rows = item_rows(records, vectors, ids, self.manifest.binarization_threshold, keyed=self._keyed)
+        if taken:
+            save_replace(self._client, meta, self.uri, ids, list(taken.values()))
         self._call("insert", "insert", self.collection, data=rows)
         self._count += len(ids)
-        self.remove(list(taken.values()))
+        if taken:
+            self.remove(list(taken.values()))
+            end_replace(self._client, meta, self.uri)
         if idempotency_key is not None:
             remember(self._client, meta, self.uri, idempotency_key, {"ids": ids, "count": self._count})
         return ids
