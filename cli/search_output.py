@@ -40,15 +40,24 @@ def fit(text: str, width: int) -> str:
 def table_text(queries: Sequence[QueryHits], columns: int | None = None, offset: int = 0) -> str:
     """One table per query (headed by the query when there are several), as wide as ``columns`` (None: the
     terminal's width) allows; ranks count from ``offset + 1``."""
-    width = _label_width(queries, columns or shutil.get_terminal_size().columns)
+    keys = _key_width(queries)
+    width = _label_width(queries, (columns or shutil.get_terminal_size().columns) - (keys + 2 if keys else 0))
     blocks = []
     for query in queries:
         lines = [_query_heading(query)] if len(queries) > 1 else []
-        lines.append(f"{'rank':>4}  {'id':>8}  {'score':>7}  {fit('label', width)}  path")
+        key_heading = f"{'key'.ljust(keys)}  " if keys else ""
+        lines.append(f"{'rank':>4}  {'id':>8}  {key_heading}{'score':>7}  {fit('label', width)}  path")
         for rank, (item, score) in enumerate(query.hits, start=offset + 1):
-            lines.append(f"{rank:>4}  {item.id:>8}  {score:>7.4f}  {fit(item.label, width)}  {item.path}")
+            key = f"{(item.key or '-').ljust(keys)}  " if keys else ""
+            lines.append(f"{rank:>4}  {item.id:>8}  {key}{score:>7.4f}  {fit(item.label, width)}  {item.path}")
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
+
+
+def _key_width(queries: Sequence[QueryHits]) -> int:
+    """The key column's width: the longest key of the hits, 0 (no column) where no hit has a key."""
+    keys = [len(item.key) for query in queries for item, _ in query.hits if item.key is not None]
+    return max([len("key"), *keys]) if keys else 0
 
 
 def _label_width(queries: Sequence[QueryHits], columns: int) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -18,6 +19,9 @@ import pytest
 from index_fixtures import make_image
 from PIL import Image
 from serving_fixtures import GALLERY_SIZE, running_server
+
+from retrieval.indexing.data.records import ImageRecord
+from retrieval.indexing.store.files.index_store import IndexStore
 
 CHROMIUM = Path("/usr/bin/chromium")
 LAUNCH_ARGS = [
@@ -574,6 +578,29 @@ def test_the_k_cap_is_the_servers_k_max(browser, tiny_index_template: Path, tmp_
             page.wait_for_function("document.getElementById('k').value === '7'")
             assert shown_ids(page) == api_ids(base, f"/items/{first[0]}/similar", params={"k": 7})
             assert "At most 7 results" in page.text_content("#k-note") and page.is_hidden("#error")
+            assert page.blocked == []
+        finally:
+            page.close()
+
+
+def test_a_hit_shows_its_key(browser, tiny_index_template: Path, tmp_path: Path) -> None:
+    """An item added with the user's own key shows it under its label; keyless items show none."""
+    index = tmp_path / "keyed"
+    shutil.copytree(tiny_index_template, index)
+    with IndexStore.open(index) as store:
+        (keyed,) = store.add(
+            [ImageRecord(tmp_path / "sku.png", "class_0", key="SKU-0042/blue")], store.embeddings_of([1])
+        )
+    with running_server(index) as base:
+        page = offline_page(browser)
+        try:
+            page.goto(f"{base}/?item=1&k=5")
+            _wait_query(page, "item:1")
+            assert shown_ids(page)[0] == keyed  # the copy of item 1 comes first
+            keys = page.eval_on_selector_all(
+                "#results .hit", "els => els.map(e => e.querySelector('.item-key')?.textContent ?? null)"
+            )
+            assert keys == ["SKU-0042/blue"] + [None] * (len(keys) - 1)
             assert page.blocked == []
         finally:
             page.close()

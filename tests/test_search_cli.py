@@ -120,6 +120,26 @@ def test_the_table_stays_aligned_with_long_labels(flat_index: Path, gallery_dir:
     assert any("Black-footed Albatross …" in line for line in lines) and LONG not in result.stdout
 
 
+def test_the_table_shows_item_keys_where_items_have_them(
+    flat_index: Path, tiny_model_dir: Path, gallery_dir: Path, tmp_path: Path
+) -> None:
+    paths = sorted(gallery_dir.glob("*/*.png"))
+    records = [
+        ImageRecord(path, path.parent.name, key=f"sku-{n:03d}" if n % 2 else None) for n, path in enumerate(paths)
+    ]
+    keyed = tmp_path / "keyed"
+    build_index(tiny_model_dir, records, keyed, progress=False)
+    result = invoke("search", keyed, paths[1], "-k", 30)
+    assert result.exit_code == 0, result.output
+    heading, *rows = result.stdout.strip().splitlines()
+    assert heading.split()[:4] == ["rank", "id", "key", "score"]
+    keys = {int(row.split()[1]): row.split()[2] for row in rows}
+    assert keys == {n + 1: f"sku-{n:03d}" if n % 2 else "-" for n in range(len(paths))}  # ids 1.. in order
+    assert len({row.index(str(gallery_dir)) for row in rows}) == 1  # still aligned
+    plain = invoke("search", flat_index, paths[1], "-k", 3)
+    assert "key" not in plain.stdout.splitlines()[0]  # no column where no item has a key
+
+
 def test_a_wide_terminal_shows_long_labels_whole(flat_index: Path, gallery_dir: Path) -> None:
     queries = [str(gallery_dir / name / "img_0.png") for name in ("class_1", "class_3")]
     wide = runner.invoke(app, ["search", str(flat_index), *queries, "-k", "6"], env={"COLUMNS": "400"})

@@ -139,6 +139,11 @@ function hitElement(hit, scoreKind) {
   const label = span("label", "");
   label.append(...labelPieces(hit.label));
   button.append(img, top, label);
+  if (hit.key) { // the user's own id, when the item was added with one
+    const key = span("item-key", hit.key);
+    key.title = "the item's key: GET /items/by-key/" + encodeURI(hit.key);
+    button.append(key);
+  }
   button.addEventListener("click", () => {
     state.offset = 0; // a new query starts at its first page
     searchByItem(hit, { history: "push", focus: true });
