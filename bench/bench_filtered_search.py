@@ -36,6 +36,7 @@ from retrieval.indexing.store.files.faiss_search.faiss_kinds import binary_kind,
 from retrieval.indexing.store.files.index_store import IndexStore  # noqa: E402
 from retrieval.indexing.store.item_search import filter_warnings, ranked_pages  # noqa: E402
 from retrieval.indexing.store.shared.items.item_filter import ItemFilter, parse_filter  # noqa: E402
+from retrieval.indexing.store.shared.search_settings import SearchSettings  # noqa: E402
 
 TARGET = 1.5
 
@@ -82,7 +83,7 @@ def one_search(store: IndexStore, query: np.ndarray, k: int, kind: str, where: I
     """Milliseconds of what ``POST /search`` runs on the store thread for one query."""
     started = time.perf_counter()
     filter_warnings(store, where)
-    ranked_pages(store, query[None], k, kind=kind, where=where)  # type: ignore[arg-type]
+    ranked_pages(store, query[None], SearchSettings(k=k, kind=kind, where=where))  # type: ignore[arg-type]
     return 1000 * (time.perf_counter() - started)
 
 

@@ -2,7 +2,7 @@
 k-reciprocal alone on the top 100, and DBA's share of an index build.
 
 1. One query at a time, as the service searches (faiss on ``--search-threads`` OpenMP threads, the
-   service's ``search_threads``), through ``ranked_hits`` (the path of ``POST /search``) on an index of
+   service's ``search_threads``), through ``ranked_pages`` (the path of ``POST /search``) on an index of
    ``--size`` clustered unit vectors: binary + float re-rank of 100 (the binary + float re-rank path)
    and exact float, each plain, with ``postprocess=qe`` and with ``postprocess=kreciprocal``. The
    variants take turns query by query; medians in ms, and each one's ratio to the plain search of its
@@ -42,7 +42,8 @@ from retrieval.indexing.store.build.builder import write_index  # noqa: E402
 from retrieval.indexing.store.files.faiss_search.faiss_kinds import binary_kind, float_kind  # noqa: E402
 from retrieval.indexing.store.files.files_target import FilesTarget  # noqa: E402
 from retrieval.indexing.store.files.index_store import IndexStore  # noqa: E402
-from retrieval.indexing.store.item_search import ranked_hits  # noqa: E402
+from retrieval.indexing.store.item_search import ranked_pages  # noqa: E402
+from retrieval.indexing.store.shared.search_settings import SearchSettings  # noqa: E402
 
 FLAT = (float_kind("flat"), binary_kind("flat"))
 
@@ -98,7 +99,7 @@ def search_costs(args: argparse.Namespace, root: Path) -> None:
             for query in queries[:count]:
                 for method in times:
                     started = time.perf_counter()
-                    ranked_hits(store, query, 10, postprocess=method, **kwargs)
+                    ranked_pages(store, query, SearchSettings(k=10, postprocess=method, **kwargs))  # type: ignore[arg-type]
                     times[method].append(1000 * (time.perf_counter() - started))
             plain = statistics.median(times["none"])
             for method, values in times.items():

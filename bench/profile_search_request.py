@@ -34,7 +34,8 @@ from retrieval.indexing.data.image_io import open_rgb_bytes
 from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.model.preprocess import normalize_pixels, resize_and_crop
 from retrieval.indexing.store.files.index_store import IndexStore
-from retrieval.indexing.store.item_search import ranked_hits
+from retrieval.indexing.store.item_search import ranked_pages
+from retrieval.indexing.store.shared.search_settings import SearchSettings
 from retrieval.serving.item_views import thumbnail_url
 from retrieval.serving.routes.schemas import SearchHit, SearchResponse, Timings
 
@@ -74,7 +75,8 @@ def arithmetic_normalize(pixels: np.ndarray, prep) -> np.ndarray:
 
 
 def response_json(store: IndexStore, vector: np.ndarray) -> bytes:
-    (found,) = ranked_hits(store, vector.reshape(1, -1), 10)
+    (page,) = ranked_pages(store, vector.reshape(1, -1), SearchSettings(k=10))
+    found = page.hits
     hits = [
         SearchHit(id=i.id, score=s, label=i.label, metadata=dict(i.metadata), thumbnail_url=thumbnail_url(i.id))
         for i, s in found
@@ -103,7 +105,7 @@ def stage_table(model_dir: Path, index_dir: Path, jpeg: bytes, repeats: int) -> 
             store = store_thread.submit(IndexStore.open, index_dir).result()
 
             def search(store=store) -> object:
-                return ranked_hits(store, vector.reshape(1, -1), 10)
+                return ranked_pages(store, vector.reshape(1, -1), SearchSettings(k=10))
 
             label = f"store search k=10 + item rows, faiss on {threads} thread{'s' * (threads > 1)}"
             rows.append((label, store_thread.submit(cpu_ms, search, repeats).result()))

@@ -4,32 +4,17 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from retrieval.indexing.api.searching import QueryHits
+from retrieval.indexing.api.searching import QueryHits, SearchRequest
 from retrieval.indexing.common.table_files import csv_text
-from retrieval.indexing.store.item_search import Window
-from retrieval.indexing.store.shared.items.item_filter import ItemFilter
 
 LABEL_WIDTH = 24
 """Labels are cut (with an ellipsis) only where the terminal has no room for them whole beside the paths,
 and never below this width, so the path column stays aligned."""
 FIXED_COLUMNS = len("rank  " + " " * 8 + "  " + " " * 7 + "  " + "  ")
 SCORE_DIGITS = 6
-
-
-@dataclass(frozen=True)
-class SearchSettings:
-    index_dir: Path
-    k: int
-    kind: str
-    rerank: int | None
-    score_kind: str
-    where: ItemFilter | None = None  # --filter
-    postprocess: str = "none"  # --postprocess
-    window: Window = Window()  # --offset, --min-score
 
 
 def fit(text: str, width: int) -> str:
@@ -73,19 +58,20 @@ def _query_heading(query: QueryHits) -> str:
 
 
 def json_document(
-    queries: Sequence[QueryHits], settings: SearchSettings, unreadable: Sequence[tuple[Path, str]] = ()
+    queries: Sequence[QueryHits], request: SearchRequest, unreadable: Sequence[tuple[Path, str]] = ()
 ) -> dict[str, Any]:
     """Every query with its results (rank, id, key, score, label, path, metadata), plus the search settings."""
+    settings = request.settings
     return {
-        "index": str(settings.index_dir),
+        "index": str(request.index_dir),
         "k": settings.k,
         "index_kind": settings.kind,
         "rerank": settings.rerank,
         "score_kind": settings.score_kind,
         "postprocess": settings.postprocess,
         "filter": settings.where.to_json() if settings.where is not None else None,
-        "offset": settings.window.offset,
-        "min_score": settings.window.min_score,
+        "offset": settings.offset,
+        "min_score": settings.min_score,
         "queries": [
             {
                 "query": query.path,
@@ -101,7 +87,7 @@ def json_document(
                         "path": item.path,
                         "metadata": item.metadata,
                     }
-                    for rank, (item, score) in enumerate(query.hits, start=settings.window.offset + 1)
+                    for rank, (item, score) in enumerate(query.hits, start=settings.offset + 1)
                 ],
             }
             for query in queries

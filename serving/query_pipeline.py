@@ -1,4 +1,8 @@
-"""From an uploaded image to ranked hits: decode -> preprocess -> (batched) embed -> search -> hits.
+"""From uploaded images to ranked hits, the service's one search path, read top-down: ``search_images``
+(``POST /search``) holds the snapshot, checks, decodes, preprocesses and embeds the uploads in one batched
+model call (``embed_uploads``), then searches that snapshot's store under the request's ``SearchSettings``
+(``pages_for``: ``item_search.ranked_pages``) and shows the hits; ``search_similar`` (``GET
+/items/{id}/similar``) starts from a stored item's embedding instead.
 
 The blocking parts (decoding, faiss, the item table) run in worker threads; the store is
 only touched inside ``ServiceState.read`` so an add or remove never interleaves with it.
@@ -18,35 +22,14 @@ from fastapi import UploadFile
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.image_io import open_rgb_bytes
 from retrieval.indexing.model.preprocess import preprocess_image
-from retrieval.indexing.store.item_search import Window, filter_warnings, ranked_pages
-from retrieval.indexing.store.item_search import score_kind as score_kind_of
-from retrieval.indexing.store.shared.items.item_filter import ItemFilter, parse_filter
-from retrieval.serving.http.service_errors import InvalidParameterError, invalid_parameters
+from retrieval.indexing.store.item_search import filter_warnings, ranked_pages
+from retrieval.indexing.store.shared.search_settings import SearchSettings
 from retrieval.serving.images.uploads import check_content_type, read_upload
 from retrieval.serving.item_views import search_hit
 from retrieval.serving.routes.dependencies import Services
-from retrieval.serving.routes.schemas import (
-    DEFAULT_K,
-    RERANK_FACTOR,
-    IndexKind,
-    PostprocessName,
-    ScoreKind,
-    SearchHit,
-    Timings,
-)
+from retrieval.serving.routes.schemas import SearchHit, Timings
 from retrieval.serving.settings import ServeSettings
 from retrieval.serving.state import Snapshot
-
-
-@dataclass(frozen=True)
-class SearchParams:
-    k: int
-    index: IndexKind = "float"
-    rerank: int | None = None
-    where: ItemFilter | None = None
-    postprocess: PostprocessName = "none"
-    window: Window = Window()
-    full_paths: bool = True  # the service's ``shows_paths``
 
 
 @dataclass(frozen=True)
@@ -58,41 +41,45 @@ class FoundPage:
     warnings: list[str] = field(default_factory=list)
 
 
-def resolve_search_params(
-    services: Services,
-    k: int | None,
-    index: IndexKind | None,
-    rerank: int | None,
-    filter_json: str | None = None,
-    postprocess: PostprocessName | None = None,
-    offset: int | None = None,
-    min_score: float | None = None,
-) -> SearchParams:
-    """Apply defaults and the configured limits; out-of-range values and a bad filter are a 422 problem.
-    ``offset + k`` may reach ``RERANK_FACTOR * k_max`` (the deepest page)."""
-    k_max = services.settings.k_max
-    k = DEFAULT_K if k is None else k
-    if not 1 <= k <= k_max:
-        raise InvalidParameterError(f"k must be between 1 and {k_max}, got {k}.")
-    if rerank is not None and not k <= rerank <= RERANK_FACTOR * k_max:
-        raise InvalidParameterError(f"rerank must be between k ({k}) and {RERANK_FACTOR * k_max}, got {rerank}.")
-    deepest = RERANK_FACTOR * k_max
-    if offset is not None and not 0 <= offset <= deepest - k:
-        raise InvalidParameterError(
-            f"offset must be between 0 and {deepest - k} (offset + k <= {deepest}), got {offset}."
-        )
-    with invalid_parameters():
-        where = parse_filter(filter_json, "parameter 'filter'")
-        window = Window(offset=offset or 0, min_score=min_score)
-    return SearchParams(
-        k=min(k, k_max),
-        index=index or "float",
-        rerank=rerank,
-        where=where,
-        postprocess=postprocess or "none",
-        window=window,
-        full_paths=services.settings.shows_paths,
-    )
+async def search_images(
+    services: Services, images: Sequence[UploadFile], settings: SearchSettings, timings: Timings
+) -> list[FoundPage]:
+    """``POST /search``: the uploads embedded by the model of the snapshot held for the request, then
+    searched in that snapshot's store (the model that embeds the queries searches its own index)."""
+    with services.state.hold() as snapshot:
+        uploads = await embed_uploads(services, images, snapshot, timings)
+        vectors = np.stack([upload.vector for upload in uploads])
+        start = time.perf_counter()
+        pages = await services.state.read(lambda snap: pages_for(snap, vectors, settings, services), snapshot)
+        timings.search_ms = _ms(start)
+    return pages
+
+
+async def search_similar(services: Services, item_id: int, settings: SearchSettings) -> FoundPage:
+    """``GET /items/{id}/similar``: the stored item's own embedding searched, the item itself left out."""
+
+    def find(snapshot: Snapshot) -> FoundPage:
+        vector = snapshot.store.embedding(item_id)
+        (page,) = pages_for(snapshot, vector.reshape(1, -1), settings, services, exclude=item_id)
+        return page
+
+    return await services.state.read(find)
+
+
+def pages_for(
+    snapshot: Snapshot, vectors: np.ndarray, settings: SearchSettings, services: Services, exclude: int | None = None
+) -> list[FoundPage]:
+    """Search the store for each (n, d) row in one call (caller holds the read lock) and attach
+    labels/metadata as the service shows them; ``exclude`` drops one id."""
+    warnings = filter_warnings(snapshot.store, settings.where)
+    if snapshot.store.count == 0:
+        return [FoundPage([], warnings=warnings) for _ in vectors]
+    pages = ranked_pages(snapshot.store, vectors, settings, exclude=[exclude] * len(vectors))
+    full_paths = services.settings.shows_paths
+    return [
+        FoundPage([search_hit(item, score, full_paths) for item, score in page.hits], page.below_min_score, warnings)
+        for page in pages
+    ]
 
 
 def _ms(start: float) -> float:
@@ -164,50 +151,3 @@ def _naming(number: int, count: int) -> Iterator[None]:
         if count == 1:
             raise
         raise type(error)(f"image {number} of {count}: {error}") from None
-
-
-def pages_for(
-    snapshot: Snapshot, vectors: np.ndarray, params: SearchParams, exclude: int | None = None
-) -> list[FoundPage]:
-    """Search the store for each (n, d) row in one call (caller holds the read lock) and attach
-    labels/metadata; ``exclude`` drops one id."""
-    warnings = filter_warnings(snapshot.store, params.where)
-    if snapshot.store.count == 0:
-        return [FoundPage([], warnings=warnings) for _ in vectors]
-    pages = ranked_pages(
-        snapshot.store,
-        vectors,
-        params.k,
-        kind=params.index,
-        rerank=params.rerank,
-        exclude=[exclude] * len(vectors),
-        where=params.where,
-        postprocess=params.postprocess,
-        window=params.window,
-    )
-    return [
-        FoundPage(
-            [search_hit(item, score, params.full_paths) for item, score in page.hits], page.below_min_score, warnings
-        )
-        for page in pages
-    ]
-
-
-def hits_for(snapshot: Snapshot, vector: np.ndarray, params: SearchParams, exclude: int | None = None) -> FoundPage:
-    """``pages_for`` of one (d,) vector."""
-    (page,) = pages_for(snapshot, vector.reshape(1, -1), params, exclude)
-    return page
-
-
-def score_kind(params: SearchParams) -> ScoreKind:
-    return score_kind_of(params.index, params.rerank, params.postprocess)
-
-
-async def search_pages(
-    services: Services, snapshot: Snapshot, vectors: np.ndarray, params: SearchParams, timings: Timings
-) -> list[FoundPage]:
-    """``pages_for`` on the store thread, within ``snapshot`` (the generation that embedded ``vectors``)."""
-    start = time.perf_counter()
-    pages = await services.state.read(lambda snap: pages_for(snap, vectors, params), snapshot)
-    timings.search_ms = _ms(start)
-    return pages

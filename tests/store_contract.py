@@ -23,8 +23,9 @@ from retrieval.indexing.search.kinds import SearchKind
 from retrieval.indexing.search.results import PAD_ID, SearchResults
 from retrieval.indexing.store.backends import IndexTarget, open_store
 from retrieval.indexing.store.build.builder import index_kinds, write_index
-from retrieval.indexing.store.item_search import Window, filter_warnings, ranked_pages
+from retrieval.indexing.store.item_search import filter_warnings, ranked_pages
 from retrieval.indexing.store.shared.items.item_filter import parse_filter
+from retrieval.indexing.store.shared.search_settings import SearchSettings
 from retrieval.indexing.store.shared.store_protocol import Store
 
 DIM = 64  # the tiny model's dimension (index_fixtures.TINY_DIM)
@@ -262,21 +263,21 @@ class StoreContract:
     def test_a_window_pages_and_thresholds_the_brute_force_ranking(self, store: Store, kind: str) -> None:
         queries = make_vectors(3, seed=13)
         ids, scores = brute_force(queries, store.ids(), kind, 20)
-        pages = ranked_pages(store, queries, 5, kind=kind, window=Window(offset=4))  # type: ignore[arg-type]
+        pages = ranked_pages(store, queries, SearchSettings(k=5, kind=kind, offset=4))  # type: ignore[arg-type]
         for row, page in enumerate(pages):
             np.testing.assert_allclose([hit.score for hit in page.hits], scores[row, 4:9], atol=1e-5)
         threshold = float(np.median(scores[:, :10]))
-        pages = ranked_pages(store, queries, 10, kind=kind, window=Window(min_score=threshold))  # type: ignore[arg-type]
+        pages = ranked_pages(store, queries, SearchSettings(k=10, kind=kind, min_score=threshold))  # type: ignore[arg-type]
         for row, page in enumerate(pages):
             assert [round(hit.score, 4) for hit in page.hits] == [
                 round(s, 4) for s in scores[row, :10] if s >= threshold
             ]
             assert page.below_min_score == int((scores[row, :10] < threshold).sum())
-        (page,) = ranked_pages(store, queries[:1], 3, window=Window(offset=COUNT - 2))
+        (page,) = ranked_pages(store, queries[:1], SearchSettings(k=3, offset=COUNT - 2))
         assert len(page.hits) == 2 and page.below_min_score == 0
         for bad in ({"offset": -1}, {"min_score": 1.5}, {"min_score": float("nan")}):
             with pytest.raises(DataError, match="offset must be|min_score must be between -1 and 1"):
-                Window(**bad)  # type: ignore[arg-type]
+                SearchSettings(**bad)  # type: ignore[arg-type]
 
     def test_a_filter_nothing_matches_finds_nothing(self, store: Store) -> None:
         queries = make_vectors(2, seed=8)

@@ -18,9 +18,11 @@ from retrieval.indexing.search.postprocess import expand_queries, k_reciprocal_r
 from retrieval.indexing.search.postprocess_params import IndexPostprocess, KReciprocalParams, QeParams
 from retrieval.indexing.search.results import SearchResults
 from retrieval.indexing.store.files.index_store import IndexStore
-from retrieval.indexing.store.item_search import ranked_hits, similar_hits
+from retrieval.indexing.store.item_search import HitPage, ranked_pages, similar_pages
 from retrieval.indexing.store.shared.index_directory.manifest import save_index_manifest
 from retrieval.indexing.store.shared.items.item_filter import parse_filter
+from retrieval.indexing.store.shared.items.items_db import Hit
+from retrieval.indexing.store.shared.search_settings import SearchSettings
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +55,7 @@ def test_qe_searches_the_expanded_query(index_dir: Path) -> None:
         gallery = np.zeros((store.ids().max() + 1, store.dim), np.float32)
         gallery[store.ids()] = store.embeddings_of(store.ids())
         expanded = expand_queries(query[None], gallery, first, QeParams(n=3, alpha=2))[0]
-        (hits,) = ranked_hits(store, query, 5, postprocess="qe")
+        (hits,) = _hits(ranked_pages(store, query, SearchSettings(k=5, postprocess="qe")))
         expected = _exact(store, expanded, 5)
         assert [item.id for item, _ in hits] == expected.ids[0].tolist()
         np.testing.assert_allclose(
@@ -68,7 +70,7 @@ def test_similar_with_qe_never_expands_with_the_item_itself(index_dir: Path) -> 
         gallery = np.zeros((store.ids().max() + 1, store.dim), np.float32)
         gallery[store.ids()] = store.embeddings_of(store.ids())
         expanded = expand_queries(own[None], gallery, first, QeParams(n=3, alpha=2))[0]
-        (hits,) = similar_hits(store, [7], 4, postprocess="qe")
+        (hits,) = _hits(similar_pages(store, [7], SearchSettings(k=4, postprocess="qe")))
         assert [item.id for item, _ in hits] == _exact(store, expanded, 4, own=7).ids[0].tolist()
 
 
@@ -79,10 +81,10 @@ def test_kreciprocal_reranks_the_top_candidates(index_dir: Path) -> None:
         vectors = store.embeddings_of(first.ids[0])
         local = SearchResults(np.arange(12)[None], first.scores)
         reranked = k_reciprocal_rerank(query[None], vectors, local, KReciprocalParams(k1=4, k2=2, candidates=12))
-        (hits,) = similar_hits(store, [3], 5, postprocess="kreciprocal")
+        (hits,) = _hits(similar_pages(store, [3], SearchSettings(k=5, postprocess="kreciprocal")))
         assert [item.id for item, _ in hits] == first.ids[0][reranked.ids[0][:5]].tolist()
         with pytest.raises(DataError, match="unknown postprocess 'dba'"):
-            ranked_hits(store, query, 5, postprocess="dba")
+            SearchSettings(k=5, postprocess="dba")
 
 
 @pytest.mark.parametrize("method", ["qe", "kreciprocal"])
@@ -90,8 +92,10 @@ def test_a_filter_nothing_passes_gives_no_hits_after_postprocessing(index_dir: P
     """Found by tests/test_serving_fuzz.py: k-reciprocal re-ranking of no candidates was a 500."""
     nothing = parse_filter({"label": {"$in": ["no such label"]}})
     with IndexStore.open(index_dir) as store:
-        assert ranked_hits(store, store.embedding(3), 5, postprocess=method, where=nothing) == [[]]
-        assert similar_hits(store, [3], 5, postprocess=method, where=nothing) == [[]]
+        assert _hits(
+            ranked_pages(store, store.embedding(3), SearchSettings(k=5, postprocess=method, where=nothing))
+        ) == [[]]
+        assert _hits(similar_pages(store, [3], SearchSettings(k=5, postprocess=method, where=nothing))) == [[]]
 
 
 def test_the_service_offers_qe_and_kreciprocal(index_dir: Path) -> None:
@@ -118,7 +122,7 @@ def test_search_command_postprocess(index_dir: Path) -> None:
     assert result.exit_code == 0, result.output
     document = json.loads(result.output)
     with IndexStore.open(index_dir) as store:
-        (hits,) = similar_hits(store, [7], 4, postprocess="qe")
+        (hits,) = _hits(similar_pages(store, [7], SearchSettings(k=4, postprocess="qe")))
     assert document["postprocess"] == "qe"
     assert [hit["id"] for hit in document["queries"][0]["results"]] == [item.id for item, _ in hits]
     result = runner.invoke(app, ["search", str(index_dir), "--id", "7", "--postprocess", "dba"])
@@ -138,5 +142,9 @@ def test_qe_on_a_reranked_binary_search_reranks_one_shortlist(index_dir: Path) -
         expanded = expand_queries(query[None], vectors, local, QeParams(n=3, alpha=2))[0]
         final = vectors @ expanded
         expected = ids[np.lexsort((ids, -final))[:4]]
-        (hits,) = similar_hits(store, [9], 4, kind="binary", rerank=12, postprocess="qe")
+        (hits,) = _hits(similar_pages(store, [9], SearchSettings(k=4, kind="binary", rerank=12, postprocess="qe")))
         assert [item.id for item, _ in hits] == expected.tolist()
+
+
+def _hits(pages: list[HitPage]) -> list[list[Hit]]:
+    return [page.hits for page in pages]

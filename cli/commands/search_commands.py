@@ -11,13 +11,11 @@ import typer
 from retrieval.cli.activity import activity
 from retrieval.cli.commands.index_commands import echo_failures
 from retrieval.cli.options.index_options import BatchOpt, QuietOpt, ThreadsOpt
-from retrieval.cli.search_output import SearchSettings, csv_document, json_document, table_text
+from retrieval.cli.search_output import csv_document, json_document, table_text
 from retrieval.indexing import api
 from retrieval.indexing.common.atomic_write import atomic_write_text
 from retrieval.indexing.common.errors import ConfigError, DataError
 from retrieval.indexing.search.postprocess_params import QUERY_METHODS, parse_methods
-from retrieval.indexing.store.item_search import Window, score_kind
-from retrieval.indexing.store.shared.items.item_filter import parse_filter
 
 Format = Literal["table", "json", "csv"]
 
@@ -72,32 +70,28 @@ def search(
         raise ConfigError("give one or more query images, or --id ITEM_ID to search by a stored item")
     if rerank and not binary:
         raise DataError("--rerank re-orders a binary shortlist; add --binary")
-    kind: Literal["float", "binary"] = "binary" if binary else "float"
     methods = parse_methods(postprocess, QUERY_METHODS)
     if len(methods) > 1:
         raise ConfigError(f"--postprocess takes one of {', '.join(QUERY_METHODS)}, got {postprocess!r}")
-    method = methods[0]
-    where = parse_filter(filter_, "--filter")  # a malformed filter fails before any image is embedded
-    window = Window(offset=offset, min_score=min_score)  # so does a threshold outside -1..1
+    request = api.SearchRequest.of(  # a malformed filter or a threshold outside -1..1 fails before any embedding
+        index_dir,
+        images or [],
+        item_ids or [],
+        k=k,
+        kind="binary" if binary else "float",
+        rerank=rerank,
+        where=filter_,
+        postprocess=methods[0],
+        offset=offset,
+        min_score=min_score,
+        model=model,
+        force=force,
+        filter_name="--filter",
+    )
     bars = not quiet and len(images or []) > batch_size  # many images: progress bars; few: one line meanwhile
     with activity(f"opening {index_dir} and searching", enabled=not quiet and not bars):
-        found = api.search_index(
-            index_dir,
-            images=images or [],
-            item_ids=item_ids or [],
-            k=k,
-            kind=kind,
-            rerank=rerank,
-            where=where,
-            model=model,
-            force=force,
-            batch_size=batch_size,
-            threads=threads,
-            progress=bars,
-            postprocess=method,
-            window=window,
-        )
-    queries, failures = found.queries, found.failures
+        found = api.search_index(request, batch_size=batch_size, threads=threads, progress=bars)
+    queries, failures, where = found.queries, found.failures, request.settings.where
     echo_failures(failures)
     for warning in found.warnings:
         typer.echo(f"warning: {warning}", err=True)
@@ -105,9 +99,8 @@ def search(
         typer.echo(f"--min-score {min_score} cut {cut} of the {len(queries)} x {k} hits", err=True)
     if where is not None and queries and not any(query.hits for query in queries):
         typer.echo(f"no item of {index_dir} matches --filter {json.dumps(where.to_json())}", err=True)
-    settings = SearchSettings(Path(index_dir), k, kind, rerank, score_kind(kind, rerank, method), where, method, window)
     if fmt == "json":
-        text = json.dumps(json_document(queries, settings, failures), indent=2, ensure_ascii=False) + "\n"
+        text = json.dumps(json_document(queries, request, failures), indent=2, ensure_ascii=False) + "\n"
     else:
         text = csv_document(queries, offset) if fmt == "csv" else table_text(queries, offset=offset) + "\n"
     if out is None:

@@ -2,8 +2,8 @@
 index, a model export or a dataset, so ``retrieval.cli`` only parses arguments and prints.
 
 ``inputs`` (data, images and query models as records, vectors and embedders), ``building``
-(``build_index``, ``build_shard``), ``searching`` (``search``; ``search_index`` for ``retrieval
-search``), ``evaluating`` (``evaluate``; ``evaluate_index_dir``, ``evaluate_dataset`` and
+(``build_index``, ``build_shard``), ``searching`` (``search``; ``SearchRequest`` and ``search_index``, which
+both ``search`` and ``retrieval search`` run), ``evaluating`` (``evaluate``; ``evaluate_index_dir``, ``evaluate_dataset`` and
 ``save_evaluation`` for ``retrieval eval``), ``embedding`` (``embed``; ``index_embeddings``,
 ``dataset_embeddings``), ``updating`` (``add_images``, ``remove_items``, ``compact_index``) and
 ``maintaining`` (``index_info``, ``index_generations``, ``snapshot_index``, ``verify_index``, ``rebuild_index``,
@@ -33,13 +33,14 @@ from retrieval.indexing.api.maintaining import (
     switch_index,
     verify_index,
 )
-from retrieval.indexing.api.searching import QueryHits, SearchOutcome, search, search_index
+from retrieval.indexing.api.searching import QueryHits, SearchOutcome, SearchRequest, search, search_index
 from retrieval.indexing.api.updating import add_images, compact_index, remove_items
 
 __all__ = [
     "Evaluation",
     "QueryHits",
     "SearchOutcome",
+    "SearchRequest",
     "add_images",
     "build_index",
     "build_shard",

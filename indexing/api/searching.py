@@ -1,5 +1,8 @@
-"""Search an index for images or stored items: ``search`` (the Python API) and ``search_index``
-(``retrieval search``), both through ``item_search.ranked_pages``, the service's path too."""
+"""Search an index for images or stored items: the use case of ``retrieval search`` and of the Python API's
+``search``. Both describe their call as one ``SearchRequest`` (which index, the queries, the
+``SearchSettings``, the query model) and hand it to ``search_index``, which reads top-down: open the
+index, the filter's warnings, embed the images, ``item_search.ranked_pages`` (the service's path too),
+then the stored items' own searches."""
 
 from __future__ import annotations
 
@@ -7,16 +10,70 @@ import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
+import numpy as np
 from PIL import Image
 
 from retrieval.indexing.api.inputs import ImageLike, PathLike, embed_images, query_embedder
 from retrieval.indexing.common.errors import DataError
-from retrieval.indexing.search.kinds import KindName
+from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.store.backends import open_store
-from retrieval.indexing.store.item_search import Hit, Window, filter_warnings, ranked_pages, similar_pages
-from retrieval.indexing.store.shared.items.item_filter import ItemFilter, parse_filter
+from retrieval.indexing.store.item_search import Hit, filter_warnings, ranked_pages, similar_pages
+from retrieval.indexing.store.shared.items.item_filter import ItemFilter
+from retrieval.indexing.store.shared.search_settings import SearchSettings
+
+Unreadable = Literal["report", "raise"]
+"""An image that cannot be read: listed in ``SearchOutcome.failures`` (an error only when none can be read:
+``retrieval search``), or a DataError at once (the Python API)."""
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """One search of an index: the ``images`` (files, or PIL images from the Python API) and the stored
+    items ``item_ids`` (each left out of its own results) searched under ``settings``; the images embedded
+    with ``model`` (None: the index's own copy), ``force`` searching even when it differs from the index's."""
+
+    index_dir: Path
+    settings: SearchSettings = SearchSettings()
+    images: tuple[ImageLike, ...] = ()
+    item_ids: tuple[int, ...] = ()
+    model: Path | None = None
+    force: bool = False
+
+    @classmethod
+    def of(
+        cls,
+        index: PathLike,
+        images: Sequence[ImageLike] = (),
+        item_ids: Sequence[int] = (),
+        *,
+        k: int = 10,
+        kind: str = "float",
+        rerank: int | None = None,
+        where: str | Mapping[str, Any] | ItemFilter | None = None,
+        postprocess: str = "none",
+        offset: int = 0,
+        min_score: float | None = None,
+        model: PathLike | None = None,
+        force: bool = False,
+        filter_name: str = "filter",
+    ) -> SearchRequest:
+        """The request of the options as the commands and the Python API name them (``SearchSettings.parse``:
+        a bad setting is a DataError before any image is embedded)."""
+        settings = SearchSettings.parse(
+            k=k,
+            kind=kind,
+            rerank=rerank,
+            where=where,
+            postprocess=postprocess,
+            offset=offset,
+            min_score=min_score,
+            filter_name=filter_name,
+        )
+        queries = tuple(image if isinstance(image, Image.Image) else Path(image) for image in images)
+        given_model = Path(model) if model is not None else None
+        return cls(Path(index), settings, queries, tuple(item_ids), given_model, force)
 
 
 @dataclass(frozen=True)
@@ -54,7 +111,7 @@ def search(
     images: ImageLike | Sequence[ImageLike],
     k: int = 10,
     *,
-    kind: KindName = "float",
+    kind: str = "float",
     rerank: int | None = None,
     where: Mapping[str, Any] | None = None,
     postprocess: str = "none",
@@ -70,71 +127,71 @@ def search(
     queries = [images] if isinstance(images, str | Path | Image.Image) else list(images)
     if not queries:
         raise DataError("search() needs at least one image")
-    window, item_filter = Window(offset=offset, min_score=min_score), parse_filter(where)
-    embedder = query_embedder(Path(index))
-    with open_store(Path(index), expected_model_sha256=embedder.model_sha256) as store:
-        for warning in filter_warnings(store, item_filter):
-            warnings.warn(warning, UserWarning, stacklevel=2)
-        vectors = embed_images(embedder, queries)
-        pages = ranked_pages(
-            store, vectors, k, kind=kind, rerank=rerank, where=item_filter, postprocess=postprocess, window=window
-        )
-        return [HitList(page.hits, page.below_min_score) for page in pages]
+    request = SearchRequest.of(
+        index,
+        queries,
+        k=k,
+        kind=kind,
+        rerank=rerank,
+        where=where,
+        postprocess=postprocess,
+        offset=offset,
+        min_score=min_score,
+    )
+    outcome = search_index(request, unreadable="raise")
+    for warning in outcome.warnings:
+        warnings.warn(warning, UserWarning, stacklevel=2)
+    return [HitList(query.hits, query.below_min_score) for query in outcome.queries]
 
 
 def search_index(
-    index_dir: Path,
+    request: SearchRequest,
     *,
-    images: Sequence[Path] = (),
-    item_ids: Sequence[int] = (),
-    k: int = 10,
-    kind: KindName = "float",
-    rerank: int | None = None,
-    where: ItemFilter | None = None,
-    model: Path | None = None,
-    force: bool = False,
     batch_size: int = 32,
     threads: int | None = None,
     progress: bool = False,
-    postprocess: str = "none",
-    window: Window = Window(),
+    unreadable: Unreadable = "report",
 ) -> SearchOutcome:
-    """``retrieval search``: the hits of each readable image file (embedded in batches with ``model``,
-    by default the index's own; unreadable ones are reported, and an error only when none can be
-    read), then of each stored item ``item_ids`` (itself left out; no model needed)."""
-    embedder = query_embedder(index_dir, model, threads=threads) if images else None
+    """The hits of each image of ``request`` (embedded in batches), then of each of its stored items (no
+    model needed): request -> index -> filter warnings -> embed -> ``ranked_pages`` -> hits."""
+    settings = request.settings
+    embedder = query_embedder(request.index_dir, request.model, threads=threads) if request.images else None
     sha256 = embedder.model_sha256 if embedder else None
-    with open_store(index_dir, expected_model_sha256=sha256, force=force) as store:
-        outcome = SearchOutcome([], warnings=filter_warnings(store, where))
+    with open_store(request.index_dir, expected_model_sha256=sha256, force=request.force) as store:
+        outcome = SearchOutcome([], warnings=filter_warnings(store, settings.where))
         if embedder is not None:
-            embedded = embedder.embed_paths(images, batch_size=batch_size, progress=progress)
-            outcome.failures = embedded.failures
-            if not embedded.ok:
-                first = embedded.failures[0][1]
-                raise DataError(
-                    first if len(images) == 1 else f"none of the {len(images)} images could be read ({first})"
-                )
-            pages = ranked_pages(
-                store,
-                embedded.embeddings,
-                k,
-                kind=kind,
-                rerank=rerank,
-                where=where,
-                postprocess=postprocess,
-                window=window,
-            )
+            names, vectors = _embedded(embedder, request.images, outcome, batch_size, progress, unreadable)
+            pages = ranked_pages(store, vectors, settings)
             outcome.queries += [
-                QueryHits(str(images[i]), None, page.hits, page.below_min_score)
-                for i, page in zip(embedded.ok, pages, strict=True)
+                QueryHits(name, None, page.hits, page.below_min_score) for name, page in zip(names, pages, strict=True)
             ]
-        if item_ids:
-            by_id = similar_pages(
-                store, item_ids, k, kind=kind, rerank=rerank, where=where, postprocess=postprocess, window=window
-            )
-            items = [store.item(item_id) for item_id in item_ids]
+        if request.item_ids:
+            pages = similar_pages(store, request.item_ids, settings)
+            items = [store.item(item_id) for item_id in request.item_ids]
             outcome.queries += [
                 QueryHits(item.path, item.id, page.hits, page.below_min_score)
-                for item, page in zip(items, by_id, strict=True)
+                for item, page in zip(items, pages, strict=True)
             ]
     return outcome
+
+
+def _embedded(
+    embedder: OnnxEmbedder,
+    images: Sequence[ImageLike],
+    outcome: SearchOutcome,
+    batch_size: int,
+    progress: bool,
+    unreadable: Unreadable,
+) -> tuple[list[str], np.ndarray]:
+    """(the names of the embedded images, their vectors); unreadable files go to ``outcome.failures``
+    (``report``: an error only when none can be read) or raise (``raise``)."""
+    if unreadable == "raise":
+        names = ["" if isinstance(image, Image.Image) else str(image) for image in images]
+        return names, embed_images(embedder, images)
+    paths = cast(Sequence[Path], images)
+    embedded = embedder.embed_paths(paths, batch_size=batch_size, progress=progress)
+    outcome.failures = embedded.failures
+    if not embedded.ok:
+        first = embedded.failures[0][1]
+        raise DataError(first if len(paths) == 1 else f"none of the {len(paths)} images could be read ({first})")
+    return [str(paths[i]) for i in embedded.ok], embedded.embeddings

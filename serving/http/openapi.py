@@ -12,7 +12,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from retrieval.indexing.store.item_search import MIN_SCORE_RANGE
+from retrieval.indexing.store.shared.search_settings import MIN_SCORE_RANGE
 from retrieval.serving.http.problems import PROBLEM_MEDIA_TYPE
 from retrieval.serving.routes.schemas import DEFAULT_K, RERANK_FACTOR
 
@@ -38,7 +38,7 @@ def install_openapi(app: FastAPI, k_max: int) -> None:
 
 
 def search_bounds(k_max: int) -> dict[str, dict[str, Any]]:
-    """JSON schemas of the search parameters as ``query_pipeline.resolve_search_params`` enforces them."""
+    """JSON schemas of the search parameters as ``routes_search.search_settings`` and ``SearchSettings`` enforce them."""
     return {
         "k": {"type": "integer", "minimum": 1, "maximum": k_max, "default": DEFAULT_K},
         "rerank": {"type": "integer", "minimum": 1, "maximum": RERANK_FACTOR * k_max},  # and >= k

@@ -5,11 +5,11 @@ from __future__ import annotations
 import time
 from typing import Any, TypeVar
 
-import numpy as np
 from fastapi import APIRouter, Depends, File, Form, Path, Query, UploadFile
 from fastapi.openapi.models import Example
 
 from retrieval.indexing.common.errors import DataError, ItemNotFoundError
+from retrieval.indexing.store.shared.search_settings import SearchSettings
 from retrieval.serving.http import api_examples
 from retrieval.serving.http.problems import problem_responses
 from retrieval.serving.http.service_errors import (
@@ -18,21 +18,14 @@ from retrieval.serving.http.service_errors import (
     RequestTimeoutError,
     RetryLaterError,
     UnsupportedMediaTypeError,
+    invalid_parameters,
 )
-from retrieval.serving.query_pipeline import (
-    FoundPage,
-    SearchParams,
-    embed_upload,
-    embed_uploads,
-    hits_for,
-    resolve_search_params,
-    score_kind,
-    search_pages,
-)
+from retrieval.serving.query_pipeline import FoundPage, embed_upload, search_images, search_similar
 from retrieval.serving.routes.dependencies import Services, get_services
 from retrieval.serving.routes.schemas import (
     DEFAULT_K,
     MAX_ITEM_ID,
+    RERANK_FACTOR,
     BatchSearchResponse,
     EmbedResponse,
     IndexKind,
@@ -42,7 +35,6 @@ from retrieval.serving.routes.schemas import (
     Timings,
 )
 from retrieval.serving.routes.strict_forms import StrictFormRoute
-from retrieval.serving.state import Snapshot
 
 T = TypeVar("T")
 router = APIRouter(tags=["search"], route_class=StrictFormRoute)
@@ -107,7 +99,7 @@ async def search(
 ) -> SearchResponse | BatchSearchResponse:
     start = time.perf_counter()
     _check_batch_size(len(image), services.settings.max_search_images)
-    params = resolve_search_params(
+    settings = search_settings(
         services,
         _first(k_form, k),
         _first(index_form, index),
@@ -118,15 +110,12 @@ async def search(
         _first(min_score_form, min_score),
     )
     timings = Timings()
-    with services.state.hold() as snapshot:  # the model that embeds the queries searches its own index
-        uploads = await embed_uploads(services, image, snapshot, timings)
-        vectors = np.stack([upload.vector for upload in uploads])
-        pages = await search_pages(services, snapshot, vectors, params, timings)
+    pages = await search_images(services, image, settings, timings)
     timings.total_ms = round((time.perf_counter() - start) * 1000.0, 3)
     if len(pages) == 1:  # one image: the response of one query, as before batches
-        return _response(params, pages[0], timings)
+        return _response(settings, pages[0], timings)
     return BatchSearchResponse(
-        **_echo(params, pages[0].warnings, timings),
+        **_echo(settings, pages[0].warnings, timings),
         batch=[
             QueryResults(image=upload.filename or "", below_min_score=page.below_min_score, results=page.results)
             for upload, page in zip(image, pages, strict=True)
@@ -171,15 +160,48 @@ async def similar(
     services: Services = Depends(get_services),
 ) -> SearchResponse:
     start = time.perf_counter()
-    params = resolve_search_params(services, k, index, rerank, filter_, postprocess, offset, min_score)
+    settings = search_settings(services, k, index, rerank, filter_, postprocess, offset, min_score)
     timings = Timings()
-
-    def find(snapshot: Snapshot) -> FoundPage:
-        return hits_for(snapshot, snapshot.store.embedding(item_id), params, exclude=item_id)
-
-    results = await services.state.read(find)
+    found = await search_similar(services, item_id, settings)
     timings.search_ms = timings.total_ms = round((time.perf_counter() - start) * 1000.0, 3)
-    return _response(params, results, timings)
+    return _response(settings, found, timings)
+
+
+def search_settings(
+    services: Services,
+    k: int | None,
+    index: IndexKind | None,
+    rerank: int | None,
+    filter_json: str | None = None,
+    postprocess: PostprocessName | None = None,
+    offset: int | None = None,
+    min_score: float | None = None,
+) -> SearchSettings:
+    """The HTTP parameters as ``SearchSettings`` (``index`` is the kind, ``filter`` the ``where``), within the
+    service's limits: ``k <= k_max``, ``k <= rerank <= RERANK_FACTOR * k_max`` and ``offset + k`` at most that
+    deepest page. An out-of-range value or a bad filter is a 422 problem."""
+    k_max = services.settings.k_max
+    k = DEFAULT_K if k is None else k
+    if not 1 <= k <= k_max:
+        raise InvalidParameterError(f"k must be between 1 and {k_max}, got {k}.")
+    deepest = RERANK_FACTOR * k_max
+    if rerank is not None and not k <= rerank <= deepest:
+        raise InvalidParameterError(f"rerank must be between k ({k}) and {deepest}, got {rerank}.")
+    if offset is not None and not 0 <= offset <= deepest - k:
+        raise InvalidParameterError(
+            f"offset must be between 0 and {deepest - k} (offset + k <= {deepest}), got {offset}."
+        )
+    with invalid_parameters():
+        return SearchSettings.parse(
+            k=k,
+            kind=index or "float",
+            rerank=rerank,
+            where=filter_json,
+            postprocess=postprocess or "none",
+            offset=offset or 0,
+            min_score=min_score,
+            filter_name="parameter 'filter'",
+        )
 
 
 def _first(*values: T | None) -> T | None:
@@ -193,22 +215,22 @@ def _check_batch_size(images: int, limit: int) -> None:
         )
 
 
-def _echo(params: SearchParams, warnings: list[str], timings: Timings) -> dict[str, Any]:
-    """The fields of ``_SearchEcho``: what every query of a search shares."""
+def _echo(settings: SearchSettings, warnings: list[str], timings: Timings) -> dict[str, Any]:
+    """The fields of ``_SearchEcho``: what every query of a search shares, by their HTTP names."""
     return {
-        "index": params.index,
-        "k": params.k,
-        "offset": params.window.offset,
-        "rerank": params.rerank,
-        "postprocess": params.postprocess,
-        "score_kind": score_kind(params),
-        "min_score": params.window.min_score,
+        "index": settings.kind,
+        "k": settings.k,
+        "offset": settings.offset,
+        "rerank": settings.rerank,
+        "postprocess": settings.postprocess,
+        "score_kind": settings.score_kind,
+        "min_score": settings.min_score,
         "warnings": warnings,
         "timings": timings,
     }
 
 
-def _response(params: SearchParams, found: FoundPage, timings: Timings) -> SearchResponse:
+def _response(settings: SearchSettings, found: FoundPage, timings: Timings) -> SearchResponse:
     return SearchResponse(
-        **_echo(params, found.warnings, timings), below_min_score=found.below_min_score, results=found.results
+        **_echo(settings, found.warnings, timings), below_min_score=found.below_min_score, results=found.results
     )

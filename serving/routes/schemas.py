@@ -6,8 +6,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from retrieval.indexing.store.shared.search_settings import ScoreKind
+
 IndexKind = Literal["float", "binary"]
-ScoreKind = Literal["cosine", "hamming", "kreciprocal"]
 PostprocessName = Literal["none", "qe", "kreciprocal"]
 
 MAX_ITEM_ID = 2**63 - 1

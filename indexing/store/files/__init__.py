@@ -1,6 +1,7 @@
 """The files backend: faiss indexes + SQLite + stored embeddings in the index directory.
 
-``index_store`` (``IndexStore``: open, repair, search) with ``store_updates`` (add, remove, compact).
+``index_store`` (``IndexStore``: open, repair, search; one class that holds its writing component) with
+``store_updates`` (``StoreUpdates``, that component: add, remove, compact).
 Segments: ``segment_storage.segments`` (an immutable base + append-only deltas + tombstones), ``segment_storage.segment_files``
 (each segment's three files), ``segment_storage.segment_set`` (the loaded segments, id -> row -> segment),
 ``segment_storage.segment_merge`` (the files of a compaction) and ``segment_storage.compaction_plan`` (when and what to compact).

@@ -30,6 +30,7 @@ import numpy as np
 
 from retrieval.indexing.common.artifact_names import ITEMS_DB_NAME
 from retrieval.indexing.common.errors import IndexFormatError
+from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.search.kinds import SearchKind
 from retrieval.indexing.search.results import SearchResults
 from retrieval.indexing.store.files.faiss_search.filtered_search import StoredVectors
@@ -44,7 +45,8 @@ from retrieval.indexing.store.files.segment_storage.segments import (
     segment_dir,
     staged_base_dir,
 )
-from retrieval.indexing.store.files.store_updates import StoreUpdates
+from retrieval.indexing.store.files.store_updates import IdLedger, StoreUpdates
+from retrieval.indexing.store.shared.index_directory.compaction import CompactionPolicy, CompactionResult
 from retrieval.indexing.store.shared.index_directory.manifest import IndexManifest, check_model, load_index_manifest
 from retrieval.indexing.store.shared.index_directory.write_lock import (
     exclusive_writer,
@@ -65,17 +67,31 @@ _REMEMBERED_IDS = 1 << 22
 """At most this many matching ids kept in all (32 MiB)."""
 
 
-class IndexStore(StoreUpdates, StoreBase[Allowed]):
-    """Search, look up, add and remove items of one index directory."""
+class IndexStore(StoreBase[Allowed]):
+    """Search, look up, add and remove items of one index directory. It reads through its item table and
+    segment set and writes through ``StoreUpdates`` (``add``, ``remove``, ``compact``, ...), a component
+    that shares them and owns the manifest."""
 
     def __init__(self, index_dir: Path, manifest: IndexManifest, db: ItemsDb, segments: SegmentSet) -> None:
         self.index_dir = Path(index_dir)
-        self.manifest = manifest
         self._db = db
         self._set = segments
         self._searchers: dict[int, dict[SearchKind, SegmentSearcher]] = {}
         self._matches: OrderedDict[tuple[int, str], np.ndarray] = OrderedDict()
+        self._updates = StoreUpdates(
+            self.index_dir,
+            manifest,
+            db,
+            segments,
+            segments_changed=self._segments_changed,
+            float_search=lambda queries, k: self._search_kind(SearchKind.FLOAT, queries, k, None),
+        )
         self._segments_changed()
+
+    @property
+    def manifest(self) -> IndexManifest:  # type: ignore[override]  # StoreBase's attribute, read-only here
+        """The manifest of the generation this store holds (each update writes the next one)."""
+        return self._updates.manifest
 
     # ----- opening -----------------------------------------------------------------------
     @classmethod
@@ -124,12 +140,44 @@ class IndexStore(StoreUpdates, StoreBase[Allowed]):
                 for position in stale:
                     segment = self._set.segments[position]
                     write_faiss_files(segment_dir(self.index_dir, segment.info.name), *_indexes(segment))
-                self._save_manifest(generation, len(self._db.labels()))
+                self._updates.save_manifest(generation, len(self._db.labels()))
         except OSError as error:  # e.g. a read-only mount: serve the repaired copy from memory
             _log.warning("%s: could not save the repaired index (%s)", self.index_dir, error)
 
     def close(self) -> None:
         self._db.close()
+
+    # ----- updating (``StoreUpdates``) -------------------------------------------------------
+    def add(
+        self,
+        records: Sequence[ImageRecord],
+        embeddings: np.ndarray,
+        *,
+        idempotency_key: str | None = None,
+        replace: bool = False,
+        ids: Sequence[int] | None = None,
+    ) -> list[int]:
+        """Add items with their (n, d) embeddings as a new delta segment; returns the new item ids
+        (``StoreUpdates.add``: idempotency, ``replace``, given ``ids``)."""
+        return self._updates.add(records, embeddings, idempotency_key=idempotency_key, replace=replace, ids=ids)
+
+    def remove(self, ids: Sequence[int]) -> int:
+        """Remove items by id (unknown ids are ignored); returns how many were removed."""
+        return self._updates.remove(ids)
+
+    def compact(
+        self, *, policy: CompactionPolicy | None = None, kinds: tuple[str, str] | None = None
+    ) -> CompactionResult:
+        """Merge every segment into a new base (``StoreUpdates.compact``: a new ``policy``, new ``kinds``)."""
+        return self._updates.compact(policy=policy, kinds=kinds)
+
+    def adopt_id_ledger(self, ledger: IdLedger) -> None:
+        """Continue another index's ids and idempotency records (``StoreUpdates.adopt_id_ledger``)."""
+        self._updates.adopt_id_ledger(ledger)
+
+    def recall(self, idempotency_key: str) -> dict[str, Any] | None:
+        """``{"ids": [...], "count": n}`` of the add first made under this key, or None."""
+        return self._db.recall(idempotency_key)
 
     # ----- reading -----------------------------------------------------------------------
     @property
@@ -139,6 +187,20 @@ class IndexStore(StoreUpdates, StoreBase[Allowed]):
     def ids(self) -> np.ndarray:
         """All item ids, ascending."""
         return self._set.ids.copy()
+
+    @property
+    def segment_count(self) -> int:
+        """Segments searched: the base plus the deltas."""
+        return len(self._set.segments)
+
+    @property
+    def tombstone_count(self) -> int:
+        """Removed items still stored in a segment (dropped at search time until a compaction)."""
+        return self._set.tombstones
+
+    def ids_of_keys(self, keys: Sequence[str]) -> dict[str, int]:
+        """key -> id of the given keys that an item carries."""
+        return self._db.ids_of_keys(keys)
 
     def items(self, ids: Sequence[int]) -> list[Item | None]:
         """Items in the order of ``ids``; ``None`` for ids that do not exist (e.g. faiss's -1)."""

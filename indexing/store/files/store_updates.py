@@ -1,4 +1,5 @@
-"""Updates of an open index (the ``IndexStore`` methods that write): add, remove, compact.
+"""Updates of an open index: ``StoreUpdates``, the component of ``IndexStore`` that writes (add, remove,
+compact; the store's methods of those names hand over to it).
 
 Each update is one generation under the protocol of ``index_store``: new files first, then ONE SQLite
 transaction (the commit point), then the rest, then the manifest. An add writes one delta segment
@@ -11,18 +12,16 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from retrieval.indexing.common.artifact_names import EMBEDDINGS_NAME
 from retrieval.indexing.common.errors import IndexChangedError, IndexNotWritableError
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.search.kinds import SearchKind
 from retrieval.indexing.search.results import SearchResults
 from retrieval.indexing.store.files.dba_updates import augment_additions, reaugmented
 from retrieval.indexing.store.files.faiss_search.faiss_kinds import binary_kind, float_kind
@@ -72,38 +71,30 @@ class IdLedger:
 
 
 class StoreUpdates:
-    """The writing half of ``IndexStore`` (not thread-safe, like the store)."""
+    """The writing half of an ``IndexStore``, a component the store holds (not thread-safe, like the store).
 
-    index_dir: Path
-    manifest: IndexManifest
-    _db: ItemsDb
-    _set: SegmentSet
+    It shares the store's item table and segment set and owns the manifest (each update writes the next
+    generation's); it tells the store when the segments changed (``segments_changed``: new searchers)
+    and searches through the store's float searchers where a DBA index augments added items
+    (``float_search``)."""
 
-    @property
-    def segment_count(self) -> int:
-        """Segments searched: the base plus the deltas."""
-        return len(self._set.segments)
-
-    @property
-    def tombstone_count(self) -> int:
-        """Removed items still stored in a segment (dropped at search time until a compaction)."""
-        return self._set.tombstones
-
-    def _segments_changed(self) -> None:
-        raise NotImplementedError  # IndexStore: a searcher for every segment
-
-    def _search_kind(self, kind: SearchKind, data: np.ndarray, k: int, scope: Any) -> SearchResults:
-        raise NotImplementedError  # IndexStore: each segment, then the merge
-
-    def embeddings_of(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
-        raise NotImplementedError  # IndexStore: the stored vectors
+    def __init__(
+        self,
+        index_dir: Path,
+        manifest: IndexManifest,
+        db: ItemsDb,
+        segments: SegmentSet,
+        *,
+        segments_changed: Callable[[], None],
+        float_search: Callable[[np.ndarray, int], SearchResults],
+    ) -> None:
+        self.index_dir, self.manifest = index_dir, manifest
+        self._db, self._set = db, segments
+        self._segments_changed, self._float_search = segments_changed, float_search
 
     def _raw_of(self, ids: np.ndarray) -> np.ndarray:
         """The raw (not augmented) vectors of items of a DBA index."""
-        return read_raw(self.index_dir, ids, self.embeddings_of(ids))
-
-    def _float_search(self, queries: np.ndarray, k: int) -> SearchResults:
-        return self._search_kind(SearchKind.FLOAT, queries, k, None)
+        return read_raw(self.index_dir, ids, self._set.embeddings_of(ids))
 
     def add(
         self,
@@ -136,10 +127,6 @@ class StoreUpdates:
             for key, result in ledger.idempotency.items():
                 self._db.remember_json(key, result)
 
-    def recall(self, idempotency_key: str) -> dict[str, Any] | None:
-        """``{"ids": [...], "count": n}`` of the add first made under this key, or None."""
-        return self._db.recall(idempotency_key)
-
     def remove(self, ids: Sequence[int]) -> int:
         """Remove items by id (unknown ids are ignored); returns how many were removed. The items become
         tombstones of their segments; an automatic compaction may follow."""
@@ -155,7 +142,7 @@ class StoreUpdates:
         index); ``policy`` replaces the stored thresholds of automatic compaction, ``kinds`` (float,
         binary) the index kinds of the base, which is then rebuilt even when compact."""
         started = time.perf_counter()
-        before = (self.segment_count, self.tombstone_count)
+        before = (len(self._set.segments), self._set.tombstones)
         with self._writing():
             if policy is not None:
                 self.manifest = self.manifest.model_copy(update={"compaction": policy})
@@ -164,10 +151,10 @@ class StoreUpdates:
                 names = {"float_kind": float_kind(kinds[0]).name, "binary_kind": binary_kind(kinds[1]).name}
                 self.manifest = self.manifest.model_copy(update=names)
             if before != (1, 0) or new_kinds:
-                self._compact(major_plan(self.segment_count))
+                self._compact(major_plan(len(self._set.segments)))
             else:
                 self.manifest = save_index_manifest(self.index_dir, self.manifest)
-        after = (self.segment_count, self.tombstone_count)
+        after = (len(self._set.segments), self._set.tombstones)
         return CompactionResult(*before, *after, time.perf_counter() - started)
 
     @contextmanager
@@ -197,10 +184,6 @@ class StoreUpdates:
                 f"{on_disk.created_at} on disk, {self.manifest.generation} built {self.manifest.created_at} "
                 "here); reopen it (the service: POST /admin/reload) and retry"
             )
-
-    def ids_of_keys(self, keys: Sequence[str]) -> dict[str, int]:
-        """key -> id of the given keys that an item carries."""
-        return self._db.ids_of_keys(keys)
 
     def _replaced_ids(self, records: Sequence[ImageRecord], replace: bool) -> np.ndarray:
         """The ids of the items whose keys the records take over (a KeyConflictError unless ``replace``)."""
@@ -250,7 +233,7 @@ class StoreUpdates:
         segment = Segment(info, stored, float_index, binary_index, *delta_kinds())
         self._set.append(segment, id_array, np.arange(info.first_row, info.end_row, dtype=np.int64))
         self._segments_changed()
-        self._save_manifest(generation, self.manifest.num_labels + len(new_labels) - gone)
+        self.save_manifest(generation, self.manifest.num_labels + len(new_labels) - gone)
         return ids
 
     def _remove(self, ids: Sequence[int]) -> int:
@@ -265,7 +248,7 @@ class StoreUpdates:
             self._db.set_generation(generation)
         self._set.drop(present)
         gone = sum(not self._db.has_label(label) for label in labels)
-        self._save_manifest(generation, self.manifest.num_labels - gone)
+        self.save_manifest(generation, self.manifest.num_labels - gone)
         return removed
 
     def _compact_if_due(self) -> None:
@@ -309,16 +292,16 @@ class StoreUpdates:
         remove_uncommitted(self.index_dir, kept if plan.major else [*kept, target], base_generation(self._db))
         self._set.replace(plan.positions, merged.segment, merged.ids, merged.rows)
         self._segments_changed()
-        self._save_manifest(generation, self.manifest.num_labels)
+        self.save_manifest(generation, self.manifest.num_labels)
 
-    def _save_manifest(self, generation: int, num_labels: int) -> None:
+    def save_manifest(self, generation: int, num_labels: int) -> None:
         update = {
             "generation": generation,
             "count": self._set.count,
             "num_labels": num_labels,
             "updated_at": utc_now(),
-            "delta_segments": self.segment_count - 1,
-            "tombstones": self.tombstone_count,
+            "delta_segments": len(self._set.segments) - 1,
+            "tombstones": self._set.tombstones,
         }
         self.manifest = self.manifest.model_copy(update=update)
         self.manifest = save_index_manifest(self.index_dir, self.manifest)

@@ -20,44 +20,34 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from retrieval.indexing.common.errors import DataError
-from retrieval.indexing.search.kinds import KindName, SearchKind
+from retrieval.indexing.search.kinds import SearchKind
 from retrieval.indexing.search.postprocess import expand_queries, k_reciprocal_rerank
-from retrieval.indexing.search.postprocess_params import QUERY_METHODS, QeParams
+from retrieval.indexing.search.postprocess_params import QeParams
 from retrieval.indexing.search.results import PAD_ID, SearchResults
-from retrieval.indexing.store.shared.items.item_filter import ItemFilter
 from retrieval.indexing.store.shared.rerank import rerank_shortlist, shortlist_ids
+from retrieval.indexing.store.shared.search_settings import SearchSettings
 from retrieval.indexing.store.shared.store_protocol import Store
 
 
 def postprocessed_search(
-    store: Store,
-    queries: np.ndarray,
-    k: int,
-    *,
-    postprocess: str = "none",
-    exclude: Sequence[int | None],
-    kind: KindName = "float",
-    rerank: int | None = None,
-    where: ItemFilter | None = None,
+    store: Store, queries: np.ndarray, k: int, settings: SearchSettings, exclude: Sequence[int | None]
 ) -> SearchResults:
-    """The top ``k`` item ids per query after ``postprocess`` (none, qe, kreciprocal), ``exclude[i]``
-    dropped from row i."""
-    if postprocess not in QUERY_METHODS:
-        raise DataError(f"unknown postprocess {postprocess!r}; use one of {', '.join(QUERY_METHODS)}")
+    """The top ``k`` item ids per query after ``settings.postprocess`` (qe, kreciprocal; none: the plain
+    search), searched as ``settings`` say (kind, rerank, where), ``exclude[i]`` dropped from row i."""
+    kind, rerank, where = settings.kind, settings.rerank, settings.where
 
     def search(vectors: np.ndarray, wanted: int) -> SearchResults:
         return _without_own(store.search(vectors, wanted + 1, kind=kind, rerank=rerank, where=where), exclude, wanted)
 
     params = store.manifest.postprocess
-    if postprocess == "qe" and rerank and SearchKind.of(kind) is SearchKind.BINARY:
+    if settings.postprocess == "qe" and rerank and settings.search_kind is SearchKind.BINARY:
         shortlist = store.search(queries, max(rerank, k) + 1, kind=kind, where=where)
         return _qe_within(store, shortlist, queries, k, params.qe, exclude)
-    if postprocess == "qe":
+    if settings.postprocess == "qe":
         first = search(queries, params.qe.n)
         ids, gallery = _stored(store, first)
         return search(expand_queries(queries, gallery, _local(first, ids), params.qe), k)
-    if postprocess == "kreciprocal":
+    if settings.postprocess == "kreciprocal":
         first = search(queries, max(params.kreciprocal.candidates, k))
         ids, gallery = _stored(store, first)
         if ids.size == 0:  # nothing matched (a filter no item passes): nothing to re-rank

@@ -1,0 +1,98 @@
+"""``SearchSettings``: how to search, one value with one name per setting, checked once.
+
+Every entry point spells the same settings its own way and builds this value: ``retrieval search``
+(``--k``, ``--binary``, ``--rerank``, ``--filter``, ``--postprocess``, ``--offset``, ``--min-score``), the
+Python API's ``search`` (``k``, ``kind``, ``rerank``, ``where``, ``postprocess``, ``offset``,
+``min_score``) and the service's ``POST /search`` and ``GET /items/{id}/similar`` (``k``, ``index``,
+``rerank``, ``filter``, ``postprocess``, ``offset``, ``min_score``). From there on, every layer
+(``item_search``, ``postprocessed_search``, the stores) reads these names. The service's own limits
+(``k_max``, the deepest page) stay with the service: they are its policy, not the settings' meaning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from retrieval.indexing.common.errors import DataError
+from retrieval.indexing.search.kinds import SearchKind
+from retrieval.indexing.search.postprocess_params import QUERY_METHODS
+from retrieval.indexing.store.shared.items.item_filter import ItemFilter, parse_filter
+
+ScoreKind = Literal["cosine", "hamming", "kreciprocal"]
+MIN_SCORE_RANGE = (-1.0, 1.0)
+"""Every score kind lies in it: cosine, ``1 - 2 * hamming / bits``, ``1 -`` the k-reciprocal distance."""
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """``k`` hits per query after skipping the best ``offset`` (paging), of the ``kind`` index
+    (``"float"`` or ``"binary"``; ``rerank=N``: a binary shortlist of N re-ranked by float), among the
+    items that pass ``where``, after ``postprocess`` (none, qe or kreciprocal), and of those only the
+    ones scoring at least ``min_score``. A bad value is a DataError naming it."""
+
+    k: int = 10
+    kind: Literal["float", "binary"] = "float"
+    rerank: int | None = None
+    where: ItemFilter | None = None
+    postprocess: str = "none"
+    offset: int = 0
+    min_score: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", SearchKind.of(self.kind).value)  # the enum given: its name
+        if not _whole(self.k) or self.k < 1:
+            raise DataError(f"k must be at least 1, got {self.k}")
+        if self.rerank is not None and (not _whole(self.rerank) or self.rerank < 1):
+            raise DataError(f"rerank must be a whole number of at least 1, got {self.rerank!r}")
+        if self.where is not None and not isinstance(self.where, ItemFilter):
+            raise TypeError("where must be an ItemFilter (SearchSettings.parse reads JSON text or a mapping)")
+        if self.postprocess not in QUERY_METHODS:
+            raise DataError(f"unknown postprocess {self.postprocess!r}; use one of {', '.join(QUERY_METHODS)}")
+        if not _whole(self.offset) or self.offset < 0:
+            raise DataError(f"offset must be a whole number of at least 0, got {self.offset!r}")
+        low, high = MIN_SCORE_RANGE
+        if self.min_score is not None and not low <= self.min_score <= high:  # NaN fails too
+            raise DataError(
+                f"min_score must be between {low:g} and {high:g} (scores are similarities), got {self.min_score}"
+            )
+
+    @classmethod
+    def parse(
+        cls,
+        *,
+        k: int = 10,
+        kind: str = "float",
+        rerank: int | None = None,
+        where: str | Mapping[str, Any] | ItemFilter | None = None,
+        postprocess: str = "none",
+        offset: int = 0,
+        min_score: float | None = None,
+        filter_name: str = "filter",
+    ) -> SearchSettings:
+        """The settings with ``where`` given as JSON text, a mapping or a parsed filter; ``filter_name`` is
+        how the entry point spells the filter in its error messages (``--filter``, ``parameter 'filter'``)."""
+        item_filter = where if isinstance(where, ItemFilter) else parse_filter(where, filter_name)
+        return cls(k, kind, rerank, item_filter, postprocess, offset, min_score)  # type: ignore[arg-type]
+
+    @property
+    def search_kind(self) -> SearchKind:
+        return SearchKind.of(self.kind)
+
+    @property
+    def depth(self) -> int:
+        """How many of the best hits a search needs: the skipped ``offset`` and the ``k`` shown."""
+        return self.offset + self.k
+
+    @property
+    def score_kind(self) -> ScoreKind:
+        """Float and re-ranked binary searches score by cosine; plain binary ones by 1 - 2 * Hamming / bits;
+        k-reciprocal re-ranking by 1 - its final distance."""
+        if self.postprocess == "kreciprocal":
+            return "kreciprocal"
+        return "hamming" if self.search_kind is SearchKind.BINARY and not self.rerank else "cosine"
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
