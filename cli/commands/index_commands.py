@@ -10,14 +10,13 @@ from typing import Annotated
 
 import typer
 
-from retrieval.cli.commands.shard_commands import echo_shard_build
+from retrieval.cli.commands.shard_commands import echo_shard_report
 from retrieval.cli.options.backend_options import BackendOpt, CollectionOpt, MilvusUriOpt
 from retrieval.cli.options.index_options import BatchOpt, DataOpt, DbaOpt, ModelOpt, QuietOpt, ThreadsOpt
 from retrieval.indexing import api
-from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.model.training_verdict import TrainingVerdict
 from retrieval.indexing.search.postprocess_params import IndexPostprocess, load_params
-from retrieval.indexing.store.backends import FILES, backend_of, index_target
+from retrieval.indexing.store.backends import backend_of, index_target
 from retrieval.indexing.store.files.faiss_search.faiss_kinds import BINARY_KINDS, FLOAT_KINDS
 from retrieval.indexing.store.maintenance.generations import Generation
 from retrieval.indexing.store.shared.index_directory.compaction import CompactionPolicy
@@ -68,30 +67,26 @@ def build(
     ] = None,
 ) -> None:
     """Embed a dataset with an exported model and write a float + binary index directory."""
-    target = index_target(backend, milvus_uri, collection, out)  # an unknown backend or a stray option fails first
-    params = load_params(postprocess_params) if postprocess_params else None
-    if shard is not None:
-        if backend != FILES:  # a shard is a directory of embeddings for `index merge`
-            raise ConfigError("--shard writes a shard directory; build shards without --backend milvus")
-        if dba is not None or params is not None:
-            raise ConfigError("--dba and --postprocess-params apply to a whole index; build shards without them")
-        kinds = {"float_kind": float_kind, "binary_kind": binary_kind}
-        echo_failures(echo_shard_build(shard, model, data, out, split, kinds, batch_size, threads, quiet))
-        return
-    report = api.build_index(
-        model,
-        data,
-        out,
+    request = api.BuildRequest(
+        model=model,
+        data=data,
+        out=out,
         split=split,
         float_kind=float_kind,
         binary_kind=binary_kind,
         batch_size=batch_size,
         threads=threads,
         progress=not quiet,
-        target=target,
+        target=index_target(backend, milvus_uri, collection, out),  # an unknown backend or a stray option first
+        shard=shard,
         dba=dba,
-        postprocess_params=params,
-    )
+        postprocess_params=load_params(postprocess_params) if postprocess_params else None,
+    )  # the rules between options: BuildRequest's
+    report = api.run_build(request)
+    if isinstance(report, api.ShardReport):
+        echo_shard_report(report, out)
+        echo_failures(report.failures)
+        return
     echo_failures(report.failures)
     typer.echo(
         f"indexed {report.count} images of {report.num_labels} classes into {report.index_dir} "

@@ -1,8 +1,9 @@
 """The torch-free Python API, and what the commands run: one function per thing a user does with an
 index, a model export or a dataset, so ``retrieval.cli`` only parses arguments and prints.
 
-``inputs`` (data, images and query models as records, vectors and embedders), ``building``
-(``build_index``, ``build_shard``), ``searching`` (``search``; ``search_index`` for ``retrieval
+``inputs`` (data, images and query models as records, vectors and embedders), ``build_request``
+(``BuildRequest``: one index build as asked, the rules between its options), ``building`` (``run_build``,
+the one build use case, and ``build_index``, ``build_shard``, with their ``BuildReport``, ``ShardReport``), ``searching`` (``search``; ``search_index`` for ``retrieval
 search``), ``evaluating`` (``evaluate``; ``evaluate_index_dir``, ``evaluate_dataset`` and
 ``save_evaluation`` for ``retrieval eval``), ``embedding`` (``embed``; ``index_embeddings``,
 ``dataset_embeddings``), ``updating`` (``add_images``, ``remove_items``, ``compact_index``) and
@@ -15,7 +16,8 @@ search``), ``evaluating`` (``evaluate``; ``evaluate_index_dir``, ``evaluate_data
     hits = api.search("index/", ["query.jpg"], k=5)   # per image: [(Item, score), ...]
 """
 
-from retrieval.indexing.api.building import build_index, build_shard
+from retrieval.indexing.api.build_request import BuildRequest
+from retrieval.indexing.api.building import BuildReport, ShardReport, build_index, build_shard, run_build
 from retrieval.indexing.api.embedding import dataset_embeddings, embed, index_embeddings
 from retrieval.indexing.api.evaluating import (
     Evaluation,
@@ -37,9 +39,12 @@ from retrieval.indexing.api.searching import QueryHits, SearchOutcome, search, s
 from retrieval.indexing.api.updating import add_images, compact_index, remove_items
 
 __all__ = [
+    "BuildReport",
+    "BuildRequest",
     "Evaluation",
     "QueryHits",
     "SearchOutcome",
+    "ShardReport",
     "add_images",
     "build_index",
     "build_shard",
@@ -55,6 +60,7 @@ __all__ = [
     "rebuild_index",
     "remove_items",
     "rollback_index",
+    "run_build",
     "save_evaluation",
     "search",
     "search_index",
