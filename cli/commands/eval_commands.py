@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import importlib.util
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -10,7 +11,6 @@ from typing import Annotated
 
 import typer
 
-from retrieval.cli.eval_reference import reference_column, whitened_reference_column
 from retrieval.cli.options.index_options import QuietOpt
 from retrieval.indexing import api
 from retrieval.indexing.common.errors import ConfigError
@@ -160,16 +160,7 @@ def evaluate(
             postprocess_params=params,
         )
         if reference:
-            if not quiet:
-                typer.echo("measuring the backbone the model was trained from (loads torch) ...", err=True)
-            report = evaluation.report
-            report.reference, note = reference_column(
-                model, evaluation.all_records, evaluation.records, evaluation.manifest, report.ks, progress=not quiet
-            )
-            typer.echo(note, err=report.reference is None)
-            report.whitened_reference, whitened_note = whitened_reference_column(model, evaluation.records, report.ks)
-            if whitened_note:
-                typer.echo(whitened_note)
+            _reference_columns(model, evaluation, quiet=quiet)
     if evaluation.warning is not None:
         typer.secho(f"warning: {evaluation.warning}", fg=typer.colors.YELLOW, err=True)
     typer.echo(format_table(evaluation.report))
@@ -180,6 +171,31 @@ def evaluate(
     if written.neighbours is not None and evaluation.neighbours is not None:
         count = len(evaluation.neighbours[0])
         typer.echo(f"wrote the top {neighbours_k} results of each of {count} queries to {written.neighbours}")
+
+
+def _reference_columns(model: Path, evaluation: api.Evaluation, *, quiet: bool) -> None:
+    """``--reference``: the columns of the backbone ``model`` was trained from (training's
+    ``reference_columns``), when its run directory and torch are here; else a line saying why not."""
+    if not quiet:
+        typer.echo("measuring the backbone the model was trained from (loads torch) ...", err=True)
+    run_dir = api.run_dir_of(model)
+    if run_dir is None:
+        typer.echo(f"no reference column: no training run config.yaml with {model} (pass the run directory)", err=True)
+        return
+    if importlib.util.find_spec("torch") is None:
+        typer.echo("no reference column: it needs torch (pip install 'retrieval[train]')", err=True)
+        return
+    from retrieval.training.run.measures.reference_columns import reference_column, whitened_reference_column
+
+    report = evaluation.report
+    announce = None if quiet else partial(typer.echo, err=True)
+    report.reference, note = reference_column(
+        run_dir, evaluation.all_records, evaluation.records, evaluation.manifest, report.ks, announce=announce
+    )
+    typer.echo(note, err=report.reference is None)
+    report.whitened_reference, whitened_note = whitened_reference_column(run_dir, evaluation.records, report.ks)
+    if whitened_note:
+        typer.echo(whitened_note)
 
 
 def register(app: typer.Typer) -> None:

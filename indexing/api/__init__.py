@@ -5,7 +5,7 @@ index, a model export or a dataset, so ``retrieval.cli`` only parses arguments a
 (``BuildRequest``: one index build as asked, the rules between its options), ``building`` (``run_build``,
 the one build use case, and ``build_index``, ``build_shard``, with their ``BuildReport``, ``ShardReport``), ``searching`` (``search``; ``search_index`` for ``retrieval
 search``), ``evaluating`` (``evaluate``; ``evaluate_index_dir``, ``evaluate_dataset`` and
-``save_evaluation`` for ``retrieval eval``), ``embedding`` (``embed``; ``index_embeddings``,
+``save_evaluation`` for ``retrieval eval``, with ``run_dir_of``: the training run of a ``--model``), ``embedding`` (``embed``; ``index_embeddings``,
 ``dataset_embeddings``), ``updating`` (``add_images``, ``remove_items``, ``compact_index``) and
 ``maintaining`` (``index_info``, ``index_generations``, ``snapshot_index``, ``verify_index``, ``rebuild_index``,
 ``switch_index``, ``rollback_index``).
@@ -37,6 +37,7 @@ from retrieval.indexing.api.maintaining import (
 )
 from retrieval.indexing.api.searching import QueryHits, SearchOutcome, search, search_index
 from retrieval.indexing.api.updating import add_images, compact_index, remove_items
+from retrieval.indexing.model.resolution import run_dir_of
 
 __all__ = [
     "BuildReport",
@@ -61,6 +62,7 @@ __all__ = [
     "remove_items",
     "rollback_index",
     "run_build",
+    "run_dir_of",
     "save_evaluation",
     "search",
     "search_index",
