@@ -13,14 +13,9 @@ import typer
 
 from retrieval.cli.options.index_options import QuietOpt
 from retrieval.indexing import api
-from retrieval.indexing.common.errors import ConfigError
-from retrieval.indexing.common.table_files import table_suffix
-from retrieval.indexing.eval.evaluation import KINDS, EvaluationReport
-from retrieval.indexing.eval.metrics import RetrievalMetrics
-from retrieval.indexing.search.postprocess_params import load_params, parse_methods
 
 
-def _recall_at(metrics: RetrievalMetrics, k: int) -> float | None:
+def _recall_at(metrics: api.RetrievalMetrics, k: int) -> float | None:
     return metrics.recall_at_k.get(k)
 
 
@@ -31,20 +26,20 @@ def parse_ks(text: str | None) -> tuple[int, ...] | None:
     try:
         ks = tuple(int(part) for part in text.split(",") if part.strip())
     except ValueError:
-        raise ConfigError(f"--ks must be comma-separated positive integers like 1,2,4,8, got {text!r}") from None
+        raise api.ConfigError(f"--ks must be comma-separated positive integers like 1,2,4,8, got {text!r}") from None
     if not ks or min(ks) < 1:
-        raise ConfigError(f"--ks must be comma-separated positive integers like 1,2,4,8, got {text!r}")
+        raise api.ConfigError(f"--ks must be comma-separated positive integers like 1,2,4,8, got {text!r}")
     return ks
 
 
-def format_table(report: EvaluationReport) -> str:
+def format_table(report: api.EvaluationReport) -> str:
     """Metrics as rows, kinds (and exact twins of approximate kinds, and the reference row's) as columns."""
-    columns: list[tuple[str, RetrievalMetrics]] = [(kind, report.metrics[kind]) for kind in KINDS]
-    columns += [(f"{kind} (exact)", report.exact[kind]) for kind in KINDS if report.exact]
+    columns: list[tuple[str, api.RetrievalMetrics]] = [(kind, report.metrics[kind]) for kind in api.KINDS]
+    columns += [(f"{kind} (exact)", report.exact[kind]) for kind in api.KINDS if report.exact]
     for row in (report.reference, report.whitened_reference):
         if row is not None:
-            columns += [(f"{row.name} {kind}", row.metrics[kind]) for kind in KINDS]
-    rows: list[tuple[str, Callable[[RetrievalMetrics], float | None]]] = [
+            columns += [(f"{row.name} {kind}", row.metrics[kind]) for kind in api.KINDS]
+    rows: list[tuple[str, Callable[[api.RetrievalMetrics], float | None]]] = [
         ("MAP@R", lambda m: m.map_at_r),
         ("R-precision", lambda m: m.r_precision),
         ("P@1", lambda m: m.precision_at_1),
@@ -65,13 +60,13 @@ def format_table(report: EvaluationReport) -> str:
     return "\n".join(lines)
 
 
-def format_postprocess_table(report: EvaluationReport) -> str:
+def format_postprocess_table(report: api.EvaluationReport) -> str:
     """One row per post-processing method: MAP@R and R@1, float and binary, and the change from the raw row."""
     names = ("MAP@R float", "R@1 float", "MAP@R binary", "R@1 binary")
     lines = [f"{'postprocess':<13}" + "".join(f"{name:>18}" for name in names)]
     for method, kinds in report.postprocess.items():
         cells = ""
-        for kind in KINDS:
+        for kind in api.KINDS:
             raw, found = report.metrics[kind], kinds[kind]
             for value, base in ((found.map_at_r, raw.map_at_r), (found.precision_at_1, raw.precision_at_1)):
                 cells += f"{f'{value:.4f} ({100 * (value - base):+.1f})':>18}"
@@ -126,12 +121,12 @@ def evaluate(
 ) -> None:
     """Measure float and binary (sign-bit) retrieval; write metrics.json and retrieval_grid.png."""
     chosen_ks = parse_ks(ks)
-    methods = parse_methods(postprocess) if postprocess else ()
-    params = load_params(postprocess_params) if postprocess_params else None
+    methods = api.parse_methods(postprocess) if postprocess else ()
+    params = api.load_params(postprocess_params) if postprocess_params else None
     if neighbours is not None:
-        table_suffix(neighbours)  # a bad name or a missing pyarrow fails before the evaluation
+        api.table_suffix(neighbours)  # a bad name or a missing pyarrow fails before the evaluation
     if (index is None) == (model is None) or (model is not None and data is None) or (index and data):
-        raise ConfigError("pass either --model MODEL --data PATH, or --index INDEX_DIR")
+        raise api.ConfigError("pass either --model MODEL --data PATH, or --index INDEX_DIR")
     out_dir = out or default_out_dir()
     neighbours_k_wanted = neighbours_k if neighbours is not None else None
     if index is not None:

@@ -9,9 +9,8 @@ from typing import Annotated
 import typer
 
 from retrieval.cli.options.backend_options import BackendOpt, CollectionOpt, MilvusUriOpt
+from retrieval.indexing import api
 from retrieval.indexing.api import ShardReport
-from retrieval.indexing.store.backends import index_target
-from retrieval.indexing.store.build.shard_merge import merge_shards
 
 
 def echo_shard_report(report: ShardReport, out: Path) -> None:
@@ -42,8 +41,9 @@ def merge(
     ids, the same vectors, the same search results. Shards of different models, listings, shard
     counts or kinds, and duplicated or missing shards are refused before anything is written.
     """
-    target = index_target(backend, milvus_uri, collection, out)
-    report = merge_shards(out, shards, progress=not quiet, target=target)
+    report = api.merge_index(
+        out, shards, backend=backend, milvus_uri=milvus_uri, collection=collection, progress=not quiet
+    )
     typer.echo(
         f"merged {report.shards} shards: {report.count} images of {report.num_labels} classes into "
         f"{report.index_dir} ({report.storage}, model "

@@ -1,16 +1,19 @@
 """Build an index (or one shard of it) from a model and a dataset: ``run_build`` (a ``BuildRequest``,
-the one use case), and the API's ``build_index`` and ``build_shard``, which describe their call as one."""
+the one use case), and the API's ``build_index`` and ``build_shard``, which describe their call as one; ``merge_index``
+(shards merged into one index)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from retrieval.indexing.api.build_request import BuildRequest
 from retrieval.indexing.api.inputs import Data, PathLike, records_of
 from retrieval.indexing.search.postprocess_params import PostprocessParams
-from retrieval.indexing.store.backends import IndexTarget
+from retrieval.indexing.store.backends import FILES, IndexTarget, index_target
 from retrieval.indexing.store.build import builder, shards
 from retrieval.indexing.store.build.builder import BuildReport
+from retrieval.indexing.store.build.shard_merge import MergeReport, merge_shards
 from retrieval.indexing.store.build.shards import ShardReport, data_root, parse_shard
 
 
@@ -113,3 +116,18 @@ def build_shard(
     report = run_build(request)
     assert isinstance(report, ShardReport)  # a shard asked
     return report
+
+
+def merge_index(
+    out: PathLike,
+    shard_dirs: Sequence[PathLike],
+    *,
+    backend: str = FILES,
+    milvus_uri: str | None = None,
+    collection: str | None = None,
+    progress: bool = True,
+) -> MergeReport:
+    """``retrieval index merge``: the shard directories of one ``--shard I/N`` build merged into the index
+    ``out`` (``backend="milvus"``: bulk-inserted into a Milvus collection, with the same ids)."""
+    target = index_target(backend, milvus_uri, collection, Path(out))
+    return merge_shards(Path(out), [Path(d) for d in shard_dirs], progress=progress, target=target)
