@@ -425,6 +425,30 @@ def rewrite_dotted(text: str, table: dict[str, str]) -> str:
     return DOTTED.sub(lambda match: mapped(match.group(0), table), text)
 
 
+FROM_IMPORT = re.compile(r"^([ \t]*)from (retrieval(?:\.\w+)*) import ([\w ,]+?)[ \t]*$", re.M)
+
+
+def rewrite_import_lines(text: str, table: dict[str, str]) -> str:
+    """``from retrieval.a import b`` written as text (code in a string run by a subprocess, a docs example),
+    where ``b`` is a moved module: as ``rewrite_imports`` writes it (the local name kept); the module part
+    is left to ``rewrite_dotted``."""
+
+    def one(match: re.Match[str]) -> str:
+        indent, source, names = match.groups()
+        aliases = [name.split(" as ") for name in (part.strip() for part in names.split(","))]
+        if not any(f"{source}.{alias[0].strip()}" in table for alias in aliases):
+            return match.group(0)
+        groups: dict[str, list[str]] = {}
+        for alias in aliases:
+            name, local = alias[0].strip(), alias[-1].strip()
+            old = f"{source}.{name}"
+            base, last = mapped(old, table).rsplit(".", 1) if old in table else (source, name)
+            groups.setdefault(base, []).append(last if last == local else f"{last} as {local}")
+        return "\n".join(f"{indent}from {base} import {', '.join(names)}" for base, names in groups.items())
+
+    return FROM_IMPORT.sub(one, text)
+
+
 # ----- 3. paths and maps -----------------------------------------------------------------------
 def path_table(table: dict[str, str]) -> dict[str, str]:
     """Old path -> new path of each moved module, and of each renamed package's folder."""
@@ -544,7 +568,7 @@ def main() -> int:
             new = rewrite_imports(new, path, path, False, table)
         if path.endswith(".md"):
             new = expand_shorthand(new, table)
-        new = rewrite_paths(rewrite_dotted(new, table), paths)
+        new = rewrite_paths(rewrite_dotted(rewrite_import_lines(new, table), table), paths)
         if path == "pyproject.toml":
             new = add_packages(new)
         if path == "tests/test_package_layout.py":

@@ -134,3 +134,19 @@ def test_renamed_paths_maps_and_orders(moves: ModuleType) -> None:
     renamed = moves.rename_in_orders(orders, renames)
     assert renamed == orders.replace('{"model"}, {"api"}]', '{"exported_model"}, {"usecases"}]')  # training\'s stay
     assert moves.rename_in_orders(renamed, renames) == renamed
+
+
+def test_imports_written_as_text_are_rewritten_too(moves: ModuleType) -> None:
+    """Code in a string (run by a subprocess) and docs examples: the same imports as ``rewrite_imports``."""
+    table = moves.moves()
+    text = (
+        'code = """\n    from retrieval.indexing import api\n    from retrieval.serving import app, state\n"""\n'
+        "from retrieval.indexing.api import search\n"
+    )
+    once = moves.rewrite_dotted(moves.rewrite_import_lines(text, table), table)
+    assert once == (
+        'code = """\n    from retrieval.indexing import usecases as api\n'
+        '    from retrieval.serving import app, service_state as state\n"""\n'
+        "from retrieval.indexing.usecases import search\n"
+    )
+    assert moves.rewrite_dotted(moves.rewrite_import_lines(once, table), table) == once
