@@ -10,7 +10,7 @@ and ``study`` share, each declared once), ``commands.backbone_commands`` (``retr
 (``index build|info|add|remove|compact``, with ``commands.shard_commands`` for ``--shard``
 and ``index merge``, ``commands.maintenance_commands`` for ``index snapshot|verify|rebuild|switch|rollback``,
 ``options.backend_options`` for ``--backend`` and ``options.index_options``, the options index commands share), ``commands.search_commands`` (printed by
-``search_output``), ``commands.embed_commands``, ``commands.eval_commands`` (with ``eval_reference``, the starting
-backbone's column, which needs torch) and ``commands.serve_commands``; ``activity`` spins on the terminal while a
+``search_output``), ``commands.embed_commands``, ``commands.eval_commands`` (the starting backbone's
+columns computed by ``retrieval.training.run.measures.reference_columns``, loaded with torch when asked) and ``commands.serve_commands``; ``activity`` spins on the terminal while a
 silent phase (torch, a model, an index) loads.
 """

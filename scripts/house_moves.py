@@ -14,7 +14,13 @@
    to tests/test_package_layout.py, then runs ruff's import sorting and formatter over what changed;
 5. prints every package still above ``MAX_FLAT`` flat modules.
 
-Running it again changes nothing (no new name has an old module's name as a prefix, checked below), so
+``RENAMES`` (old dotted module or package -> new) goes through the same machinery: the files are moved
+(a package file by file), imports keep their local name (``from retrieval.indexing import usecases as
+api``), dotted names and paths are rewritten, the parent's map and ``tests/test_package_layout.py``'s
+``ORDERS`` name the new module. A name is mapped until it no longer changes, so a group move and a
+rename of its result compose.
+
+Running it again changes nothing (every mapped name is a fixed point of the table, checked below), so
 after other branches are merged the same script moves what they added to the old places too.
 """
 
@@ -81,6 +87,22 @@ GROUPS: dict[str, list[str]] = {
         "manifest", "file_checksums", "compaction", "write_lock", "index_dir",
     ],
 }  # fmt: skip
+
+# old dotted module or package -> its new name: names that pass the one-guess test (issue 31): one "api"
+# (the public ``retrieval`` package), and no two modules or packages of the same name
+RENAMES: dict[str, str] = {
+    "retrieval.indexing.api": "retrieval.indexing.usecases",
+    "retrieval.training.api": "retrieval.training.usecases",
+    "retrieval.serving.state": "retrieval.serving.service_state",
+    "retrieval.training.study.state": "retrieval.training.study.study_state",
+    "retrieval.indexing.model": "retrieval.indexing.exported_model",
+    "retrieval.indexing.model.manifest": "retrieval.indexing.exported_model.model_manifest",
+    "retrieval.indexing.store.shared.index_directory.manifest": (
+        "retrieval.indexing.store.shared.index_directory.index_manifest"
+    ),
+    "retrieval.training.data": "retrieval.training.data_pipeline",
+    "retrieval.training.study.reporting.evaluation": "retrieval.training.study.reporting.study_evaluation",
+}
 
 MAPS: dict[str, str] = {
     "retrieval.serving.routes": """The service's routes: HTTP in, a call of the service, HTTP out.
@@ -202,15 +224,16 @@ LIMIT_CONSTANT = "MAX_FLAT_MODULES = 12  # flat modules per package; more is a h
 
 
 def moves() -> dict[str, str]:
-    """OLD_MODULE -> NEW_MODULE, dotted."""
+    """OLD_MODULE -> NEW_MODULE, dotted: the group moves, then the renames."""
     table = {}
     for package, names in GROUPS.items():
         parent = package.rsplit(".", 1)[0]
         for name in names:
             table[f"{parent}.{name}"] = f"{package}.{name}"
-    for old, new in table.items():  # idempotence: a new name never starts with an old module's name
-        for other in table:
-            assert not (new == other or new.startswith(other + ".")), (old, new, other)
+    table.update(RENAMES)
+    for old in table:  # idempotence: a mapped name is mapped to itself (no cycle, nothing left to move)
+        final = mapped(old, table)
+        assert mapped(final, table) == final, (old, final)
     return table
 
 
@@ -241,21 +264,47 @@ def git(*args: str) -> str:
 
 # ----- 1. moving files -------------------------------------------------------------------------
 def move_files(table: dict[str, str]) -> dict[str, str]:
-    """``git mv`` what is still at its old place; writes missing sub-package maps. Returns new path -> old
-    module of the files moved now (their relative imports were written against the old place)."""
+    """Moves each module still at an old place to its new one (``git mv``; a renamed package file by file)
+    and writes missing sub-package maps. Returns new path -> old module of the files moved now (their
+    relative imports were written against the old place)."""
     moved = {}
     for package, text in MAPS.items():
-        init = ROOT / path_of(package, package=True)
+        init = ROOT / path_of(mapped(package, table), package=True)
         if not init.exists():
             init.parent.mkdir(parents=True, exist_ok=True)
             init.write_text(f'"""{text.rstrip()}\n"""\n', encoding="utf-8")
             git("add", str(init.relative_to(ROOT)))
-    for old, new in table.items():
-        source, target = path_of(old), path_of(new)
-        if (ROOT / source).exists() and not (ROOT / target).exists():
+    tracked = set(git("ls-files").split())
+    for source in git("ls-files", "--cached", "--others", "--exclude-standard").split():
+        module = module_of(source)
+        if module is None or not (ROOT / source).is_file():
+            continue
+        target = path_of(mapped(module, table), package=source.endswith("__init__.py"))
+        if target == source or (ROOT / target).exists():
+            continue
+        (ROOT / target).parent.mkdir(parents=True, exist_ok=True)
+        if source in tracked:
             git("mv", source, target)
-            moved[target] = old
+        else:
+            (ROOT / source).rename(ROOT / target)
+        moved[target] = module
+    remove_empty_folders()
     return moved
+
+
+def remove_empty_folders() -> None:
+    """A package moved file by file leaves its folder behind with only ``__pycache__`` in it, which Python
+    would import as an empty namespace package: removed."""
+    for folder in FOLDERS.values():
+        for path in sorted((ROOT / folder).rglob("*"), key=lambda p: -len(p.parts)):
+            if path.is_dir() and path.name != "__pycache__":
+                rest = [p for p in path.iterdir() if p.name != "__pycache__"]
+                if not rest:
+                    for cache in path.glob("__pycache__"):
+                        for file in cache.iterdir():
+                            file.unlink()
+                        cache.rmdir()
+                    path.rmdir()
 
 
 # ----- 2. imports ------------------------------------------------------------------------------
@@ -279,13 +328,18 @@ def relative(target: str, importer: str, is_package: bool) -> tuple[int, str]:
 
 
 def mapped(name: str, table: dict[str, str]) -> str:
-    """``name`` with its longest prefix that is a moved module replaced by the new module."""
-    parts = name.split(".")
-    for i in range(len(parts), 0, -1):
-        head = ".".join(parts[:i])
-        if head in table:
-            return ".".join([table[head], *parts[i:]])
-    return name
+    """``name`` with its longest prefix that is a moved module replaced by the new module, again until
+    nothing changes (a module moved into a sub-package and then renamed)."""
+    for _ in range(len(table) + 1):
+        parts = name.split(".")
+        for i in range(len(parts), 0, -1):
+            head = ".".join(parts[:i])
+            if head in table:
+                name = ".".join([table[head], *parts[i:]])
+                break
+        else:
+            return name
+    raise ValueError(f"the table maps {name} in a cycle")
 
 
 def rewrite_imports(text: str, module: str, written_in: str, is_package: bool, table: dict[str, str]) -> str:
@@ -313,7 +367,9 @@ def rewrite_imports(text: str, module: str, written_in: str, is_package: bool, t
         for alias in node.names:
             target = mapped(f"{source}.{alias.name}", table)
             base = target.rsplit(".", 1)[0] if f"{source}.{alias.name}" in table else mapped(source, table)
-            spelled = alias.name + (f" as {alias.asname}" if alias.asname else "")
+            local = alias.asname or alias.name  # the name the file uses stays (``usecases as api``)
+            last = target.rsplit(".", 1)[1] if f"{source}.{alias.name}" in table else alias.name
+            spelled = last if last == local else f"{last} as {local}"
             groups.setdefault(base, []).append(spelled)
         if node.level and list(groups) == [source] and written_in == module:
             continue  # a relative import that neither moved nor points at a moved module
@@ -369,11 +425,51 @@ def rewrite_dotted(text: str, table: dict[str, str]) -> str:
     return DOTTED.sub(lambda match: mapped(match.group(0), table), text)
 
 
+FROM_IMPORT = re.compile(r"^([ \t]*)from (retrieval(?:\.\w+)*) import ([\w ,]+?)[ \t]*$", re.M)
+
+
+def rewrite_import_lines(text: str, table: dict[str, str]) -> str:
+    """``from retrieval.a import b`` written as text (code in a string run by a subprocess, a docs example),
+    where ``b`` is a moved module: as ``rewrite_imports`` writes it (the local name kept); the module part
+    is left to ``rewrite_dotted``."""
+
+    def one(match: re.Match[str]) -> str:
+        indent, source, names = match.groups()
+        aliases = [name.split(" as ") for name in (part.strip() for part in names.split(","))]
+        if not any(f"{source}.{alias[0].strip()}" in table for alias in aliases):
+            return match.group(0)
+        groups: dict[str, list[str]] = {}
+        for alias in aliases:
+            name, local = alias[0].strip(), alias[-1].strip()
+            old = f"{source}.{name}"
+            base, last = mapped(old, table).rsplit(".", 1) if old in table else (source, name)
+            groups.setdefault(base, []).append(last if last == local else f"{last} as {local}")
+        return "\n".join(f"{indent}from {base} import {', '.join(names)}" for base, names in groups.items())
+
+    return FROM_IMPORT.sub(one, text)
+
+
 # ----- 3. paths and maps -----------------------------------------------------------------------
+def path_table(table: dict[str, str]) -> dict[str, str]:
+    """Old path -> new path of each moved module, and of each renamed package's folder."""
+    paths = {}
+    for old in table:
+        new = mapped(old, table)
+        is_package = (ROOT / path_of(new, package=True)).exists() or (ROOT / path_of(old, package=True)).exists()
+        if is_package:
+            paths[path_of(old, package=True).removesuffix("/__init__.py")] = path_of(new, package=True).removesuffix(
+                "/__init__.py"
+            )
+        else:
+            paths[path_of(old)] = path_of(new)
+    return paths
+
+
 def rewrite_paths(text: str, paths: dict[str, str]) -> str:
     if not paths:
         return text
-    pattern = re.compile(r"(?<![\w.-])(" + "|".join(re.escape(p) for p in sorted(paths, key=len, reverse=True)) + r")")
+    alternatives = "|".join(re.escape(p) for p in sorted(paths, key=len, reverse=True))
+    pattern = re.compile(r"(?<![\w.-])(" + alternatives + r")(?![\w])")
     return pattern.sub(lambda match: paths[match.group(1)], text)
 
 
@@ -388,6 +484,29 @@ def rewrite_parent_map(text: str, parent: str, table: dict[str, str]) -> str:
             name, sub = old.rsplit(".", 1)[1], new.rsplit(".", 2)[1]
             doc = re.sub(rf"``{name}``", f"``{sub}.{name}``", doc)
     return doc + text[docstring_end:]
+
+
+def rename_in_parent_map(text: str, parent: str, renames: dict[str, str]) -> str:
+    """In a parent package's ``__init__`` docstring, ``old`` -> ``new`` for each module renamed in it."""
+    docstring_end = text.find('"""', text.find('"""') + 3)
+    if not text.lstrip().startswith('"""') or docstring_end < 0:
+        return text
+    doc = text[:docstring_end]
+    for old, new in renames.items():
+        if old.rsplit(".", 1)[0] == parent:
+            doc = doc.replace(f"``{old.rsplit('.', 1)[1]}``", f"``{new.rsplit('.', 1)[1]}``")
+    return doc + text[docstring_end:]
+
+
+def rename_in_orders(text: str, renames: dict[str, str]) -> str:
+    """``ORDERS`` of tests/test_package_layout.py names a package's parts by their short names: renamed."""
+    for old, new in renames.items():
+        parent, name = old.rsplit(".", 1)
+        block = re.search(rf'\n    "{re.escape(parent)}": \[[^\[\]]*\],', text)  # its list: no brackets inside
+        if block:
+            fixed = block.group(0).replace(f'"{name}"', f'"{new.rsplit(".", 1)[1]}"')
+            text = text[: block.start()] + fixed + text[block.end() :]
+    return text
 
 
 # ----- 4. packaging and the layout test --------------------------------------------------------
@@ -423,8 +542,10 @@ def heaps() -> dict[str, int]:
 def main() -> int:
     table = moves()
     moved = move_files(table)
-    paths = {path_of(old): path_of(new) for old, new in table.items()}
+    paths = path_table(table)
     parents = {old.rsplit(".", 1)[0] for old in table}
+    renames = {f"{mapped(o.rsplit('.', 1)[0], table)}.{o.rsplit('.', 1)[1]}": mapped(o, table) for o in RENAMES}
+    renamed_in = {name.rsplit(".", 1)[0] for name in renames}  # the parents by their new names
     changed = []
     for path in git("ls-files", "--cached", "--others", "--exclude-standard").split():  # new files too
         file = ROOT / path
@@ -440,16 +561,18 @@ def main() -> int:
             is_package = path.endswith("__init__.py")
             new = rewrite_imports(new, module, moved.get(path, module), is_package, table)
             if is_package and module in parents:
-                new = rewrite_parent_map(new, module, table)
+                new = rewrite_parent_map(new, module, {o: n for o, n in table.items() if o not in RENAMES})
+            if is_package and module in renamed_in:
+                new = rename_in_parent_map(new, module, renames)
         elif path.endswith(".py"):  # tests, scripts, bench: absolute imports only
             new = rewrite_imports(new, path, path, False, table)
         if path.endswith(".md"):
             new = expand_shorthand(new, table)
-        new = rewrite_paths(rewrite_dotted(new, table), paths)
+        new = rewrite_paths(rewrite_dotted(rewrite_import_lines(new, table), table), paths)
         if path == "pyproject.toml":
             new = add_packages(new)
         if path == "tests/test_package_layout.py":
-            new = add_limit_test(new)
+            new = rename_in_orders(add_limit_test(new), RENAMES)
         if new != text:
             file.write_text(new, encoding="utf-8")
             changed.append(path)

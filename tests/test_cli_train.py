@@ -108,18 +108,12 @@ def test_train_then_export_on_the_command_line(synth_data: Path, tmp_path: Path)
 
 
 def test_every_train_option_names_a_real_config_key() -> None:
-    """The options are declared once (with their config key); each key must exist in TrainConfig."""
-    from typing import get_args, get_type_hints
-
-    from retrieval.cli.commands.train_commands import ConfigKey, train
+    """The options come from the one table (with their config key); each key must exist in TrainConfig."""
+    from retrieval.cli.commands.train_commands import train
+    from retrieval.cli.options.config_options import config_keys
     from retrieval.training.config.train_config import TrainConfig
 
-    keys = [
-        meta.path
-        for hint in get_type_hints(train, include_extras=True).values()
-        for meta in get_args(hint)[1:]
-        if isinstance(meta, ConfigKey)
-    ]
+    keys = [option.option.key for option in config_keys(train).values()]
     assert len(keys) >= 15
     for path in keys:
         section, key = path.split(".")
@@ -141,15 +135,16 @@ def _config_key_options() -> dict[str, tuple[str, type]]:
     """``--flag`` -> (config key, value type) for every ``train`` option that sets a config key."""
     from typing import get_args, get_type_hints
 
-    from retrieval.cli.commands.train_commands import ConfigKey, train
+    from retrieval.cli.commands.train_commands import train
+    from retrieval.cli.options.config_options import config_keys
 
-    hints = get_type_hints(train, include_extras=True)
+    hints, keyed = get_type_hints(train, include_extras=True), config_keys(train)
     options = {}
     for option in _train_options():
-        value_type, *meta = get_args(hints[option.name])
-        keys = [m.path for m in meta if isinstance(m, ConfigKey)]
-        if keys:
-            options[option.opts[0]] = (keys[0], next(t for t in get_args(value_type) if t is not type(None)))
+        if option.name in keyed:
+            value_type = get_args(hints[option.name])[0]
+            key = keyed[option.name].option.key
+            options[option.opts[0]] = (key, next(t for t in get_args(value_type) if t is not type(None)))
     return options
 
 

@@ -94,8 +94,10 @@ def test_the_flat_api_is_the_training_api_with_the_same_signatures() -> None:
     import retrieval
     import retrieval.indexing.api as indexing_api
 
-    for name in ("train", "export", "config", "train_ensemble", "study"):
+    for name in ("train", "export", "config", "train_ensemble", "study"):  # one definition, called lazily
+        assert getattr(retrieval, name).function is getattr(api, name), name
         assert inspect.signature(getattr(retrieval, name)) == inspect.signature(getattr(api, name)), name
+        assert getattr(retrieval, name).__doc__ == getattr(api, name).__doc__, name
     for name in ("build_index", "search", "evaluate", "embed"):
         assert getattr(retrieval, name) is getattr(indexing_api, name), name
     assert set(retrieval.__all__) <= set(dir(retrieval))

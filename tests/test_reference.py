@@ -14,11 +14,11 @@ import torchvision
 from PIL import Image
 from typer.testing import CliRunner
 
-from retrieval.cli.eval_reference import run_dir_of
 from retrieval.cli.main import app
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import split_records
+from retrieval.indexing.model.resolution import run_dir_of
 from retrieval.training.config.recipes import recipe
 from retrieval.training.config.train_config import TrainConfig, build_config
 from retrieval.training.data.transforms import build_eval_transform

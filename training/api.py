@@ -33,8 +33,9 @@ from retrieval.indexing.api.inputs import PathLike
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.training.config.config_checks import API_SPELLING, check_config, recipe_loss_warning
 from retrieval.training.config.config_resolver import resolve_config
+from retrieval.training.config.option_vocabulary import keyword_layer
 from retrieval.training.config.recipes import recipe as recipe_layer
-from retrieval.training.config.train_config import TrainConfig, build_config, keyword_layer
+from retrieval.training.config.train_config import TrainConfig, build_config
 from retrieval.training.config.train_request import API, TrainRequest, refuse_conflicts
 from retrieval.training.ensemble.ensemble_training import EnsembleResult, EnsembleSpec, resolve_ensemble
 from retrieval.training.ensemble.ensemble_training import train_ensemble as _train_ensemble
@@ -72,8 +73,9 @@ def train(
 ) -> TrainedRun:
     """Train into the run directory ``out`` as ``retrieval train`` does, e.g. ``train("photos/", "runs/a",
     epochs=0, backbone="efficientnet_lite0", pretrained="imagenet")``: the layers are ``recipe``, the YAML file
-    ``config``, then ``options`` named after config keys (``epochs`` is ``trainer.epochs``, ``split="none"``
-    ``data.split``, ``final_fit=True`` ``trainer.final_fit``; a name in several sections is ``section__key``).
+    ``config``, then ``options``: the options of ``retrieval train`` by name (``workers=0`` is ``--workers 0``,
+    ``data.num_workers``; ``lr``, ``epochs``, ``split="none"``, ``final_fit=True``: ``TRAIN_OPTIONS``), or any
+    config key by its field name (``num_workers``, ``patience``) or as ``section__key`` (``optimizer__lr``).
     ``data`` may also be a whole ``TrainConfig`` (``config()``), taken as it is. An existing run needs
     ``resume`` or ``overwrite``; ``resume`` starts from the run's saved config.yaml, the other layers on top
     (``train(None, "runs/a", resume=True)``), as ``--resume`` does. Returns a ``TrainedRun``: ``best_epoch``, ``test`` (``.float_metrics``,
@@ -109,9 +111,9 @@ def _train_request(
     options: dict[str, Any],
 ) -> TrainRequest:
     """The ``TrainRequest`` of a ``train()`` call, as ``retrieval train`` builds it from its options."""
-    if (warning := recipe_loss_warning(recipe, options.get("loss", options.get("loss__name")))) is not None:
-        log.warning("%s", warning)
     arguments = keyword_layer(options)
+    if (warning := recipe_loss_warning(recipe, arguments.get("loss", {}).get("name"))) is not None:
+        log.warning("%s", warning)
     if data is not None:
         arguments.setdefault("data", {})["path"] = str(data)
     return TrainRequest(

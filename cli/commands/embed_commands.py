@@ -10,8 +10,6 @@ import typer
 from retrieval.cli.commands.index_commands import echo_failures
 from retrieval.cli.options.index_options import BatchOpt, QuietOpt, ThreadsOpt
 from retrieval.indexing import api
-from retrieval.indexing.common.errors import ConfigError
-from retrieval.indexing.model.embedding_files import check_embedding_path, write_embedding_table
 
 
 def embed(
@@ -29,9 +27,9 @@ def embed(
     quiet: QuietOpt = False,
 ) -> None:
     """Embed a dataset with an exported model (or read an index) and write the embeddings with their items."""
-    check_embedding_path(out)  # an unknown suffix or a missing pyarrow fails before any image is read
+    api.check_embedding_path(out)  # an unknown suffix or a missing pyarrow fails before any image is read
     if (index is None) == (model is None) or (model is None) != (data is None):
-        raise ConfigError("pass either --model MODEL --data PATH, or --index INDEX_DIR")
+        raise api.ConfigError("pass either --model MODEL --data PATH, or --index INDEX_DIR")
     if index is not None:
         table = api.index_embeddings(index)
     else:
@@ -41,7 +39,7 @@ def embed(
         )
         echo_failures(result.failures)
         table = result.table
-    written = write_embedding_table(out, table)
+    written = api.write_embedding_table(out, table)
     dim = table.embeddings.shape[1]
     typer.echo(f"wrote {len(table.ids)} embeddings ({dim}-d) to {' and '.join(map(str, written))}")
 

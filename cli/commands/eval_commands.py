@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import importlib.util
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -10,17 +11,11 @@ from typing import Annotated
 
 import typer
 
-from retrieval.cli.eval_reference import reference_column, whitened_reference_column
 from retrieval.cli.options.index_options import QuietOpt
 from retrieval.indexing import api
-from retrieval.indexing.common.errors import ConfigError
-from retrieval.indexing.common.table_files import table_suffix
-from retrieval.indexing.eval.evaluation import KINDS, EvaluationReport
-from retrieval.indexing.eval.metrics import RetrievalMetrics
-from retrieval.indexing.search.postprocess_params import load_params, parse_methods
 
 
-def _recall_at(metrics: RetrievalMetrics, k: int) -> float | None:
+def _recall_at(metrics: api.RetrievalMetrics, k: int) -> float | None:
     return metrics.recall_at_k.get(k)
 
 
@@ -31,20 +26,20 @@ def parse_ks(text: str | None) -> tuple[int, ...] | None:
     try:
         ks = tuple(int(part) for part in text.split(",") if part.strip())
     except ValueError:
-        raise ConfigError(f"--ks must be comma-separated positive integers like 1,2,4,8, got {text!r}") from None
+        raise api.ConfigError(f"--ks must be comma-separated positive integers like 1,2,4,8, got {text!r}") from None
     if not ks or min(ks) < 1:
-        raise ConfigError(f"--ks must be comma-separated positive integers like 1,2,4,8, got {text!r}")
+        raise api.ConfigError(f"--ks must be comma-separated positive integers like 1,2,4,8, got {text!r}")
     return ks
 
 
-def format_table(report: EvaluationReport) -> str:
+def format_table(report: api.EvaluationReport) -> str:
     """Metrics as rows, kinds (and exact twins of approximate kinds, and the reference row's) as columns."""
-    columns: list[tuple[str, RetrievalMetrics]] = [(kind, report.metrics[kind]) for kind in KINDS]
-    columns += [(f"{kind} (exact)", report.exact[kind]) for kind in KINDS if report.exact]
+    columns: list[tuple[str, api.RetrievalMetrics]] = [(kind, report.metrics[kind]) for kind in api.KINDS]
+    columns += [(f"{kind} (exact)", report.exact[kind]) for kind in api.KINDS if report.exact]
     for row in (report.reference, report.whitened_reference):
         if row is not None:
-            columns += [(f"{row.name} {kind}", row.metrics[kind]) for kind in KINDS]
-    rows: list[tuple[str, Callable[[RetrievalMetrics], float | None]]] = [
+            columns += [(f"{row.name} {kind}", row.metrics[kind]) for kind in api.KINDS]
+    rows: list[tuple[str, Callable[[api.RetrievalMetrics], float | None]]] = [
         ("MAP@R", lambda m: m.map_at_r),
         ("R-precision", lambda m: m.r_precision),
         ("P@1", lambda m: m.precision_at_1),
@@ -65,13 +60,13 @@ def format_table(report: EvaluationReport) -> str:
     return "\n".join(lines)
 
 
-def format_postprocess_table(report: EvaluationReport) -> str:
+def format_postprocess_table(report: api.EvaluationReport) -> str:
     """One row per post-processing method: MAP@R and R@1, float and binary, and the change from the raw row."""
     names = ("MAP@R float", "R@1 float", "MAP@R binary", "R@1 binary")
     lines = [f"{'postprocess':<13}" + "".join(f"{name:>18}" for name in names)]
     for method, kinds in report.postprocess.items():
         cells = ""
-        for kind in KINDS:
+        for kind in api.KINDS:
             raw, found = report.metrics[kind], kinds[kind]
             for value, base in ((found.map_at_r, raw.map_at_r), (found.precision_at_1, raw.precision_at_1)):
                 cells += f"{f'{value:.4f} ({100 * (value - base):+.1f})':>18}"
@@ -126,12 +121,12 @@ def evaluate(
 ) -> None:
     """Measure float and binary (sign-bit) retrieval; write metrics.json and retrieval_grid.png."""
     chosen_ks = parse_ks(ks)
-    methods = parse_methods(postprocess) if postprocess else ()
-    params = load_params(postprocess_params) if postprocess_params else None
+    methods = api.parse_methods(postprocess) if postprocess else ()
+    params = api.load_params(postprocess_params) if postprocess_params else None
     if neighbours is not None:
-        table_suffix(neighbours)  # a bad name or a missing pyarrow fails before the evaluation
+        api.table_suffix(neighbours)  # a bad name or a missing pyarrow fails before the evaluation
     if (index is None) == (model is None) or (model is not None and data is None) or (index and data):
-        raise ConfigError("pass either --model MODEL --data PATH, or --index INDEX_DIR")
+        raise api.ConfigError("pass either --model MODEL --data PATH, or --index INDEX_DIR")
     out_dir = out or default_out_dir()
     neighbours_k_wanted = neighbours_k if neighbours is not None else None
     if index is not None:
@@ -160,16 +155,7 @@ def evaluate(
             postprocess_params=params,
         )
         if reference:
-            if not quiet:
-                typer.echo("measuring the backbone the model was trained from (loads torch) ...", err=True)
-            report = evaluation.report
-            report.reference, note = reference_column(
-                model, evaluation.all_records, evaluation.records, evaluation.manifest, report.ks, progress=not quiet
-            )
-            typer.echo(note, err=report.reference is None)
-            report.whitened_reference, whitened_note = whitened_reference_column(model, evaluation.records, report.ks)
-            if whitened_note:
-                typer.echo(whitened_note)
+            _reference_columns(model, evaluation, quiet=quiet)
     if evaluation.warning is not None:
         typer.secho(f"warning: {evaluation.warning}", fg=typer.colors.YELLOW, err=True)
     typer.echo(format_table(evaluation.report))
@@ -180,6 +166,31 @@ def evaluate(
     if written.neighbours is not None and evaluation.neighbours is not None:
         count = len(evaluation.neighbours[0])
         typer.echo(f"wrote the top {neighbours_k} results of each of {count} queries to {written.neighbours}")
+
+
+def _reference_columns(model: Path, evaluation: api.Evaluation, *, quiet: bool) -> None:
+    """``--reference``: the columns of the backbone ``model`` was trained from (training's
+    ``reference_columns``), when its run directory and torch are here; else a line saying why not."""
+    if not quiet:
+        typer.echo("measuring the backbone the model was trained from (loads torch) ...", err=True)
+    run_dir = api.run_dir_of(model)
+    if run_dir is None:
+        typer.echo(f"no reference column: no training run config.yaml with {model} (pass the run directory)", err=True)
+        return
+    if importlib.util.find_spec("torch") is None:
+        typer.echo("no reference column: it needs torch (pip install 'retrieval[train]')", err=True)
+        return
+    from retrieval.training.run.measures.reference_columns import reference_column, whitened_reference_column
+
+    report = evaluation.report
+    announce = None if quiet else partial(typer.echo, err=True)
+    report.reference, note = reference_column(
+        run_dir, evaluation.all_records, evaluation.records, evaluation.manifest, report.ks, announce=announce
+    )
+    typer.echo(note, err=report.reference is None)
+    report.whitened_reference, whitened_note = whitened_reference_column(run_dir, evaluation.records, report.ks)
+    if whitened_note:
+        typer.echo(whitened_note)
 
 
 def register(app: typer.Typer) -> None:

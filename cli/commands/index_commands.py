@@ -10,18 +10,10 @@ from typing import Annotated
 
 import typer
 
-from retrieval.cli.commands.shard_commands import echo_shard_build
+from retrieval.cli.commands.shard_commands import echo_shard_report
 from retrieval.cli.options.backend_options import BackendOpt, CollectionOpt, MilvusUriOpt
 from retrieval.cli.options.index_options import BatchOpt, DataOpt, DbaOpt, ModelOpt, QuietOpt, ThreadsOpt
 from retrieval.indexing import api
-from retrieval.indexing.common.errors import ConfigError
-from retrieval.indexing.model.training_verdict import TrainingVerdict
-from retrieval.indexing.search.postprocess_params import IndexPostprocess, load_params
-from retrieval.indexing.store.backends import FILES, backend_of, index_target
-from retrieval.indexing.store.files.faiss_search.faiss_kinds import BINARY_KINDS, FLOAT_KINDS
-from retrieval.indexing.store.maintenance.generations import Generation
-from retrieval.indexing.store.shared.index_directory.compaction import CompactionPolicy
-from retrieval.indexing.store.shared.items.item_filter import parse_metadata
 
 MAX_LISTED_FAILURES = 10
 
@@ -41,8 +33,8 @@ def build(
     model: ModelOpt,
     data: DataOpt,
     out: Annotated[Path, typer.Option("--out", help="index directory to create (or replace)")],
-    float_kind: Annotated[str, typer.Option("--float-kind", help=f"one of {', '.join(FLOAT_KINDS)}")] = "flat",
-    binary_kind: Annotated[str, typer.Option("--binary-kind", help=f"one of {', '.join(BINARY_KINDS)}")] = "flat",
+    float_kind: Annotated[str, typer.Option("--float-kind", help=f"one of {', '.join(api.FLOAT_KINDS)}")] = "flat",
+    binary_kind: Annotated[str, typer.Option("--binary-kind", help=f"one of {', '.join(api.BINARY_KINDS)}")] = "flat",
     batch_size: BatchOpt = 32,
     split: Annotated[str, typer.Option("--split", help="all, train, val or test")] = "all",
     threads: ThreadsOpt = None,
@@ -68,30 +60,26 @@ def build(
     ] = None,
 ) -> None:
     """Embed a dataset with an exported model and write a float + binary index directory."""
-    target = index_target(backend, milvus_uri, collection, out)  # an unknown backend or a stray option fails first
-    params = load_params(postprocess_params) if postprocess_params else None
-    if shard is not None:
-        if backend != FILES:  # a shard is a directory of embeddings for `index merge`
-            raise ConfigError("--shard writes a shard directory; build shards without --backend milvus")
-        if dba is not None or params is not None:
-            raise ConfigError("--dba and --postprocess-params apply to a whole index; build shards without them")
-        kinds = {"float_kind": float_kind, "binary_kind": binary_kind}
-        echo_failures(echo_shard_build(shard, model, data, out, split, kinds, batch_size, threads, quiet))
-        return
-    report = api.build_index(
-        model,
-        data,
-        out,
+    request = api.BuildRequest(
+        model=model,
+        data=data,
+        out=out,
         split=split,
         float_kind=float_kind,
         binary_kind=binary_kind,
         batch_size=batch_size,
         threads=threads,
         progress=not quiet,
-        target=target,
+        target=api.index_target(backend, milvus_uri, collection, out),  # an unknown backend or a stray option first
+        shard=shard,
         dba=dba,
-        postprocess_params=params,
-    )
+        postprocess_params=api.load_params(postprocess_params) if postprocess_params else None,
+    )  # the rules between options: BuildRequest's
+    report = api.run_build(request)
+    if isinstance(report, api.ShardReport):
+        echo_shard_report(report, out)
+        echo_failures(report.failures)
+        return
     echo_failures(report.failures)
     typer.echo(
         f"indexed {report.count} images of {report.num_labels} classes into {report.index_dir} "
@@ -113,7 +101,7 @@ def info(index_dir: Annotated[Path, typer.Argument(help="index directory")]) -> 
             "embedding",
             f"{manifest.dim}-d float, {manifest.bits}-bit binary (threshold {manifest.binarization_threshold})",
         ),
-        ("backend", backend_of(manifest).summary(manifest)),
+        ("backend", api.backend_of(manifest).summary(manifest)),
         ("kinds", f"float {manifest.float_kind}, binary {manifest.binary_kind}"),
         (
             "segments",
@@ -166,7 +154,7 @@ def add(
 ) -> None:
     """Embed more images with the index's own model and add them (new ids, old ids unchanged); a DBA index
     augments them as its build did. A key already in the index is refused unless --replace."""
-    extra = parse_metadata(metadata, "--metadata") if metadata is not None else {}
+    extra = api.parse_metadata(metadata, "--metadata") if metadata is not None else {}
     report = api.add_images(
         index_dir,
         data,
@@ -203,7 +191,7 @@ def remove(
     typer.echo(f"removed {removed} item(s); the index now holds {count}")
 
 
-def _postprocess_text(postprocess: IndexPostprocess) -> str:
+def _postprocess_text(postprocess: api.IndexPostprocess) -> str:
     dba = postprocess.dba
     qe, kr = postprocess.qe, postprocess.kreciprocal
     return (
@@ -213,7 +201,7 @@ def _postprocess_text(postprocess: IndexPostprocess) -> str:
     )
 
 
-def _generation_text(generation: Generation) -> str:
+def _generation_text(generation: api.Generation) -> str:
     if generation.problem:
         return f"{generation.role}: {generation.problem}"
     return (
@@ -222,12 +210,12 @@ def _generation_text(generation: Generation) -> str:
     )
 
 
-def _verdict_rows(verdict: TrainingVerdict | None) -> list[tuple[str, str]]:
+def _verdict_rows(verdict: api.TrainingVerdict | None) -> list[tuple[str, str]]:
     """The model's training verdict: its sentence, then its decision and intervals."""
     return [("training", verdict.sentence), ("verdict", verdict.figures())] if verdict is not None else []
 
 
-def _policy_text(policy: CompactionPolicy) -> str:
+def _policy_text(policy: api.CompactionPolicy) -> str:
     return (
         f"automatic: deltas merged past {policy.max_delta_segments}; a new base when delta rows exceed "
         f"{policy.max_delta_fraction:g} x the base or tombstones {policy.max_tombstone_fraction:g} x all rows "

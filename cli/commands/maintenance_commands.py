@@ -10,9 +10,6 @@ import typer
 
 from retrieval.cli.options.index_options import BatchOpt, IndexArg, ModelOpt, QuietOpt, ThreadsOpt
 from retrieval.indexing import api
-from retrieval.indexing.store.maintenance.generations import KEEP_PREVIOUS
-from retrieval.indexing.store.maintenance.model_check import DEEP_SAMPLE
-from retrieval.indexing.store.maintenance.model_upgrade import UpgradeReport
 
 KeepOpt = Annotated[
     int,
@@ -44,7 +41,7 @@ def verify(
     deep: Annotated[
         bool, typer.Option("--deep", help="also embed a sample of stored images again and compare their vectors")
     ] = False,
-    sample: Annotated[int, typer.Option("--sample", min=1, help="stored images --deep embeds again")] = DEEP_SAMPLE,
+    sample: Annotated[int, typer.Option("--sample", min=1, help="stored images --deep embeds again")] = api.DEEP_SAMPLE,
 ) -> None:
     """Check every file, id, vector and record of the index, and that its model copy fits its graph and is
     the one it was built with; exits non-zero with the first problem."""
@@ -73,7 +70,7 @@ def rebuild(
     no_switch: Annotated[
         bool, typer.Option("--no-switch", help="stop before the switch; `retrieval index switch` makes it live")
     ] = False,
-    keep_previous: KeepOpt = KEEP_PREVIOUS,
+    keep_previous: KeepOpt = api.KEEP_PREVIOUS,
     quiet: QuietOpt = False,
 ) -> None:
     """Re-embed every stored image with a new model beside the live index, then switch to it atomically.
@@ -109,7 +106,10 @@ def rebuild(
 
 
 def switch(
-    index_dir: IndexArg, batch_size: BatchOpt = 32, threads: ThreadsOpt = None, keep_previous: KeepOpt = KEEP_PREVIOUS
+    index_dir: IndexArg,
+    batch_size: BatchOpt = 32,
+    threads: ThreadsOpt = None,
+    keep_previous: KeepOpt = api.KEEP_PREVIOUS,
 ) -> None:
     """Make the next generation (from `index rebuild --no-switch`, or a rolled-back one) live, atomically."""
     _echo_switch(api.switch_index(index_dir, batch_size=batch_size, threads=threads, keep=keep_previous), "switched")
@@ -120,7 +120,7 @@ def rollback(index_dir: IndexArg, batch_size: BatchOpt = 32, threads: ThreadsOpt
     _echo_switch(api.rollback_index(index_dir, batch_size=batch_size, threads=threads), "rolled back")
 
 
-def _echo_switch(report: UpgradeReport, done: str) -> None:
+def _echo_switch(report: api.UpgradeReport, done: str) -> None:
     if report.unchanged:
         typer.echo(report.unchanged)
         return

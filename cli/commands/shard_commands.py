@@ -10,35 +10,11 @@ import typer
 
 from retrieval.cli.options.backend_options import BackendOpt, CollectionOpt, MilvusUriOpt
 from retrieval.indexing import api
-from retrieval.indexing.store.backends import index_target
-from retrieval.indexing.store.build.shard_merge import merge_shards
+from retrieval.indexing.api import ShardReport
 
 
-def echo_shard_build(
-    shard: str,
-    model: Path,
-    data: Path,
-    out: Path,
-    split: str,
-    kinds: dict[str, str],
-    batch_size: int,
-    threads: int | None,
-    quiet: bool,
-) -> list[tuple[Path, str]]:
-    """Build shard ``shard`` ("I/N") of the ``split`` of ``data`` into ``out`` (``kinds``: ``float_kind``,
-    ``binary_kind``, recorded for the merge); returns the unreadable images."""
-    report = api.build_shard(
-        model,
-        data,
-        out,
-        shard,
-        split=split,
-        float_kind=kinds["float_kind"],
-        binary_kind=kinds["binary_kind"],
-        batch_size=batch_size,
-        threads=threads,
-        progress=not quiet,
-    )
+def echo_shard_report(report: ShardReport, out: Path) -> None:
+    """What ``index build --shard I/N`` did: the shard's images, where, how fast, and the next step."""
     spec = report.spec
     rate = report.count / report.embed_seconds if report.embed_seconds > 0 else 0.0
     typer.echo(
@@ -46,7 +22,6 @@ def echo_shard_build(
         f"(model {report.model_sha256[:12]}) in {report.embed_seconds:.1f} s ({rate:.1f} images/s)"
     )
     typer.echo(f"next, once all {spec.count} shards are built: retrieval index merge INDEX_DIR SHARD_DIR...")
-    return report.failures
 
 
 def merge(
@@ -66,8 +41,9 @@ def merge(
     ids, the same vectors, the same search results. Shards of different models, listings, shard
     counts or kinds, and duplicated or missing shards are refused before anything is written.
     """
-    target = index_target(backend, milvus_uri, collection, out)
-    report = merge_shards(out, shards, progress=not quiet, target=target)
+    report = api.merge_index(
+        out, shards, backend=backend, milvus_uri=milvus_uri, collection=collection, progress=not quiet
+    )
     typer.echo(
         f"merged {report.shards} shards: {report.count} images of {report.num_labels} classes into "
         f"{report.index_dir} ({report.storage}, model "

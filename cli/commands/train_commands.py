@@ -11,17 +11,32 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from retrieval.cli.activity import activity, show_run_log
-from retrieval.cli.options.config_options import ConfigKey, config_layer, show_config_defaults
+from retrieval.cli.options.config_options import config_layer, show_config_defaults
 from retrieval.cli.options.train_options import (
     AllowDownload,
     Backbone,
     BatchSize,
+    Data,
+    Device,
     EmbeddingDim,
     Epochs,
+    FinalFit,
     ImageSize,
+    ImagesPerClass,
+    Loss,
+    Lr,
     MaxImagesPerClass,
+    MaxStepsPerEpoch,
+    MetaClasses,
+    OnBadImage,
     Pretrained,
+    Seed,
+    Split,
+    Tensorboard,
+    ValFold,
+    ValFraction,
     WeightsCache,
+    Workers,
     consent_command,
 )
 from retrieval.indexing.common.errors import ConfigError
@@ -45,11 +60,7 @@ def train(
             show_default="none",
         ),
     ] = None,
-    data: Annotated[
-        Path | None,
-        typer.Option("--data", help="ImageFolder dir, CSV manifest, or CUB/Cars196/SOP/In-Shop root."),
-        ConfigKey("data.path"),
-    ] = None,
+    data: Data = None,
     config: Annotated[
         Path | None, typer.Option("--config", help="YAML config; CLI options override it.", show_default="none")
     ] = None,
@@ -62,69 +73,26 @@ def train(
             show_default="none: the configuration's defaults",
         ),
     ] = None,
-    loss: Annotated[
-        str | None,
-        typer.Option(
-            "--loss", help="Loss name (see `retrieval losses`).", show_default="normalized_softmax; --recipe: its loss"
-        ),
-        ConfigKey("loss.name"),
-    ] = None,
+    loss: Loss = None,
     backbone: Backbone = None,
     embedding_dim: EmbeddingDim = None,
     image_size: ImageSize = None,
     epochs: Epochs = None,
     batch_size: BatchSize = None,
     max_images_per_class: MaxImagesPerClass = None,
-    images_per_class: Annotated[
-        int | None,
-        typer.Option("--images-per-class", help="M of the class-balanced sampler."),
-        ConfigKey("data.images_per_class"),
-    ] = None,
-    lr: Annotated[float | None, typer.Option("--lr", help="Backbone learning rate."), ConfigKey("optimizer.lr")] = None,
-    device: Annotated[
-        str | None, typer.Option("--device", help="auto (CUDA if present) | cpu | cuda."), ConfigKey("trainer.device")
-    ] = None,
+    images_per_class: ImagesPerClass = None,
+    lr: Lr = None,
+    device: Device = None,
     pretrained: Pretrained = None,
     allow_download: AllowDownload = None,
     weights_cache: WeightsCache = None,
-    split: Annotated[
-        str | None,
-        typer.Option(
-            "--split",
-            help="classes: hold out test and validation classes to measure on classes never trained on; none: "
-            "train on every class (your own classes, to search them), measuring nothing.",
-        ),
-        ConfigKey("data.split"),
-    ] = None,
-    final_fit: Annotated[
-        bool | None,
-        typer.Option(
-            "--final-fit",
-            help="Measure first, then use every class: the class-disjoint fit chooses the epochs and reports the "
-            "test classes (RUN_DIR/selection), then the run's model is trained again on every class for that "
-            "many epochs.",
-        ),
-        ConfigKey("trainer.final_fit"),
-    ] = None,
-    val_fraction: Annotated[
-        float | None,
-        typer.Option("--val-fraction", help="Share of training classes held out for validation."),
-        ConfigKey("data.val_fraction"),
-    ] = None,
-    val_fold: Annotated[
-        int | None,
-        typer.Option("--val-fold", help="Validate on fold i of the training classes instead."),
-        ConfigKey("data.val_fold"),
-    ] = None,
-    workers: Annotated[
-        int | None, typer.Option("--workers", help="DataLoader worker processes."), ConfigKey("data.num_workers")
-    ] = None,
-    on_bad_image: Annotated[
-        str | None,
-        typer.Option("--on-bad-image", help="skip or fail on unreadable images."),
-        ConfigKey("data.on_bad_image"),
-    ] = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="Random seed."), ConfigKey("trainer.seed")] = None,
+    split: Split = None,
+    final_fit: FinalFit = None,
+    val_fraction: ValFraction = None,
+    val_fold: ValFold = None,
+    workers: Workers = None,
+    on_bad_image: OnBadImage = None,
+    seed: Seed = None,
     ensemble: Annotated[
         int | None,
         typer.Option(
@@ -134,29 +102,9 @@ def train(
             show_default="none: one model",
         ),
     ] = None,
-    meta_classes: Annotated[
-        int | None,
-        typer.Option(
-            "--meta-classes",
-            help="DREML: train on a random grouping (drawn from the seed) of the training classes into D "
-            "meta-classes; with --ensemble each member gets its own grouping.",
-        ),
-        ConfigKey("data.meta_classes"),
-    ] = None,
-    max_steps_per_epoch: Annotated[
-        int | None,
-        typer.Option("--max-steps-per-epoch", help="Cap steps per epoch (quick runs)."),
-        ConfigKey("trainer.max_steps_per_epoch"),
-    ] = None,
-    tensorboard: Annotated[
-        bool | None,
-        typer.Option(
-            "--tensorboard",
-            help="Also write TensorBoard event files to RUN_DIR/tensorboard: losses, learning rates, validation "
-            "metrics, retrieval grids (`tensorboard --logdir RUN_DIR`).",
-        ),
-        ConfigKey("trainer.tensorboard"),
-    ] = None,
+    meta_classes: MetaClasses = None,
+    max_steps_per_epoch: MaxStepsPerEpoch = None,
+    tensorboard: Tensorboard = None,
     set_: Annotated[
         list[str] | None,
         typer.Option("--set", help="Any config key, e.g. --set trainer.patience=3 (repeatable).", show_default="none"),

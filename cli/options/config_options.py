@@ -1,48 +1,56 @@
 """Command-line options that stand for config keys: ``--epochs`` is ``trainer.epochs``.
 
-An option is declared once, as ``Annotated[int | None, typer.Option(...), ConfigKey("trainer.epochs")]``
-with the default None (= not given). ``config_layer`` turns the options given into the command-line
-config layer; ``show_config_defaults`` makes ``--help`` show the default the option stands in for:
-the configuration's own, and where a recipe sets the key otherwise, that recipe's value.
+Each is an option of ``TRAIN_OPTIONS`` (``training.config.option_vocabulary``, the one vocabulary the
+Python API reads too), declared as ``Annotated[int | None, config_option("epochs")]`` with the default
+None (= not given): the flag, the key and the help come from the table. ``config_layer`` turns the
+options given into the command-line config layer; ``show_config_defaults`` makes ``--help`` show the
+default the option stands in for: the configuration's own, and where a recipe sets the key otherwise,
+that recipe's value.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, get_args, get_type_hints
 
 from typer.models import OptionInfo
 
-
-@dataclass(frozen=True)
-class ConfigKey:
-    """Marks a ``train`` option as the command-line spelling of a config key (``section.key``)."""
-
-    path: str
+from retrieval.training.config.option_vocabulary import TRAIN_OPTIONS, TrainOption, options_layer
 
 
-def config_keys(command: Callable[..., Any]) -> dict[str, tuple[ConfigKey, OptionInfo | None]]:
-    """Parameter name -> (its config key, its typer option) for every parameter marked with ``ConfigKey``."""
+class ConfigOption(OptionInfo):
+    """A typer option that is the command-line spelling of one ``TRAIN_OPTIONS`` entry."""
+
+    def __init__(self, option: TrainOption) -> None:
+        super().__init__(
+            default=...,
+            param_decls=(option.flag,),
+            help=option.help,
+            show_default=option.show_default if option.show_default is not None else True,
+        )
+        self.option = option
+
+
+def config_option(name: str) -> ConfigOption:
+    """The typer option of the option ``name`` of ``TRAIN_OPTIONS``: its flag, its key's description."""
+    return ConfigOption(TRAIN_OPTIONS[name])
+
+
+def config_keys(command: Callable[..., Any]) -> dict[str, ConfigOption]:
+    """Parameter name -> its ``ConfigOption`` for every parameter declared with ``config_option``."""
     found = {}
     for name, hint in get_type_hints(command, include_extras=True).items():
-        meta = get_args(hint)[1:]
-        keys = [m for m in meta if isinstance(m, ConfigKey)]
-        if keys:
-            found[name] = (keys[0], next((m for m in meta if isinstance(m, OptionInfo)), None))
+        options = [m for m in get_args(hint)[1:] if isinstance(m, ConfigOption)]
+        if options:
+            found[name] = options[0]
     return found
 
 
 def config_layer(command: Callable[..., Any], values: dict[str, Any]) -> dict[str, Any]:
-    """The config overrides of the options marked with ``ConfigKey``; options left unset override nothing."""
-    layer: dict[str, Any] = {}
-    for name, (key, _) in config_keys(command).items():
-        if values.get(name) is not None:
-            section, field = key.path.split(".")
-            value = values[name]
-            layer.setdefault(section, {})[field] = str(value) if isinstance(value, Path) else value
-    return layer
+    """The config overrides of the command's config options; options left unset override nothing."""
+    given = {option.option.name: values.get(name) for name, option in config_keys(command).items()}
+    return options_layer({name: str(v) if isinstance(v, Path) else v for name, v in given.items()})
 
 
 def show_config_defaults(command: Callable[..., Any]) -> None:
@@ -52,9 +60,9 @@ def show_config_defaults(command: Callable[..., Any]) -> None:
     objects, so the evaluated ones are stored back on ``command`` for typer to build the command from.
     """
     command.__annotations__.update(get_type_hints(command, include_extras=True))
-    for key, option in config_keys(command).values():
-        if option is not None and not isinstance(option.show_default, str):
-            option.show_default = default_text(key.path)
+    for option in config_keys(command).values():
+        if not isinstance(option.show_default, str):
+            option.show_default = default_text(option.option.key)
 
 
 def default_text(path: str) -> str:

@@ -1,84 +1,45 @@
-"""Options that ``retrieval train`` and ``retrieval study`` share, each declared once with its config key.
+"""The options of ``retrieval train`` and ``retrieval study`` that stand for config keys, one alias each.
 
-A command lists them in its signature (``epochs: Epochs = None``); ``config_layer(command, values)``
-turns the ones given into the command-line config layer, so both commands read ``--epochs`` as
-``trainer.epochs`` through the same ``ConfigKey`` and neither keeps a table of its own.
+Each is ``Annotated[type | None, config_option(name)]``: the flag, the config key and the help come from
+``TRAIN_OPTIONS`` (``training.config.option_vocabulary``), the table the Python API's keywords are read
+through as well, so ``--workers`` and ``train(workers=...)`` are one option. A command names the
+parameter after the option (``workers: Workers = None``; ``tests/test_option_vocabulary.py`` checks it);
+``config_layer(command, values)`` turns the ones given into the command-line config layer.
 """
 
 from __future__ import annotations
 
 import shlex
 import sys
+from pathlib import Path
 from typing import Annotated
 
-import typer
+from retrieval.cli.options.config_options import config_option
 
-from retrieval.cli.options.config_options import ConfigKey
-
-Backbone = Annotated[
-    str | None,
-    typer.Option(
-        "--backbone",
-        help="resnet18, resnet50, densenet121, efficientnet_lite0, ... (`retrieval backbones`) or timm:NAME for any timm model.",
-    ),
-    ConfigKey("model.backbone"),
-]
-Pretrained = Annotated[
-    str | None,
-    typer.Option(
-        "--pretrained",
-        help="'imagenet' (built-in or locally cached ImageNet weights, never downloads), 'torchvision', 'hub' (a "
-        "vision transformer's weights from the Hugging Face hub: cached, or downloaded with --allow-download) or a "
-        "weights file (.safetensors, .pth, .bin).",
-    ),
-    ConfigKey("model.pretrained"),
-]
-AllowDownload = Annotated[
-    bool | None,
-    typer.Option(
-        "--allow-download",
-        help="Let --pretrained hub download weights that are not cached (with a progress bar, its size shown "
-        "first, its checksum verified); also RETRIEVAL_ALLOW_DOWNLOAD=1.",
-        show_default="off",
-    ),
-    ConfigKey("model.allow_download"),
-]
-WeightsCache = Annotated[
-    str | None,
-    typer.Option(
-        "--weights-cache",
-        help="Folder of the downloaded hub weights; also RETRIEVAL_WEIGHTS_CACHE; none: the Hugging Face cache "
-        "(HF_HUB_CACHE).",
-        show_default="none",
-    ),
-    ConfigKey("model.weights_cache"),
-]
-EmbeddingDim = Annotated[
-    int | None,
-    typer.Option("--embedding-dim", help="Embedding size (bits of the binary index)."),
-    ConfigKey("model.embedding_dim"),
-]
-ImageSize = Annotated[
-    int | None,
-    typer.Option("--image-size", help="Crop size in pixels (eval resizes to size*8/7 first)."),
-    ConfigKey("data.image_size"),
-]
-Epochs = Annotated[int | None, typer.Option("--epochs", help="Training epochs."), ConfigKey("trainer.epochs")]
-BatchSize = Annotated[
-    int | None,
-    typer.Option(
-        "--batch-size", help="Images per step in each process (torchrun: the global batch is processes x this)."
-    ),
-    ConfigKey("trainer.batch_size"),
-]
-MaxImagesPerClass = Annotated[
-    int | None,
-    typer.Option(
-        "--max-images-per-class",
-        help="Keep at most this many images of each class (a deterministic subsample, in every split).",
-    ),
-    ConfigKey("data.max_images_per_class"),
-]
+Data = Annotated[Path | None, config_option("data")]
+Loss = Annotated[str | None, config_option("loss")]
+Backbone = Annotated[str | None, config_option("backbone")]
+Pretrained = Annotated[str | None, config_option("pretrained")]
+AllowDownload = Annotated[bool | None, config_option("allow_download")]
+WeightsCache = Annotated[str | None, config_option("weights_cache")]
+EmbeddingDim = Annotated[int | None, config_option("embedding_dim")]
+ImageSize = Annotated[int | None, config_option("image_size")]
+Epochs = Annotated[int | None, config_option("epochs")]
+BatchSize = Annotated[int | None, config_option("batch_size")]
+MaxImagesPerClass = Annotated[int | None, config_option("max_images_per_class")]
+ImagesPerClass = Annotated[int | None, config_option("images_per_class")]
+Lr = Annotated[float | None, config_option("lr")]
+Device = Annotated[str | None, config_option("device")]
+Split = Annotated[str | None, config_option("split")]
+FinalFit = Annotated[bool | None, config_option("final_fit")]
+ValFraction = Annotated[float | None, config_option("val_fraction")]
+ValFold = Annotated[int | None, config_option("val_fold")]
+Workers = Annotated[int | None, config_option("workers")]
+OnBadImage = Annotated[str | None, config_option("on_bad_image")]
+Seed = Annotated[int | None, config_option("seed")]
+MetaClasses = Annotated[int | None, config_option("meta_classes")]
+MaxStepsPerEpoch = Annotated[int | None, config_option("max_steps_per_epoch")]
+Tensorboard = Annotated[bool | None, config_option("tensorboard")]
 
 
 def consent_command() -> str:

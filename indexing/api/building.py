@@ -1,15 +1,50 @@
-"""Build an index (or one shard of it) from a model and a dataset: ``build_index``, ``build_shard``."""
+"""Build an index (or one shard of it) from a model and a dataset: ``run_build`` (a ``BuildRequest``,
+the one use case), and the API's ``build_index`` and ``build_shard``, which describe their call as one; ``merge_index``
+(shards merged into one index)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
+from retrieval.indexing.api.build_request import BuildRequest
 from retrieval.indexing.api.inputs import Data, PathLike, records_of
-from retrieval.indexing.search.postprocess_params import DbaParams, IndexPostprocess, PostprocessParams
-from retrieval.indexing.store.backends import IndexTarget
+from retrieval.indexing.search.postprocess_params import PostprocessParams
+from retrieval.indexing.store.backends import FILES, IndexTarget, index_target
 from retrieval.indexing.store.build import builder, shards
 from retrieval.indexing.store.build.builder import BuildReport
+from retrieval.indexing.store.build.shard_merge import MergeReport, merge_shards
 from retrieval.indexing.store.build.shards import ShardReport, data_root, parse_shard
+
+
+def run_build(request: BuildRequest) -> BuildReport | ShardReport:
+    """The one index-build use case of ``retrieval index build``, ``build_index()`` and ``build_shard()``:
+    the shard directory ``request.shard`` of the dataset, else the whole index."""
+    if request.shard is not None:
+        return shards.build_shard(
+            request.model,
+            records_of(request.data, request.split),
+            request.out,
+            root=data_root(request.data_path()),
+            spec=parse_shard(request.shard),
+            float_kind_name=request.float_kind,
+            binary_kind_name=request.binary_kind,
+            batch_size=request.batch_size,
+            threads=request.threads,
+            progress=request.progress,
+        )
+    return builder.build_index(
+        request.model,
+        records_of(request.data, request.split),
+        request.out,
+        float_kind=request.float_kind,
+        binary_kind=request.binary_kind,
+        batch_size=request.batch_size,
+        threads=request.threads,
+        progress=request.progress,
+        target=request.target,
+        postprocess=request.postprocess,
+    )
 
 
 def build_index(
@@ -32,28 +67,23 @@ def build_index(
     test; ``target``: where the items go (``backends.index_target``; default the files backend); ``dba``:
     augment every vector with its top ``dba`` neighbours (alpha-DBA); ``postprocess_params``: the
     parameters recorded in the manifest (the service's ``postprocess=qe|kreciprocal``, DBA's alpha)."""
-    return builder.build_index(
-        Path(model),
-        records_of(data, split),
-        Path(out),
+    request = BuildRequest(
+        model=Path(model),
+        data=data,
+        out=Path(out),
+        split=split,
         float_kind=float_kind,
         binary_kind=binary_kind,
         batch_size=batch_size,
         threads=threads,
         progress=progress,
         target=target,
-        postprocess=index_postprocess(dba, postprocess_params),
+        dba=dba,
+        postprocess_params=postprocess_params,
     )
-
-
-def index_postprocess(dba: int | None, params: PostprocessParams | None) -> IndexPostprocess | None:
-    """The manifest's ``postprocess`` of ``--dba N`` and ``--postprocess-params`` (None: neither given)."""
-    if dba is None and params is None:
-        return None
-    chosen = params or PostprocessParams()
-    if dba is not None:
-        chosen = chosen.model_copy(update={"dba": DbaParams(n=dba, alpha=chosen.dba.alpha)})
-    return IndexPostprocess.of(chosen, dba=dba is not None)
+    report = run_build(request)
+    assert isinstance(report, BuildReport)  # no shard asked
+    return report
 
 
 def build_shard(
@@ -71,16 +101,33 @@ def build_shard(
 ) -> ShardReport:
     """Embed shard ``shard`` ("I/N", stable by path) of a dataset into the shard directory ``out``, for
     ``index merge`` (the kinds are recorded for it)."""
-    spec = parse_shard(shard)
-    return shards.build_shard(
-        Path(model),
-        records_of(data, split),
-        Path(out),
-        root=data_root(Path(data)),
-        spec=spec,
-        float_kind_name=float_kind,
-        binary_kind_name=binary_kind,
+    request = BuildRequest(
+        model=Path(model),
+        data=data,
+        out=Path(out),
+        split=split,
+        float_kind=float_kind,
+        binary_kind=binary_kind,
         batch_size=batch_size,
         threads=threads,
         progress=progress,
+        shard=shard,
     )
+    report = run_build(request)
+    assert isinstance(report, ShardReport)  # a shard asked
+    return report
+
+
+def merge_index(
+    out: PathLike,
+    shard_dirs: Sequence[PathLike],
+    *,
+    backend: str = FILES,
+    milvus_uri: str | None = None,
+    collection: str | None = None,
+    progress: bool = True,
+) -> MergeReport:
+    """``retrieval index merge``: the shard directories of one ``--shard I/N`` build merged into the index
+    ``out`` (``backend="milvus"``: bulk-inserted into a Milvus collection, with the same ids)."""
+    target = index_target(backend, milvus_uri, collection, Path(out))
+    return merge_shards(Path(out), [Path(d) for d in shard_dirs], progress=progress, target=target)

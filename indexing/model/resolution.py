@@ -15,6 +15,7 @@ from retrieval.indexing.common.artifact_names import (
     MODEL_ONNX_NAME,
     RUN_BEST_CHECKPOINT_NAME,
     RUN_CHECKPOINTS_SUBDIR,
+    RUN_CONFIG_NAME,
     RUN_EXPORT_SUBDIR,
 )
 from retrieval.indexing.common.errors import ConfigError
@@ -89,3 +90,13 @@ def resolve_query_model(index_dir: Path, recorded_model_dir: str, model: Path | 
         f"{index_dir} has no model/ copy and the model it was built with ({recorded_model_dir}) is gone; "
         "pass --model with the export directory"
     )
+
+
+def run_dir_of(model: Path) -> Path | None:
+    """The training run directory of ``--model``: itself, or the run whose ``export/`` it is; None for an
+    export without its run (``retrieval eval``'s reference column needs the run's config.yaml)."""
+    if (Path(model) / RUN_CONFIG_NAME).is_file():
+        return Path(model)
+    export_dir = resolve_export_dir(model)
+    run_dir = export_dir.parent
+    return run_dir if export_dir.name == RUN_EXPORT_SUBDIR and (run_dir / RUN_CONFIG_NAME).is_file() else None

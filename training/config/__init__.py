@@ -9,5 +9,7 @@ patch) and ``hub_access`` (``--pretrained hub``: the weights' repository, the co
 cache). ``train_request`` (``TrainRequest``: one ``retrieval train`` or ``api.train()``
 call as config layers, and the rules between options) and ``config_resolver`` (``resolve_config``: a
 request under its recipe, validated) are the one config assembler that the CLI and the Python API share;
+``option_vocabulary`` (``TRAIN_OPTIONS``: option name -> config key, the one vocabulary both speak: the
+flags are declared from it and the API's keywords read through it, ``keyword_layer``);
 ``loss_and_sampler`` builds what a config names for training (the loss, the sampler kind, the capped steps
 of an epoch) for the trainer and the study alike."""

@@ -79,12 +79,16 @@ class DataConfig(_Strict):
         "drawn with replacement (pml's MPerClassSampler; SOP has many classes of 2-3 images)",
     )
     batches_per_epoch: int | None = Field(None, ge=1, description="balanced sampler: default = images // batch size")
-    num_workers: int = Field(2, ge=0)
-    on_bad_image: Literal["skip", "fail"] = "skip"
+    num_workers: int = Field(2, ge=0, description="DataLoader worker processes")
+    on_bad_image: Literal["skip", "fail"] = Field("skip", description="skip or fail on unreadable images")
 
 
 class ModelConfig(_Strict):
-    backbone: str = "resnet18"
+    backbone: str = Field(
+        "resnet18",
+        description="resnet18, resnet50, densenet121, efficientnet_lite0, ... (`retrieval backbones`) or timm:NAME "
+        "for any timm model",
+    )
     pretrained: str | None = Field(
         None,
         description="'imagenet' (the backbone's ImageNet weights, offline), 'torchvision' (local cache), 'hub' (a "
@@ -93,8 +97,9 @@ class ModelConfig(_Strict):
     )
     allow_download: bool = Field(
         False,
-        description="let pretrained='hub' download the weights when they are not cached (also "
-        "RETRIEVAL_ALLOW_DOWNLOAD=1); without it nothing is ever fetched",
+        description="let pretrained='hub' download the weights when they are not cached (with a progress bar, its "
+        "size shown first, its checksum verified; also RETRIEVAL_ALLOW_DOWNLOAD=1); without it nothing is ever "
+        "fetched",
     )
     weights_cache: str | None = Field(
         None,
@@ -111,7 +116,8 @@ class ModelConfig(_Strict):
         2048,
         gt=0,
         le=MAX_EMBEDDING_DIM,
-        description="None: no linear layer, the pooled features are the embedding",
+        description="embedding size (bits of the binary index); null: no linear layer, the pooled features are the "
+        "embedding",
     )
     freeze_batchnorm: bool = False
     frozen_stages: int = Field(
@@ -132,7 +138,7 @@ class ModelConfig(_Strict):
 
 
 class LossConfig(_Strict):
-    name: str = "normalized_softmax"
+    name: str = Field("normalized_softmax", description="loss name (see `retrieval losses`)")
     params: dict[str, Any] = Field(default_factory=dict, description="passed to the loss builder")
     miner: str | None = Field(None, description="null: the loss's default miner; 'none': no miner; else a miner name")
     miner_params: dict[str, Any] = Field(default_factory=dict)
@@ -143,7 +149,7 @@ class LossConfig(_Strict):
 
 class OptimizerConfig(_Strict):
     name: Literal["sgd", "adam", "adamw", "rmsprop"] = "adamw"
-    lr: float = Field(1e-4, gt=0)
+    lr: float = Field(1e-4, gt=0, description="backbone learning rate")
     head_lr: float | None = Field(None, gt=0, description="learning rate of the new layers; default = lr")
     layer_decay: float | None = Field(
         None,
@@ -168,19 +174,23 @@ class ScheduleConfig(_Strict):
 
 class TrainerConfig(_Strict):
     epochs: int = Field(
-        10, ge=0, description="0: no training, the run's model is the starting backbone (the reference row)"
+        10,
+        ge=0,
+        description="training epochs; 0: no training, the run's model is the starting backbone (the reference row)",
     )
-    batch_size: int = Field(32, ge=2)
-    device: Literal["auto", "cpu", "cuda"] = "auto"
+    batch_size: int = Field(
+        32, ge=2, description="images per step in each process (torchrun: the global batch is processes x this)"
+    )
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto (CUDA if present) | cpu | cuda")
     amp: Literal["auto", "off", "bf16", "fp16"] = "auto"
     warm_start_epochs: int = Field(0, ge=0, description="epochs that train only the new layers and the loss")
     patience: int | None = Field(None, ge=1, description="stop after this many epochs without a better val MAP@R")
-    seed: int = 0
+    seed: int = Field(0, description="random seed")
     eval_batch_size: int = Field(64, ge=1)
     recall_ks: tuple[int, ...] | None = Field(
         None, description="Recall@K cut-offs; null: the defaults `retrieval eval` uses for the gallery"
     )
-    max_steps_per_epoch: int | None = Field(None, ge=1, description="cap for quick runs")
+    max_steps_per_epoch: int | None = Field(None, ge=1, description="cap steps per epoch (quick runs)")
     cached_views: int | None = Field(
         None,
         ge=1,
@@ -291,46 +301,6 @@ def _unknown_key(loc: tuple[int | str, ...]) -> str:
     hint = f"did you mean {close[0]}? " if close else ""
     where = "sections" if len(loc) == 1 else f"keys of {'.'.join(map(str, loc[:-1]))}"
     return f"unknown key ({hint}{where}: {', '.join(known)})"
-
-
-def keyword_layer(values: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """A config layer from keywords named after config keys: ``epochs=3`` -> {"trainer": {"epochs": 3}}.
-
-    A keyword is a key's field name where that name belongs to one section only (``epochs``,
-    ``image_size``, ``backbone``); a name found in several sections (``lr``, ``name``) must be written
-    ``section__key`` (``optimizer__lr``). ``loss``, ``optimizer`` and ``schedule`` name their section's
-    ``name`` (``loss="triplet"``). The Python API's train() and study() read their options this way.
-    """
-    layer: dict[str, dict[str, Any]] = {}
-    for keyword, value in values.items():
-        section, _, key = keyword.partition("__")
-        if not key and keyword in NAMED_SECTIONS:  # loss="triplet" is loss.name, as --loss is
-            section, key = keyword, "name"
-        elif not key:
-            sections = [name for name, field in TrainConfig.model_fields.items() if keyword in _fields_of(field)]
-            if len(sections) != 1:
-                where = f"it is a key of {', '.join(sections)}" if sections else _closest_keyword(keyword)
-                raise ConfigError(f"unknown option {keyword!r} ({where}); write SECTION__KEY, e.g. trainer__epochs")
-            section, key = sections[0], keyword
-        elif section not in TrainConfig.model_fields or key not in _fields_of(TrainConfig.model_fields[section]):
-            raise ConfigError(f"unknown option {keyword!r}: {section}.{key} is not a configuration key")
-        layer.setdefault(section, {})[key] = value
-    return layer
-
-
-NAMED_SECTIONS = ("loss", "optimizer", "schedule")
-
-
-def _closest_keyword(keyword: str) -> str:
-    """'no section has this key', and the closest key name if one is near (``epoch`` -> ``epochs``)."""
-    known = {key for field in TrainConfig.model_fields.values() for key in _fields_of(field)} | set(NAMED_SECTIONS)
-    close = difflib.get_close_matches(keyword, sorted(known), n=1)
-    return f"did you mean {close[0]}?" if close else "no section has this key"
-
-
-def _fields_of(field: Any) -> dict[str, Any]:
-    annotation = field.annotation
-    return annotation.model_fields if isinstance(annotation, type) and issubclass(annotation, BaseModel) else {}
 
 
 def merge_dicts(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:

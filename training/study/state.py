@@ -25,7 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from retrieval.indexing.common.atomic_write import atomic_write_text
 from retrieval.indexing.common.errors import ConfigError
-from retrieval.training.config.train_config import keyword_layer, merge_dicts
+from retrieval.training.config.option_vocabulary import keyword_layer
+from retrieval.training.config.train_config import merge_dicts
 
 STATE_FILE = "study.json"
 OPTUNA_DB = "optuna.db"

@@ -1,6 +1,6 @@
 """What a run measures and reports: ``split_metrics`` (a split's typed
 metrics), ``reference`` and ``reference_eval`` (the starting backbone as a model: epoch 0 and the
-reference row), ``verdict`` (did training beat it, in one sentence), ``whitening_stage`` (after training:
+reference row; ``reference_columns``: the same rows as ``retrieval eval --model``'s columns), ``verdict`` (did training beat it, in one sentence), ``whitening_stage`` (after training:
 the whitening and the code's rotation fitted on training classes, chosen on validation, folded into the
 model) and ``trained_run`` (what a finished run reports, typed).
 """
