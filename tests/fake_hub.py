@@ -3,8 +3,9 @@
 ``HEAD`` and ``GET /{owner}/{repo}/resolve/{revision}/{filename}`` with the hub's headers (``X-Repo-Commit``,
 ``ETag`` and ``X-Linked-Etag`` holding the file's sha256 as for a Git LFS file, ``X-Linked-Size``,
 ``Content-Length``), a 206 answer to a ``Range`` request, and a 404 with ``X-Error-Code: EntryNotFound`` for a
-file it does not hold. Two faults on demand: ``drop_first_get`` sends half the body of the first GET and closes
-the connection; ``corrupt`` serves other bytes than the sha256 it announces. ``requests`` records
+file it does not hold. Three faults on demand: ``drop_first_get`` sends half the body of the first GET and closes
+the connection; ``corrupt`` serves other bytes than the sha256 it announces; ``stall_at`` sends a GET's body up to
+that byte and then waits for ``release`` (a client killed meanwhile leaves a partial file behind). ``requests`` records
 ``(method, path, Range header)`` of each request (huggingface_hub also asks ``/api/agent-harnesses`` once a
 day, best effort: a 404 here).
 """
@@ -26,6 +27,8 @@ class FakeHub:
     files: dict[str, bytes]  # "owner/repo/filename" -> content
     drop_first_get: bool = False
     corrupt: bool = False
+    stall_at: int | None = None
+    release: threading.Event = field(default_factory=threading.Event)
     requests: list[tuple[str, str, str | None]] = field(default_factory=list)
     url: str = ""
 
@@ -83,7 +86,15 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
                 self.wfile.flush()
                 self.close_connection = True
                 return
-            self.wfile.write(content[start:])
+            stall = hub.stall_at if hub.stall_at is not None and start < hub.stall_at else start
+            try:
+                self.wfile.write(content[start:stall])
+                self.wfile.flush()
+                if stall > start:
+                    hub.release.wait(timeout=60)
+                self.wfile.write(content[stall:])
+            except OSError:  # the client went away (killed) while the answer stalled
+                self.close_connection = True
 
     return Handler
 

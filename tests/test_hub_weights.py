@@ -1,9 +1,9 @@
 """``--pretrained hub`` without the internet: a random-initialised timm ViT-Ti/16 checkpoint served by a local
 server that answers as the Hugging Face hub does (``fake_hub``), fetched through the real download path
-(``hf_hub_download`` with ``HF_ENDPOINT`` pointed at it). Consent refused (one sentence before torch loads,
+(huggingface_hub with ``HF_ENDPOINT`` pointed at it). Consent refused (one sentence before torch loads,
 nothing fetched), consent given (train --epochs 0, export, index, search), a dropped connection resumed with a
-Range request, a checksum mismatch refused, the cached copy used offline; local weights files, mismatched
-ones; the image sizes each backbone can see."""
+Range request, a download process killed midway resumed by the next run, a checksum mismatch refused, the
+cached copy used offline; local weights files, mismatched ones; the image sizes each backbone can see."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -128,8 +129,8 @@ def test_with_consent_the_weights_download_then_train_export_index_and_search(
     )
     size_mb = f"{len(checkpoint[0]) / 1e6:.1f} MB"
     assert f"downloading {KEY} ({size_mb}) from {hub.url}" in caplog.text  # the size, before the download
-    # one download: the size asked, then hf_hub_download's own HEAD and GET; the reference eval reuses the file
-    assert [request[0] for request in hub.file_requests()] == ["HEAD", "HEAD", "GET"]
+    # one download: the size asked, the file, then hf_hub_download's HEAD to link it; the reference eval reuses it
+    assert [request[0] for request in hub.file_requests()] == ["HEAD", "GET", "HEAD"]
     blob = Path(str(cached_hub_file(REPO, str(cache)))).resolve()
     assert blob.parent == cache / f"models--timm--{TIMM_NAME}" / "blobs" and blob.name == hub.sha256(KEY)
     assert hashlib.sha256(blob.read_bytes()).hexdigest() == hub.sha256(KEY)
@@ -151,6 +152,69 @@ def test_a_dropped_connection_resumes_with_a_range_request(
     resumed_at = int(str(second).removeprefix("bytes=").removesuffix("-"))  # what the partial file held
     assert first is None and 0 < resumed_at <= len(checkpoint[0]) // 2
     assert report.loaded == len(model.backbone.state_dict()) and report.missing == 0
+    _assert_loaded(model, checkpoint[1])
+
+
+KILLED_DOWNLOAD = """
+import sys
+from retrieval.training.config.hub_access import HubAccess
+from retrieval.training.model.hub_weights import hub_weights_file
+hub_weights_file(sys.argv[1], HubAccess(allow_download=True, cache_dir=sys.argv[2]))
+"""
+
+
+def _partial_file(blobs: Path, process: subprocess.Popen[bytes], timeout: float = 90) -> Path:
+    """The partial file a downloading ``process`` writes in ``blobs``, once it holds some bytes."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        partial = [path for path in blobs.glob("*.incomplete") if path.stat().st_size > 0] if blobs.is_dir() else []
+        if partial:
+            return partial[0]
+        time.sleep(0.05)
+    raise AssertionError(f"no partial file with bytes in {blobs} (the download exited with {process.poll()})")
+
+
+def test_a_download_killed_midway_resumes_from_its_partial_file_in_the_next_run(
+    hub: FakeHub, checkpoint: tuple[bytes, dict[str, torch.Tensor]], tmp_path: Path
+) -> None:
+    content = checkpoint[0]
+    hub.stall_at = len(content) * 3 // 4  # past huggingface_hub's first 10 MB chunk: some bytes reach the disk
+    env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+    command = [sys.executable, "-c", KILLED_DOWNLOAD, BACKBONE, str(tmp_path)]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    blobs = tmp_path / f"models--timm--{TIMM_NAME}" / "blobs"
+    try:
+        partial = _partial_file(blobs, process)
+    finally:
+        process.kill()  # SIGKILL: no cleanup runs in the downloading process
+        process.wait()
+        hub.stall_at = None
+        hub.release.set()
+    on_disk = partial.stat().st_size
+    assert partial.name == f"{hub.sha256(KEY)}.incomplete" and 0 < on_disk < len(content)
+    model = _model()
+    report = load_pretrained(model, "hub", HubAccess(allow_download=True, cache_dir=str(tmp_path)))
+    assert [request[2] for request in hub.gets()] == [None, f"bytes={on_disk}-"]  # the second run asked for the rest
+    assert report.loaded == len(model.backbone.state_dict()) and report.missing == 0
+    _assert_loaded(model, checkpoint[1])
+    assert sorted(path.name for path in blobs.iterdir()) == [hub.sha256(KEY)]  # the partial file became the blob
+    assert hashlib.sha256((blobs / hub.sha256(KEY)).read_bytes()).hexdigest() == hub.sha256(KEY)
+
+
+def test_the_partial_file_a_killed_hf_hub_download_left_is_resumed_and_the_others_deleted(
+    hub: FakeHub, checkpoint: tuple[bytes, dict[str, torch.Tensor]], tmp_path: Path
+) -> None:
+    """huggingface_hub names its partial file per process (``<etag>.<8 hex>.incomplete``) and never reads one
+    again: the longest of them becomes this run's partial file."""
+    blobs = tmp_path / f"models--timm--{TIMM_NAME}" / "blobs"
+    blobs.mkdir(parents=True)
+    sha = hub.sha256(KEY)
+    (blobs / f"{sha}.0badc0de.incomplete").write_bytes(checkpoint[0][:1000])
+    (blobs / f"{sha}.35c88554.incomplete").write_bytes(checkpoint[0][:3000])
+    model = _model()
+    load_pretrained(model, "hub", HubAccess(allow_download=True, cache_dir=str(tmp_path)))
+    assert [request[2] for request in hub.gets()] == ["bytes=3000-"]
+    assert sorted(path.name for path in blobs.iterdir()) == [sha]
     _assert_loaded(model, checkpoint[1])
 
 
