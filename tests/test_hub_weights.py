@@ -32,6 +32,7 @@ from retrieval.training.config.known_names import VIT_TIMM_NAMES
 from retrieval.training.config.train_config import ModelConfig
 from retrieval.training.export.onnx_export import TOLERANCE
 from retrieval.training.model.embedding_model import EmbeddingModel, build_embedding_model
+from retrieval.training.model.hub_weights import hub_weights_file
 from retrieval.training.model.trunks.pretrained import load_pretrained
 
 TIMM_NAME = "vit_tiny_patch16_224.augreg_in21k"  # the smallest ViT timm publishes weights for (5.5M parameters)
@@ -239,6 +240,53 @@ def test_offline_the_cached_copy_loads_without_consent_or_network(
     _assert_loaded(model, checkpoint[1])
     with pytest.raises(ConfigError, match=r"^HF_HUB_OFFLINE is set and the weights of timm/.* are not in the cache"):
         load_pretrained(_model(), "hub", HubAccess(allow_download=True, cache_dir=str(tmp_path / "empty")))
+
+
+def test_pretrained_imagenet_finds_a_transformers_weights_in_the_weights_cache(
+    hub: FakeHub, checkpoint: tuple[bytes, dict[str, torch.Tensor]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--pretrained imagenet`` never downloads, and looks where ``--pretrained hub`` downloaded: the
+    ``--weights-cache`` folder, else ``RETRIEVAL_WEIGHTS_CACHE``."""
+    cache = tmp_path / "cache"
+    load_pretrained(_model(), "hub", HubAccess(allow_download=True, cache_dir=str(cache)))
+    asked = len(hub.requests)
+    model = _model()
+    report = load_pretrained(model, "imagenet", HubAccess(cache_dir=str(cache)))
+    assert report.loaded == len(model.backbone.state_dict()) and report.source == f"timm's cached {TIMM_NAME} weights"
+    _assert_loaded(model, checkpoint[1])
+    monkeypatch.setenv("RETRIEVAL_WEIGHTS_CACHE", str(cache))
+    assert load_pretrained(_model(), "imagenet").loaded == report.loaded  # the cache from the environment
+    monkeypatch.delenv("RETRIEVAL_WEIGHTS_CACHE")
+    empty = tmp_path / "empty"
+    with pytest.raises(ConfigError, match=rf"^timm weights for {TIMM_NAME} are not in the weights cache {empty} \("):
+        load_pretrained(_model(), "imagenet", HubAccess(allow_download=True, cache_dir=str(empty)))
+    assert len(hub.requests) == asked  # never downloads
+
+
+def test_the_backbones_listing_looks_for_weights_in_the_weights_cache(hub: FakeHub, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from retrieval.cli.main import app
+
+    repo = hub_repo("dinov2_vits14")
+    hub.files[f"{repo}/model.safetensors"] = b"the weights of a DINOv2 ViT-S/14"
+    cache = tmp_path / "cache"
+    cached = hub_weights_file("dinov2_vits14", HubAccess(allow_download=True, cache_dir=str(cache)))
+
+    def listed(*args: str, env: dict[str, str] | None = None) -> dict[str, str | None]:
+        done = CliRunner().invoke(app, ["backbones", *args], env=env)
+        assert done.exit_code == 0, done.output
+        if "--json" not in args:
+            return {"footer": done.output.strip().splitlines()[-1]}
+        return {row["name"]: row["imagenet_weights"] for row in json.loads(done.output)}
+
+    by_option = listed("--json", "--weights-cache", str(cache))
+    assert by_option["dinov2_vits14"] == str(cached) and by_option["dinov2_vitb14"] is None
+    assert listed("--json", env={"RETRIEVAL_WEIGHTS_CACHE": str(cache)}) == by_option
+    assert listed("--json", env={"RETRIEVAL_WEIGHTS_CACHE": str(tmp_path / "empty")})["dinov2_vits14"] is None
+    assert listed("--weights-cache", str(cache))["footer"].endswith(
+        f"the transformers' weights are looked for in {cache}"
+    )
 
 
 def test_consent_and_cache_come_from_the_config_or_the_environment() -> None:

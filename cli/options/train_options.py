@@ -47,7 +47,8 @@ WeightsCache = Annotated[
     str | None,
     typer.Option(
         "--weights-cache",
-        help="Folder of the downloaded hub weights; also RETRIEVAL_WEIGHTS_CACHE; none: the Hugging Face cache "
+        help="Folder of the hub weights: where --pretrained hub downloads them and where --pretrained imagenet "
+        "looks for a transformer's or timm model's; also RETRIEVAL_WEIGHTS_CACHE; none: the Hugging Face cache "
         "(HF_HUB_CACHE).",
         show_default="none",
     ),
