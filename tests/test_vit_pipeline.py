@@ -107,7 +107,8 @@ def test_every_listed_transformer_trains_exports_indexes_serves_and_evaluates(
 ) -> None:
     """Each listed transformer with the first 2 of its 12 identical blocks (a ViT-B's whole 340 MB graph takes
     half a minute to export on 2 cores; the whole ViT-S/14 above): its own patch size, registers, class token
-    or none, normalisation and pooling, through train, export, index, the service's /search and eval."""
+    or none, normalisation and pooling, through train, export (fp32 and INT8), index, the service's /search
+    and eval."""
     build = timm_trunks.build_vit_trunk
 
     def two_blocks(*args: object) -> tuple[torch.nn.Module, int]:
@@ -138,6 +139,9 @@ def test_every_listed_transformer_trains_exports_indexes_serves_and_evaluates(
     assert exported.max_abs_diff <= TOLERANCE["fp32"]
     preprocessing = exported.manifest.preprocessing
     assert preprocessing.crop == size and tuple(preprocessing.mean) == get_backbone(name).normalization.mean
+    int8 = export(run.run_dir, tmp_path / "int8", quantize="int8", max_map_drop=100.0)  # random weights: any drop
+    assert int8.manifest.precision == "int8" and int8.manifest.quantization is not None
+    _assert_trunk_matmuls_dynamic_head_float(int8.onnx_path, int8.manifest.quantization)
     built = build_index(exported.onnx_path.parent, data, tmp_path / "index", split="test", progress=False)
     assert built.count == 16  # the 4 test classes
     query = sorted(data.glob("*/*.png"))[-1]
