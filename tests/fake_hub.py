@@ -5,7 +5,8 @@
 ``Content-Length``), a 206 answer to a ``Range`` request, and a 404 with ``X-Error-Code: EntryNotFound`` for a
 file it does not hold. Three faults on demand: ``drop_first_get`` sends half the body of the first GET and closes
 the connection; ``corrupt`` serves other bytes than the sha256 it announces; ``stall_at`` sends a GET's body up to
-that byte and then waits for ``release`` (a client killed meanwhile leaves a partial file behind). ``requests`` records
+that byte and then waits for ``release`` (a client killed meanwhile leaves a partial file behind);
+``ignore_range`` answers a Range request with the whole file. ``requests`` records
 ``(method, path, Range header)`` of each request (huggingface_hub also asks ``/api/agent-harnesses`` once a
 day, best effort: a 404 here).
 """
@@ -28,6 +29,7 @@ class FakeHub:
     drop_first_get: bool = False
     corrupt: bool = False
     stall_at: int | None = None
+    ignore_range: bool = False  # answer a Range request with the whole file (200), as some proxies do
     release: threading.Event = field(default_factory=threading.Event)
     requests: list[tuple[str, str, str | None]] = field(default_factory=list)
     url: str = ""
@@ -69,7 +71,8 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
             etag = f'"{hub.sha256(key)}"'
             if hub.corrupt:
                 content = bytes(byte ^ 0xFF for byte in content[:64]) + content[64:]
-            start = int(self.headers["Range"].removeprefix("bytes=").split("-")[0]) if self.headers["Range"] else 0
+            asked = self.headers["Range"] and not hub.ignore_range
+            start = int(self.headers["Range"].removeprefix("bytes=").split("-")[0]) if asked else 0
             self.send_response(206 if start else 200)
             for name_, value in (("X-Repo-Commit", COMMIT), ("ETag", etag), ("X-Linked-Etag", etag)):
                 self.send_header(name_, value)

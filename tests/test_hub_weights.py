@@ -180,6 +180,7 @@ def test_a_download_killed_midway_resumes_from_its_partial_file_in_the_next_run(
 ) -> None:
     content = checkpoint[0]
     hub.stall_at = len(content) * 3 // 4  # past huggingface_hub's first 10 MB chunk: some bytes reach the disk
+    assert constants.DOWNLOAD_CHUNK_SIZE < hub.stall_at, "huggingface_hub writes in larger chunks: stall later"
     env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
     command = [sys.executable, "-c", KILLED_DOWNLOAD, BACKBONE, str(tmp_path)]
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -216,6 +217,20 @@ def test_the_partial_file_a_killed_hf_hub_download_left_is_resumed_and_the_other
     load_pretrained(model, "hub", HubAccess(allow_download=True, cache_dir=str(tmp_path)))
     assert [request[2] for request in hub.gets()] == ["bytes=3000-"]
     assert sorted(path.name for path in blobs.iterdir()) == [sha]
+    _assert_loaded(model, checkpoint[1])
+
+
+def test_a_server_that_ignores_the_range_request_sends_the_whole_file_again(
+    hub: FakeHub, checkpoint: tuple[bytes, dict[str, torch.Tensor]], tmp_path: Path
+) -> None:
+    blobs = tmp_path / f"models--timm--{TIMM_NAME}" / "blobs"
+    blobs.mkdir(parents=True)
+    (blobs / f"{hub.sha256(KEY)}.incomplete").write_bytes(checkpoint[0][:3000])
+    hub.ignore_range = True
+    model = _model()
+    load_pretrained(model, "hub", HubAccess(allow_download=True, cache_dir=str(tmp_path)))
+    assert [request[2] for request in hub.gets()] == ["bytes=3000-"]  # asked for the rest, got a 200 and all
+    assert (blobs / hub.sha256(KEY)).read_bytes() == checkpoint[0]
     _assert_loaded(model, checkpoint[1])
 
 
