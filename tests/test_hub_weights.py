@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import pytest
 import timm
@@ -217,6 +218,35 @@ def test_the_partial_file_a_killed_hf_hub_download_left_is_resumed_and_the_other
     load_pretrained(model, "hub", HubAccess(allow_download=True, cache_dir=str(tmp_path)))
     assert [request[2] for request in hub.gets()] == ["bytes=3000-"]
     assert sorted(path.name for path in blobs.iterdir()) == [sha]
+    _assert_loaded(model, checkpoint[1])
+
+
+def test_a_download_that_fails_for_good_says_what_it_kept_and_the_next_run_resumes(
+    hub: FakeHub, checkpoint: tuple[bytes, dict[str, torch.Tensor]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The network gives up past huggingface_hub's retries (here: its ``http_get`` writes 200,000 bytes, then
+    times out): one sentence names the partial file, and the next run asks for the bytes after it."""
+    import httpx
+    from huggingface_hub import file_download
+
+    def times_out(url: str, file: BinaryIO, **options: object) -> None:
+        file.write(checkpoint[0][:200_000])
+        raise httpx.ReadTimeout("The read operation timed out")
+
+    real_http_get = file_download.http_get
+    monkeypatch.setattr(file_download, "http_get", times_out)
+    access = HubAccess(allow_download=True, cache_dir=str(tmp_path))
+    partial = tmp_path / f"models--timm--{TIMM_NAME}" / "blobs" / f"{hub.sha256(KEY)}.incomplete"
+    with pytest.raises(ConfigError) as failed:
+        load_pretrained(_model(), "hub", access)
+    assert str(failed.value) == (
+        f"cannot download {KEY} from the Hugging Face hub: ReadTimeout The read operation timed out; the 0.2 MB "
+        f"fetched are kept in {partial}: run the command again to resume"
+    )
+    monkeypatch.setattr(file_download, "http_get", real_http_get)
+    model = _model()
+    load_pretrained(model, "hub", access)
+    assert [request[2] for request in hub.gets()] == ["bytes=200000-"]
     _assert_loaded(model, checkpoint[1])
 
 

@@ -80,7 +80,7 @@ def _download(repo: str, cache_dir: str | None) -> Path:
         except ConfigError:
             raise
         except Exception as error:
-            raise _unreachable(repo, filename, error) from None
+            raise _unreachable(repo, filename, error, _kept(cache, repo, metadata.etag)) from None
         return path if fetched else verified(path, f"{repo}/{filename}", metadata.etag)
     raise ConfigError(f"{repo} on the Hugging Face hub has no weights file ({' or '.join(HUB_FILES)})")
 
@@ -96,7 +96,7 @@ def _fetch_blob(repo: str, filename: str, metadata: HfFileMetadata, cache: Path)
     if not metadata.etag or not metadata.commit_hash:
         return False
     folder = repo_folder_name(repo_id=repo, repo_type="model")
-    blob = cache / folder / "blobs" / metadata.etag
+    blob = _blob(cache, repo, metadata.etag)
     blob.parent.mkdir(parents=True, exist_ok=True)
     (cache / ".locks" / folder).mkdir(parents=True, exist_ok=True)
     with WeakFileLock(cache / ".locks" / folder / f"{metadata.etag}.lock"):  # hf_hub_download's lock for it
@@ -114,6 +114,19 @@ def _fetch_blob(repo: str, filename: str, metadata: HfFileMetadata, cache: Path)
     return True
 
 
+def _blob(cache: Path, repo: str, etag: str) -> Path:
+    """Where huggingface_hub's cache keeps the file whose ETag is ``etag``."""
+    from huggingface_hub.file_download import repo_folder_name
+
+    return cache / repo_folder_name(repo_id=repo, repo_type="model") / "blobs" / etag
+
+
+def _kept(cache: Path, repo: str, etag: str | None) -> Path | None:
+    """The partial file a failed download left with some bytes in it, or None."""
+    partial = _blob(cache, repo, etag).with_name(f"{etag}.incomplete") if etag else None
+    return partial if partial is not None and partial.is_file() and partial.stat().st_size else None
+
+
 def _partial_file(blob: Path, size: int | None) -> Path:
     """``blob``'s partial file, ``<etag>.incomplete``: the one an earlier run left, else the longest of the
     per-process partial files a killed ``hf_hub_download`` left (the others are deleted); emptied when it is
@@ -129,10 +142,15 @@ def _partial_file(blob: Path, size: int | None) -> Path:
     return partial
 
 
-def _unreachable(repo: str, filename: str, error: Exception) -> ConfigError:
+def _unreachable(repo: str, filename: str, error: Exception, kept: Path | None = None) -> ConfigError:
     first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    resume = (
+        f"; the {_size(kept.stat().st_size)} fetched are kept in {kept}: run the command again to resume"
+        if kept
+        else ""
+    )
     return ConfigError(
-        f"cannot download {repo}/{filename} from the Hugging Face hub: {type(error).__name__} {first_line}"
+        f"cannot download {repo}/{filename} from the Hugging Face hub: {type(error).__name__} {first_line}{resume}"
     )
 
 
