@@ -387,21 +387,27 @@ def test_the_smallest_image_is_the_backbones_own(backbone: str, size: int, messa
             check_image_size(backbone, size)
 
 
-def test_a_long_command_logs_its_own_lines_not_one_per_http_request(caplog: pytest.LogCaptureFixture) -> None:
-    """``retrieval train`` and ``study`` log at INFO; huggingface_hub's client logs each request at INFO
+def test_a_long_command_logs_its_own_lines_not_one_per_http_request(
+    hub: FakeHub, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``retrieval train`` and ``study`` log at INFO; huggingface_hub's HTTP client logs each request at INFO
     too, which a download would print line by line beside its progress bar."""
     import logging
 
-    from retrieval.cli.activity import show_run_log
+    from retrieval.cli.activity import QUIET_LOGGERS, show_run_log
 
-    httpx_log = logging.getLogger("httpx")
-    level = httpx_log.level  # an earlier command run in this process may have set it already
-    httpx_log.setLevel(logging.NOTSET)
+    levels = {name: logging.getLogger(name).level for name in QUIET_LOGGERS}  # an earlier command may set them
     try:
+        for name in QUIET_LOGGERS:
+            logging.getLogger(name).setLevel(logging.NOTSET)
         caplog.set_level(logging.INFO)  # the root at INFO, as the command's own basicConfig sets it
-        assert httpx_log.isEnabledFor(logging.INFO)  # what a download printed before
+        hub_weights_file(BACKBONE, HubAccess(allow_download=True, cache_dir=str(tmp_path / "before")))
+        assert "HTTP Request: GET" in caplog.text  # what a download printed before
+        caplog.clear()
         show_run_log()
+        hub_weights_file(BACKBONE, HubAccess(allow_download=True, cache_dir=str(tmp_path / "after")))
+        assert f"downloading {KEY}" in caplog.text and "HTTP Request" not in caplog.text
         assert logging.getLogger("retrieval.training").isEnabledFor(logging.INFO)
-        assert not httpx_log.isEnabledFor(logging.INFO) and httpx_log.isEnabledFor(logging.WARNING)
     finally:
-        httpx_log.setLevel(level)
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
