@@ -15,12 +15,14 @@ from contextlib import contextmanager
 
 FRAMES = "|/-\\"
 TICK_S = 0.1
-QUIET_LOGGERS = ("httpx",)  # huggingface_hub's HTTP client: one INFO line per request of a weights download
+# huggingface_hub's HTTP client (httpx; httpx2 from huggingface_hub 2): one INFO line per request of a weights
+# download; faiss's loader: one INFO line per CPU instruction set it tries
+QUIET_LOGGERS = ("httpx", "httpx2", "faiss.loader")
 
 
 def show_run_log() -> None:
     """The project's INFO messages on stderr, one per line, without the HTTP client's per-request lines (a
-    hub download shows its own progress bar)."""
+    hub download shows its own progress bar) or faiss's loading attempts."""
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)

@@ -42,8 +42,9 @@ COMMANDS: dict[str, CommandSource] = {
     "backbones": CommandSource(
         "retrieval.cli.commands.backbone_commands",
         "List the registered backbones: their parameters, the image size their pretrained weights were trained at, "
-        "the stages `--set model.frozen_stages=N` counts, their feature width, and where `--pretrained imagenet` "
-        "finds their weights here (offline) or, when not here, where they would come from.",
+        "the stages `--set model.frozen_stages=N` counts, their feature width, the embedding images/s measured on a "
+        "2-core CPU (fp32 / INT8 ONNX, where measured), and where `--pretrained imagenet` finds their weights here "
+        "(offline) or, when not here, where they would come from.",
     ),
     "study": CommandSource(
         "retrieval.cli.commands.study_commands",

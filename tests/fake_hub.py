@@ -3,8 +3,10 @@
 ``HEAD`` and ``GET /{owner}/{repo}/resolve/{revision}/{filename}`` with the hub's headers (``X-Repo-Commit``,
 ``ETag`` and ``X-Linked-Etag`` holding the file's sha256 as for a Git LFS file, ``X-Linked-Size``,
 ``Content-Length``), a 206 answer to a ``Range`` request, and a 404 with ``X-Error-Code: EntryNotFound`` for a
-file it does not hold. Two faults on demand: ``drop_first_get`` sends half the body of the first GET and closes
-the connection; ``corrupt`` serves other bytes than the sha256 it announces. ``requests`` records
+file it does not hold. Three faults on demand: ``drop_first_get`` sends half the body of the first GET and closes
+the connection; ``corrupt`` serves other bytes than the sha256 it announces; ``stall_at`` sends a GET's body up to
+that byte and then waits for ``release`` (a client killed meanwhile leaves a partial file behind);
+``ignore_range`` answers a Range request with the whole file. ``requests`` records
 ``(method, path, Range header)`` of each request (huggingface_hub also asks ``/api/agent-harnesses`` once a
 day, best effort: a 404 here).
 """
@@ -26,6 +28,9 @@ class FakeHub:
     files: dict[str, bytes]  # "owner/repo/filename" -> content
     drop_first_get: bool = False
     corrupt: bool = False
+    stall_at: int | None = None
+    ignore_range: bool = False  # answer a Range request with the whole file (200), as some proxies do
+    release: threading.Event = field(default_factory=threading.Event)
     requests: list[tuple[str, str, str | None]] = field(default_factory=list)
     url: str = ""
 
@@ -66,7 +71,8 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
             etag = f'"{hub.sha256(key)}"'
             if hub.corrupt:
                 content = bytes(byte ^ 0xFF for byte in content[:64]) + content[64:]
-            start = int(self.headers["Range"].removeprefix("bytes=").split("-")[0]) if self.headers["Range"] else 0
+            asked = self.headers["Range"] and not hub.ignore_range
+            start = int(self.headers["Range"].removeprefix("bytes=").split("-")[0]) if asked else 0
             self.send_response(206 if start else 200)
             for name_, value in (("X-Repo-Commit", COMMIT), ("ETag", etag), ("X-Linked-Etag", etag)):
                 self.send_header(name_, value)
@@ -83,7 +89,15 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
                 self.wfile.flush()
                 self.close_connection = True
                 return
-            self.wfile.write(content[start:])
+            stall = hub.stall_at if hub.stall_at is not None and start < hub.stall_at else start
+            try:
+                self.wfile.write(content[start:stall])
+                self.wfile.flush()
+                if stall > start:
+                    hub.release.wait(timeout=60)
+                self.wfile.write(content[stall:])
+            except OSError:  # the client went away (killed) while the answer stalled
+                self.close_connection = True
 
     return Handler
 

@@ -1,9 +1,9 @@
 """``--pretrained hub`` without the internet: a random-initialised timm ViT-Ti/16 checkpoint served by a local
 server that answers as the Hugging Face hub does (``fake_hub``), fetched through the real download path
-(``hf_hub_download`` with ``HF_ENDPOINT`` pointed at it). Consent refused (one sentence before torch loads,
+(huggingface_hub with ``HF_ENDPOINT`` pointed at it). Consent refused (one sentence before torch loads,
 nothing fetched), consent given (train --epochs 0, export, index, search), a dropped connection resumed with a
-Range request, a checksum mismatch refused, the cached copy used offline; local weights files, mismatched
-ones; the image sizes each backbone can see."""
+Range request, a download process killed midway resumed by the next run, a checksum mismatch refused, the
+cached copy used offline; local weights files, mismatched ones; the image sizes each backbone can see."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import pytest
 import timm
@@ -31,6 +33,7 @@ from retrieval.training.config.known_names import VIT_TIMM_NAMES
 from retrieval.training.config.train_config import ModelConfig
 from retrieval.training.export.onnx_export import TOLERANCE
 from retrieval.training.model.embedding_model import EmbeddingModel, build_embedding_model
+from retrieval.training.model.hub_weights import hub_weights_file
 from retrieval.training.model.trunks.pretrained import load_pretrained
 
 TIMM_NAME = "vit_tiny_patch16_224.augreg_in21k"  # the smallest ViT timm publishes weights for (5.5M parameters)
@@ -128,8 +131,8 @@ def test_with_consent_the_weights_download_then_train_export_index_and_search(
     )
     size_mb = f"{len(checkpoint[0]) / 1e6:.1f} MB"
     assert f"downloading {KEY} ({size_mb}) from {hub.url}" in caplog.text  # the size, before the download
-    # one download: the size asked, then hf_hub_download's own HEAD and GET; the reference eval reuses the file
-    assert [request[0] for request in hub.file_requests()] == ["HEAD", "HEAD", "GET"]
+    # one download: the size asked, the file, then hf_hub_download's HEAD to link it; the reference eval reuses it
+    assert [request[0] for request in hub.file_requests()] == ["HEAD", "GET", "HEAD"]
     blob = Path(str(cached_hub_file(REPO, str(cache)))).resolve()
     assert blob.parent == cache / f"models--timm--{TIMM_NAME}" / "blobs" and blob.name == hub.sha256(KEY)
     assert hashlib.sha256(blob.read_bytes()).hexdigest() == hub.sha256(KEY)
@@ -154,6 +157,113 @@ def test_a_dropped_connection_resumes_with_a_range_request(
     _assert_loaded(model, checkpoint[1])
 
 
+KILLED_DOWNLOAD = """
+import sys
+from retrieval.training.config.hub_access import HubAccess
+from retrieval.training.model.hub_weights import hub_weights_file
+hub_weights_file(sys.argv[1], HubAccess(allow_download=True, cache_dir=sys.argv[2]))
+"""
+
+
+def _partial_file(blobs: Path, process: subprocess.Popen[bytes], timeout: float = 90) -> Path:
+    """The partial file a downloading ``process`` writes in ``blobs``, once it holds some bytes."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        partial = [path for path in blobs.glob("*.incomplete") if path.stat().st_size > 0] if blobs.is_dir() else []
+        if partial:
+            return partial[0]
+        time.sleep(0.05)
+    raise AssertionError(f"no partial file with bytes in {blobs} (the download exited with {process.poll()})")
+
+
+def test_a_download_killed_midway_resumes_from_its_partial_file_in_the_next_run(
+    hub: FakeHub, checkpoint: tuple[bytes, dict[str, torch.Tensor]], tmp_path: Path
+) -> None:
+    content = checkpoint[0]
+    hub.stall_at = len(content) * 3 // 4  # past huggingface_hub's first 10 MB chunk: some bytes reach the disk
+    assert constants.DOWNLOAD_CHUNK_SIZE < hub.stall_at, "huggingface_hub writes in larger chunks: stall later"
+    env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+    command = [sys.executable, "-c", KILLED_DOWNLOAD, BACKBONE, str(tmp_path)]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    blobs = tmp_path / f"models--timm--{TIMM_NAME}" / "blobs"
+    try:
+        partial = _partial_file(blobs, process)
+    finally:
+        process.kill()  # SIGKILL: no cleanup runs in the downloading process
+        process.wait()
+        hub.stall_at = None
+        hub.release.set()
+    on_disk = partial.stat().st_size
+    assert partial.name == f"{hub.sha256(KEY)}.incomplete" and 0 < on_disk < len(content)
+    model = _model()
+    report = load_pretrained(model, "hub", HubAccess(allow_download=True, cache_dir=str(tmp_path)))
+    assert [request[2] for request in hub.gets()] == [None, f"bytes={on_disk}-"]  # the second run asked for the rest
+    assert report.loaded == len(model.backbone.state_dict()) and report.missing == 0
+    _assert_loaded(model, checkpoint[1])
+    assert sorted(path.name for path in blobs.iterdir()) == [hub.sha256(KEY)]  # the partial file became the blob
+    assert hashlib.sha256((blobs / hub.sha256(KEY)).read_bytes()).hexdigest() == hub.sha256(KEY)
+
+
+def test_the_partial_file_a_killed_hf_hub_download_left_is_resumed_and_the_others_deleted(
+    hub: FakeHub, checkpoint: tuple[bytes, dict[str, torch.Tensor]], tmp_path: Path
+) -> None:
+    """huggingface_hub names its partial file per process (``<etag>.<8 hex>.incomplete``) and never reads one
+    again: the longest of them becomes this run's partial file."""
+    blobs = tmp_path / f"models--timm--{TIMM_NAME}" / "blobs"
+    blobs.mkdir(parents=True)
+    sha = hub.sha256(KEY)
+    (blobs / f"{sha}.0badc0de.incomplete").write_bytes(checkpoint[0][:1000])
+    (blobs / f"{sha}.35c88554.incomplete").write_bytes(checkpoint[0][:3000])
+    model = _model()
+    load_pretrained(model, "hub", HubAccess(allow_download=True, cache_dir=str(tmp_path)))
+    assert [request[2] for request in hub.gets()] == ["bytes=3000-"]
+    assert sorted(path.name for path in blobs.iterdir()) == [sha]
+    _assert_loaded(model, checkpoint[1])
+
+
+def test_a_download_that_fails_for_good_says_what_it_kept_and_the_next_run_resumes(
+    hub: FakeHub, checkpoint: tuple[bytes, dict[str, torch.Tensor]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The network gives up past huggingface_hub's retries (here: its ``http_get`` writes 200,000 bytes, then
+    times out): one sentence names the partial file, and the next run asks for the bytes after it."""
+    import httpx
+    from huggingface_hub import file_download
+
+    def times_out(url: str, file: BinaryIO, **options: object) -> None:
+        file.write(checkpoint[0][:200_000])
+        raise httpx.ReadTimeout("The read operation timed out")
+
+    real_http_get = file_download.http_get
+    monkeypatch.setattr(file_download, "http_get", times_out)
+    access = HubAccess(allow_download=True, cache_dir=str(tmp_path))
+    partial = tmp_path / f"models--timm--{TIMM_NAME}" / "blobs" / f"{hub.sha256(KEY)}.incomplete"
+    with pytest.raises(ConfigError) as failed:
+        load_pretrained(_model(), "hub", access)
+    assert str(failed.value) == (
+        f"cannot download {KEY} from the Hugging Face hub: ReadTimeout The read operation timed out; the 0.2 MB "
+        f"fetched are kept in {partial}: run the command again to resume"
+    )
+    monkeypatch.setattr(file_download, "http_get", real_http_get)
+    model = _model()
+    load_pretrained(model, "hub", access)
+    assert [request[2] for request in hub.gets()] == ["bytes=200000-"]
+    _assert_loaded(model, checkpoint[1])
+
+
+def test_a_server_that_ignores_the_range_request_sends_the_whole_file_again(
+    hub: FakeHub, checkpoint: tuple[bytes, dict[str, torch.Tensor]], tmp_path: Path
+) -> None:
+    blobs = tmp_path / f"models--timm--{TIMM_NAME}" / "blobs"
+    blobs.mkdir(parents=True)
+    (blobs / f"{hub.sha256(KEY)}.incomplete").write_bytes(checkpoint[0][:3000])
+    hub.ignore_range = True
+    model = _model()
+    load_pretrained(model, "hub", HubAccess(allow_download=True, cache_dir=str(tmp_path)))
+    assert [request[2] for request in hub.gets()] == ["bytes=3000-"]  # asked for the rest, got a 200 and all
+    assert (blobs / hub.sha256(KEY)).read_bytes() == checkpoint[0]
+    _assert_loaded(model, checkpoint[1])
+
+
 def test_a_file_that_does_not_match_its_checksum_is_refused_and_deleted(hub: FakeHub, tmp_path: Path) -> None:
     hub.corrupt = True
     with pytest.raises(ConfigError, match=rf"^{KEY} does not match its checksum .* so it was deleted; run the"):
@@ -175,6 +285,53 @@ def test_offline_the_cached_copy_loads_without_consent_or_network(
     _assert_loaded(model, checkpoint[1])
     with pytest.raises(ConfigError, match=r"^HF_HUB_OFFLINE is set and the weights of timm/.* are not in the cache"):
         load_pretrained(_model(), "hub", HubAccess(allow_download=True, cache_dir=str(tmp_path / "empty")))
+
+
+def test_pretrained_imagenet_finds_a_transformers_weights_in_the_weights_cache(
+    hub: FakeHub, checkpoint: tuple[bytes, dict[str, torch.Tensor]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--pretrained imagenet`` never downloads, and looks where ``--pretrained hub`` downloaded: the
+    ``--weights-cache`` folder, else ``RETRIEVAL_WEIGHTS_CACHE``."""
+    cache = tmp_path / "cache"
+    load_pretrained(_model(), "hub", HubAccess(allow_download=True, cache_dir=str(cache)))
+    asked = len(hub.requests)
+    model = _model()
+    report = load_pretrained(model, "imagenet", HubAccess(cache_dir=str(cache)))
+    assert report.loaded == len(model.backbone.state_dict()) and report.source == f"timm's cached {TIMM_NAME} weights"
+    _assert_loaded(model, checkpoint[1])
+    monkeypatch.setenv("RETRIEVAL_WEIGHTS_CACHE", str(cache))
+    assert load_pretrained(_model(), "imagenet").loaded == report.loaded  # the cache from the environment
+    monkeypatch.delenv("RETRIEVAL_WEIGHTS_CACHE")
+    empty = tmp_path / "empty"
+    with pytest.raises(ConfigError, match=rf"^timm weights for {TIMM_NAME} are not in the weights cache {empty} \("):
+        load_pretrained(_model(), "imagenet", HubAccess(allow_download=True, cache_dir=str(empty)))
+    assert len(hub.requests) == asked  # never downloads
+
+
+def test_the_backbones_listing_looks_for_weights_in_the_weights_cache(hub: FakeHub, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from retrieval.cli.main import app
+
+    repo = hub_repo("dinov2_vits14")
+    hub.files[f"{repo}/model.safetensors"] = b"the weights of a DINOv2 ViT-S/14"
+    cache = tmp_path / "cache"
+    cached = hub_weights_file("dinov2_vits14", HubAccess(allow_download=True, cache_dir=str(cache)))
+
+    def listed(*args: str, env: dict[str, str] | None = None) -> dict[str, str | None]:
+        done = CliRunner().invoke(app, ["backbones", *args], env=env)
+        assert done.exit_code == 0, done.output
+        if "--json" not in args:
+            return {"footer": done.output.strip().splitlines()[-1]}
+        return {row["name"]: row["imagenet_weights"] for row in json.loads(done.output)}
+
+    by_option = listed("--json", "--weights-cache", str(cache))
+    assert by_option["dinov2_vits14"] == str(cached) and by_option["dinov2_vitb14"] is None
+    assert listed("--json", env={"RETRIEVAL_WEIGHTS_CACHE": str(cache)}) == by_option
+    assert listed("--json", env={"RETRIEVAL_WEIGHTS_CACHE": str(tmp_path / "empty")})["dinov2_vits14"] is None
+    assert listed("--weights-cache", str(cache))["footer"].endswith(
+        f"the transformers' weights are looked for in {cache}"
+    )
 
 
 def test_consent_and_cache_come_from_the_config_or_the_environment() -> None:
@@ -230,21 +387,27 @@ def test_the_smallest_image_is_the_backbones_own(backbone: str, size: int, messa
             check_image_size(backbone, size)
 
 
-def test_a_long_command_logs_its_own_lines_not_one_per_http_request(caplog: pytest.LogCaptureFixture) -> None:
-    """``retrieval train`` and ``study`` log at INFO; huggingface_hub's client logs each request at INFO
+def test_a_long_command_logs_its_own_lines_not_one_per_http_request(
+    hub: FakeHub, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``retrieval train`` and ``study`` log at INFO; huggingface_hub's HTTP client logs each request at INFO
     too, which a download would print line by line beside its progress bar."""
     import logging
 
-    from retrieval.cli.activity import show_run_log
+    from retrieval.cli.activity import QUIET_LOGGERS, show_run_log
 
-    httpx_log = logging.getLogger("httpx")
-    level = httpx_log.level  # an earlier command run in this process may have set it already
-    httpx_log.setLevel(logging.NOTSET)
+    levels = {name: logging.getLogger(name).level for name in QUIET_LOGGERS}  # an earlier command may set them
     try:
+        for name in QUIET_LOGGERS:
+            logging.getLogger(name).setLevel(logging.NOTSET)
         caplog.set_level(logging.INFO)  # the root at INFO, as the command's own basicConfig sets it
-        assert httpx_log.isEnabledFor(logging.INFO)  # what a download printed before
+        hub_weights_file(BACKBONE, HubAccess(allow_download=True, cache_dir=str(tmp_path / "before")))
+        assert "HTTP Request: GET" in caplog.text  # what a download printed before
+        caplog.clear()
         show_run_log()
+        hub_weights_file(BACKBONE, HubAccess(allow_download=True, cache_dir=str(tmp_path / "after")))
+        assert f"downloading {KEY}" in caplog.text and "HTTP Request" not in caplog.text
         assert logging.getLogger("retrieval.training").isEnabledFor(logging.INFO)
-        assert not httpx_log.isEnabledFor(logging.INFO) and httpx_log.isEnabledFor(logging.WARNING)
     finally:
-        httpx_log.setLevel(level)
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)

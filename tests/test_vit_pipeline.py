@@ -1,6 +1,7 @@
 """A DINOv2 ViT-S/14 with registers (random weights, nothing downloaded) end to end on generated data: one
 training epoch, ONNX export within the fp32 tolerance, the INT8 export and its check, an index built with
-the export, a search that finds the query first and an evaluation of the index; then frozen blocks, whose
+the export, a search that finds the query first and an evaluation of the index; every listed transformer
+(2 of its blocks) through train, export, index, the service and eval; then frozen blocks, whose
 onnxruntime prefix equals torch's and which get no gradient."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import numpy as np
 import onnx
 import pytest
 import torch
+from serving_fixtures import serving_client
 
 from retrieval import build_index, evaluate, export, search, train
 from retrieval.indexing.data.synth.generator import generate_synthetic_dataset
@@ -18,6 +20,8 @@ from retrieval.indexing.model.manifest import Quantization
 from retrieval.training.config.train_config import ModelConfig
 from retrieval.training.export.onnx_export import TOLERANCE
 from retrieval.training.model.embedding_model import build_embedding_model
+from retrieval.training.model.trunks import timm_trunks
+from retrieval.training.model.trunks.backbones import VITS, get_backbone
 from retrieval.training.model.trunks.timm_trunks import IMAGENET_MEAN
 from retrieval.training.model.trunks.trunk_stages import trunk_stages
 from retrieval.training.run.inputs.frozen_prefix import FrozenPrefix
@@ -89,6 +93,67 @@ def test_a_transformer_trains_on_cached_views_of_its_frozen_blocks(tmp_path: Pat
     assert (run.run_dir / "checkpoints" / "last.pt").exists()
     exported = export(run.run_dir)
     assert exported.max_abs_diff <= TOLERANCE["fp32"]
+
+
+# each listed transformer at its smallest image of 2 x 2 patches, with a pooling it can do (SigLIP has no class token)
+PATCH_GRID_SIZE = {14: 28, 16: 32, 32: 64}
+POOLING = {"dinov2": "cls+mean", "clip": "cls", "siglip": "mean"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(VITS))
+def test_every_listed_transformer_trains_exports_indexes_serves_and_evaluates(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each listed transformer with the first 2 of its 12 identical blocks (a ViT-B's whole 340 MB graph takes
+    half a minute to export on 2 cores; the whole ViT-S/14 above): its own patch size, registers, class token
+    or none, normalisation and pooling, through train, export (fp32 and INT8), index, the service's /search
+    and eval."""
+    build = timm_trunks.build_vit_trunk
+
+    def two_blocks(*args: object) -> tuple[torch.nn.Module, int]:
+        trunk, features = build(*args)  # type: ignore[arg-type]
+        trunk.blocks = trunk.blocks[:2]
+        return trunk, features
+
+    monkeypatch.setattr(timm_trunks, "build_vit_trunk", two_blocks)
+    size = PATCH_GRID_SIZE[int(name.split("vit")[-1][1:3])]  # dinov2_vitb14_reg -> 14
+    data = tmp_path / "data"
+    generate_synthetic_dataset(data, classes=8, per_class=4, size=size, seed=0, progress=False)
+    run = train(
+        data,
+        tmp_path / "run",
+        recipe="normsoftmax",
+        backbone=name,
+        pooling=POOLING[name.split("_")[0]],
+        embedding_dim=16,
+        image_size=size,
+        epochs=1,
+        batch_size=8,
+        num_workers=0,
+        device="cpu",
+        progress=False,
+    )
+    assert run.epochs_completed == 1
+    exported = export(run.run_dir)
+    assert exported.max_abs_diff <= TOLERANCE["fp32"]
+    preprocessing = exported.manifest.preprocessing
+    assert preprocessing.crop == size and tuple(preprocessing.mean) == get_backbone(name).normalization.mean
+    int8 = export(run.run_dir, tmp_path / "int8", quantize="int8", max_map_drop=100.0)  # random weights: any drop
+    assert int8.manifest.precision == "int8" and int8.manifest.quantization is not None
+    _assert_trunk_matmuls_dynamic_head_float(int8.onnx_path, int8.manifest.quantization)
+    built = build_index(exported.onnx_path.parent, data, tmp_path / "index", split="test", progress=False)
+    assert built.count == 16  # the 4 test classes
+    query = sorted(data.glob("*/*.png"))[-1]
+    with serving_client(tmp_path / "index") as client:
+        upload = {"image": ("q.png", query.read_bytes(), "image/png")}
+        response = client.post("/search", files=upload, params={"k": 3})
+    assert response.status_code == 200, response.text
+    top = response.json()["results"][0]
+    assert top["label"] == query.parent.name and top["path"] == query.name
+    assert top["score"] == pytest.approx(1.0, abs=2e-3)  # the query itself, embedded by the service
+    metrics = evaluate(index=tmp_path / "index", progress=False).metrics["float"]
+    assert 0.0 < metrics.map_at_r <= 1.0
 
 
 def test_frozen_blocks_run_in_onnxruntime_as_in_torch_and_get_no_gradient() -> None:

@@ -18,7 +18,13 @@ from retrieval.training.export.onnx_export import TOLERANCE, onnx_export_bytes, 
 from retrieval.training.losses import build_loss
 from retrieval.training.model.embedding_model import EmbeddingModel, build_embedding_model
 from retrieval.training.model.token_pooling import TokenPooling
-from retrieval.training.model.trunks.backbones import VITS, get_backbone, weights_origin
+from retrieval.training.model.trunks.backbones import (
+    BACKBONES,
+    MEASURED_CPU_IMAGES_PER_S,
+    VITS,
+    get_backbone,
+    weights_origin,
+)
 from retrieval.training.model.trunks.pretrained import load_pretrained
 from retrieval.training.model.trunks.timm_trunks import timm_native_size, timm_normalization
 from retrieval.training.model.trunks.trunk_stages import trunk_stages
@@ -139,10 +145,23 @@ def test_layer_decay_gives_each_earlier_stage_a_smaller_learning_rate() -> None:
     assert sorted(in_groups) == sorted(id(p) for p in model.backbone.parameters())  # each exactly once
 
 
-def test_the_listing_shows_a_vits_parameters_size_stages_and_weights_repository() -> None:
+def test_the_listing_shows_a_vits_parameters_size_stages_speed_and_weights_repository() -> None:
     row = backbone_row("dinov2_vits14_reg")
     assert row["parameters"] == 22_057_344 and row["native_size"] == 518
     assert row["stages"] == 14 and row["features"] == 384
+    assert row["cpu_images_per_s"] == {"fp32": 17.3, "int8": 31.4}
     assert row["weights_from"] == (
         "Hugging Face hub timm/vit_small_patch14_reg4_dinov2.lvd142m (--pretrained hub --allow-download)"
     )
+    assert backbone_row("resnet18")["cpu_images_per_s"] is None  # not measured
+
+
+def test_the_listed_speeds_are_the_ones_docs_results_records() -> None:
+    """Every listed transformer (and Lite0) has the fp32 / INT8 images/s of docs/results.md's cost table."""
+    table = (Path(__file__).parents[1] / "docs" / "results.md").read_text().split("what they cost on this CPU")[1]
+    recorded = {}
+    for line in table.splitlines():
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        if len(cells) == 9 and cells[0].split(" ")[0] in BACKBONES.names():
+            recorded[cells[0].split(" ")[0]] = (float(cells[2]), float(cells[3]))
+    assert recorded == MEASURED_CPU_IMAGES_PER_S and set(VITS) <= set(recorded)

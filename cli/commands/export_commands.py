@@ -37,8 +37,9 @@ def export(
         QuantizeChoice | None,
         typer.Option(
             "--quantize",
-            help="int8: static INT8 model (onnxruntime, calibrated on the run's training images), written "
-            "instead of the float one after a retrieval check on the validation classes",
+            help="int8: INT8 model (onnxruntime: a convolutional trunk static, calibrated on the run's training "
+            "images; a vision transformer's MatMuls dynamic, nothing calibrated), written instead of the float one "
+            "after a retrieval check on the validation classes",
         ),
     ] = None,
     max_map_drop: Annotated[
@@ -49,7 +50,10 @@ def export(
         bool, typer.Option("--force", help="--quantize: write the INT8 model even when it fails the check")
     ] = False,
     calibration_images: Annotated[
-        int, typer.Option("--calibration-images", min=1, help="--quantize: training images that calibrate it")
+        int,
+        typer.Option(
+            "--calibration-images", min=1, help="--quantize: training images that calibrate it (not a transformer)"
+        ),
     ] = 256,
     data: Annotated[
         Path | None,

