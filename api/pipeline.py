@@ -1,7 +1,7 @@
 """The functions of the flat import ``from retrieval import ...``, one per stage of the command line.
 
-``build_index``, ``search``, ``evaluate`` and ``embed`` are ``retrieval.indexing.api``'s (no torch).
-``train``, ``export``, ``study``, ``train_ensemble`` and ``config`` are ``retrieval.training.api``'s, defined
+``build_index``, ``search``, ``evaluate`` and ``embed`` are ``retrieval.indexing.usecases``'s (no torch).
+``train``, ``export``, ``study``, ``train_ensemble`` and ``config`` are ``retrieval.training.usecases``'s, defined
 there once: here each is a ``TorchFunction`` that imports that module (and so torch) only when it is called
 or its signature is read, so a notebook that only searches an index never loads torch. Each returns a typed
 result: ``TrainedRun``, ``ExportResult``, ``BuildReport``, per image a list of ``Hit(item, score)``,
@@ -14,15 +14,15 @@ import importlib
 import inspect
 from typing import TYPE_CHECKING, Any
 
-from retrieval.indexing.api import build_index, embed, evaluate, search
 from retrieval.indexing.store.shared.items.items_db import Hit, Item
+from retrieval.indexing.usecases import build_index, embed, evaluate, search
 
-TRAINING_API = "retrieval.training.api"
+TRAINING_API = "retrieval.training.usecases"
 """The module that defines the functions that need torch."""
 
 
 class TorchFunction:
-    """A function of ``retrieval.training.api`` under the same name, imported when first called: its
+    """A function of ``retrieval.training.usecases`` under the same name, imported when first called: its
     signature and docstring are that function's (read from it on demand, which imports it too)."""
 
     def __init__(self, name: str) -> None:
@@ -49,7 +49,7 @@ class TorchFunction:
 
 
 if TYPE_CHECKING:  # the type checker sees the one definition
-    from retrieval.training.api import config, export, study, train, train_ensemble
+    from retrieval.training.usecases import config, export, study, train, train_ensemble
 else:
     config, export, study, train, train_ensemble = (
         TorchFunction(name) for name in ("config", "export", "study", "train", "train_ensemble")

@@ -44,7 +44,7 @@ def main() -> None:
     import numpy as np
     import torch
 
-    from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+    from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:

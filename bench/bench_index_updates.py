@@ -59,7 +59,7 @@ def fake_export(folder: Path, dim: int) -> SimpleNamespace:
     """What ``write_index`` reads of an embedder (its manifest and files), for vectors without a model."""
     from vector_model import NO_MODEL_SHA256, vectors_only_manifest
 
-    from retrieval.indexing.model.manifest import manifest_json
+    from retrieval.indexing.exported_model.model_manifest import manifest_json
 
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "model.onnx").write_bytes(b"random vectors, no model")

@@ -60,7 +60,7 @@ def export_both(args: argparse.Namespace) -> dict[str, Path]:
 
 
 def test_records(args: argparse.Namespace) -> list:
-    from retrieval.training.data.run_data import prepare_run_data
+    from retrieval.training.data_pipeline.run_data import prepare_run_data
     from retrieval.training.run.outputs.run_dir import load_run_config
 
     data = load_run_config(args.run).data
@@ -79,7 +79,7 @@ def time_models(models: dict[str, Path], batch: np.ndarray, args: argparse.Names
     session's spinning threads would take the 2 cores from the session being timed, which is how
     an earlier version of this bench, with every session open at once, measured INT8 at 1.8x.
     """
-    from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+    from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 
     rates: dict[tuple[str, bool], list[float]] = {}
     for _ in range(args.repeats):
@@ -98,8 +98,8 @@ def time_models(models: dict[str, Path], batch: np.ndarray, args: argparse.Names
 
 def first_batch(records: list, model_dir: Path, size: int) -> np.ndarray:
     from retrieval.indexing.data.image_io import open_rgb
-    from retrieval.indexing.model.manifest import ModelManifest
-    from retrieval.indexing.model.preprocess import preprocess_image
+    from retrieval.indexing.exported_model.model_manifest import ModelManifest
+    from retrieval.indexing.exported_model.preprocess import preprocess_image
 
     prep = ModelManifest.load(model_dir).preprocessing
     chosen = records[:: max(1, len(records) // size)][:size]

@@ -1,6 +1,6 @@
 """INT8 exports on the CPU kinds onnxruntime tells apart: the same images embedded natively and under
 QEMU's user-mode emulation of an older CPU (``-cpu Haswell``: AVX2, no AVX-512, no VNNI), where
-onnxruntime's u8 x s8 kernels sum pairs of products in 16 bits (``indexing/model/cpu_kind.py``).
+onnxruntime's u8 x s8 kernels sum pairs of products in 16 bits (``indexing/exported_model/cpu_kind.py``).
 
 For each model and kind: the mean and smallest cosine to the native fp32 embeddings, the largest
 difference from the same model run natively, and MAP@R / P@1 of the images among themselves (every
@@ -26,8 +26,8 @@ import numpy as np
 
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.eval.metrics import evaluate_retrieval
-from retrieval.indexing.model.cpu_kind import cpu_kind
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.exported_model.cpu_kind import cpu_kind
+from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 
 
 def parse_args() -> argparse.Namespace:

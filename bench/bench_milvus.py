@@ -27,7 +27,7 @@ from retrieval.indexing.store.milvus.milvus_build import BINARY_KIND, FLOAT_KIND
 from retrieval.indexing.store.milvus.milvus_client import connect, create_collections, meta_collection
 from retrieval.indexing.store.milvus.milvus_rows import item_rows, save_next_id
 from retrieval.indexing.store.milvus.milvus_store import MilvusStore
-from retrieval.indexing.store.shared.index_directory.manifest import IndexManifest, save_index_manifest, utc_now
+from retrieval.indexing.store.shared.index_directory.index_manifest import IndexManifest, save_index_manifest, utc_now
 
 DIM = 2048
 

@@ -35,7 +35,7 @@ from serving_server import THREADS, Variant, free_port, query_jpegs, start_serve
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import select_split
 from retrieval.indexing.data.synth.generator import generate_synthetic_dataset
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.store.build.builder import build_index
 
 API_KEY = "upgrade-key-0123456789"

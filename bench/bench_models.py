@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 import torchvision
 
-from retrieval.indexing.model.manifest import ModelManifest, Preprocessing, file_sha256, manifest_json
+from retrieval.indexing.exported_model.model_manifest import ModelManifest, Preprocessing, file_sha256, manifest_json
 
 POOLED_DIMS = {"resnet18": 512, "resnet50": 2048}
 

@@ -35,8 +35,8 @@ from retrieval.indexing.data.sources import load_records  # noqa: E402
 from retrieval.indexing.data.splits import split_records  # noqa: E402
 from retrieval.indexing.eval.metrics import RetrievalMetrics  # noqa: E402
 from retrieval.indexing.eval.postprocess_eval import postprocess_metrics  # noqa: E402
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder, embed_records  # noqa: E402
-from retrieval.indexing.model.resolution import resolve_export_dir  # noqa: E402
+from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder, embed_records  # noqa: E402
+from retrieval.indexing.exported_model.resolution import resolve_export_dir  # noqa: E402
 from retrieval.indexing.search.postprocess_params import (  # noqa: E402
     DbaParams,
     KReciprocalParams,

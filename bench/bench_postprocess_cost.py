@@ -34,7 +34,7 @@ import numpy as np  # noqa: E402
 from vector_model import NO_MODEL_SHA256, vectors_only_manifest  # noqa: E402
 
 from retrieval.indexing.data.records import ImageRecord  # noqa: E402
-from retrieval.indexing.model.manifest import manifest_json  # noqa: E402
+from retrieval.indexing.exported_model.model_manifest import manifest_json  # noqa: E402
 from retrieval.indexing.search.postprocess import k_reciprocal_rerank  # noqa: E402
 from retrieval.indexing.search.postprocess_params import DbaParams, IndexPostprocess, KReciprocalParams  # noqa: E402
 from retrieval.indexing.search.results import SearchResults  # noqa: E402
@@ -141,8 +141,8 @@ def real_build(args: argparse.Namespace, root: Path, target: FilesTarget) -> Non
     """``index build --split test`` with and without DBA: the embedding once, timed, shared by both."""
     from retrieval.indexing.data.sources import load_records
     from retrieval.indexing.data.splits import select_split
-    from retrieval.indexing.model.onnx_embedder import OnnxEmbedder, embed_records
-    from retrieval.indexing.model.resolution import resolve_export_dir
+    from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder, embed_records
+    from retrieval.indexing.exported_model.resolution import resolve_export_dir
 
     test = select_split(load_records(args.data), "test")
     embedder = OnnxEmbedder(resolve_export_dir(args.model))

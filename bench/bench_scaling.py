@@ -57,7 +57,7 @@ def embedding_rows(args: argparse.Namespace, tmp: Path) -> list[tuple[str, str]]
     from bench_models import export_resnet18
 
     from retrieval.indexing.data.sources import load_records
-    from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+    from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
     from retrieval.indexing.store.build.shard_merge import merge_shards
     from retrieval.indexing.store.build.shards import ShardSpec, build_shard
 

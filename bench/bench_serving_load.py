@@ -47,8 +47,8 @@ from overload_protocol import run_overload, table
 from PIL import Image
 from serving_server import BATCH, THREADS, Variant, build_fixture, free_port, start_server
 
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
-from retrieval.indexing.model.preprocess import preprocess_batch
+from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.exported_model.preprocess import preprocess_batch
 
 
 @dataclass(frozen=True)

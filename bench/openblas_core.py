@@ -5,7 +5,7 @@ faiss's bundled OpenBLAS picked a slow kernel on the Xeon these benchmarks were 
 kills the process with SIGILL. So the default follows the CPU: SkylakeX with AVX-512, Haswell with
 AVX2 alone, unset otherwise, and each benchmark prints which it chose and why.
 
-The flags come from /proc/cpuinfo, not from ``retrieval.indexing.model.cpu_kind``: that module imports
+The flags come from /proc/cpuinfo, not from ``retrieval.indexing.exported_model.cpu_kind``: that module imports
 NumPy, whose own OpenBLAS reads the variable once, at import, and the benchmarks set it before.
 """
 

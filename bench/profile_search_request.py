@@ -31,8 +31,8 @@ from starlette.datastructures import Headers
 from starlette.formparsers import MultiPartParser
 
 from retrieval.indexing.data.image_io import open_rgb_bytes
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
-from retrieval.indexing.model.preprocess import normalize_pixels, resize_and_crop
+from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.exported_model.preprocess import normalize_pixels, resize_and_crop
 from retrieval.indexing.store.files.index_store import IndexStore
 from retrieval.indexing.store.item_search import ranked_pages
 from retrieval.indexing.store.shared.search_settings import SearchSettings

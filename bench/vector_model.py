@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from retrieval.indexing.model.manifest import ModelManifest, Preprocessing
-from retrieval.indexing.store.shared.index_directory.manifest import utc_now
+from retrieval.indexing.exported_model.model_manifest import ModelManifest, Preprocessing
+from retrieval.indexing.store.shared.index_directory.index_manifest import utc_now
 
 NO_MODEL_SHA256 = "0" * 64
 

@@ -1,5 +1,5 @@
 """The ``retrieval`` command: argument parsing and printing only; the work is in
-``retrieval.indexing.api`` (no torch) and ``retrieval.training`` (torch, loaded lazily).
+``retrieval.indexing.usecases`` (no torch) and ``retrieval.training`` (torch, loaded lazily).
 
 ``main`` (the typer app; ``thread_env`` sets thread waiting before numpy loads, ``help_display``
 shows flags as flags) loads each stage's commands when one is named, through ``command_registry`` (the

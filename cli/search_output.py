@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from retrieval.indexing.api.searching import QueryHits, SearchRequest
 from retrieval.indexing.common.table_files import csv_text
+from retrieval.indexing.usecases.searching import QueryHits, SearchRequest
 
 LABEL_WIDTH = 24
 """Labels are cut (with an ellipsis) only where the terminal has no room for them whole beside the paths,

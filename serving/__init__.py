@@ -1,7 +1,7 @@
 """The FastAPI search service (``retrieval serve``); no torch.
 
 ``app`` (the app factory: routes, middleware, problem handlers) with ``settings`` (one pydantic model
-from the CLI or ``RETRIEVAL_*``), ``lifecycle`` (first load, reloads, shutdown) and ``state`` (the
+from the CLI or ``RETRIEVAL_*``), ``lifecycle`` (first load, reloads, shutdown) and ``service_state`` (the
 loaded model and index on one store thread, swapped atomically). Routes: ``routes.routes_search``
 (``/search``, ``/embed``, ``/items/{id}/similar``), ``routes.routes_items`` (``/items``), ``routes.routes_keys``
 (``/items/by-key/{key}``: items by their own keys, upsert), ``routes.routes_browse``

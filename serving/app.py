@@ -42,8 +42,8 @@ from retrieval.serving.routes import (
     routes_search,
 )
 from retrieval.serving.routes.dependencies import API_KEY_HEADER, Services
+from retrieval.serving.service_state import ServiceState, Snapshot
 from retrieval.serving.settings import ServeSettings, settings_from_env
-from retrieval.serving.state import ServiceState, Snapshot
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 ROUTERS = (

@@ -18,7 +18,7 @@ from fastapi import FastAPI
 from retrieval.indexing.common.errors import RetrievalError
 from retrieval.serving.http.service_errors import ReloadFailedError
 from retrieval.serving.routes.dependencies import Services
-from retrieval.serving.state import ServiceState, Snapshot
+from retrieval.serving.service_state import ServiceState, Snapshot
 
 _log = logging.getLogger("retrieval.serving")
 

@@ -21,15 +21,15 @@ from fastapi import UploadFile
 
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.image_io import open_rgb_bytes
-from retrieval.indexing.model.preprocess import preprocess_image
+from retrieval.indexing.exported_model.preprocess import preprocess_image
 from retrieval.indexing.store.item_search import filter_warnings, ranked_pages
 from retrieval.indexing.store.shared.search_settings import SearchSettings
 from retrieval.serving.images.uploads import check_content_type, read_upload
 from retrieval.serving.item_views import search_hit
 from retrieval.serving.routes.dependencies import Services
 from retrieval.serving.routes.schemas import SearchHit, Timings
+from retrieval.serving.service_state import Snapshot
 from retrieval.serving.settings import ServeSettings
-from retrieval.serving.state import Snapshot
 
 
 @dataclass(frozen=True)

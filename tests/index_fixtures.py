@@ -15,7 +15,7 @@ import pytest
 from PIL import Image
 
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.model.manifest import ModelManifest, Preprocessing, file_sha256, manifest_json
+from retrieval.indexing.exported_model.model_manifest import ModelManifest, Preprocessing, file_sha256, manifest_json
 
 TINY_DIM = 64
 TINY_PREP = Preprocessing(resize=36, crop=32)

@@ -17,7 +17,7 @@ import pytest
 
 from retrieval.indexing.common.errors import DataError, ItemNotFoundError, KeyConflictError
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.search.binary import binarize
 from retrieval.indexing.search.kinds import SearchKind
 from retrieval.indexing.search.results import PAD_ID, SearchResults

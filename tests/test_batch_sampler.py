@@ -8,7 +8,11 @@ from collections import Counter
 import pytest
 
 from retrieval.indexing.common.errors import DataError
-from retrieval.training.data.batch_sampler import ClassBalancedBatchSampler, ShuffleBatchSampler, make_batch_sampler
+from retrieval.training.data_pipeline.batch_sampler import (
+    ClassBalancedBatchSampler,
+    ShuffleBatchSampler,
+    make_batch_sampler,
+)
 
 
 def class_labels(sizes: list[int]) -> list[int]:
@@ -117,7 +121,7 @@ NAMES = {0: "ant", 1: "bee", 2: "cat", 3: "dog", 4: "eel", 5: "fox"}
 
 def test_classes_smaller_than_m_are_dropped_and_the_run_log_says_so(caplog):
     labels = class_labels([8, 3, 8, 1, 8, 8])
-    with caplog.at_level(logging.INFO, logger="retrieval.training.data.batch_sampler"):
+    with caplog.at_level(logging.INFO, logger="retrieval.training.data_pipeline.batch_sampler"):
         sampler = make_batch_sampler(8, 4, labels, class_names=NAMES, batches_per_epoch=20)
     assert [r.levelno for r in caplog.records] == [logging.WARNING]
     assert "dropped 2 classes with fewer than 4 images ('bee', 'dog'); their 4 images" in caplog.text
@@ -128,7 +132,7 @@ def test_classes_smaller_than_m_are_dropped_and_the_run_log_says_so(caplog):
 
 def test_small_classes_can_be_padded_by_sampling_with_replacement(caplog):
     labels = class_labels([8, 3, 8, 1, 8, 8])
-    with caplog.at_level(logging.INFO, logger="retrieval.training.data.batch_sampler"):
+    with caplog.at_level(logging.INFO, logger="retrieval.training.data_pipeline.batch_sampler"):
         sampler = make_batch_sampler(8, 4, labels, class_names=NAMES, batches_per_epoch=30, small_classes="pad")
     assert "padded 2 classes with fewer than 4 images ('bee', 'dog') by sampling their 4 images" in caplog.text
     members = {c: {i for i, y in enumerate(labels) if y == c} for c in range(6)}

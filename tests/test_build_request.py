@@ -12,16 +12,16 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-import retrieval.indexing.api
-import retrieval.indexing.api.building
+import retrieval.indexing.usecases
+import retrieval.indexing.usecases.building
 from retrieval.cli.main import app
-from retrieval.indexing import api
-from retrieval.indexing.api import BuildRequest
+from retrieval.indexing import usecases as api
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.search.postprocess_params import DbaParams, PostprocessParams, QeParams
 from retrieval.indexing.store.backends import index_target
 from retrieval.indexing.store.files.files_target import FilesTarget
+from retrieval.indexing.usecases import BuildRequest
 
 
 class Asked(Exception):
@@ -32,8 +32,8 @@ def _capture(monkeypatch: pytest.MonkeyPatch) -> None:
     def run_build(request: BuildRequest) -> Any:
         raise Asked(request)
 
-    monkeypatch.setattr(retrieval.indexing.api, "run_build", run_build)  # what the CLI calls
-    monkeypatch.setattr(retrieval.indexing.api.building, "run_build", run_build)  # what build_index calls
+    monkeypatch.setattr(retrieval.indexing.usecases, "run_build", run_build)  # what the CLI calls
+    monkeypatch.setattr(retrieval.indexing.usecases.building, "run_build", run_build)  # what build_index calls
 
 
 def _cli_request(*args: str) -> BuildRequest:

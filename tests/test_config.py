@@ -71,7 +71,7 @@ def test_zhai_wu_recipe_is_the_papers_own_setup() -> None:
     # temperature 0.05; one epoch training only the new parameters, then 30 epochs of everything at the
     # same learning rate (1e-2 for the BatchNorm ResNet50), SGD momentum 0.9, weight decay 1e-4, x0.1
     # at epoch 15; batches of 75 = 25 images of each of 3 classes (their Table 4's best).
-    from retrieval.training.data.batch_sampler import make_batch_sampler
+    from retrieval.training.data_pipeline.batch_sampler import make_batch_sampler
     from retrieval.training.run.fitting.optim import lr_factor
 
     cfg = build_config([("recipe zhai_wu", recipe("zhai_wu"))])

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from retrieval.indexing.model import cpu_kind as cpu
-from retrieval.indexing.model.manifest import Int8Check, ModelManifest, Quantization, manifest_json
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.exported_model import cpu_kind as cpu
+from retrieval.indexing.exported_model.model_manifest import Int8Check, ModelManifest, Quantization, manifest_json
+from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 
 AVX2_EPYC = frozenset({"sse4_2", "avx", "avx2", "fma", "bmi2"})  # an AMD EPYC of the cloud: no AVX-512, no VNNI
 SKYLAKE_X = AVX2_EPYC | {"avx512f", "avx512bw", "avx512vl"}
@@ -82,12 +82,12 @@ def test_the_embedder_warns_when_it_loads_an_int8_model_checked_elsewhere(
     elsewhere = cpu.X86_AVX2 if cpu.cpu_kind() != cpu.X86_AVX2 else cpu.X86_VNNI
     quantization = _quantization(checked_on=elsewhere, reduce_range=False)
     (export / "model.json").write_text(manifest_json(manifest.model_copy(update={"quantization": quantization})))
-    with caplog.at_level(logging.WARNING, logger="retrieval.indexing.model.onnx_embedder"):
+    with caplog.at_level(logging.WARNING, logger="retrieval.indexing.exported_model.onnx_embedder"):
         OnnxEmbedder(export, threads=1).close()
     assert any(elsewhere in r.getMessage() and "re-export" in r.getMessage() for r in caplog.records)
     caplog.clear()
     here = _quantization(checked_on=cpu.cpu_kind(), reduce_range=True)
     (export / "model.json").write_text(manifest_json(manifest.model_copy(update={"quantization": here})))
-    with caplog.at_level(logging.WARNING, logger="retrieval.indexing.model.onnx_embedder"):
+    with caplog.at_level(logging.WARNING, logger="retrieval.indexing.exported_model.onnx_embedder"):
         OnnxEmbedder(export, threads=1).close()
     assert not caplog.records

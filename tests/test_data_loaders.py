@@ -14,9 +14,9 @@ from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.image_io import open_rgb
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.training.config.train_config import DataConfig, TrainConfig, TrainerConfig
-from retrieval.training.data.data_loaders import build_eval_loader, build_train_loader, set_loader_epoch
-from retrieval.training.data.image_dataset import label_index
-from retrieval.training.data.transforms import build_eval_transform
+from retrieval.training.data_pipeline.data_loaders import build_eval_loader, build_train_loader, set_loader_epoch
+from retrieval.training.data_pipeline.image_dataset import label_index
+from retrieval.training.data_pipeline.transforms import build_eval_transform
 
 CLASSES, PER_CLASS = 6, 4
 

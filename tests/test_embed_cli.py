@@ -15,7 +15,7 @@ from retrieval.cli.main import app
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import select_split
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.store.files.index_store import IndexStore
 
 runner = CliRunner()

@@ -16,7 +16,7 @@ import pytest
 from index_fixtures import make_image
 from serving_fixtures import serving_client
 
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 
 CUDA = "CUDAExecutionProvider"
 HAS_GPU = CUDA in ort.get_available_providers() and Path("/dev/nvidia0").exists()

@@ -20,11 +20,11 @@ from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import select_split
 from retrieval.indexing.eval.evaluation import evaluate_model
-from retrieval.indexing.model.manifest import ModelManifest
-from retrieval.indexing.model.resolution import resolve_export_dir
+from retrieval.indexing.exported_model.model_manifest import ModelManifest
+from retrieval.indexing.exported_model.resolution import resolve_export_dir
 from retrieval.training.config.recipes import recipe
 from retrieval.training.config.train_config import build_config
-from retrieval.training.data.class_grouping import group_classes
+from retrieval.training.data_pipeline.class_grouping import group_classes
 from retrieval.training.ensemble.ensemble_training import EnsembleSpec, resolve_ensemble
 from retrieval.training.model.embedding_model import build_embedding_model
 from retrieval.training.model.ensemble_model import join_embeddings

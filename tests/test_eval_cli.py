@@ -19,7 +19,7 @@ from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.eval.evaluation import as_built_metrics, exact_metrics, index_data
 from retrieval.indexing.eval.metrics import default_recall_ks
 from retrieval.indexing.eval.retrieval_grid import HIT, MISS, GridRow, render_grid
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.store.build.builder import build_index
 from retrieval.indexing.store.files.index_store import IndexStore
 

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from retrieval.cli.main import app
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.model.manifest import ModelManifest, manifest_json
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.exported_model.model_manifest import ModelManifest, manifest_json
+from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.store.build.builder import build_index
 
 runner = CliRunner()

@@ -24,7 +24,7 @@ from retrieval.indexing.eval.evaluation import (
     index_data,
     index_neighbors,
 )
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.search.binary import binarize
 from retrieval.indexing.store.build.builder import write_index
 from retrieval.indexing.store.files.faiss_search.faiss_kinds import binary_kind, float_kind

@@ -12,7 +12,7 @@ import yaml
 
 from retrieval import export, study, train
 from retrieval.indexing.common.errors import ConfigError, DataError
-from retrieval.indexing.model.training_verdict import TrainingVerdict
+from retrieval.indexing.exported_model.training_verdict import TrainingVerdict
 
 FAST = {
     "image_size": 32,

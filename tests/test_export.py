@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from retrieval.cli.commands import export_commands
 from retrieval.indexing.common.errors import ConfigError, RetrievalError
-from retrieval.indexing.model.manifest import ModelManifest, file_sha256
+from retrieval.indexing.exported_model.model_manifest import ModelManifest, file_sha256
 from retrieval.training.config.train_config import TrainConfig
 from retrieval.training.export.run_export import export_run
 from retrieval.training.model.embedding_model import EmbeddingModel, build_embedding_model

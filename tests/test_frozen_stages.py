@@ -15,8 +15,8 @@ import torch
 
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.training.config.train_config import DataConfig, ModelConfig
-from retrieval.training.data.image_dataset import ImageRecordDataset, label_index
-from retrieval.training.data.transforms import build_train_transform
+from retrieval.training.data_pipeline.image_dataset import ImageRecordDataset, label_index
+from retrieval.training.data_pipeline.transforms import build_train_transform
 from retrieval.training.losses import build_loss
 from retrieval.training.model.embedding_model import build_embedding_model
 from retrieval.training.model.trunks.trunk_stages import trunk_stages

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from retrieval.indexing.common.errors import ConfigError
-from retrieval.indexing.model.resolution import resolve_export_dir
+from retrieval.indexing.exported_model.resolution import resolve_export_dir
 from retrieval.training.config.train_config import build_config, read_yaml
 from retrieval.training.run.outputs.run_dir import claim_run_dir
 
@@ -84,7 +84,7 @@ def _run_with_export(root: Path, tiny_model_dir: Path) -> tuple[Path, Path]:
     """A run directory whose export records the checkpoint it was made from, as `retrieval export` does."""
     import shutil
 
-    from retrieval.indexing.model.manifest import ModelManifest, file_sha256, manifest_json
+    from retrieval.indexing.exported_model.model_manifest import ModelManifest, file_sha256, manifest_json
 
     run = root / "run"
     shutil.copytree(tiny_model_dir, run / "export")

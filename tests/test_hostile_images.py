@@ -19,8 +19,8 @@ from PIL import Image
 from serving_fixtures import API_KEY, image_bytes, serving_client
 
 from retrieval.indexing.data.image_io import open_rgb_bytes
-from retrieval.indexing.model.manifest import Preprocessing
-from retrieval.indexing.model.preprocess import preprocess_image
+from retrieval.indexing.exported_model.model_manifest import Preprocessing
+from retrieval.indexing.exported_model.preprocess import preprocess_image
 
 ELONGATED = [(4_000_000, 10), (2_000_000, 20), (1_000_000, 40), (10, 4_000_000), (39_000_000, 1)]
 RESIZE_SLACK = 48 << 20  # what resizing and cropping may add to the decode estimate: a few crop-sized images
@@ -31,8 +31,8 @@ import ctypes, io, json, re, resource, sys
 from pathlib import Path
 from PIL import Image
 from retrieval.indexing.data.image_io import decode_estimate_of, open_rgb_bytes
-from retrieval.indexing.model.manifest import Preprocessing
-from retrieval.indexing.model.preprocess import preprocess_image
+from retrieval.indexing.exported_model.model_manifest import Preprocessing
+from retrieval.indexing.exported_model.preprocess import preprocess_image
 
 data = Path(sys.argv[1]).read_bytes()
 limit = int(sys.argv[2])

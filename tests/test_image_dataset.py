@@ -12,8 +12,8 @@ from torch.utils.data import DataLoader
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.training.config.train_config import DataConfig
-from retrieval.training.data.image_dataset import ImageRecordDataset, label_index, record_label_indices
-from retrieval.training.data.transforms import build_eval_transform
+from retrieval.training.data_pipeline.image_dataset import ImageRecordDataset, label_index, record_label_indices
+from retrieval.training.data_pipeline.transforms import build_eval_transform
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 

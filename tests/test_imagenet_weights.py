@@ -109,7 +109,7 @@ def test_lite_onnx_export_matches_torch(variant: int) -> None:
 
 def test_model_json_preprocessing_follows_the_backbone_normalisation() -> None:
     from retrieval.training.config.train_config import DataConfig
-    from retrieval.training.data.transforms import eval_preprocessing
+    from retrieval.training.data_pipeline.transforms import eval_preprocessing
 
     assert eval_preprocessing(DataConfig(), "efficientnet_lite0").mean == (0.5, 0.5, 0.5)
     assert eval_preprocessing(DataConfig(), "efficientnet_lite0").std == (0.5, 0.5, 0.5)

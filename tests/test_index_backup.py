@@ -22,7 +22,7 @@ from serving_fixtures import API_KEY, image_bytes, make_settings, serving_client
 from typer.testing import CliRunner
 
 from retrieval.cli.main import app
-from retrieval.indexing import api
+from retrieval.indexing import usecases as api
 from retrieval.indexing.common.artifact_names import (
     EMBEDDINGS_NAME,
     FLOAT_INDEX_NAME,
@@ -32,7 +32,7 @@ from retrieval.indexing.common.artifact_names import (
 )
 from retrieval.indexing.common.errors import ConfigError, IndexFormatError
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.store.files.index_store import IndexStore
 from retrieval.serving.app import create_app
 from retrieval.serving.images.upload_storage import store_upload

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from retrieval.cli.main import app
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.search.postprocess import augment_database
 from retrieval.indexing.search.postprocess_params import DbaParams, IndexPostprocess
 from retrieval.indexing.store.build.builder import with_postprocess, write_index

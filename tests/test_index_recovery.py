@@ -46,7 +46,7 @@ _KILLED_ADD = """
     import os, sys
     from pathlib import Path
     from retrieval.indexing.data.records import ImageRecord
-    from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+    from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
     from retrieval.indexing.store.files import store_updates
     from retrieval.indexing.store.files.index_store import IndexStore
 
@@ -100,7 +100,7 @@ def test_a_build_killed_between_its_renames_gives_the_previous_index_back(fresh_
 def _add_one(index_dir: Path, tmp_path: Path) -> None:
     image = tmp_path / "delta.png"
     make_image(2, 92).save(image)
-    from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+    from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 
     vectors = OnnxEmbedder(index_dir / "model").embed_paths([image], progress=False).embeddings
     with IndexStore.open(index_dir) as store:

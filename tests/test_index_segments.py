@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from retrieval.cli.main import app
 from retrieval.indexing.common.errors import IndexFormatError, IndexNotWritableError
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.search.binary import binarize
 from retrieval.indexing.store.build.builder import write_index
 from retrieval.indexing.store.files import store_updates

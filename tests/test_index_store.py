@@ -22,7 +22,7 @@ from retrieval.indexing.common.errors import (
     KeyConflictError,
 )
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.search.binary import binarize
 from retrieval.indexing.store.build.builder import build_index, write_index
 from retrieval.indexing.store.files import files_target, store_updates

@@ -20,7 +20,7 @@ from serving_fixtures import API_KEY, serving_client
 
 from retrieval.indexing.common.errors import IndexChangedError
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.store.build.builder import build_index
 from retrieval.indexing.store.files.index_store import IndexStore
 

@@ -18,13 +18,13 @@ from retrieval.cli.commands import export_commands
 from retrieval.indexing.common.errors import RetrievalError
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import split_records
-from retrieval.indexing.model.cpu_kind import cpu_kind
-from retrieval.indexing.model.manifest import ModelManifest, file_sha256
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.exported_model.cpu_kind import cpu_kind
+from retrieval.indexing.exported_model.model_manifest import ModelManifest, file_sha256
+from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.store.build.builder import build_index
 from retrieval.indexing.store.files.index_store import IndexStore
 from retrieval.training.config.train_config import TrainConfig
-from retrieval.training.data.transforms import build_eval_transform
+from retrieval.training.data_pipeline.transforms import build_eval_transform
 from retrieval.training.export.int8_export import Int8Request, calibration_records
 from retrieval.training.export.int8_quantization import is_quantized
 from retrieval.training.export.run_export import export_run

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from retrieval.cli.main import app
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.search.binary import binarize
 from retrieval.indexing.store.build.builder import write_index
 from retrieval.indexing.store.files.faiss_search import filtered_search, segment_searcher

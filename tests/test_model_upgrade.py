@@ -22,15 +22,15 @@ from serving_fixtures import API_KEY, image_bytes, query_png, running_server
 from typer.testing import CliRunner
 
 from retrieval.cli.main import app
-from retrieval.indexing import api
+from retrieval.indexing import usecases as api
 from retrieval.indexing.common.directory_moves import moves_journal
 from retrieval.indexing.common.errors import ConfigError, DataError
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.store.files.index_store import IndexStore
 from retrieval.indexing.store.maintenance import generation_sync
 from retrieval.indexing.store.maintenance.generations import next_generation_dir, previous_generation_dir
-from retrieval.indexing.store.shared.index_directory.manifest import load_index_manifest
+from retrieval.indexing.store.shared.index_directory.index_manifest import load_index_manifest
 from retrieval.serving import batcher
 from retrieval.serving.images.upload_storage import store_upload
 
@@ -113,7 +113,7 @@ def test_writes_made_during_the_rebuild_reach_the_new_generation(
 _KILLED_REBUILD = """
     import os, sys
     from pathlib import Path
-    from retrieval.indexing import api
+    from retrieval.indexing import usecases as api
     from retrieval.indexing.store.maintenance import generation_sync
 
     generation_sync.CHUNK = 8

@@ -1,5 +1,5 @@
 """``retrieval.indexing`` must work without torch: import everything, embed, build and search, through
-the store and through the torch-free Python API (``retrieval.indexing.api``, and the flat ``from retrieval
+the store and through the torch-free Python API (``retrieval.indexing.usecases``, and the flat ``from retrieval
 import ...``, whose train and export load torch only when called)."""
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ SCRIPT = textwrap.dedent(
     for info in pkgutil.walk_packages(retrieval.indexing.__path__, "retrieval.indexing."):
         importlib.import_module(info.name)
         names.append(info.name)
-    for wanted in ("retrieval.indexing.store.files.index_store", "retrieval.indexing.eval.evaluation", "retrieval.indexing.api"):
+    for wanted in ("retrieval.indexing.store.files.index_store", "retrieval.indexing.eval.evaluation", "retrieval.indexing.usecases"):
         assert wanted in names, names
 
-    from retrieval.indexing import api
+    from retrieval.indexing import usecases as api
     from retrieval.indexing.data.records import ImageRecord
     from retrieval.indexing.store.build.builder import build_index
     from retrieval.indexing.store.files.index_store import IndexStore
-    from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+    from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 
     model, gallery, out = (Path(arg) for arg in sys.argv[1:4])
     records = [ImageRecord(path=p, label=p.parent.name) for p in sorted(gallery.glob("*/*.png"))]

@@ -12,9 +12,9 @@ from index_fixtures import TINY_DIM, make_image
 from PIL import Image
 
 from retrieval.indexing.common.errors import ConfigError, IndexFormatError
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
-from retrieval.indexing.model.preprocess import preprocess_batch
-from retrieval.indexing.model.resolution import resolve_export_dir
+from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.exported_model.preprocess import preprocess_batch
+from retrieval.indexing.exported_model.resolution import resolve_export_dir
 
 
 @pytest.fixture(scope="module")

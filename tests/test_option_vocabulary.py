@@ -17,7 +17,7 @@ from retrieval.cli.commands.train_commands import train
 from retrieval.cli.main import app
 from retrieval.cli.options.config_options import config_keys
 from retrieval.indexing.common.errors import ConfigError
-from retrieval.training import api
+from retrieval.training import usecases as api
 from retrieval.training.config.config_resolver import resolve_config
 from retrieval.training.config.option_vocabulary import TRAIN_OPTIONS, key_description, keyword_key, keyword_layer
 from retrieval.training.config.train_config import TrainConfig

@@ -57,17 +57,17 @@ ARROWS = {  # package -> the top-level packages it may import (docs/CONTRACTS.md
     "retrieval.cli": {"retrieval.indexing", "retrieval.serving", "retrieval.training"},
 }
 ORDERS = {  # package -> its sub-packages and modules, lowest first: an import never points right
-    "retrieval.indexing": [{"common"}, {"data"}, {"model"}, {"search"}, {"store"}, {"eval"}, {"api"}],
+    "retrieval.indexing": [{"common"}, {"data"}, {"exported_model"}, {"search"}, {"store"}, {"eval"}, {"usecases"}],
     "retrieval.training": [
         {"losses"},
         {"config"},
         {"model"},
-        {"data"},
+        {"data_pipeline"},
         {"run"},
         {"ensemble"},
         {"export"},
         {"study"},
-        {"api"},
+        {"usecases"},
     ],
     "retrieval.indexing.store": [
         {"shared"},

@@ -19,7 +19,7 @@ from retrieval.indexing.search.postprocess_params import IndexPostprocess, KReci
 from retrieval.indexing.search.results import SearchResults
 from retrieval.indexing.store.files.index_store import IndexStore
 from retrieval.indexing.store.item_search import HitPage, ranked_pages, similar_pages
-from retrieval.indexing.store.shared.index_directory.manifest import save_index_manifest
+from retrieval.indexing.store.shared.index_directory.index_manifest import save_index_manifest
 from retrieval.indexing.store.shared.items.item_filter import parse_filter
 from retrieval.indexing.store.shared.items.items_db import Hit
 from retrieval.indexing.store.shared.search_settings import SearchSettings

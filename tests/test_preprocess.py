@@ -10,8 +10,8 @@ from conftest import CARS196, CUB50  # ../shared/data beside the repository
 from PIL import Image
 
 from retrieval.indexing.data.image_io import open_rgb
-from retrieval.indexing.model.manifest import Preprocessing
-from retrieval.indexing.model.preprocess import (
+from retrieval.indexing.exported_model.model_manifest import Preprocessing
+from retrieval.indexing.exported_model.preprocess import (
     center_crop_box,
     normalize_pixels,
     preprocess_batch,

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from retrieval.indexing.common.errors import ConfigError
-from retrieval.training import api
+from retrieval.training import usecases as api
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "python.md"
 
@@ -87,12 +87,12 @@ def test_the_page_embeds_trains_an_ensemble_and_runs_a_study(page: dict) -> None
 
 
 def test_the_flat_api_is_the_training_api_with_the_same_signatures() -> None:
-    """``from retrieval import train`` (lazy: torch loads when it runs) takes exactly what ``retrieval.training.api``'s
-    does, so the two cannot drift apart; the torch-free names are the very functions of ``retrieval.indexing.api``."""
+    """``from retrieval import train`` (lazy: torch loads when it runs) takes exactly what ``retrieval.training.usecases``'s
+    does, so the two cannot drift apart; the torch-free names are the very functions of ``retrieval.indexing.usecases``."""
     import inspect
 
     import retrieval
-    import retrieval.indexing.api as indexing_api
+    import retrieval.indexing.usecases as indexing_api
 
     for name in ("train", "export", "config", "train_ensemble", "study"):  # one definition, called lazily
         assert getattr(retrieval, name).function is getattr(api, name), name

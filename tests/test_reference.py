@@ -18,10 +18,10 @@ from retrieval.cli.main import app
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import split_records
-from retrieval.indexing.model.resolution import run_dir_of
+from retrieval.indexing.exported_model.resolution import run_dir_of
 from retrieval.training.config.recipes import recipe
 from retrieval.training.config.train_config import TrainConfig, build_config
-from retrieval.training.data.transforms import build_eval_transform
+from retrieval.training.data_pipeline.transforms import build_eval_transform
 from retrieval.training.export.run_export import export_run
 from retrieval.training.model.device import Precision
 from retrieval.training.run.fitting.trainer import Trainer

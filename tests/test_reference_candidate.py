@@ -16,7 +16,7 @@ import torch
 from typer.testing import CliRunner
 
 from retrieval.cli.main import app
-from retrieval.indexing.model.manifest import ModelManifest
+from retrieval.indexing.exported_model.model_manifest import ModelManifest
 from retrieval.training.config.recipes import recipe
 from retrieval.training.config.train_config import ModelConfig, TrainConfig, build_config
 from retrieval.training.export.run_export import export_run

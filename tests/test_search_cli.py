@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from retrieval.cli.main import app
 from retrieval.indexing.common.errors import ConfigError, DataError, ItemNotFoundError
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.store.build.builder import build_index
 from retrieval.indexing.store.files.index_store import IndexStore
 

@@ -13,13 +13,13 @@ from typer.testing import CliRunner
 
 import retrieval
 from retrieval.cli.main import app
-from retrieval.indexing import api
-from retrieval.indexing.api import searching
-from retrieval.indexing.api.searching import SearchOutcome, SearchRequest
+from retrieval.indexing import usecases as api
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.search.kinds import SearchKind
 from retrieval.indexing.store.shared.items.item_filter import parse_filter
 from retrieval.indexing.store.shared.search_settings import SearchSettings
+from retrieval.indexing.usecases import searching
+from retrieval.indexing.usecases.searching import SearchOutcome, SearchRequest
 from retrieval.serving.http.service_errors import InvalidParameterError
 from retrieval.serving.routes.routes_search import search_settings
 

@@ -15,7 +15,7 @@ from PIL import Image
 from serving_fixtures import API_KEY, GALLERY_SIZE, image_bytes, query_png, serving_client
 
 from retrieval.indexing.common.errors import ConfigError
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.search.binary import binarize
 from retrieval.indexing.store.files.index_store import IndexStore
 from retrieval.serving.app import create_app

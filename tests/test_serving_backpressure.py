@@ -13,7 +13,7 @@ import pytest
 from serving_fixtures import query_png, running_server, serving_client
 
 from retrieval.indexing.common.errors import ConfigError
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.serving.settings import make_settings
 
 SLOW_EMBED_S = 1.0

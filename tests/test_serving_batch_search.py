@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 import retrieval
 from retrieval.cli.main import app
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.serving.batcher import MicroBatcher
 from retrieval.serving.http.admission import EmbedAdmission
 from retrieval.serving.http.service_errors import RetryLaterError

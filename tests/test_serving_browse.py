@@ -12,7 +12,7 @@ import pytest
 from serving_fixtures import GALLERY_SIZE, query_png, serving_client
 
 from retrieval.indexing.store.files.index_store import IndexStore
-from retrieval.indexing.store.shared.index_directory.manifest import load_index_manifest
+from retrieval.indexing.store.shared.index_directory.index_manifest import load_index_manifest
 from retrieval.serving.routes.routes_browse import make_cursor
 
 

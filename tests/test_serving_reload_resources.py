@@ -12,8 +12,8 @@ from pathlib import Path
 from serving_fixtures import API_KEY, serving_client
 
 from retrieval.indexing.common.artifact_names import ITEMS_DB_NAME
+from retrieval.serving.service_state import ServiceState
 from retrieval.serving.settings import make_settings
-from retrieval.serving.state import ServiceState
 
 KEY = {"X-API-Key": API_KEY}
 RELOADS = 12

@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 from serving_fixtures import GALLERY_SIZE, query_png, serving_client
 
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 
 SPINNING = "session.intra_op.allow_spinning"
 

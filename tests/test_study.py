@@ -17,8 +17,8 @@ from scipy import stats
 from retrieval.indexing.common.errors import ConfigError, DataError
 from retrieval.training.study import runner
 from retrieval.training.study.backends.cached_backend import CachedBackend
-from retrieval.training.study.reporting import evaluation
-from retrieval.training.study.state import StudySpec, resumable_state
+from retrieval.training.study.reporting import study_evaluation as evaluation
+from retrieval.training.study.study_state import StudySpec, resumable_state
 
 LOSSES = ["normalized_softmax", "triplet"]
 FOLDS, TRIALS, SEEDS = 2, 2, 2
@@ -103,7 +103,7 @@ def test_max_images_per_class_is_a_deterministic_cap_in_every_split(synth_data: 
     from retrieval.indexing.data.sources import load_records
     from retrieval.indexing.data.subsample import cap_images_per_class
     from retrieval.training.config.train_config import DataConfig
-    from retrieval.training.data.run_data import prepare_run_data
+    from retrieval.training.data_pipeline.run_data import prepare_run_data
 
     records = load_records(synth_data)
     capped = cap_images_per_class(records, 5)
@@ -292,7 +292,7 @@ def test_an_interrupted_study_resumes_without_redoing_finished_trials(
 
 
 def test_bad_options_fail_before_any_image_is_read(synth_data: Path, tmp_path: Path, monkeypatch) -> None:
-    from retrieval.training.data import run_data
+    from retrieval.training.data_pipeline import run_data
 
     monkeypatch.setattr(run_data, "scan_images", lambda *a, **k: pytest.fail("images were scanned"))
     with pytest.raises(ConfigError, match="trainer.epoch"):

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from retrieval.cli.main import app
 from retrieval.indexing.common.errors import ConfigError
-from retrieval.training import api
+from retrieval.training import usecases as api
 from retrieval.training.config.config_resolver import resolve_config
 from retrieval.training.config.train_config import build_config, config_yaml
 from retrieval.training.config.train_request import API, CLI, TrainRequest, refuse_conflicts

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from retrieval.indexing.model.cpu_kind import cpu_kind
+from retrieval.indexing.exported_model.cpu_kind import cpu_kind
 from retrieval.training.config.recipes import recipe
 from retrieval.training.config.train_config import TrainConfig, build_config
 from retrieval.training.run.fitting.trainer import Trainer, TrainingDiverged

@@ -10,9 +10,9 @@ from torchvision import transforms as T
 
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.data.image_io import open_rgb
-from retrieval.indexing.model.preprocess import preprocess_image
+from retrieval.indexing.exported_model.preprocess import preprocess_image
 from retrieval.training.config.train_config import DataConfig
-from retrieval.training.data.transforms import build_eval_transform, build_train_transform, eval_preprocessing
+from retrieval.training.data_pipeline.transforms import build_eval_transform, build_train_transform, eval_preprocessing
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -112,7 +112,7 @@ def test_colour_jitter_changes_colours_only_when_asked() -> None:
     from PIL import Image
 
     from retrieval.training.config.train_config import DataConfig
-    from retrieval.training.data.transforms import build_train_transform
+    from retrieval.training.data_pipeline.transforms import build_train_transform
 
     image = Image.new("RGB", (64, 64), (200, 40, 40))  # one red: any crop of it is the same red
     torch.manual_seed(0)

@@ -12,8 +12,8 @@ from retrieval.cli.commands.index_commands import _verdict_rows
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.eval.gain_interval import paired_gain_interval
 from retrieval.indexing.eval.metrics import evaluate_retrieval
-from retrieval.indexing.model.manifest import ModelManifest
-from retrieval.indexing.model.training_verdict import GainInterval, TrainingVerdict
+from retrieval.indexing.exported_model.model_manifest import ModelManifest
+from retrieval.indexing.exported_model.training_verdict import GainInterval, TrainingVerdict
 from retrieval.training.run.measures.verdict import Verdict, beats_reference
 
 RNG = np.random.default_rng(0)

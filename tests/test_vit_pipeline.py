@@ -16,7 +16,7 @@ from serving_fixtures import serving_client
 
 from retrieval import build_index, evaluate, export, search, train
 from retrieval.indexing.data.synth.generator import generate_synthetic_dataset
-from retrieval.indexing.model.manifest import Quantization
+from retrieval.indexing.exported_model.model_manifest import Quantization
 from retrieval.training.config.train_config import ModelConfig
 from retrieval.training.export.onnx_export import TOLERANCE
 from retrieval.training.model.embedding_model import build_embedding_model

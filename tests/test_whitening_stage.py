@@ -13,7 +13,7 @@ import torch
 
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import split_records
-from retrieval.indexing.model.manifest import ModelManifest
+from retrieval.indexing.exported_model.model_manifest import ModelManifest
 from retrieval.training.config.recipes import recipe
 from retrieval.training.config.train_config import TrainConfig, build_config
 from retrieval.training.export.run_export import export_run

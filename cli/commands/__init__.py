@@ -4,5 +4,5 @@ is named (``command_registry``): ``data_commands``, ``train_commands`` (``train`
 build|info|add|remove|compact``) with ``shard_commands`` (``--shard``, ``index merge``) and
 ``maintenance_commands`` (``index snapshot|verify|rebuild|switch|rollback``), ``search_commands``,
 ``embed_commands``, ``eval_commands`` and ``serve_commands``. They parse and print; the work is in
-``retrieval.indexing.api`` and ``retrieval.training``.
+``retrieval.indexing.usecases`` and ``retrieval.training``.
 """

@@ -9,7 +9,7 @@ import typer
 
 from retrieval.cli.commands.index_commands import echo_failures
 from retrieval.cli.options.index_options import BatchOpt, QuietOpt, ThreadsOpt
-from retrieval.indexing import api
+from retrieval.indexing import usecases as api
 
 
 def embed(

@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from retrieval.cli.options.index_options import QuietOpt
-from retrieval.indexing import api
+from retrieval.indexing import usecases as api
 
 
 def _recall_at(metrics: api.RetrievalMetrics, k: int) -> float | None:

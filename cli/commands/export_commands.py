@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from retrieval.indexing.model.manifest import Quantization
+from retrieval.indexing.exported_model.model_manifest import Quantization
 
 
 class CheckpointChoice(str, Enum):

@@ -13,7 +13,7 @@ import typer
 from retrieval.cli.commands.shard_commands import echo_shard_report
 from retrieval.cli.options.backend_options import BackendOpt, CollectionOpt, MilvusUriOpt
 from retrieval.cli.options.index_options import BatchOpt, DataOpt, DbaOpt, ModelOpt, QuietOpt, ThreadsOpt
-from retrieval.indexing import api
+from retrieval.indexing import usecases as api
 
 MAX_LISTED_FAILURES = 10
 

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from retrieval.cli.options.index_options import BatchOpt, IndexArg, ModelOpt, QuietOpt, ThreadsOpt
-from retrieval.indexing import api
+from retrieval.indexing import usecases as api
 
 KeepOpt = Annotated[
     int,

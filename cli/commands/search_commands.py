@@ -12,7 +12,7 @@ from retrieval.cli.activity import activity
 from retrieval.cli.commands.index_commands import echo_failures
 from retrieval.cli.options.index_options import BatchOpt, QuietOpt, ThreadsOpt
 from retrieval.cli.search_output import csv_document, json_document, table_text
-from retrieval.indexing import api
+from retrieval.indexing import usecases as api
 from retrieval.indexing.common.atomic_write import atomic_write_text
 from retrieval.indexing.common.errors import ConfigError, DataError
 from retrieval.indexing.search.postprocess_params import QUERY_METHODS, parse_methods

@@ -12,7 +12,7 @@ import typer
 import uvicorn
 
 from retrieval.indexing.common.errors import ConfigError
-from retrieval.indexing.store.shared.index_directory.manifest import load_index_manifest
+from retrieval.indexing.store.shared.index_directory.index_manifest import load_index_manifest
 from retrieval.serving.settings import ServeSettings, settings_from_env
 
 

@@ -9,8 +9,8 @@ from typing import Annotated
 import typer
 
 from retrieval.cli.options.backend_options import BackendOpt, CollectionOpt, MilvusUriOpt
-from retrieval.indexing import api
-from retrieval.indexing.api import ShardReport
+from retrieval.indexing import usecases as api
+from retrieval.indexing.usecases import ShardReport
 
 
 def echo_shard_report(report: ShardReport, out: Path) -> None:

@@ -90,7 +90,7 @@ def study(
         typer.secho(f"warning: {warning}", fg=typer.colors.YELLOW, err=True)
     with activity("loading torch and the training code", enabled=not quiet):
         from retrieval.training.study.runner import run_study
-        from retrieval.training.study.state import StudySpec
+        from retrieval.training.study.study_state import StudySpec
     names = parse_losses(losses)
     spec = StudySpec(
         data=str(data.resolve()),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from retrieval.indexing.model.manifest import ModelManifest
+from retrieval.indexing.exported_model.model_manifest import ModelManifest
 
 SHOWN = 3
 

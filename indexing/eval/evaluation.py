@@ -28,8 +28,8 @@ from retrieval.indexing.eval.metrics import (
     resolve_ks,
 )
 from retrieval.indexing.eval.retrieval_grid import GridRow
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder, embed_records
-from retrieval.indexing.model.resolution import resolve_export_dir
+from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder, embed_records
+from retrieval.indexing.exported_model.resolution import resolve_export_dir
 from retrieval.indexing.search.binary import binarize
 from retrieval.indexing.search.kinds import KindName, SearchKind
 from retrieval.indexing.search.knn import Metric, iter_knn_chunks

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from retrieval.indexing.common.errors import DataError
-from retrieval.indexing.model.training_verdict import GainInterval
+from retrieval.indexing.exported_model.training_verdict import GainInterval
 
 RESAMPLES = 2000
 CONFIDENCE = 0.95

@@ -26,7 +26,7 @@ from retrieval.indexing.store.milvus import milvus_build
 from retrieval.indexing.store.milvus.milvus_build import MilvusTarget
 from retrieval.indexing.store.milvus.milvus_store import MilvusStore
 from retrieval.indexing.store.shared.index_directory.index_dir import IndexedModel
-from retrieval.indexing.store.shared.index_directory.manifest import IndexManifest, load_index_manifest
+from retrieval.indexing.store.shared.index_directory.index_manifest import IndexManifest, load_index_manifest
 from retrieval.indexing.store.shared.store_protocol import Store
 
 FILES = "files"

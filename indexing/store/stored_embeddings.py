@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from retrieval.indexing.model.embedding_files import EmbeddingTable
+from retrieval.indexing.exported_model.embedding_files import EmbeddingTable
 from retrieval.indexing.store.shared.store_protocol import Store
 
 

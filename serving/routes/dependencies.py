@@ -14,8 +14,8 @@ from retrieval.serving.http.admission import EmbedAdmission
 from retrieval.serving.http.prometheus import ServiceMetrics
 from retrieval.serving.http.service_errors import ForbiddenError, MissingApiKeyError
 from retrieval.serving.images.thumbnails import ThumbnailMaker
+from retrieval.serving.service_state import ServiceState
 from retrieval.serving.settings import ServeSettings
-from retrieval.serving.state import ServiceState
 
 API_KEY_HEADER = "X-API-Key"
 API_KEY_ERRORS = (MissingApiKeyError, ForbiddenError)

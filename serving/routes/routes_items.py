@@ -43,7 +43,7 @@ from retrieval.serving.routes.dependencies import API_KEY_ERRORS, Services, get_
 from retrieval.serving.routes.form_fields import renamed_field
 from retrieval.serving.routes.schemas import MAX_ITEM_ID, AddItemsResponse, DeleteItemResponse, ItemResponse
 from retrieval.serving.routes.strict_forms import StrictFormRoute
-from retrieval.serving.state import Snapshot
+from retrieval.serving.service_state import Snapshot
 
 router = APIRouter(tags=["items"], route_class=StrictFormRoute)  # form text must decode: 400, not mojibake
 _COMMON = (RetryLaterError, InvalidParameterError, RequestTimeoutError)

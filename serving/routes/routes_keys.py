@@ -35,7 +35,7 @@ from retrieval.serving.query_pipeline import embed_upload
 from retrieval.serving.routes.dependencies import API_KEY_ERRORS, Services, get_services, require_api_key
 from retrieval.serving.routes.schemas import DeleteItemResponse, ItemResponse, PutItemResponse
 from retrieval.serving.routes.strict_forms import StrictFormRoute
-from retrieval.serving.state import Snapshot
+from retrieval.serving.service_state import Snapshot
 
 router = APIRouter(tags=["items"], route_class=StrictFormRoute)
 _COMMON = (RetryLaterError, InvalidParameterError, RequestTimeoutError)

@@ -17,9 +17,9 @@ import torch
 from torch.utils.data import DataLoader
 
 from retrieval.training.config.train_config import TrainConfig
-from retrieval.training.data.data_loaders import build_eval_loader
-from retrieval.training.data.image_dataset import ImageRecordDataset
-from retrieval.training.data.run_data import prepare_run_data
+from retrieval.training.data_pipeline.data_loaders import build_eval_loader
+from retrieval.training.data_pipeline.image_dataset import ImageRecordDataset
+from retrieval.training.data_pipeline.run_data import prepare_run_data
 from retrieval.training.model.device import resolve_device, resolve_precision
 from retrieval.training.model.ensemble_model import join_embeddings
 from retrieval.training.run.inputs.embed import embed_loader

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from retrieval.indexing.common.errors import RetrievalError
-from retrieval.indexing.model.manifest import ModelManifest
+from retrieval.indexing.exported_model.model_manifest import ModelManifest
 from retrieval.training.config.train_config import TrainConfig
-from retrieval.training.data.transforms import eval_preprocessing
+from retrieval.training.data_pipeline.transforms import eval_preprocessing
 from retrieval.training.ensemble.ensemble_training import read_ensemble_spec
 from retrieval.training.export.int8_export import Int8Request
 from retrieval.training.export.onnx_export import (

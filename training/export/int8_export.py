@@ -27,11 +27,17 @@ from retrieval.indexing.data.image_io import open_rgb
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.data.subsample import subsample_key
 from retrieval.indexing.eval.evaluation import EvaluationReport, evaluate_model
-from retrieval.indexing.model.cpu_kind import cpu_kind
-from retrieval.indexing.model.manifest import Int8Check, ModelManifest, Preprocessing, Quantization, manifest_json
-from retrieval.indexing.model.preprocess import preprocess_image
+from retrieval.indexing.exported_model.cpu_kind import cpu_kind
+from retrieval.indexing.exported_model.model_manifest import (
+    Int8Check,
+    ModelManifest,
+    Preprocessing,
+    Quantization,
+    manifest_json,
+)
+from retrieval.indexing.exported_model.preprocess import preprocess_image
 from retrieval.training.config.train_config import DataConfig
-from retrieval.training.data.run_data import prepare_run_data
+from retrieval.training.data_pipeline.run_data import prepare_run_data
 from retrieval.training.export.int8_quantization import REDUCE_RANGE, WEIGHTS, quantize_int8
 
 log = logging.getLogger(__name__)

@@ -28,10 +28,10 @@ import torch
 from retrieval.indexing.common.artifact_names import MODEL_MANIFEST_NAME, MODEL_ONNX_NAME
 from retrieval.indexing.common.atomic_write import atomic_write_bytes, atomic_write_text
 from retrieval.indexing.common.errors import RetrievalError
-from retrieval.indexing.model.manifest import ModelManifest, file_sha256, manifest_json
-from retrieval.indexing.model.training_verdict import TrainingVerdict
+from retrieval.indexing.exported_model.model_manifest import ModelManifest, file_sha256, manifest_json
+from retrieval.indexing.exported_model.training_verdict import TrainingVerdict
 from retrieval.training.config.train_config import TrainConfig
-from retrieval.training.data.transforms import eval_preprocessing
+from retrieval.training.data_pipeline.transforms import eval_preprocessing
 from retrieval.training.export.int8_export import Int8Request, quantize_checked
 from retrieval.training.model.onnx_graph import onnx_bytes
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Literal
 
 from retrieval.indexing.common.errors import RetrievalError
-from retrieval.indexing.model.training_verdict import TrainingVerdict
+from retrieval.indexing.exported_model.training_verdict import TrainingVerdict
 from retrieval.training.export.ensemble_export import export_ensemble
 from retrieval.training.export.int8_export import Int8Request
 from retrieval.training.export.onnx_export import (

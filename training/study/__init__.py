@@ -9,6 +9,6 @@ only the head and the loss on frozen backbone features embedded once (``backends
 ``backends.head_training``, ``backends.cached_backend``), each handing back a ``backends.fold_result``. ``tuning.study_config`` is the
 config of one loss in the study (its recipe, the budget options, a trial's values), ``reporting.reference`` the
 pretrained row, ``reporting.stats`` the confidence intervals, ``reporting.report`` the tables and plot, ``reporting.summary`` the
-text of study.md (command, protocol, tables, search, time), ``state`` the output directory (``study.json``, resuming), ``tuning.feasibility`` the check that every
+text of study.md (command, protocol, tables, search, time), ``study_state`` the output directory (``study.json``, resuming), ``tuning.feasibility`` the check that every
 loss can form its batches on every fold before the first trial, and ``runner`` ties them together.
 """

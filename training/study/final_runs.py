@@ -18,8 +18,8 @@ from tqdm import tqdm
 
 from retrieval.indexing.common.atomic_write import atomic_write_text
 from retrieval.training.study.backends.fold_result import StudyBackend
-from retrieval.training.study.reporting.evaluation import run_metrics
-from retrieval.training.study.state import StudySpec
+from retrieval.training.study.reporting.study_evaluation import run_metrics
+from retrieval.training.study.study_state import StudySpec
 from retrieval.training.study.tuning.study_config import loss_config
 
 log = logging.getLogger(__name__)

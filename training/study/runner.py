@@ -16,7 +16,7 @@ from optuna.trial import FrozenTrial
 
 from retrieval.indexing.data.splits import DatasetSplits
 from retrieval.training.config.train_config import TrainConfig
-from retrieval.training.data.run_data import prepare_run_data
+from retrieval.training.data_pipeline.run_data import prepare_run_data
 from retrieval.training.run.measures.reference import reference_name
 from retrieval.training.study.backends.cached_backend import CachedBackend
 from retrieval.training.study.backends.cached_features import FeatureSet, load_or_extract
@@ -28,7 +28,7 @@ from retrieval.training.study.reporting.reference import reference_metrics
 from retrieval.training.study.reporting.report import Row, loss_row, reference_row, write_csv, write_plot
 from retrieval.training.study.reporting.report import write_markdown as write_report_markdown
 from retrieval.training.study.reporting.summary import protocol_section, search_section, tables_section, time_section
-from retrieval.training.study.state import (
+from retrieval.training.study.study_state import (
     FEATURES_DIR,
     OPTUNA_DB,
     StudySpec,

@@ -27,8 +27,8 @@ from retrieval.indexing.common.artifact_names import (
 )
 from retrieval.indexing.common.errors import ConfigError, DataError, IndexFormatError
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.model.manifest import ModelManifest, file_sha256
-from retrieval.indexing.model.resolution import is_export_dir
+from retrieval.indexing.exported_model.model_manifest import ModelManifest, file_sha256
+from retrieval.indexing.exported_model.resolution import is_export_dir
 from retrieval.indexing.store.backends import IndexTarget, backend_of
 from retrieval.indexing.store.build.builder import index_kinds, write_index
 from retrieval.indexing.store.build.shards import ShardManifest

@@ -32,12 +32,12 @@ from retrieval.indexing.common.artifact_names import (
 from retrieval.indexing.common.atomic_write import atomic_directory, atomic_write_text, atomic_write_with
 from retrieval.indexing.common.errors import ConfigError, DataError
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.model.manifest import ModelManifest
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
-from retrieval.indexing.model.resolution import resolve_export_dir
+from retrieval.indexing.exported_model.model_manifest import ModelManifest
+from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.exported_model.resolution import resolve_export_dir
 from retrieval.indexing.store.files.faiss_search.faiss_kinds import binary_kind, float_kind
 from retrieval.indexing.store.shared.index_directory.index_dir import copy_model
-from retrieval.indexing.store.shared.index_directory.manifest import utc_now
+from retrieval.indexing.store.shared.index_directory.index_manifest import utc_now
 from retrieval.indexing.store.shared.items.items_db import ItemsDb
 from retrieval.indexing.store.shared.store_checks import validate_records
 

@@ -17,7 +17,7 @@ import numpy as np
 from retrieval.indexing.common.artifact_names import INDEX_MODEL_SUBDIR, ITEMS_DB_NAME
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.model.manifest import model_files_sha256
+from retrieval.indexing.exported_model.model_manifest import model_files_sha256
 from retrieval.indexing.search.binary import binarize
 from retrieval.indexing.search.postprocess import augment_database
 from retrieval.indexing.search.postprocess_params import IndexPostprocess
@@ -30,7 +30,7 @@ from retrieval.indexing.store.shared.index_directory.index_dir import (
     copy_model,
     staged_index_dir,
 )
-from retrieval.indexing.store.shared.index_directory.manifest import IndexManifest, save_index_manifest, utc_now
+from retrieval.indexing.store.shared.index_directory.index_manifest import IndexManifest, save_index_manifest, utc_now
 from retrieval.indexing.store.shared.items.items_db import ItemsDb
 
 

@@ -47,7 +47,11 @@ from retrieval.indexing.store.files.segment_storage.segments import (
 )
 from retrieval.indexing.store.files.store_updates import IdLedger, StoreUpdates
 from retrieval.indexing.store.shared.index_directory.compaction import CompactionPolicy, CompactionResult
-from retrieval.indexing.store.shared.index_directory.manifest import IndexManifest, check_model, load_index_manifest
+from retrieval.indexing.store.shared.index_directory.index_manifest import (
+    IndexManifest,
+    check_model,
+    load_index_manifest,
+)
 from retrieval.indexing.store.shared.index_directory.write_lock import (
     exclusive_writer,
     remove_temp_files,

@@ -49,7 +49,7 @@ from retrieval.indexing.store.files.segment_storage.segments import (
     staged_base_dir,
 )
 from retrieval.indexing.store.shared.index_directory.compaction import CompactionPolicy, CompactionResult
-from retrieval.indexing.store.shared.index_directory.manifest import (
+from retrieval.indexing.store.shared.index_directory.index_manifest import (
     IndexManifest,
     load_index_manifest,
     save_index_manifest,

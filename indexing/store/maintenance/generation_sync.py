@@ -24,7 +24,7 @@ import numpy as np
 
 from retrieval.indexing.common.artifact_names import ITEMS_DB_NAME, UPLOADS_SUBDIR
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.store.files.index_store import IndexStore
 from retrieval.indexing.store.files.store_updates import IdLedger
 from retrieval.indexing.store.shared.items.items_db import Item, ItemsDb

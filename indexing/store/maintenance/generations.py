@@ -18,7 +18,7 @@ from pathlib import Path
 
 from retrieval.indexing.common.directory_moves import Moves, discard_dir, move_directories, moves_journal
 from retrieval.indexing.common.errors import IndexFormatError
-from retrieval.indexing.store.shared.index_directory.manifest import load_index_manifest
+from retrieval.indexing.store.shared.index_directory.index_manifest import load_index_manifest
 
 KEEP_PREVIOUS = 2  # previous generations a switch keeps (each a way back: `index rollback`)
 _MOST_KEPT = 100  # how far previous generations are looked for

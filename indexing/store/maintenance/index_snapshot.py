@@ -23,10 +23,10 @@ from pathlib import Path
 from retrieval.indexing.common.artifact_names import ITEMS_DB_NAME, SNAPSHOT_MANIFEST_NAME
 from retrieval.indexing.common.atomic_write import atomic_write_text, fsync_dir
 from retrieval.indexing.common.errors import ConfigError
-from retrieval.indexing.model.manifest import file_sha256
+from retrieval.indexing.exported_model.model_manifest import file_sha256
 from retrieval.indexing.store.files.index_store import committed_manifest
 from retrieval.indexing.store.shared.index_directory.file_checksums import index_files
-from retrieval.indexing.store.shared.index_directory.manifest import load_index_manifest, utc_now
+from retrieval.indexing.store.shared.index_directory.index_manifest import load_index_manifest, utc_now
 from retrieval.indexing.store.shared.index_directory.write_lock import exclusive_writer
 from retrieval.indexing.store.shared.items.item_paths import relocate_paths
 

@@ -39,13 +39,13 @@ from retrieval.indexing.common.artifact_names import (
 from retrieval.indexing.common.directory_moves import leftover_discards
 from retrieval.indexing.common.errors import ConfigError, IndexFormatError
 from retrieval.indexing.data.records import is_blank_label
-from retrieval.indexing.model.manifest import file_sha256
+from retrieval.indexing.exported_model.model_manifest import file_sha256
 from retrieval.indexing.search.binary import binarize
 from retrieval.indexing.store.files.segment_storage.segment_set import SegmentSet, load_segment_set
 from retrieval.indexing.store.files.segment_storage.segments import Segment
 from retrieval.indexing.store.maintenance.model_check import DEEP_SAMPLE, model_copy_problem, reembedding_problem
 from retrieval.indexing.store.shared.index_directory.file_checksums import checksum_problem
-from retrieval.indexing.store.shared.index_directory.manifest import IndexManifest, load_index_manifest
+from retrieval.indexing.store.shared.index_directory.index_manifest import IndexManifest, load_index_manifest
 from retrieval.indexing.store.shared.items.items_db import ItemsDb
 
 CHUNK = 65_536  # vectors compared at once

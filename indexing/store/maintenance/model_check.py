@@ -17,10 +17,10 @@ import numpy as np
 
 from retrieval.indexing.common.artifact_names import INDEX_MODEL_SUBDIR
 from retrieval.indexing.common.errors import RetrievalError
-from retrieval.indexing.model.manifest import model_files_sha256
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder, l2_normalize
+from retrieval.indexing.exported_model.model_manifest import model_files_sha256
+from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder, l2_normalize
 from retrieval.indexing.store.files.segment_storage.segment_set import SegmentSet
-from retrieval.indexing.store.shared.index_directory.manifest import IndexManifest
+from retrieval.indexing.store.shared.index_directory.index_manifest import IndexManifest
 from retrieval.indexing.store.shared.items.items_db import ItemsDb
 
 MIN_COSINE = 0.99  # a stored vector (float16) and the same image embedded again agree far closer

@@ -29,8 +29,8 @@ import numpy as np
 
 from retrieval.indexing.common.artifact_names import INDEX_MODEL_SUBDIR
 from retrieval.indexing.common.errors import ConfigError, DataError, IndexFormatError
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
-from retrieval.indexing.model.resolution import resolve_export_dir
+from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.exported_model.resolution import resolve_export_dir
 from retrieval.indexing.store.files.faiss_search.faiss_kinds import binary_kind, float_kind
 from retrieval.indexing.store.files.files_target import FilesTarget
 from retrieval.indexing.store.files.index_store import IndexStore
@@ -42,7 +42,7 @@ from retrieval.indexing.store.maintenance.generations import (
     promote,
     restore_previous,
 )
-from retrieval.indexing.store.shared.index_directory.manifest import IndexManifest, load_index_manifest
+from retrieval.indexing.store.shared.index_directory.index_manifest import IndexManifest, load_index_manifest
 from retrieval.indexing.store.shared.index_directory.write_lock import exclusive_writer
 
 LISTED_FAILURES = 10

@@ -35,7 +35,7 @@ from retrieval.indexing.store.shared.index_directory.index_dir import (
     copy_model,
     staged_index_dir,
 )
-from retrieval.indexing.store.shared.index_directory.manifest import IndexManifest, save_index_manifest, utc_now
+from retrieval.indexing.store.shared.index_directory.index_manifest import IndexManifest, save_index_manifest, utc_now
 
 INSERT_BATCH = 512  # rows per insert: 512 x 2048-d float32 is 4 MiB, far below gRPC's 64 MiB message limit
 FLOAT_KIND, BINARY_KIND = "milvus:FLAT", "milvus:BIN_FLAT"

@@ -62,7 +62,11 @@ from retrieval.indexing.store.milvus.milvus_rows import (
     save_replace,
 )
 from retrieval.indexing.store.shared.index_directory.compaction import CompactionPolicy, CompactionResult
-from retrieval.indexing.store.shared.index_directory.manifest import IndexManifest, check_model, load_index_manifest
+from retrieval.indexing.store.shared.index_directory.index_manifest import (
+    IndexManifest,
+    check_model,
+    load_index_manifest,
+)
 from retrieval.indexing.store.shared.items.filter_conditions import is_scalar
 from retrieval.indexing.store.shared.items.item_filter import ItemFilter, Scalar
 from retrieval.indexing.store.shared.items.items_db import Item

@@ -20,7 +20,7 @@ from retrieval.indexing.common.errors import ItemNotFoundError
 from retrieval.indexing.search.binary import binarize
 from retrieval.indexing.search.kinds import KindName, SearchKind
 from retrieval.indexing.search.results import PAD_ID, SearchResults
-from retrieval.indexing.store.shared.index_directory.manifest import IndexManifest
+from retrieval.indexing.store.shared.index_directory.index_manifest import IndexManifest
 from retrieval.indexing.store.shared.items.item_filter import ItemFilter
 from retrieval.indexing.store.shared.items.items_db import Hit, Item
 from retrieval.indexing.store.shared.rerank import rerank_shortlist, shortlist_ids

@@ -18,7 +18,7 @@ from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.search.kinds import KindName, SearchKind
 from retrieval.indexing.search.results import SearchResults
 from retrieval.indexing.store.shared.index_directory.compaction import CompactionPolicy, CompactionResult
-from retrieval.indexing.store.shared.index_directory.manifest import IndexManifest
+from retrieval.indexing.store.shared.index_directory.index_manifest import IndexManifest
 from retrieval.indexing.store.shared.items.item_filter import ItemFilter, Scalar
 from retrieval.indexing.store.shared.items.items_db import Hit, Item
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from retrieval.indexing.common.atomic_write import atomic_write_text
 from retrieval.indexing.common.errors import ConfigError
-from retrieval.indexing.model.training_verdict import TrainingVerdict
+from retrieval.indexing.exported_model.training_verdict import TrainingVerdict
 from retrieval.training.config.train_config import TrainConfig, WhiteningConfig
 from retrieval.training.run.fitting.distributed import DistContext, barrier
 from retrieval.training.run.fitting.trainer import Trainer, TrainResult

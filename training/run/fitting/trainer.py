@@ -32,14 +32,14 @@ from tqdm import tqdm
 
 from retrieval.indexing.common.atomic_write import atomic_write_bytes, atomic_write_text
 from retrieval.indexing.eval.gain_interval import paired_gain_interval
-from retrieval.indexing.model.training_verdict import GainInterval
+from retrieval.indexing.exported_model.training_verdict import GainInterval
 from retrieval.training.config.hub_access import model_hub_access
 from retrieval.training.config.loss_and_sampler import capped_steps, loss_from_config, sampler_kind
 from retrieval.training.config.train_config import TrainConfig
-from retrieval.training.data.data_loaders import build_train_loader, train_batch_sampler
-from retrieval.training.data.image_dataset import ImageRecordDataset
-from retrieval.training.data.run_data import RunData, prepare_run_data
-from retrieval.training.data.transforms import build_train_transform
+from retrieval.training.data_pipeline.data_loaders import build_train_loader, train_batch_sampler
+from retrieval.training.data_pipeline.image_dataset import ImageRecordDataset
+from retrieval.training.data_pipeline.run_data import RunData, prepare_run_data
+from retrieval.training.data_pipeline.transforms import build_train_transform
 from retrieval.training.losses import get_loss_spec
 from retrieval.training.model.device import resolve_device, resolve_precision
 from retrieval.training.model.embedding_model import EmbeddingModel, build_embedding_model

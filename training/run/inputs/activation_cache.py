@@ -21,8 +21,8 @@ from torch.utils.data import DataLoader
 from tqdm import tqdm
 
 from retrieval.indexing.common.errors import ConfigError
-from retrieval.training.data.image_dataset import ImageRecordDataset
-from retrieval.training.data.transforms import ImageTransform
+from retrieval.training.data_pipeline.image_dataset import ImageRecordDataset
+from retrieval.training.data_pipeline.transforms import ImageTransform
 
 STORE_DTYPE = torch.float16
 _IMAGES_PER_BATCH = 64  # views run through the frozen stages at once

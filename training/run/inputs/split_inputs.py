@@ -25,8 +25,8 @@ from torch.nn import functional as F
 
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.training.config.train_config import TrainConfig
-from retrieval.training.data.data_loaders import build_eval_loader
-from retrieval.training.data.image_dataset import ImageRecordDataset
+from retrieval.training.data_pipeline.data_loaders import build_eval_loader
+from retrieval.training.data_pipeline.image_dataset import ImageRecordDataset
 from retrieval.training.model.device import Precision
 from retrieval.training.model.embedding_model import EmbeddingModel, without_whitening
 from retrieval.training.run.inputs.frozen_prefix import FrozenPrefix

@@ -17,8 +17,8 @@ from typing import Protocol
 import torch
 from torch.utils.data import DataLoader
 
-from retrieval.training.data.batch_sampler import ClassBalancedBatchSampler, ShuffleBatchSampler
-from retrieval.training.data.data_loaders import set_loader_epoch
+from retrieval.training.data_pipeline.batch_sampler import ClassBalancedBatchSampler, ShuffleBatchSampler
+from retrieval.training.data_pipeline.data_loaders import set_loader_epoch
 from retrieval.training.run.fitting.loop import batches_of
 from retrieval.training.run.inputs.activation_cache import ActivationCache
 from retrieval.training.run.inputs.frozen_prefix import FrozenPrefix

@@ -28,8 +28,8 @@ from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.data.splits import record_sort_key
 from retrieval.training.config.train_config import ModelConfig, TrainConfig
-from retrieval.training.data.data_loaders import build_eval_loader
-from retrieval.training.data.image_dataset import ImageRecordDataset, label_index
+from retrieval.training.data_pipeline.data_loaders import build_eval_loader
+from retrieval.training.data_pipeline.image_dataset import ImageRecordDataset, label_index
 from retrieval.training.model.device import Precision
 from retrieval.training.model.embedding_model import EmbeddingModel
 from retrieval.training.run.inputs.embed import embed_loader

@@ -16,7 +16,7 @@ from pathlib import Path
 from retrieval.indexing.common.errors import RetrievalError
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.eval.evaluation import ReferenceRow
-from retrieval.indexing.model.manifest import ModelManifest
+from retrieval.indexing.exported_model.model_manifest import ModelManifest
 from retrieval.training.run.measures.reference_eval import reference_row, whitened_reference_row
 from retrieval.training.run.outputs.run_dir import load_run_config
 

@@ -19,8 +19,8 @@ from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.eval.evaluation import EvalData, ReferenceRow, exact_metrics
 from retrieval.training.config.hub_access import model_hub_access
 from retrieval.training.config.train_config import TrainConfig
-from retrieval.training.data.data_loaders import build_eval_loader
-from retrieval.training.data.image_dataset import ImageRecordDataset, label_index
+from retrieval.training.data_pipeline.data_loaders import build_eval_loader
+from retrieval.training.data_pipeline.image_dataset import ImageRecordDataset, label_index
 from retrieval.training.model.device import Precision, resolve_device
 from retrieval.training.model.embedding_model import EmbeddingModel, build_embedding_model
 from retrieval.training.model.trunks.pretrained import load_pretrained

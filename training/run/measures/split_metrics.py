@@ -18,7 +18,7 @@ import numpy as np
 from retrieval.indexing.eval.metrics import RetrievalMetrics, evaluate_retrieval
 from retrieval.indexing.search.binary import binarize
 from retrieval.indexing.search.knn import Metric
-from retrieval.training.data.image_dataset import ImageRecordDataset
+from retrieval.training.data_pipeline.image_dataset import ImageRecordDataset
 
 
 @dataclass(frozen=True)

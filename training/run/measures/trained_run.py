@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from retrieval.indexing.eval.metrics import RetrievalMetrics
-from retrieval.indexing.model.training_verdict import TrainingVerdict
+from retrieval.indexing.exported_model.training_verdict import TrainingVerdict
 
 REFERENCE_NAMES = ("pretrained", "untrained")
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from retrieval.indexing.model.training_verdict import Decision, GainInterval, TrainingVerdict
+from retrieval.indexing.exported_model.training_verdict import Decision, GainInterval, TrainingVerdict
 
 MIN_VALIDATION_CLASSES = 5
 MIN_VALIDATION_QUERIES = 100

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from retrieval.training.config.train_config import LossConfig, TrainConfig
-from retrieval.training.data.run_data import RunData
+from retrieval.training.data_pipeline.run_data import RunData
 from retrieval.training.losses import get_loss_spec
 from retrieval.training.losses.params import merge_params
 from retrieval.training.losses.registry import chosen_miner

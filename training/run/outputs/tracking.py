@@ -27,7 +27,7 @@ import numpy as np
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.eval.evaluation import EvalData, exact_neighbors, grid_queries, grid_rows
 from retrieval.indexing.eval.retrieval_grid import render_grid
-from retrieval.training.data.image_dataset import ImageRecordDataset
+from retrieval.training.data_pipeline.image_dataset import ImageRecordDataset
 
 TENSORBOARD_DIR = "tensorboard"
 GRID_QUERIES = 6

@@ -24,15 +24,15 @@ from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.eval.metrics import RetrievalMetrics
 from retrieval.training.config.train_config import TrainConfig
-from retrieval.training.data.data_loaders import build_eval_loader
-from retrieval.training.data.image_dataset import ImageRecordDataset, label_index
+from retrieval.training.data_pipeline.data_loaders import build_eval_loader
+from retrieval.training.data_pipeline.image_dataset import ImageRecordDataset, label_index
 from retrieval.training.model.device import resolve_device, resolve_precision
 from retrieval.training.run.fitting.trainer import Trainer
 from retrieval.training.run.inputs.embed import embed_loader
 from retrieval.training.run.outputs.run_dir import RunPaths
 from retrieval.training.run.outputs.run_model import load_run_model
 from retrieval.training.study.backends.fold_result import FoldResult
-from retrieval.training.study.reporting.evaluation import EvalSet
+from retrieval.training.study.reporting.study_evaluation import EvalSet
 
 RESULT_FILE = "fold_result.json"
 

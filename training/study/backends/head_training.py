@@ -23,12 +23,12 @@ from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.eval.metrics import RetrievalMetrics
 from retrieval.training.config.loss_and_sampler import capped_steps, loss_from_config, sampler_kind
 from retrieval.training.config.train_config import ModelConfig, TrainConfig
-from retrieval.training.data.data_loaders import train_batch_sampler
+from retrieval.training.data_pipeline.data_loaders import train_batch_sampler
 from retrieval.training.model.device import resolve_device
 from retrieval.training.model.embedding_model import EmbeddingModel
 from retrieval.training.run.fitting.loop import EpochSelection, OptimizationStep, batches_of
 from retrieval.training.run.fitting.optim import build_optimizer, build_scheduler, parameter_groups
-from retrieval.training.study.reporting.evaluation import EvalSet, metrics
+from retrieval.training.study.reporting.study_evaluation import EvalSet, metrics
 
 EMBED_BATCH = 4096
 

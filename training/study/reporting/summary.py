@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from retrieval.training.study.reporting.report import Row, markdown_table
-from retrieval.training.study.state import StudySpec
+from retrieval.training.study.study_state import StudySpec
 from retrieval.training.study.tuning.search import format_params
 
 CACHED_NOTE = (

@@ -14,8 +14,8 @@ from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.training.config.loss_and_sampler import sampler_kind
 from retrieval.training.config.train_config import TrainConfig
-from retrieval.training.data.data_loaders import train_batch_sampler
-from retrieval.training.data.image_dataset import label_index
+from retrieval.training.data_pipeline.data_loaders import train_batch_sampler
+from retrieval.training.data_pipeline.image_dataset import label_index
 from retrieval.training.study.tuning.folds import fold_split
 
 

@@ -18,7 +18,7 @@ from retrieval.training.config.loss_and_sampler import loss_from_config
 from retrieval.training.config.recipes import recipe
 from retrieval.training.config.train_config import TrainConfig, build_config, parse_set
 from retrieval.training.losses import get_loss_spec
-from retrieval.training.study.state import StudySpec
+from retrieval.training.study.study_state import StudySpec
 from retrieval.training.study.tuning.search_space import Dimension, flat_keys, params_layer, study_space
 
 STUDY_PATIENCE = 3

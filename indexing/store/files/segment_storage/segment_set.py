@@ -36,7 +36,7 @@ from retrieval.indexing.store.files.segment_storage.segments import (
     index_segment,
     segment_dir,
 )
-from retrieval.indexing.store.shared.index_directory.manifest import IndexManifest
+from retrieval.indexing.store.shared.index_directory.index_manifest import IndexManifest
 from retrieval.indexing.store.shared.items.items_db import ItemsDb
 
 

@@ -23,7 +23,7 @@ from retrieval.indexing.common.artifact_names import (
     SNAPSHOT_MANIFEST_NAME,
     UPLOADS_SUBDIR,
 )
-from retrieval.indexing.model.manifest import file_sha256
+from retrieval.indexing.exported_model.model_manifest import file_sha256
 
 _SQLITE_SIDE_FILES = (f"{ITEMS_DB_NAME}-journal", f"{ITEMS_DB_NAME}-wal", f"{ITEMS_DB_NAME}-shm")
 _NOT_CHECKSUMMED = (INDEX_MANIFEST_NAME, SNAPSHOT_MANIFEST_NAME)

@@ -18,7 +18,7 @@ from typing import Protocol
 from retrieval.indexing.common.artifact_names import INDEX_MANIFEST_NAME, MODEL_MANIFEST_NAME
 from retrieval.indexing.common.atomic_write import atomic_write_bytes, remove_dead_writers_leftovers, replace_directory
 from retrieval.indexing.common.errors import ConfigError
-from retrieval.indexing.model.manifest import ModelManifest
+from retrieval.indexing.exported_model.model_manifest import ModelManifest
 from retrieval.indexing.store.shared.index_directory.write_lock import exclusive_writer
 
 

@@ -32,9 +32,9 @@ from typing import TypeVar
 import faiss
 
 from retrieval.indexing.common.artifact_names import INDEX_MODEL_SUBDIR
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.store.backends import open_store
-from retrieval.indexing.store.shared.index_directory.manifest import load_index_manifest
+from retrieval.indexing.store.shared.index_directory.index_manifest import load_index_manifest
 from retrieval.indexing.store.shared.store_protocol import Store
 from retrieval.serving.glibc_malloc import release_free_memory
 from retrieval.serving.http.service_errors import RetryLaterError

@@ -19,7 +19,7 @@ from retrieval.indexing.common.artifact_names import (
     RUN_EXPORT_SUBDIR,
 )
 from retrieval.indexing.common.errors import ConfigError
-from retrieval.indexing.model.manifest import ModelManifest, file_sha256
+from retrieval.indexing.exported_model.model_manifest import ModelManifest, file_sha256
 
 
 def is_export_dir(path: Path) -> bool:

@@ -18,9 +18,13 @@ from torch.utils.data import DataLoader
 
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.training.config.train_config import TrainConfig
-from retrieval.training.data.batch_sampler import ClassBalancedBatchSampler, ShuffleBatchSampler, make_batch_sampler
-from retrieval.training.data.image_dataset import ImageRecordDataset
-from retrieval.training.data.transforms import build_eval_transform, build_train_transform
+from retrieval.training.data_pipeline.batch_sampler import (
+    ClassBalancedBatchSampler,
+    ShuffleBatchSampler,
+    make_batch_sampler,
+)
+from retrieval.training.data_pipeline.image_dataset import ImageRecordDataset
+from retrieval.training.data_pipeline.transforms import build_eval_transform, build_train_transform
 
 SamplerKind = Literal["balanced", "shuffle"]
 

@@ -21,7 +21,7 @@ from PIL import Image
 from torchvision import transforms as T
 
 from retrieval.indexing.common.errors import ConfigError
-from retrieval.indexing.model.manifest import Preprocessing
+from retrieval.indexing.exported_model.model_manifest import Preprocessing
 from retrieval.training.config.train_config import DataConfig
 from retrieval.training.model.trunks.backbones import get_backbone
 from retrieval.training.model.trunks.timm_trunks import Normalization

@@ -1,4 +1,4 @@
-"""An exported embedder used without torch: ``manifest`` (``model.json``: preprocessing, sizes,
+"""An exported embedder used without torch: ``model_manifest`` (``model.json``: preprocessing, sizes,
 sha; its ``verdict`` is a ``training_verdict``), ``preprocess`` (the eval transform in NumPy/Pillow), ``onnx_embedder`` (ONNX Runtime inference
 and ``embed_records``), ``resolution`` (``--model`` argument -> export directory) and
 ``embedding_files`` (embeddings with their items, as ``retrieval embed`` writes them) and ``cpu_kind``

@@ -13,9 +13,9 @@ from retrieval.indexing.data.image_io import open_rgb
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import select_split
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
-from retrieval.indexing.model.resolution import resolve_query_model
-from retrieval.indexing.store.shared.index_directory.manifest import load_index_manifest
+from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.exported_model.resolution import resolve_query_model
+from retrieval.indexing.store.shared.index_directory.index_manifest import load_index_manifest
 
 PathLike = str | Path
 ImageLike = PathLike | Image.Image

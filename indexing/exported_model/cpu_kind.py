@@ -17,7 +17,7 @@ import platform
 from functools import cache
 from pathlib import Path
 
-from retrieval.indexing.model.manifest import Quantization
+from retrieval.indexing.exported_model.model_manifest import Quantization
 
 try:
     from numpy._core._multiarray_umath import __cpu_features__  # numpy 2

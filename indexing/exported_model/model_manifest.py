@@ -16,7 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from retrieval.indexing.common.artifact_names import MODEL_MANIFEST_NAME, MODEL_ONNX_NAME
-from retrieval.indexing.model.training_verdict import TrainingVerdict
+from retrieval.indexing.exported_model.training_verdict import TrainingVerdict
 
 MANIFEST_FORMAT_VERSION = 1
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 from PIL import Image
 
-from retrieval.indexing.model.manifest import Preprocessing
+from retrieval.indexing.exported_model.model_manifest import Preprocessing
 
 
 def resized_size(width: int, height: int, shorter_side: int) -> tuple[int, int]:

@@ -6,13 +6,13 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
-from retrieval.indexing.api.inputs import EMBED_BATCH, Data, PathLike, records_of
 from retrieval.indexing.common.errors import ConfigError, DataError
-from retrieval.indexing.model.embedding_files import DatasetEmbedding, EmbeddingTable, embedding_table
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
-from retrieval.indexing.model.resolution import resolve_export_dir
+from retrieval.indexing.exported_model.embedding_files import DatasetEmbedding, EmbeddingTable, embedding_table
+from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.exported_model.resolution import resolve_export_dir
 from retrieval.indexing.store.backends import open_store
 from retrieval.indexing.store.stored_embeddings import stored_embedding_table
+from retrieval.indexing.usecases.inputs import EMBED_BATCH, Data, PathLike, records_of
 
 
 def embed(

@@ -23,7 +23,7 @@ from torch.utils.data import Dataset
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.image_io import open_rgb
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.training.data.transforms import ImageTransform
+from retrieval.training.data_pipeline.transforms import ImageTransform
 
 logger = logging.getLogger(__name__)
 _BLANK_SIZE = (8, 8)  # stands in for an unreadable eval image; the item is dropped afterwards

@@ -12,8 +12,8 @@ from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import DatasetSplits, every_class_split, split_records
 from retrieval.indexing.data.subsample import cap_images_per_class
 from retrieval.training.config.train_config import DataConfig
-from retrieval.training.data.class_grouping import group_classes
-from retrieval.training.data.image_dataset import label_index
+from retrieval.training.data_pipeline.class_grouping import group_classes
+from retrieval.training.data_pipeline.image_dataset import label_index
 
 log = logging.getLogger(__name__)
 

@@ -10,37 +10,15 @@ both ``search`` and ``retrieval search`` run), ``evaluating`` (``evaluate``; ``e
 ``dataset_embeddings``), ``updating`` (``add_images``, ``remove_items``, ``compact_index``) and
 ``maintaining`` (``index_info``, ``index_generations``, ``snapshot_index``, ``verify_index``, ``rebuild_index``,
 ``switch_index``, ``rollback_index``).
-``retrieval.training.api`` adds what needs torch (train, export, study). What a caller meets is one
+``retrieval.training.usecases`` adds what needs torch (train, export, study). What a caller meets is one
 import away too: the errors, the choices and parsers of the options (``load_params``, ``parse_methods``,
 ``FLOAT_KINDS``, ...), the report types (``EvaluationReport``, ``UpgradeReport``, ...) and the dataset
 functions of ``retrieval data`` (``load_records``, ``split_records``, ``scan_images``, ...).
 
-    from retrieval.indexing import api
+    from retrieval.indexing import usecases as api
     api.build_index("runs/ns/export", "data/", "index/", split="test")
     hits = api.search("index/", ["query.jpg"], k=5)   # per image: [(Item, score), ...]
 """
-
-from retrieval.indexing.api.build_request import BuildRequest
-from retrieval.indexing.api.building import BuildReport, ShardReport, build_index, build_shard, merge_index, run_build
-from retrieval.indexing.api.embedding import dataset_embeddings, embed, index_embeddings
-from retrieval.indexing.api.evaluating import (
-    Evaluation,
-    evaluate,
-    evaluate_dataset,
-    evaluate_index_dir,
-    save_evaluation,
-)
-from retrieval.indexing.api.maintaining import (
-    index_generations,
-    index_info,
-    rebuild_index,
-    rollback_index,
-    snapshot_index,
-    switch_index,
-    verify_index,
-)
-from retrieval.indexing.api.searching import QueryHits, SearchOutcome, SearchRequest, search, search_index
-from retrieval.indexing.api.updating import add_images, compact_index, remove_items
 
 # What a caller of these functions meets, one import away (the commands parse and print only these):
 # the errors, the choices and parsers of their options, and the types of their reports.
@@ -54,10 +32,10 @@ from retrieval.indexing.data.splits import split_records
 from retrieval.indexing.data.synth.generator import generate_synthetic_dataset
 from retrieval.indexing.eval.evaluation import KINDS, EvaluationReport
 from retrieval.indexing.eval.metrics import RetrievalMetrics
-from retrieval.indexing.model.embedding_files import check_embedding_path, write_embedding_table
-from retrieval.indexing.model.manifest import Quantization
-from retrieval.indexing.model.resolution import run_dir_of
-from retrieval.indexing.model.training_verdict import TrainingVerdict
+from retrieval.indexing.exported_model.embedding_files import check_embedding_path, write_embedding_table
+from retrieval.indexing.exported_model.model_manifest import Quantization
+from retrieval.indexing.exported_model.resolution import run_dir_of
+from retrieval.indexing.exported_model.training_verdict import TrainingVerdict
 from retrieval.indexing.search.postprocess_params import IndexPostprocess, load_params, parse_methods
 from retrieval.indexing.store.backends import backend_of, index_target
 from retrieval.indexing.store.files.faiss_search.faiss_kinds import BINARY_KINDS, FLOAT_KINDS
@@ -65,8 +43,36 @@ from retrieval.indexing.store.maintenance.generations import KEEP_PREVIOUS, Gene
 from retrieval.indexing.store.maintenance.model_check import DEEP_SAMPLE
 from retrieval.indexing.store.maintenance.model_upgrade import UpgradeReport
 from retrieval.indexing.store.shared.index_directory.compaction import CompactionPolicy
-from retrieval.indexing.store.shared.index_directory.manifest import load_index_manifest
+from retrieval.indexing.store.shared.index_directory.index_manifest import load_index_manifest
 from retrieval.indexing.store.shared.items.item_filter import parse_metadata
+from retrieval.indexing.usecases.build_request import BuildRequest
+from retrieval.indexing.usecases.building import (
+    BuildReport,
+    ShardReport,
+    build_index,
+    build_shard,
+    merge_index,
+    run_build,
+)
+from retrieval.indexing.usecases.embedding import dataset_embeddings, embed, index_embeddings
+from retrieval.indexing.usecases.evaluating import (
+    Evaluation,
+    evaluate,
+    evaluate_dataset,
+    evaluate_index_dir,
+    save_evaluation,
+)
+from retrieval.indexing.usecases.maintaining import (
+    index_generations,
+    index_info,
+    rebuild_index,
+    rollback_index,
+    snapshot_index,
+    switch_index,
+    verify_index,
+)
+from retrieval.indexing.usecases.searching import QueryHits, SearchOutcome, SearchRequest, search, search_index
+from retrieval.indexing.usecases.updating import add_images, compact_index, remove_items
 
 __all__ = [
     "BINARY_KINDS",

@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from retrieval.indexing.api.inputs import Data
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.search.postprocess_params import DbaParams, IndexPostprocess, PostprocessParams
 from retrieval.indexing.store.backends import IndexTarget
 from retrieval.indexing.store.files.files_target import FilesTarget
+from retrieval.indexing.usecases.inputs import Data
 
 
 @dataclass(frozen=True)

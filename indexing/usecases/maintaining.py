@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from retrieval.indexing.api.inputs import PathLike
 from retrieval.indexing.store.backends import FILES
 from retrieval.indexing.store.files.index_store import committed_manifest
 from retrieval.indexing.store.maintenance import index_snapshot, index_verify, model_upgrade
@@ -16,7 +15,8 @@ from retrieval.indexing.store.maintenance.index_snapshot import SnapshotReport
 from retrieval.indexing.store.maintenance.index_verify import VerifyReport
 from retrieval.indexing.store.maintenance.model_check import DEEP_SAMPLE
 from retrieval.indexing.store.maintenance.model_upgrade import UpgradeReport
-from retrieval.indexing.store.shared.index_directory.manifest import IndexManifest, load_index_manifest
+from retrieval.indexing.store.shared.index_directory.index_manifest import IndexManifest, load_index_manifest
+from retrieval.indexing.usecases.inputs import PathLike
 
 
 def index_info(index_dir: PathLike) -> IndexManifest:

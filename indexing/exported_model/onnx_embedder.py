@@ -23,9 +23,9 @@ from retrieval.indexing.common.artifact_names import MODEL_MANIFEST_NAME
 from retrieval.indexing.common.errors import ConfigError, DataError, IndexFormatError, RetrievalError
 from retrieval.indexing.data.image_io import open_rgb
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.model.cpu_kind import int8_cpu_warning
-from retrieval.indexing.model.manifest import ModelManifest, file_sha256
-from retrieval.indexing.model.preprocess import preprocess_batch, preprocess_image
+from retrieval.indexing.exported_model.cpu_kind import int8_cpu_warning
+from retrieval.indexing.exported_model.model_manifest import ModelManifest, file_sha256
+from retrieval.indexing.exported_model.preprocess import preprocess_batch, preprocess_image
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The Python API: the command line's stages as functions, for notebooks and scripts (docs/python.md).
 
-    from retrieval.training import api
+    from retrieval.training import usecases as api
     run = api.train("data/", "runs/ns", recipe="normsoftmax", epochs=4)  # -> TrainedRun (.test.reference, .verdict)
     cfg = api.config("normsoftmax", data={"path": "data/"}, trainer={"epochs": 4})   # or a TrainConfig
     run = api.train(cfg, "runs/ns", overwrite=True)
@@ -14,8 +14,8 @@
 
 Each function is a thin call of the implementation the matching command uses (``Trainer``,
 ``export_run``, ``train_ensemble``, ``run_study``), so the API and the CLI cannot drift apart. What
-needs no torch (``build_index``, ``search``, ``evaluate``, ``embed``) is ``retrieval.indexing.api``'s,
-re-exported here so one import serves a whole notebook; importing ``retrieval.indexing.api`` alone
+needs no torch (``build_index``, ``search``, ``evaluate``, ``embed``) is ``retrieval.indexing.usecases``'s,
+re-exported here so one import serves a whole notebook; importing ``retrieval.indexing.usecases`` alone
 never loads torch. ``from retrieval import ...`` (the root package) is the flat import of all of them
 that loads torch only when ``train``, ``export`` or ``study`` is called. Errors are the same one-sentence
 ``RetrievalError``s.
@@ -28,9 +28,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from retrieval.indexing.api import build_index, embed, evaluate, search
-from retrieval.indexing.api.inputs import PathLike
 from retrieval.indexing.common.errors import ConfigError
+from retrieval.indexing.usecases import build_index, embed, evaluate, search
+from retrieval.indexing.usecases.inputs import PathLike
 from retrieval.training.config.config_checks import API_SPELLING, check_config, recipe_loss_warning
 from retrieval.training.config.config_resolver import resolve_config
 from retrieval.training.config.option_vocabulary import keyword_layer
@@ -46,7 +46,7 @@ from retrieval.training.run.fitting.final_fit import fit_run
 from retrieval.training.run.measures.trained_run import TrainedRun
 from retrieval.training.run.outputs.run_dir import claim_run_dir
 from retrieval.training.study.runner import StudyOutcome, run_study
-from retrieval.training.study.state import StudySpec
+from retrieval.training.study.study_state import StudySpec
 
 log = logging.getLogger(__name__)
 __all__ = ["build_index", "config", "embed", "evaluate", "export", "search", "study", "train", "train_ensemble"]

@@ -6,17 +6,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from retrieval.indexing.api.inputs import query_embedder
 from retrieval.indexing.common.errors import ConfigError, ItemNotFoundError
 from retrieval.indexing.data.record_keys import read_key_file, with_keys
 from retrieval.indexing.data.sources import load_records
-from retrieval.indexing.model.onnx_embedder import embed_records
+from retrieval.indexing.exported_model.onnx_embedder import embed_records
 from retrieval.indexing.store.backends import open_store
 from retrieval.indexing.store.shared.index_directory.compaction import CompactionPolicy, CompactionResult
-from retrieval.indexing.store.shared.index_directory.manifest import check_model, load_index_manifest
+from retrieval.indexing.store.shared.index_directory.index_manifest import check_model, load_index_manifest
 from retrieval.indexing.store.shared.index_directory.write_lock import exclusive_writer
 from retrieval.indexing.store.shared.items.item_filter import Scalar
 from retrieval.indexing.store.shared.store_checks import check_keys_free, validate_records
+from retrieval.indexing.usecases.inputs import query_embedder
 
 LISTED_IDS = 10  # unknown ids named in an error
 

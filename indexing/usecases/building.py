@@ -7,14 +7,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from retrieval.indexing.api.build_request import BuildRequest
-from retrieval.indexing.api.inputs import Data, PathLike, records_of
 from retrieval.indexing.search.postprocess_params import PostprocessParams
 from retrieval.indexing.store.backends import FILES, IndexTarget, index_target
 from retrieval.indexing.store.build import builder, shards
 from retrieval.indexing.store.build.builder import BuildReport
 from retrieval.indexing.store.build.shard_merge import MergeReport, merge_shards
 from retrieval.indexing.store.build.shards import ShardReport, data_root, parse_shard
+from retrieval.indexing.usecases.build_request import BuildRequest
+from retrieval.indexing.usecases.inputs import Data, PathLike, records_of
 
 
 def run_build(request: BuildRequest) -> BuildReport | ShardReport:

@@ -21,7 +21,7 @@ from retrieval.indexing.common.atomic_write import atomic_write_with
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.common.table_files import CSV, PARQUET, table_suffix, write_table
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder, embed_records
+from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder, embed_records
 
 NPY = ".npy"
 EMBEDDING_SUFFIXES = (PARQUET, NPY)

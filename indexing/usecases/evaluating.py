@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 
-from retrieval.indexing.api.inputs import Data, PathLike, records_of
 from retrieval.indexing.common.atomic_write import atomic_write_text
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.common.table_files import write_table
@@ -32,11 +31,12 @@ from retrieval.indexing.eval.evaluation import (
 from retrieval.indexing.eval.neighbour_table import neighbour_columns
 from retrieval.indexing.eval.postprocess_eval import postprocess_metrics
 from retrieval.indexing.eval.retrieval_grid import GridRow, save_grid
-from retrieval.indexing.model.manifest import ModelManifest
-from retrieval.indexing.model.onnx_embedder import load_model_manifest
-from retrieval.indexing.model.resolution import resolve_export_dir
+from retrieval.indexing.exported_model.model_manifest import ModelManifest
+from retrieval.indexing.exported_model.onnx_embedder import load_model_manifest
+from retrieval.indexing.exported_model.resolution import resolve_export_dir
 from retrieval.indexing.search.postprocess_params import PostprocessParams
 from retrieval.indexing.store.backends import open_store
+from retrieval.indexing.usecases.inputs import Data, PathLike, records_of
 
 METRICS_NAME = "metrics.json"
 GRID_NAME = "retrieval_grid.png"

@@ -15,13 +15,13 @@ from typing import Any, Literal, cast
 import numpy as np
 from PIL import Image
 
-from retrieval.indexing.api.inputs import ImageLike, PathLike, embed_images, query_embedder
 from retrieval.indexing.common.errors import DataError
-from retrieval.indexing.model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.store.backends import open_store
 from retrieval.indexing.store.item_search import Hit, filter_warnings, ranked_pages, similar_pages
 from retrieval.indexing.store.shared.items.item_filter import ItemFilter
 from retrieval.indexing.store.shared.search_settings import SearchSettings
+from retrieval.indexing.usecases.inputs import ImageLike, PathLike, embed_images, query_embedder
 
 Unreadable = Literal["report", "raise"]
 """An image that cannot be read: listed in ``SearchOutcome.failures`` (an error only when none can be read:

@@ -23,7 +23,7 @@ from retrieval.indexing.common.artifact_names import INDEX_MANIFEST_NAME
 from retrieval.indexing.common.atomic_write import atomic_write_text, recover_swapped_out
 from retrieval.indexing.common.directory_moves import finish_moves, moves_journal, remove_stale_discards
 from retrieval.indexing.common.errors import IndexFormatError
-from retrieval.indexing.model.manifest import ModelManifest
+from retrieval.indexing.exported_model.model_manifest import ModelManifest
 from retrieval.indexing.search.postprocess_params import IndexPostprocess
 from retrieval.indexing.store.shared.index_directory.compaction import CompactionPolicy
 from retrieval.indexing.store.shared.index_directory.file_checksums import FileChecksum, record_checksums
