@@ -125,7 +125,9 @@ def test_each_flag_says_its_config_keys_description() -> None:
     helps = {param.name: param.help for param in command.params}
     for name, option in TRAIN_OPTIONS.items():
         description = key_description(option.key)
-        assert helps[name] == (description if description.endswith(".") else description + "."), name
+        sentence = description if description.endswith(".") else description + "."
+        assert helps[name] in (sentence, sentence[:1].upper() + sentence[1:]), name
+        assert helps[name][0].isupper() or not helps[name].split(" ", 1)[0].isalpha(), name  # a sentence
 
 
 def test_study_declares_its_config_options_from_the_same_table() -> None:

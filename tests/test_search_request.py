@@ -86,7 +86,7 @@ def test_the_service_builds_the_same_settings_from_its_parameter_names() -> None
         ({"k": 0}, "k must be at least 1, got 0"),
         ({"k": True}, "k must be at least 1"),
         ({"kind": "cosine"}, "cosine"),
-        ({"rerank": 0}, "rerank must be a whole number of at least 1"),
+        ({"rerank": -1}, "rerank must be a whole number of at least 1"),
         ({"postprocess": "dba"}, "unknown postprocess 'dba'; use one of none, qe, kreciprocal"),
         ({"offset": -1}, "offset must be a whole number of at least 0"),
         ({"min_score": 1.5}, "min_score must be between -1 and 1"),
@@ -111,6 +111,7 @@ def test_what_the_settings_derive() -> None:
     assert SearchSettings(kind=SearchKind.BINARY).kind == "binary"  # the enum given: its name
     assert SearchSettings(kind="binary").score_kind == "hamming"
     assert SearchSettings(kind="binary", rerank=50).score_kind == "cosine"
+    assert SearchSettings(kind="binary", rerank=0).rerank is None  # as the Python API's search always took it
     assert SearchSettings(postprocess="kreciprocal").score_kind == "kreciprocal"
     assert SearchSettings.parse(where={"label": "x"}) == SearchSettings(where=parse_filter({"label": "x"}))
     assert SearchSettings.parse(where="  ").where is None

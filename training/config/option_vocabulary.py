@@ -43,6 +43,8 @@ class TrainOption:
     def help(self) -> str:
         """The config key's description as a sentence: the flag's ``--help`` and the keyword's meaning."""
         text = key_description(self.key)
+        if text.split(" ", 1)[0].isalpha():  # a sentence, as the other options' help ("resnet18, ..." stays)
+            text = text[:1].upper() + text[1:]
         return text if text.endswith(".") else text + "."
 
 

@@ -44,6 +44,8 @@ class SearchSettings:
         object.__setattr__(self, "kind", SearchKind.of(self.kind).value)  # the enum given: its name
         if not _whole(self.k) or self.k < 1:
             raise DataError(f"k must be at least 1, got {self.k}")
+        if self.rerank == 0 and _whole(self.rerank):  # the Python API's search took 0 as "no re-ranking"
+            object.__setattr__(self, "rerank", None)
         if self.rerank is not None and (not _whole(self.rerank) or self.rerank < 1):
             raise DataError(f"rerank must be a whole number of at least 1, got {self.rerank!r}")
         if self.where is not None and not isinstance(self.where, ItemFilter):
