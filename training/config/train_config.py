@@ -35,7 +35,7 @@ class _Strict(BaseModel):
 
 
 class DataConfig(_Strict):
-    path: Path | None = Field(None, description="ImageFolder dir, CSV manifest or a CUB/Cars/SOP/In-Shop root")
+    path: Path | None = Field(None, description="ImageFolder dir, CSV manifest or CUB/Cars196/SOP/In-Shop root")
     val_fraction: float = Field(0.2, ge=0.0, lt=1.0, description="share of training classes held out for validation")
     val_fold: int | None = Field(
         None, ge=0, description="use fold i of num_folds (Reality Check) instead of val_fraction"
