@@ -8,7 +8,8 @@
 # export` and `retrieval eval` on the test classes (classes the model never saw: cars196's 099-196). The
 # table gives the run's model and, as "pretrained", the trunk's pooled features (PCA to the embedding size,
 # L2-normalised: `retrieval eval`'s reference, what papers call off-the-shelf; with EPOCHS=0 the two are the
-# same model), float and binary.
+# same model), float and binary. The recipe's whitening stage is off (TRAIN_ARGS="--set whitening.method=auto"
+# adds it: a third, "pretrained + whitening", column in each eval/metrics.json).
 # Usage: bash scripts/foundation_run.sh [OUT_DIR]
 #   DATA (../shared/data/cars196 or $CARS196), BACKBONES ("dinov2_vits14 dinov2_vitb14 clip_vitb16
 #   clip_vitb32 siglip_vitb16"), POOLING (cls), IMAGE_SIZE (224), EPOCHS (0), DEVICE (auto), SEED (0),
@@ -32,7 +33,8 @@ for backbone in $BACKBONES; do
   started=$(date +%s)
   "$RETRIEVAL" train --config "$CONFIG" --data "$DATA" --out "$run" --backbone "$backbone" \
     --pretrained hub --allow-download --image-size "$IMAGE_SIZE" --epochs "$EPOCHS" --device "$DEVICE" \
-    --seed "$SEED" --set "model.pooling=$POOLING" --overwrite --quiet ${TRAIN_ARGS[@]+"${TRAIN_ARGS[@]}"}
+    --seed "$SEED" --set "model.pooling=$POOLING" --set whitening.method=none --overwrite --quiet \
+    ${TRAIN_ARGS[@]+"${TRAIN_ARGS[@]}"}
   "$RETRIEVAL" export "$run"
   "$RETRIEVAL" eval --model "$run" --data "$DATA" --out "$run/eval"
   echo "$(( $(date +%s) - started ))" > "$run/seconds_end_to_end"
