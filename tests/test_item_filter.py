@@ -174,6 +174,31 @@ def test_a_flat_binary_index_scans_a_small_selection_as_its_selector_would(
         assert scans == []
 
 
+@pytest.mark.parametrize("ids", ["ascending", "shuffled"])
+def test_code_scan_finds_the_selected_ids_nearest_codes_in_any_id_order(ids: str) -> None:
+    """``CodeScan`` maps ids to the rows of the index's own codes (rows in id order, or any order after an
+    ID map was filled out of order) and ranks the selection as a brute-force Hamming scan does."""
+    import faiss
+
+    rng = np.random.default_rng(3)
+    codes = rng.integers(0, 256, size=(300, 8), dtype=np.uint8)
+    item_ids = np.arange(10, 310, dtype=np.int64) * 3
+    if ids == "shuffled":
+        item_ids = rng.permutation(item_ids)
+    index = faiss.IndexBinaryIDMap2(faiss.IndexBinaryFlat(64))
+    index.add_with_ids(codes, item_ids)
+    scan = filtered_search.CodeScan.of(index)
+    assert scan is not None and filtered_search.CodeScan.of(faiss.IndexBinaryIDMap2(faiss.IndexBinaryFlat(64))) is None
+    selected = np.sort(rng.choice(item_ids, size=40, replace=False))
+    query = rng.integers(0, 256, size=(3, 8), dtype=np.uint8)
+    found = scan.search(query, 5, selected)
+    rows = [int(np.flatnonzero(item_ids == i)[0]) for i in selected]
+    distances = hamming_distances(query, codes[rows])
+    order = np.argsort(distances, axis=1, kind="stable")[:, :5]  # ties: the lower id (selected is ascending)
+    np.testing.assert_array_equal(found.ids, selected[order])
+    np.testing.assert_allclose(found.scores, 1 - 2 * np.take_along_axis(distances, order, 1) / 64)
+
+
 def test_a_filters_matches_are_remembered_until_the_next_update(index_dir: Path, tmp_path: Path) -> None:
     """A repeated filter reads its matches from SQLite once per generation of the store; an add or a
     remove makes a new generation, and filters that differ only by a value's JSON type stay apart."""

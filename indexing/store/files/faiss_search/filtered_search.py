@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import faiss
@@ -65,29 +66,41 @@ class CodeScan:
     faiss scanning the whole segment through an ``IDSelectorBatch``, which tests every row against
     the selector and was slower than the unfiltered search (bench/bench_filtered_search.py)."""
 
-    def __init__(self, codes: np.ndarray, ids: np.ndarray) -> None:
-        self._codes = codes
-        self._order = np.argsort(ids, kind="stable")
-        self._sorted_ids = ids[self._order]
+    def __init__(self, index: Any, inner: Any) -> None:
+        self._index, self._inner = index, inner  # the ID map and its IndexBinaryFlat
 
     @classmethod
     def of(cls, index: Any) -> CodeScan | None:
-        """The scan of ``index``'s codes, or None where it is not an ID-mapped flat binary index."""
+        """The scan of ``index``'s codes, or None where it is not an ID-mapped flat binary index. Nothing is
+        read until the first search (a store opens without this cost; most are never filtered)."""
         inner = index.index
         if not isinstance(inner, faiss.IndexBinary):
             return None
         inner = faiss.downcast_IndexBinary(inner)
         if not isinstance(inner, faiss.IndexBinaryFlat) or inner.ntotal == 0:
             return None
-        count, width = int(inner.ntotal), int(inner.code_size)
-        codes = faiss.rev_swig_ptr(inner.xb.data(), count * width).reshape(count, width)  # type: ignore[attr-defined]
-        return cls(codes, faiss.vector_to_array(index.id_map).astype(np.int64))
+        return cls(index, inner)
+
+    @cached_property
+    def _codes(self) -> np.ndarray:
+        count, width = int(self._inner.ntotal), int(self._inner.code_size)
+        return faiss.rev_swig_ptr(self._inner.xb.data(), count * width).reshape(count, width)
+
+    @cached_property
+    def _rows(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """(the ids ascending, the row of each; None where the rows are already in ascending id order)."""
+        ids = faiss.vector_to_array(self._index.id_map).astype(np.int64)
+        if (np.diff(ids) > 0).all():
+            return ids, None
+        order = np.argsort(ids, kind="stable")
+        return ids[order], order
 
     def search(self, codes: np.ndarray, k: int, selected: np.ndarray) -> SearchResults:
         """Top-``k`` of the ``selected`` ids (ascending, all in the index) for the query ``codes``; ties
         keep the lower id first, as faiss's own search does."""
-        rows = self._order[np.searchsorted(self._sorted_ids, selected)]
-        found = knn_search(codes, self._codes[rows], k, metric="hamming")
+        ascending, order = self._rows
+        rows = np.searchsorted(ascending, selected)
+        found = knn_search(codes, self._codes[rows if order is None else order[rows]], k, metric="hamming")
         return SearchResults(np.where(found.valid_mask(), selected[found.ids.clip(0)], PAD_ID), found.scores)
 
 
