@@ -18,7 +18,7 @@ from retrieval import build_index, evaluate, export, search, train
 from retrieval.indexing.data.synth.generator import generate_synthetic_dataset
 from retrieval.indexing.exported_model.model_manifest import Quantization
 from retrieval.training.config.train_config import ModelConfig
-from retrieval.training.export.onnx_export import TOLERANCE
+from retrieval.training.export.onnx_export import TOLERANCE, ExportResult
 from retrieval.training.model.embedding_model import build_embedding_model
 from retrieval.training.model.trunks import timm_trunks
 from retrieval.training.model.trunks.backbones import VITS, get_backbone
@@ -33,27 +33,17 @@ SIZE = 42  # 3 x 3 patches of 14 px
 def test_dinov2_trains_exports_indexes_searches_and_evaluates(tmp_path: Path) -> None:
     data = tmp_path / "data"
     generate_synthetic_dataset(data, classes=8, per_class=4, size=SIZE, seed=0, progress=False)
-    run = train(
+    run_dir, exported = _one_epoch_exported(
         data,
-        tmp_path / "run",
-        recipe="normsoftmax",
-        backbone="dinov2_vits14_reg",
-        pooling="mean",
-        embedding_dim=32,
-        image_size=SIZE,
-        epochs=1,
-        batch_size=8,
-        num_workers=0,
-        device="cpu",
-        progress=False,
+        tmp_path,
+        "dinov2_vits14_reg",
+        "mean",
+        32,
+        SIZE,
+        mean=IMAGENET_MEAN,  # DINOv2's own (ImageNet's)
     )
-    assert run.epochs_completed == 1
-    exported = export(run.run_dir)
-    assert exported.max_abs_diff <= TOLERANCE["fp32"]
-    preprocessing = exported.manifest.preprocessing
-    assert preprocessing.crop == SIZE and tuple(preprocessing.mean) == IMAGENET_MEAN  # DINOv2's own (ImageNet's)
     # random weights on 8 validation images: the check runs and reports, whatever the drop
-    int8 = export(run.run_dir, tmp_path / "int8", quantize="int8", max_map_drop=100.0)
+    int8 = export(run_dir, tmp_path / "int8", quantize="int8", max_map_drop=100.0)
     assert int8.manifest.precision == "int8" and int8.manifest.quantization is not None
     check = int8.manifest.quantization.check
     assert check is not None and check.images == 8 and 0.0 < check.map_at_r_int8 <= 1.0
@@ -120,26 +110,10 @@ def test_every_listed_transformer_trains_exports_indexes_serves_and_evaluates(
     size = PATCH_GRID_SIZE[int(name.split("vit")[-1][1:3])]  # dinov2_vitb14_reg -> 14
     data = tmp_path / "data"
     generate_synthetic_dataset(data, classes=8, per_class=4, size=size, seed=0, progress=False)
-    run = train(
-        data,
-        tmp_path / "run",
-        recipe="normsoftmax",
-        backbone=name,
-        pooling=POOLING[name.split("_")[0]],
-        embedding_dim=16,
-        image_size=size,
-        epochs=1,
-        batch_size=8,
-        num_workers=0,
-        device="cpu",
-        progress=False,
-    )
-    assert run.epochs_completed == 1
-    exported = export(run.run_dir)
-    assert exported.max_abs_diff <= TOLERANCE["fp32"]
-    preprocessing = exported.manifest.preprocessing
-    assert preprocessing.crop == size and tuple(preprocessing.mean) == get_backbone(name).normalization.mean
-    int8 = export(run.run_dir, tmp_path / "int8", quantize="int8", max_map_drop=100.0)  # random weights: any drop
+    pooling = POOLING[name.split("_")[0]]
+    mean = get_backbone(name).normalization.mean
+    run_dir, exported = _one_epoch_exported(data, tmp_path, name, pooling, 16, size, mean=mean)
+    int8 = export(run_dir, tmp_path / "int8", quantize="int8", max_map_drop=100.0)  # random weights: any drop
     assert int8.manifest.precision == "int8" and int8.manifest.quantization is not None
     _assert_trunk_matmuls_dynamic_head_float(int8.onnx_path, int8.manifest.quantization)
     built = build_index(exported.onnx_path.parent, data, tmp_path / "index", split="test", progress=False)
@@ -186,3 +160,30 @@ def _assert_trunk_matmuls_dynamic_head_float(onnx_path: Path, record: Quantizati
     ]
     assert any(name.startswith("/head/") for name in float_products)
     assert record.format == "QOperator" and record.calibration_images == 0 and "dynamic" in record.activations
+
+
+def _one_epoch_exported(
+    data: Path, tmp_path: Path, backbone: str, pooling: str, embedding_dim: int, size: int, *, mean: tuple[float, ...]
+) -> tuple[Path, ExportResult]:
+    """One normalized-softmax epoch of ``backbone`` on the CPU, exported within the fp32 tolerance with the
+    trunk's own crop and mean in its preprocessing; the run directory and the export."""
+    run = train(
+        data,
+        tmp_path / "run",
+        recipe="normsoftmax",
+        backbone=backbone,
+        pooling=pooling,
+        embedding_dim=embedding_dim,
+        image_size=size,
+        epochs=1,
+        batch_size=8,
+        num_workers=0,
+        device="cpu",
+        progress=False,
+    )
+    assert run.epochs_completed == 1
+    exported = export(run.run_dir)
+    assert exported.max_abs_diff <= TOLERANCE["fp32"]
+    preprocessing = exported.manifest.preprocessing
+    assert preprocessing.crop == size and tuple(preprocessing.mean) == tuple(mean)
+    return run.run_dir, exported
