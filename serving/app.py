@@ -19,6 +19,7 @@ from fastapi_offline import FastAPIOffline
 from retrieval.serving.batcher import MicroBatcher
 from retrieval.serving.glibc_malloc import limit_malloc_arenas
 from retrieval.serving.http.admission import AdmissionGate, EmbedAdmission
+from retrieval.serving.http.cors_policy import cors_headers, cors_methods
 from retrieval.serving.http.middleware import (
     AllowedMethods,
     BodySizeLimit,
@@ -30,6 +31,7 @@ from retrieval.serving.http.openapi import install_openapi
 from retrieval.serving.http.problems import install_problem_handlers
 from retrieval.serving.http.prometheus import ServiceMetrics
 from retrieval.serving.http.rate_limit import RateLimit
+from retrieval.serving.http.url_text import Utf8Url
 from retrieval.serving.images.thumbnails import ThumbnailMaker
 from retrieval.serving.images.uploads import MULTIPART_SLACK_BYTES
 from retrieval.serving.lifecycle import lifespan
@@ -41,7 +43,7 @@ from retrieval.serving.routes import (
     routes_keys,
     routes_search,
 )
-from retrieval.serving.routes.dependencies import API_KEY_HEADER, Services
+from retrieval.serving.routes.dependencies import Services
 from retrieval.serving.service_state import ServiceState, Snapshot
 from retrieval.serving.settings import ServeSettings, settings_from_env
 
@@ -122,19 +124,21 @@ def _add_middleware(app: FastAPI, services: Services) -> None:
     """Outermost last: metrics see every response, including 413s, 429s, 500s and 504s made by the others; CORS
     answers preflights before ``AllowedMethods`` answers other ``OPTIONS`` requests."""
     settings = services.settings
-    app.add_middleware(AllowedMethods, routes=[*app.routes, *(route for router in ROUTERS for route in router.routes)])
+    routes = [*app.routes, *(route for router in ROUTERS for route in router.routes)]
+    app.add_middleware(AllowedMethods, routes=routes)
     app.add_middleware(RequestTimeout, timeout_s=settings.request_timeout_s)
     body_limit = settings.max_upload_bytes + MULTIPART_SLACK_BYTES
     app.add_middleware(BodySizeLimit, max_bytes=body_limit)
     app.add_middleware(AdmissionGate, admission=services.admission)
+    app.add_middleware(Utf8Url)
     if settings.rate_limit_per_s is not None:
         app.add_middleware(RateLimit, rate=settings.rate_limit_per_s, burst=settings.rate_limit_burst)
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,
             allow_origins=settings.cors_origins,
-            allow_methods=["GET", "POST", "DELETE"],
-            allow_headers=[API_KEY_HEADER, "Content-Type"],
+            allow_methods=cors_methods(routes),
+            allow_headers=cors_headers(routes),
         )
     app.add_middleware(UnexpectedErrors)  # around every other one: any error they raise is a 500 problem
     app.add_middleware(MetricsMiddleware, metrics=services.metrics)

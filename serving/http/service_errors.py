@@ -59,11 +59,12 @@ class InvalidParameterError(DataError):
 
 
 @contextmanager
-def invalid_parameters() -> Iterator[None]:
-    """A ``DataError`` raised inside (parsing a filter or metadata field) is an ``InvalidParameterError``."""
+def invalid_parameters(field: str | None = None) -> Iterator[None]:
+    """A ``DataError`` raised inside (parsing a filter or metadata field) is an ``InvalidParameterError``,
+    its sentence after "``field``: " when a field is named."""
     try:
         yield
     except InvalidParameterError:
         raise
     except DataError as error:
-        raise InvalidParameterError(str(error)) from None
+        raise InvalidParameterError(f"{field}: {error}." if field else str(error)) from None

@@ -17,7 +17,7 @@ from retrieval.indexing.common.errors import (
     ItemNotFoundError,
     KeyConflictError,
 )
-from retrieval.indexing.data.records import MAX_KEY_CHARS, MAX_LABEL_CHARS, ImageRecord, key_problem, label_problem
+from retrieval.indexing.data.records import MAX_KEY_CHARS, MAX_LABEL_CHARS, ImageRecord, item_key, label_problem
 from retrieval.indexing.store.shared.items.item_filter import MAX_JSON_BYTES, MAX_KEYS, Scalar, parse_metadata_for
 from retrieval.indexing.store.shared.store_checks import check_keys_free
 from retrieval.serving.http import api_examples
@@ -233,11 +233,11 @@ def _match_keys(keys: list[str] | None, count: int) -> list[str | None]:
     """One checked key per image (none: every image keyless); a bad key or a wrong count is a 422."""
     if not keys:
         return [None] * count
-    if problem := next(filter(None, map(key_problem, keys)), None):
-        raise InvalidParameterError(f"form field 'key': the key {problem}.")
+    with invalid_parameters("form field 'key'"):
+        checked = [item_key(key) for key in keys]
     if len(keys) != count:
         raise InvalidParameterError(f"form field 'key': got {len(keys)} keys for {count} images; send one per image.")
-    return list(keys)
+    return list(checked)
 
 
 def _match_labels(labels: list[str], count: int, max_files: int) -> list[str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, File, Form, Path, Response, UploadFile
 
 from retrieval.indexing.common.errors import DataError, IndexChangedError, IndexNotWritableError, ItemNotFoundError
-from retrieval.indexing.data.records import MAX_KEY_CHARS, ImageRecord, key_problem, label_problem
+from retrieval.indexing.data.records import MAX_KEY_CHARS, ImageRecord, item_key, label_problem
 from retrieval.indexing.store.shared.items.item_filter import parse_metadata
 from retrieval.serving.http import api_examples
 from retrieval.serving.http.problems import problem_responses
@@ -45,10 +45,9 @@ KEY_PATH = "/items/by-key/{key:path}"
 
 
 def checked_key(key: str) -> str:
-    """The key of the path, or a 422 saying why it cannot be one."""
-    if (problem := key_problem(key)) is not None:
-        raise InvalidParameterError(f"the key {problem}.")
-    return key
+    """The key of the path as stored (NFC), or a 422 saying why it cannot be one (``item_key``)."""
+    with invalid_parameters():
+        return item_key(key)
 
 
 @router.get(

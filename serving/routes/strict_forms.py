@@ -4,7 +4,9 @@ as ``b"caf\\xe9"`` was stored as mojibake with a 201. Here such a field is a 400
 
 ``StrictFormRoute`` is the route class of the routers that take form fields; its requests parse a
 multipart body with ``StrictMultiPartParser``, which refuses a field value, field name or file name whose
-bytes do not decode. Everything else (limits, files, url-encoded forms) is Starlette's own parsing.
+bytes do not decode, and refuse a form whose fields are ambiguous for the route (``form_shape``: a field
+sent twice that the route takes once, a field that is also the path's or the query's) with a 422. Everything
+else (limits, files, url-encoded forms) is Starlette's own parsing.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ from python_multipart.multipart import parse_options_header
 from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException, MultiPartParser
+from starlette.types import Receive, Scope
+
+from retrieval.serving.routes.form_shape import FormShape
 
 
 class StrictMultiPartParser(MultiPartParser):
@@ -44,11 +49,23 @@ def _check_decodes(data: bytes | bytearray, charset: str, what: str) -> None:
 
 
 class StrictFormRequest(Request):
-    """A request whose multipart form is parsed by ``StrictMultiPartParser``."""
+    """A request whose multipart form is parsed by ``StrictMultiPartParser``, and refused (422) when its
+    fields are ambiguous for the route (``FormShape``)."""
+
+    def __init__(self, scope: Scope, receive: Receive, shape: FormShape):
+        super().__init__(scope, receive)
+        self.shape = shape
 
     async def _get_form(
         self, *, max_files: int | float = 1000, max_fields: int | float = 1000, max_part_size: int = 1024 * 1024
     ) -> FormData:
+        form = await self._parse_form(max_files=max_files, max_fields=max_fields, max_part_size=max_part_size)
+        if (problem := self.shape.problem(form, self.query_params)) is not None:
+            await form.close()
+            raise HTTPException(status_code=422, detail=problem)
+        return form
+
+    async def _parse_form(self, *, max_files: int | float, max_fields: int | float, max_part_size: int) -> FormData:
         content_type, _ = parse_options_header(self.headers.get("Content-Type"))
         if self._form is None and content_type == b"multipart/form-data":
             try:
@@ -66,9 +83,9 @@ class StrictFormRoute(APIRoute):
     """An ``APIRoute`` whose handler gets a ``StrictFormRequest`` (FastAPI's custom request class pattern)."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        handler = super().get_route_handler()
+        handler, shape = super().get_route_handler(), FormShape.of(self.dependant)
 
         async def strict_handler(request: Request) -> Response:
-            return await handler(StrictFormRequest(request.scope, request.receive))
+            return await handler(StrictFormRequest(request.scope, request.receive, shape))
 
         return strict_handler

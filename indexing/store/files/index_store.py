@@ -202,8 +202,8 @@ class IndexStore(StoreBase[Allowed]):
         """Removed items still stored in a segment (dropped at search time until a compaction)."""
         return self._set.tombstones
 
-    def ids_of_keys(self, keys: Sequence[str]) -> dict[str, int]:
-        """key -> id of the given keys that an item carries."""
+    def _ids_of_stored_keys(self, keys: Sequence[str]) -> dict[str, int]:
+        """key -> id of the given stored keys that an item carries."""
         return self._db.ids_of_keys(keys)
 
     def items(self, ids: Sequence[int]) -> list[Item | None]:

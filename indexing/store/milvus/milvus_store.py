@@ -167,8 +167,8 @@ class MilvusStore(StoreBase[str]):
         found = read_items(self._rows_by_id([i for i in set(wanted) if i >= 0], self._fields))
         return [found.get(i) for i in wanted]
 
-    def ids_of_keys(self, keys: Sequence[str]) -> dict[str, int]:
-        """key -> id of the given keys that an item carries (the larger id where a crash left two)."""
+    def _ids_of_stored_keys(self, keys: Sequence[str]) -> dict[str, int]:
+        """key -> id of the given stored keys that an item carries (the larger id where a crash left two)."""
         if not self._keyed or not keys:
             return {}
         wanted = set(keys)

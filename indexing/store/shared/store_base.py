@@ -17,6 +17,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from retrieval.indexing.common.errors import ItemNotFoundError
+from retrieval.indexing.data.records import normal_key
 from retrieval.indexing.search.binary import binarize
 from retrieval.indexing.search.kinds import KindName, SearchKind
 from retrieval.indexing.search.results import PAD_ID, SearchResults
@@ -111,9 +112,19 @@ class StoreBase(ABC, Generic[ScopeT]):
             raise ItemNotFoundError(f"there is no item {item_id} in the index")
         return found
 
-    @abstractmethod
     def ids_of_keys(self, keys: Sequence[str]) -> dict[str, int]:
-        """key -> id of the given item keys that an item carries."""
+        """key -> id of the given item keys that an item carries, each looked up in its stored form (NFC,
+        ``normal_key``) and, for a key stored before keys were normalised, as given; the answer is keyed by
+        the keys as given."""
+        normal = {key: normal_key(key) for key in keys}
+        found = self._ids_of_stored_keys(list(dict.fromkeys([*normal.values(), *normal])))
+        return {
+            key: found[nfc] if nfc in found else found[key] for key, nfc in normal.items() if {nfc, key} & found.keys()
+        }
+
+    @abstractmethod
+    def _ids_of_stored_keys(self, keys: Sequence[str]) -> dict[str, int]:
+        """key -> id of the given stored keys (NFC) that an item carries."""
 
     def item_by_key(self, key: str) -> Item:
         item_id = self.ids_of_keys([key]).get(key)

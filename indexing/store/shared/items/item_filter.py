@@ -50,9 +50,22 @@ def _load_json(text: str, what: str, limit: int) -> Any:
             '(send a flat object such as {"color": "red"})'
         )
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_unique_keys)
+    except _DuplicateKeyError as error:
+        raise DataError(f'{what} holds the key "{error}" twice; send each key once') from None
     except ValueError as error:
         raise DataError(f'{what} is not valid JSON ({error}); send an object such as {{"color": "red"}}') from None
+
+
+class _DuplicateKeyError(ValueError):
+    """A JSON object naming one key twice (``json.loads`` would keep the last silently)."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found = dict(pairs)
+    if len(found) < len(pairs):
+        raise _DuplicateKeyError(next(key for key, _ in pairs if sum(k == key for k, _ in pairs) > 1))
+    return found
 
 
 def json_depth(text: str) -> int:
