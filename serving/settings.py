@@ -17,13 +17,21 @@ from retrieval.indexing.common.errors import ConfigError
 ENV_PREFIX = "RETRIEVAL_"
 
 
+MIN_API_KEY_CHARS = 8
+"""The shortest API key the service starts with (a shorter one is a ConfigError at start)."""
+
+
 class ServeSettings(BaseModel):
     """Everything the service needs to know; unknown keys are rejected."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     index_dir: Path = Field(description="index directory built by `retrieval index build` (holds model/ too)")
-    api_key: str | None = Field(None, min_length=8, description="required for writes; writes are refused without it")
+    api_key: str | None = Field(
+        None,
+        min_length=MIN_API_KEY_CHARS,
+        description=f"required for writes (at least {MIN_API_KEY_CHARS} characters); writes are refused without it",
+    )
     max_upload_bytes: int = Field(10 * 1024 * 1024, gt=0, description="larger uploads get 413")
     max_pixels: int = Field(40_000_000, gt=0, description="decompression-bomb limit: width x height")
     max_decode_mb: int = Field(

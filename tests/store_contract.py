@@ -8,6 +8,7 @@ through the backend's target, and compares with a brute-force answer computed he
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -358,13 +359,35 @@ class StoreContract:
 
     @pytest.mark.parametrize(
         ("key", "problem"),
-        [("", "is empty"), ("a\nb", "control character"), ("x" * 257, "at most 256"), ("a\0", "NUL")],
+        [
+            ("", "is empty"),
+            ("a\nb", "control character"),
+            ("x" * 257, "at most 256"),
+            ("a\0", "NUL"),
+            (" ", "is blank"),
+            ("\u200b", "is blank"),
+            ("\u2800\u00a0", "is blank"),
+            ("sku\ufeff", "U\\+FEFF"),
+            ("a\u202eb", "U\\+202E"),
+        ],
     )
     def test_bad_keys_are_data_errors(self, fresh: Store, tmp_path: Path, key: str, problem: str) -> None:
         record = replace(make_records(tmp_path, 1, seed=8)[0], key=key)
         with pytest.raises(DataError, match=problem):
             fresh.add([record], make_vectors(1, seed=18))
         assert fresh.count == COUNT
+
+    def test_nfc_and_nfd_spellings_of_a_key_are_one_key(self, fresh: Store, tmp_path: Path) -> None:
+        nfc, nfd = unicodedata.normalize("NFC", "café/Å"), unicodedata.normalize("NFD", "café/Å")
+        assert nfc != nfd
+        (item_id,) = fresh.add([replace(make_records(tmp_path, 1, seed=21)[0], key=nfd)], make_vectors(1, seed=21))
+        assert fresh.item(item_id).key == nfc and fresh.ids_of_keys([nfd, nfc]) == {nfd: item_id, nfc: item_id}
+        assert fresh.item_by_key(nfd).id == item_id
+        with pytest.raises(KeyConflictError, match=f"is already item {item_id}"):
+            fresh.add([replace(make_records(tmp_path, 1, seed=22)[0], key=nfc)], make_vectors(1, seed=22))
+        both = [replace(r, key=key) for r, key in zip(make_records(tmp_path, 2, seed=23), ["x\u0301", "\u1e8b"])]
+        with pytest.raises(KeyConflictError, match="given to more than one image"):
+            fresh.add(both, make_vectors(2, seed=23))
 
     def test_a_replace_swaps_the_keyed_item_for_the_new_one(self, fresh: Store, tmp_path: Path) -> None:
         old_vector, new_vector = make_vectors(2, seed=19)

@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pytest
 import typer
+from typer.testing import CliRunner
 
 from retrieval.cli.command_registry import COMMANDS, INDEX_COMMANDS
 from retrieval.cli.help_display import UNLIMITED_WIDTH
 from retrieval.cli.main import app
+from retrieval.serving.settings import MIN_API_KEY_CHARS
 from retrieval.training.config.known_names import BACKBONE_NAMES, LOSS_NAMES, recipe_names
 from retrieval.training.config.recipes import recipe_registry
 from retrieval.training.losses import available_losses
@@ -59,6 +61,10 @@ def _existing_run(tmp_path: Path) -> Path:
         (("index", "--help"), None),
         (("serve", "--help"), None),
         (("serve", "--index", "/missing"), "/missing"),
+        (
+            ("serve", "--index", "/missing", "--api-key", "s3cret"),
+            "'api_key' is invalid: String should have at least 8",
+        ),
         (("trian",), "did you mean train?"),
         (("train", "--data", "/missing", "--out", "RUN"), "dataset path /missing does not exist"),
         (("train", "--data", "DATA", "--out", "RUN", "--recipe", "normsoftmx"), "did you mean normsoftmax"),
@@ -100,3 +106,8 @@ def test_the_name_tables_are_the_registries() -> None:
         and list(BACKBONE_NAMES) == BACKBONES.names()
     )
     assert recipe_names() == recipe_registry().names()
+
+
+def test_serve_help_states_the_api_key_rule() -> None:
+    shown = " ".join(CliRunner().invoke(app, ["serve", "--help"]).output.split())
+    assert f"at least {MIN_API_KEY_CHARS} characters (a shorter one stops the start)" in shown, shown

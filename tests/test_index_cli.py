@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 import sys
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -156,6 +157,23 @@ def test_console_script_prints_no_traceback(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert done.stderr.strip().startswith("error: ") and "Traceback" not in done.stderr
+
+
+def test_a_keys_file_stores_keys_in_nfc_and_refuses_an_invisible_one(cli_index: Path, tmp_path: Path) -> None:
+    index = Path(shutil.copytree(cli_index, tmp_path / "index"))
+    extra = tmp_path / "extra"
+    (extra / "class_9").mkdir(parents=True)
+    make_image(5, 40).save(extra / "class_9" / "x0.png")
+    keys = tmp_path / "keys.csv"
+    keys.write_text("path,key\nextra/class_9/x0.png,\u200b\n", encoding="utf-8")
+    invisible = invoke("index", "add", index, "--data", extra, "--keys", keys)
+    assert isinstance(invisible.exception, DataError) and "is blank" in str(invisible.exception)
+    keys.write_text(f"path,key\nextra/class_9/x0.png,{unicodedata.normalize('NFD', 'café')}\n", encoding="utf-8")
+    assert invoke("index", "add", index, "--data", extra, "--keys", keys).exit_code == 0
+    with IndexStore.open(index) as store:
+        assert store.item_by_key(unicodedata.normalize("NFC", "café")).key == unicodedata.normalize("NFC", "café")
+    gone = invoke("index", "remove", index, "--key", unicodedata.normalize("NFC", "café"))
+    assert "removed 1 item(s)" in gone.output, gone.output
 
 
 def test_add_with_keys_refuses_a_key_in_use_and_replaces_with_replace(cli_index: Path, tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ import uvicorn
 
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.store.shared.index_directory.index_manifest import load_index_manifest
-from retrieval.serving.settings import ServeSettings, settings_from_env
+from retrieval.serving.settings import MIN_API_KEY_CHARS, ServeSettings, settings_from_env
 
 
 def register(app: typer.Typer) -> None:
@@ -29,7 +29,9 @@ def serve(
     api_key: Annotated[
         str | None,
         typer.Option(
-            envvar="RETRIEVAL_API_KEY", help="key for POST/DELETE /items and /admin/reload (X-API-Key header)"
+            envvar="RETRIEVAL_API_KEY",
+            help=f"key for writes (POST/PUT/DELETE /items...) and /admin/reload (X-API-Key header); at least "
+            f"{MIN_API_KEY_CHARS} characters (a shorter one stops the start); without it writes are refused",
         ),
     ] = None,
     threads: Annotated[
@@ -37,10 +39,10 @@ def serve(
     ] = None,
 ) -> None:
     """Serve searches over HTTP, with a web page at / and the API documented at /docs."""
+    threads = threads or max(1, (os.cpu_count() or 1) // workers)
+    settings = settings_from_env(index_dir=index.resolve(), api_key=api_key or None, threads=threads)  # a short key
     load_index_manifest(index)  # fail now with one sentence, not later as a 503 from /readyz
     check_port(host, port)  # before the model and index load, not as uvicorn's OSError after
-    threads = threads or max(1, (os.cpu_count() or 1) // workers)
-    settings = settings_from_env(index_dir=index.resolve(), api_key=api_key or None, threads=threads)
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     typer.echo(f"web page: http://{shown}:{port}/   API docs: http://{shown}:{port}/docs")
     typer.echo(f"loading the model and the index from {index} (the page answers once they are loaded) ...")
