@@ -5,7 +5,8 @@ A random-weights resnet18 at 64 px (small, so the run is about the service, not 
 generated gallery; uvicorn in a subprocess with ``retrieval serve``'s thread settings and an API key.
 ``--workers`` clients send requests drawn from ``MIX`` (searches, embeds, item look-ups, thumbnails,
 similar items, adds and deletes, and hostile inputs: lone surrogates, NUL in keys and values and
-2,000-deep JSON in filters and metadata, labels with NUL or not UTF-8, random bytes, a PNG header
+2,000-deep JSON in filters and metadata, labels with NUL or not UTF-8, key paths that are not UTF-8,
+blank and zero-width keys and an NFD key found by its NFC spelling, random bytes, a PNG header
 claiming 100,000 x 100,000 pixels, truncated JPEGs, wrong content types, bad k, unknown ids, over-long
 labels, bodies over the size limit; and images that must be answered, not a 500 nor gigabytes: PNGs of
 4,000,000 x 10 and 39,000,000 x 1 pixels, JPEGs with malformed EXIF, issue 32) while a reloader posts
@@ -166,6 +167,21 @@ async def _label_not_utf8(soak: Soak) -> tuple[str, httpx.Response, set[int]]:
     return "label not UTF-8", answer, {400}
 
 
+async def _hostile_key(soak: Soak) -> tuple[str, httpx.Response, set[int]]:
+    """A path that is not UTF-8 (400 for every method), a blank or zero-width key (422), and an NFD key
+    that its NFC spelling then finds (issue 44)."""
+    files = [("image", ("new.jpg", random.choice(soak.jpegs), "image/jpeg"))]
+    path, method, want = random.choice(
+        [("%FF%FE", "PUT", {400}), ("%FE%FF", "GET", {400}), ("\u200b", "PUT", {422}), ("%20", "GET", {422})]
+        + [("soak-cafe\u0301", "PUT", {200, 201, 409, 503})]
+    )
+    upload = {"files": files, "data": {"label": "key"}} if method == "PUT" else {}
+    answer = await soak.http.request(method, f"/items/by-key/{path}", headers=KEY, **upload)
+    if answer.status_code in {200, 201}:  # the NFD key is stored in NFC: the other spelling finds it
+        return "hostile key", await soak.http.get("/items/by-key/soak-caf\u00e9"), {200, 404}
+    return "hostile key", answer, want
+
+
 async def _hostile_image(soak: Soak) -> tuple[str, httpx.Response, set[int]]:
     jpeg = random.choice(soak.jpegs)
     body, kind = random.choice(
@@ -239,7 +255,8 @@ MIX: list[tuple[float, Callable[[Soak], Awaitable[tuple[str, httpx.Response, set
     (0.08, _thumbnail),
     (0.08, _similar),
     (0.06, _add_then_delete),
-    (0.10, _hostile_filter),
+    (0.08, _hostile_filter),
+    (0.02, _hostile_key),
     (0.05, _hostile_metadata),
     (0.01, _label_not_utf8),
     (0.06, _hostile_image),
