@@ -1,5 +1,6 @@
 """Around every request: ``middleware`` (methods, timeouts, body size,
-metrics), ``admission`` (the bound on queued images), ``rate_limit`` (a per-client token bucket),
+metrics), ``url_text`` (a URL that is not UTF-8 is a 400), ``cors_policy`` (the CORS methods and headers,
+read off the routes), ``admission`` (the bound on queued images), ``rate_limit`` (a per-client token bucket),
 ``service_errors`` (the service's own error meanings) and ``problems`` (``ERROR_STATUSES``, the one error ->
 HTTP status table, and the problem+json handlers), ``prometheus`` (the metrics), ``openapi`` and
 ``api_examples`` (the OpenAPI document and its examples).

@@ -6,5 +6,5 @@
 ``routes_health`` (``/healthz``, ``/readyz``, ``/metrics``), sharing ``dependencies`` (the service objects, the
 API-key check), ``schemas`` (the request and response models), ``form_fields`` (the one vocabulary of upload
 fields, old names deprecated) and ``strict_forms`` (form text that does not decode is a 400, not Latin-1
-mojibake).
+mojibake), with ``form_shape`` (a field sent twice, or in both the query and the form, is a 422).
 """
