@@ -33,6 +33,7 @@ def open_rgb(
     *,
     max_decode_bytes: int | None = None,
     reduce_to: tuple[int, int] | None = None,
+    name: str | None = None,
 ) -> Image.Image:
     """Open ``path`` as an upright, fully loaded 8-bit RGB image.
 
@@ -40,9 +41,9 @@ def open_rgb(
     truncated or non-image files and for images with more than ``max_pixels`` pixels.
     ``max_decode_bytes`` refuses, from the header, an image whose decoding would need more memory;
     ``reduce_to`` lets a JPEG decode at the smallest scale (1/2, 1/4, 1/8) that still covers that size
-    (a preview), before the memory check.
+    (a preview), before the memory check. ``name`` labels errors instead of the path (one not to show).
     """
-    return _read(lambda: open(path, "rb"), str(path), max_pixels, None, max_decode_bytes, reduce_to)
+    return _read(lambda: open(path, "rb"), name or str(path), max_pixels, None, max_decode_bytes, reduce_to)
 
 
 #: The only decoders an upload may reach, whatever its declared type says and whatever plugins
