@@ -11,6 +11,7 @@ its renames is finished (``directory_moves``), and what it had put aside for del
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import logging
 from importlib import metadata
@@ -90,6 +91,11 @@ class IndexManifest(BaseModel):
         default_factory=IndexPostprocess,
         description="dba: the augmentation the stored vectors carry (None: raw); qe, kreciprocal: their search parameters",
     )
+    manifest_sha256: str | None = Field(
+        None,
+        description="sha256 of every other field as written (``manifest_seal``), so that an edit of the manifest "
+        "itself (count, num_labels, updated_at, postprocess, ...) is caught (None: an older version)",
+    )
 
 
 def manifest_path(index_dir: Path) -> Path:
@@ -131,9 +137,29 @@ def save_index_manifest(index_dir: Path, manifest: IndexManifest) -> IndexManife
     manifest as saved."""
     if manifest.backend == "files":
         manifest = manifest.model_copy(update={"files": record_checksums(Path(index_dir), manifest.files)})
+    manifest = manifest.model_copy(update={"manifest_sha256": manifest_seal(manifest)})
     text = json.dumps(manifest.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
     atomic_write_text(manifest_path(index_dir), text)
     return manifest
+
+
+def manifest_seal(manifest: IndexManifest) -> str:
+    """The sha256 of the manifest's fields other than ``manifest_sha256`` (canonical JSON)."""
+    fields = manifest.model_dump(mode="json", exclude={"manifest_sha256"})
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
+
+
+def manifest_edit_problem(manifest: IndexManifest) -> str | None:
+    """Why the manifest cannot be trusted as written (edited after its writer saved it); None when its
+    fields have the sha256 it recorded, or when it records none: a manifest of an older version has
+    neither file checksums nor its own (``files`` None), so it is checked only beside them."""
+    if manifest.files is None or manifest.manifest_sha256 in (None, manifest_seal(manifest)):
+        return None
+    return (
+        "manifest.json has been edited since the index wrote it: its fields no longer have the sha256 it recorded "
+        "(an edited count, num_labels, updated_at or postprocess misreports the index); restore it from a "
+        "snapshot or rebuild the index"
+    )
 
 
 def check_model(manifest: IndexManifest, expected_model_sha256: str | None, *, force: bool = False) -> None:
