@@ -17,6 +17,7 @@ from retrieval.cli.main import app
 from retrieval.indexing import usecases as api
 from retrieval.indexing.common.artifact_names import FLOAT_INDEX_NAME, INDEX_MANIFEST_NAME
 from retrieval.indexing.common.errors import IndexFormatError
+from retrieval.indexing.store.shared.index_directory.index_manifest import manifest_seal
 from retrieval.serving.app import create_app
 from retrieval.serving.settings import settings_from_env
 
@@ -103,3 +104,15 @@ def test_a_manifest_saved_by_a_writer_is_not_flagged(fresh_index: Path) -> None:
     assert api.verify_index(fresh_index).items == GALLERY
     info = CliRunner().invoke(app, ["index", "info", str(fresh_index)])
     assert info.exit_code == 0 and "edited" not in info.output
+
+
+def test_the_seal_is_of_the_fields_written_so_a_later_field_with_a_default_changes_nothing(fresh_index: Path) -> None:
+    """A manifest written before a field existed (here: no ``delta_segments``, sealed without it) is not
+    "edited" for a version that reads the field's default."""
+    path = fresh_index / INDEX_MANIFEST_NAME
+    fields = json.loads(path.read_text())
+    del fields["delta_segments"]
+    fields["manifest_sha256"] = manifest_seal(fields)
+    path.write_text(json.dumps(fields))
+    assert api.verify_index(fresh_index).items == GALLERY
+    assert _ready(fresh_index)[0] == 200

@@ -121,7 +121,7 @@ def info(index_dir: Annotated[Path, typer.Argument(help="index directory")]) -> 
         ("files", ", ".join(f"{name} {size / 1e6:.2f} MB" for name, size in sorted(sizes.items()))),
         *[("generation", _generation_text(generation)) for generation in api.index_generations(index_dir)],
     ]
-    if (edited := manifest_edit_problem(manifest)) is not None:  # its figures above may be wrong
+    if (edited := manifest_edit_problem(index_dir)) is not None:  # its figures above may be wrong
         rows.insert(0, ("WARNING", f"{edited}; `retrieval index verify {index_dir}` checks the rest"))
     for key, value in rows:
         typer.echo(f"{key:<10} {value}")

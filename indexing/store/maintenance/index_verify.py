@@ -95,7 +95,7 @@ def verify_index(index_dir: Path, *, deep: bool = False, sample: int = DEEP_SAMP
                 "was interrupted after its commit; open the index once (`retrieval index info`) to finish it",
             )
         _check_manifest_figures(index_dir, manifest, db)
-        _fail_on(index_dir, manifest_edit_problem(manifest))
+        _fail_on(index_dir, manifest_edit_problem(index_dir))
         _fail_on(index_dir, model_copy_problem(index_dir, manifest, report.notes))
         _check_hashes(index_dir, manifest, report)
         with _reading(index_dir, "the segment files (embeddings and faiss indexes)"):

@@ -28,7 +28,9 @@ def check_on_load(index_dir: Path, model: ModelManifest, *, verify: bool = False
     ``retrieval index verify``'s checks of every file, vector and record."""
     index_dir = Path(index_dir)
     manifest = load_index_manifest(index_dir)
-    problem = manifest_edit_problem(manifest) or model_settings_problem(index_dir / INDEX_MODEL_SUBDIR, model, manifest)
+    problem = manifest_edit_problem(index_dir) or model_settings_problem(
+        index_dir / INDEX_MODEL_SUBDIR, model, manifest
+    )
     if problem:
         raise IndexFormatError(f"{index_dir}: {problem}")
     if verify:

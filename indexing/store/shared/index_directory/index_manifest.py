@@ -16,7 +16,7 @@ import json
 import logging
 from importlib import metadata
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -137,23 +137,32 @@ def save_index_manifest(index_dir: Path, manifest: IndexManifest) -> IndexManife
     manifest as saved."""
     if manifest.backend == "files":
         manifest = manifest.model_copy(update={"files": record_checksums(Path(index_dir), manifest.files)})
-    manifest = manifest.model_copy(update={"manifest_sha256": manifest_seal(manifest)})
-    text = json.dumps(manifest.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+    fields = manifest.model_dump(mode="json")
+    fields["manifest_sha256"] = manifest_seal(fields)
+    text = json.dumps(fields, indent=2, sort_keys=True) + "\n"
+    manifest = manifest.model_copy(update={"manifest_sha256": fields["manifest_sha256"]})
     atomic_write_text(manifest_path(index_dir), text)
     return manifest
 
 
-def manifest_seal(manifest: IndexManifest) -> str:
-    """The sha256 of the manifest's fields other than ``manifest_sha256`` (canonical JSON)."""
-    fields = manifest.model_dump(mode="json", exclude={"manifest_sha256"})
-    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
+def manifest_seal(fields: dict[str, Any]) -> str:
+    """The sha256 of a manifest's fields as written (its JSON object) less ``manifest_sha256`` itself. Made
+    from the file's own fields, not from a parsed model, so a field a later version adds (with its default)
+    does not change the seal of a manifest written before it."""
+    written = {key: value for key, value in fields.items() if key != "manifest_sha256"}
+    return hashlib.sha256(json.dumps(written, sort_keys=True).encode()).hexdigest()
 
 
-def manifest_edit_problem(manifest: IndexManifest) -> str | None:
-    """Why the manifest cannot be trusted as written (edited after its writer saved it); None when its
-    fields have the sha256 it recorded, or when it records none: a manifest of an older version has
-    neither file checksums nor its own (``files`` None), so it is checked only beside them."""
-    if manifest.files is None or manifest.manifest_sha256 in (None, manifest_seal(manifest)):
+def manifest_edit_problem(index_dir: Path) -> str | None:
+    """Why ``INDEX/manifest.json`` cannot be trusted as written (edited after its writer saved it); None when
+    its fields have the sha256 it recorded, or when it records none: a manifest of an older version has
+    neither file checksums nor its own (``files`` absent), so it is checked only beside them."""
+    try:
+        fields = json.loads(manifest_path(index_dir).read_bytes())
+    except (OSError, ValueError):
+        return None  # load_index_manifest says what is wrong with such a file
+    recorded = fields.get("manifest_sha256") if isinstance(fields, dict) else None
+    if recorded is None or fields.get("files") is None or manifest_seal(fields) == recorded:
         return None
     return (
         "manifest.json has been edited since the index wrote it: its fields no longer have the sha256 it recorded "
