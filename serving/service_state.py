@@ -137,11 +137,10 @@ def _open_pair_once(settings: ServeSettings) -> tuple[OnnxEmbedder, Store]:
     )
     try:
         check_on_load(settings.index_dir, embedder.manifest, verify=settings.verify_on_load)
+        return embedder, open_store(settings.index_dir, expected_model_sha256=embedder.model_sha256)
     except BaseException:
         embedder.close()
         raise
-    store = open_store(settings.index_dir, expected_model_sha256=embedder.model_sha256)
-    return embedder, store
 
 
 class ServiceState:
