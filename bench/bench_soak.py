@@ -9,7 +9,8 @@ similar items, adds and deletes, and hostile inputs: lone surrogates, NUL in key
 blank and zero-width keys and an NFD key found by its NFC spelling, random bytes, a PNG header
 claiming 100,000 x 100,000 pixels, truncated JPEGs, wrong content types, bad k, unknown ids, over-long
 labels, bodies over the size limit; and images that must be answered, not a 500 nor gigabytes: PNGs of
-4,000,000 x 10 and 39,000,000 x 1 pixels, JPEGs with malformed EXIF, issue 32) while a reloader posts
+4,000,000 x 10 and 39,000,000 x 1 pixels (while 1 x 40,000,000 and 2 x 20,000,000 ones are
+refused), JPEGs with malformed EXIF, issue 32) while a reloader posts
 ``/admin/reload`` after every ``requests / reloads`` requests, so reloads land while requests hold the
 snapshot they replace. After every 100th reload and at the end the load pauses for ``--settle`` seconds
 and the server's RSS, open files (regular files; sockets excluded) and memory maps are read.
@@ -188,6 +189,7 @@ async def _hostile_image(soak: Soak) -> tuple[str, httpx.Response, set[int]]:
         [
             (os.urandom(2048), "image/jpeg"),
             (_png_header(100_000, 100_000), "image/png"),
+            (random.choice(_tall_pngs()), "image/png"),
             (jpeg[: len(jpeg) // 2], "image/jpeg"),
             (b"", "image/png"),
             (b"just text", "text/plain"),
@@ -206,6 +208,16 @@ def _answerable_images() -> list[tuple[bytes, str]]:
 
 
 ELONGATED = [(4_000_000, 10), (2_000_000, 20), (39_000_000, 1)]
+TALL = [("RGB", (1, 40_000_000)), ("L", (1, 40_000_000)), ("RGB", (2, 20_000_000))]
+
+
+@functools.cache
+def _tall_pngs() -> list[bytes]:
+    """Tall one- and two-pixel PNGs (a few hundred KB) whose row pointers alone would outgrow the decode
+    budget: refused from the header with a 400 (issue 44; they used to take 600 to 900 MB each)."""
+    return [_encoded(Image.new(mode, size), "PNG") for mode, size in TALL]
+
+
 _ORIENTATION_6 = struct.pack("<HHIHH", 0x0112, 3, 1, 6, 0)
 MALFORMED_EXIF = [
     # orientation 6 and WhitePoint (a RATIONAL tag) stored as ASCII: TypeError in exif_transpose

@@ -99,6 +99,7 @@ def _make_services(settings: ServeSettings) -> Services:
         max_pixels=settings.max_pixels,
         max_decode_bytes=settings.max_decode_mb << 20,
         decode_slots=decodes,
+        shows_paths=settings.shows_paths,
     )
     state = ServiceState(settings, on_change)
     return Services(

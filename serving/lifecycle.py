@@ -16,7 +16,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from fastapi import FastAPI
 
 from retrieval.indexing.common.errors import RetrievalError
-from retrieval.serving.http.service_errors import ReloadFailedError
+from retrieval.serving.http.service_errors import ReloadFailedError, RetryLaterError
 from retrieval.serving.routes.dependencies import Services
 from retrieval.serving.service_state import ServiceState, Snapshot
 
@@ -46,9 +46,14 @@ async def reload(state: ServiceState) -> Snapshot:
     """Reload on request; a failure is a ReloadFailedError that says what keeps serving."""
     try:
         return await state.load()
+    except RetryLaterError as error:  # a switch of the index directory raced the load: retry
+        raise RetryLaterError(f"reload failed, {_serving(state)}: {error}", error.retry_after_s) from None
     except RetrievalError as error:
-        serving = f"generation {state.current().generation} keeps serving" if state.ready else "nothing is served"
-        raise ReloadFailedError(f"reload failed, {serving}: {error}") from None
+        raise ReloadFailedError(f"reload failed, {_serving(state)}: {error}") from None
+
+
+def _serving(state: ServiceState) -> str:
+    return f"generation {state.current().generation} keeps serving" if state.ready else "nothing is served"
 
 
 async def reload_quietly(state: ServiceState) -> None:

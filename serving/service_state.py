@@ -23,17 +23,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TypeVar
 
 import faiss
 
 from retrieval.indexing.common.artifact_names import INDEX_MODEL_SUBDIR
+from retrieval.indexing.common.directory_moves import moves_journal
 from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.store.backends import open_store
+from retrieval.indexing.store.maintenance.load_checks import check_on_load
 from retrieval.indexing.store.shared.index_directory.index_manifest import load_index_manifest
 from retrieval.indexing.store.shared.store_protocol import Store
 from retrieval.serving.glibc_malloc import release_free_memory
@@ -81,13 +86,61 @@ def open_snapshot(settings: ServeSettings, generation: int) -> Snapshot:
     return Snapshot(embedder=embedder, store=store, generation=generation, store_thread=thread)
 
 
+SWITCH_ATTEMPTS = 20  # loads tried while a switch renames the index directory (issue 44)
+SWITCH_WAIT_S = 0.1  # between them: a switch's two renames take milliseconds
+
+
 def _open_pair(settings: ServeSettings) -> tuple[OnnxEmbedder, Store]:
+    """The model and index of one generation. ``index rebuild`` (or ``switch``, ``rollback``) renames the
+    index directory while the service may be reading it: a load during which the directory was replaced
+    (or missing) may pair the old model with the new index, so it is made again, and a load that keeps
+    losing that race is a RetryLaterError that says to retry, not a model mismatch."""
+    for _ in range(SWITCH_ATTEMPTS):
+        before = _identity(settings.index_dir)
+        try:
+            pair = _open_pair_once(settings)
+        except Exception:
+            if not _switched(settings.index_dir, before):
+                raise  # no switch: the index or model is what is wrong
+        else:
+            if not _switched(settings.index_dir, before):
+                return pair
+            pair[0].close()
+            _close_store(pair[1])
+        time.sleep(SWITCH_WAIT_S)
+    raise RetryLaterError(
+        f"{settings.index_dir} was being switched to another generation (index rebuild, switch or rollback) "
+        "while the service loaded it; retry the reload in a moment",
+        retry_after_s=1,
+    )
+
+
+def _switched(index_dir: Path, before: tuple[int, int] | None) -> bool:
+    """Whether another directory took ``index_dir``'s place since ``before``, or a switch has it moved away."""
+    after = _identity(index_dir)
+    return after != before or (after is None and moves_journal(index_dir).exists())
+
+
+def _identity(index_dir: Path) -> tuple[int, int] | None:
+    """Which directory ``index_dir`` is (a switch puts another one in its place); None while it is missing."""
+    try:
+        found = os.stat(index_dir)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
+
+
+def _open_pair_once(settings: ServeSettings) -> tuple[OnnxEmbedder, Store]:
     load_index_manifest(settings.index_dir)  # "not an index directory" before any model error
     embedder = OnnxEmbedder(
         settings.index_dir / INDEX_MODEL_SUBDIR, threads=settings.threads, spin_wait=settings.onnx_spin_wait
     )
-    store = open_store(settings.index_dir, expected_model_sha256=embedder.model_sha256)
-    return embedder, store
+    try:
+        check_on_load(settings.index_dir, embedder.manifest, verify=settings.verify_on_load)
+        return embedder, open_store(settings.index_dir, expected_model_sha256=embedder.model_sha256)
+    except BaseException:
+        embedder.close()
+        raise
 
 
 class ServiceState:

@@ -78,6 +78,12 @@ class ServeSettings(BaseModel):
     )
     thumbnail_px: int = Field(160, ge=16, le=1024, description="longest side of /items/{id}/thumbnail")
     max_files_per_upload: int = Field(64, ge=1, description="POST /items accepts at most this many images")
+    verify_on_load: bool = Field(
+        False,
+        description="run `retrieval index verify`'s checks (every file's sha256, every vector and record) on each "
+        "load and reload, refusing a damaged index; off, a load checks the manifest and the model copy only "
+        "(docs/operations.md)",
+    )
     show_paths: bool | None = Field(
         None,
         description="show the server's full image paths in hits and items (else only the file name); "

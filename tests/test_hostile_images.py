@@ -17,12 +17,14 @@ import numpy as np
 import pytest
 from PIL import Image
 from serving_fixtures import API_KEY, image_bytes, serving_client
+from tall_images import tall_png
 
 from retrieval.indexing.data.image_io import open_rgb_bytes
 from retrieval.indexing.exported_model.model_manifest import Preprocessing
 from retrieval.indexing.exported_model.preprocess import preprocess_image
 
-ELONGATED = [(4_000_000, 10), (2_000_000, 20), (1_000_000, 40), (10, 4_000_000), (39_000_000, 1)]
+# (10 x 3,000,000: a tall 40-megapixel one needs more than the 400 MB budget, row pointers counted)
+ELONGATED = [(4_000_000, 10), (2_000_000, 20), (1_000_000, 40), (10, 3_000_000), (39_000_000, 1)]
 RESIZE_SLACK = 48 << 20  # what resizing and cropping may add to the decode estimate: a few crop-sized images
 ADDRESS_SPACE_LIMIT = 3 << 30  # before the fix the 4,000,000 x 10 PNG reached 10.3 GB
 
@@ -144,3 +146,13 @@ def test_hostile_images_are_answered_not_500(fresh_index: Path) -> None:
             headers={"X-API-Key": API_KEY},
         )
         assert added.status_code == 201, added.text
+
+
+def test_a_tall_one_pixel_png_is_refused_from_its_header(fresh_index: Path, tmp_path: Path) -> None:
+    """1 x 40,000,000 RGB (a few hundred KB) used to be decoded with 915 MB of peak (issue 44)."""
+    tall_png(tmp_path / "tall.png", "RGB", (1, 40_000_000))
+    with serving_client(fresh_index) as client:
+        files = {"image": ("tall.png", (tmp_path / "tall.png").read_bytes(), "image/png")}
+        answer = client.post("/search", files=files)
+    assert answer.status_code == 400
+    assert "would need about" in answer.json()["detail"] and "limit of 400 MB" in answer.json()["detail"]

@@ -18,7 +18,7 @@ import httpx
 import numpy as np
 import pytest
 from index_fixtures import export_tiny_model, make_image
-from serving_fixtures import API_KEY, image_bytes, query_png, running_server
+from serving_fixtures import API_KEY, image_bytes, query_png, running_server, serving_client
 from typer.testing import CliRunner
 
 from retrieval.cli.main import app
@@ -31,7 +31,7 @@ from retrieval.indexing.store.files.index_store import IndexStore
 from retrieval.indexing.store.maintenance import generation_sync
 from retrieval.indexing.store.maintenance.generations import next_generation_dir, previous_generation_dir
 from retrieval.indexing.store.shared.index_directory.index_manifest import load_index_manifest
-from retrieval.serving import batcher
+from retrieval.serving import batcher, service_state
 from retrieval.serving.images.upload_storage import store_upload
 
 GALLERY = 30
@@ -334,3 +334,33 @@ def test_an_add_embedded_before_a_reload_is_kept_unless_the_model_changed(
         assert kept.status_code == 201, kept.text
         refused = add_during(base, lambda: api.switch_index(fresh_index))  # another model: embed again
         assert refused.status_code == 409 and "another model" in refused.json()["detail"]
+
+
+@pytest.mark.parametrize("attempts", [service_state.SWITCH_ATTEMPTS, 1])
+def test_a_reload_raced_by_a_switch_loads_the_new_generation_or_says_retry(
+    attempts: int, fresh_index: Path, new_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The switch's renames land between the model's load and the index's (issue 44: 1 reload in 12 was a
+    503 advising --force): the reload loads again, or, when it keeps losing, answers a 503 to retry."""
+    api.rebuild_index(fresh_index, new_model, switch=False)
+    opened = service_state.open_store
+    switched = []
+
+    def switch_then_open(index_dir: Path, **kwargs):
+        if not switched:
+            switched.append(api.switch_index(fresh_index))
+        return opened(index_dir, **kwargs)
+
+    with serving_client(fresh_index) as client:
+        monkeypatch.setattr(service_state, "open_store", switch_then_open)
+        monkeypatch.setattr(service_state, "SWITCH_ATTEMPTS", attempts)
+        answer = client.post("/admin/reload", headers=KEY)
+        ready = client.get("/readyz").json()
+    assert switched and switched[0].switched
+    if attempts > 1:
+        assert answer.status_code == 200, answer.text
+        assert ready["model_sha256"] == OnnxEmbedder(new_model).model_sha256
+    else:
+        assert answer.status_code == 503 and answer.headers["Retry-After"] == "1"
+        assert "retry the reload" in answer.json()["detail"] and "--force" not in answer.json()["detail"]
+        assert ready["model_sha256"] != OnnxEmbedder(new_model).model_sha256  # the old generation serves

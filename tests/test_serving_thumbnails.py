@@ -95,3 +95,21 @@ def test_a_large_jpeg_is_decoded_at_a_reduced_scale(tmp_path: Path) -> None:
     Image.fromarray(np.full((3000, 4000, 3), 128, np.uint8)).save(path, quality=90)
     image = thumbnails.decode_for_thumbnail(path, 160, max_pixels=10**8, max_decode_bytes=16 << 20)
     assert max(image.size) <= 4000 // 8 * 2  # JPEG's draft mode decoded at 1/8 (or 1/4) scale
+
+
+@pytest.mark.parametrize("damage", ["moved", "corrupt"])
+def test_a_thumbnail_404_shows_no_server_path_where_paths_are_hidden(damage: str, fresh_index: Path) -> None:
+    """With an API key (paths hidden) the refusal names the file, never the directories (issue 44)."""
+    files = [("images", ("kept.png", image_bytes(make_image(0, 1)), "image/png"))]
+    with serving_client(fresh_index) as client:
+        item = client.post("/items", files=files, data={"labels": "kept"}, headers=KEY).json()["ids"][0]
+        (stored,) = (fresh_index / "uploads").rglob("*.png")
+        if damage == "moved":
+            stored.rename(stored.with_suffix(".moved"))
+        else:
+            stored.write_bytes(b"not an image")
+        answer = client.get(f"/items/{item}/thumbnail")
+    assert answer.status_code == 404
+    detail = answer.json()["detail"]
+    assert str(fresh_index) not in detail and "/" not in detail, detail
+    assert ("No such file" if damage == "moved" else stored.name) in detail, detail

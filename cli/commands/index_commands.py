@@ -14,6 +14,7 @@ from retrieval.cli.commands.shard_commands import echo_shard_report
 from retrieval.cli.options.backend_options import BackendOpt, CollectionOpt, MilvusUriOpt
 from retrieval.cli.options.index_options import BatchOpt, DataOpt, DbaOpt, ModelOpt, QuietOpt, ThreadsOpt
 from retrieval.indexing import usecases as api
+from retrieval.indexing.store.shared.index_directory.index_manifest import manifest_edit_problem
 
 MAX_LISTED_FAILURES = 10
 
@@ -120,6 +121,8 @@ def info(index_dir: Annotated[Path, typer.Argument(help="index directory")]) -> 
         ("files", ", ".join(f"{name} {size / 1e6:.2f} MB" for name, size in sorted(sizes.items()))),
         *[("generation", _generation_text(generation)) for generation in api.index_generations(index_dir)],
     ]
+    if (edited := manifest_edit_problem(index_dir)) is not None:  # its figures above may be wrong
+        rows.insert(0, ("WARNING", f"{edited}; `retrieval index verify {index_dir}` checks the rest"))
     for key, value in rows:
         typer.echo(f"{key:<10} {value}")
 

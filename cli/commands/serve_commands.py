@@ -37,10 +37,20 @@ def serve(
     threads: Annotated[
         int | None, typer.Option(min=1, help="onnxruntime threads per worker (default: cores / workers)")
     ] = None,
+    verify_on_load: Annotated[
+        bool,
+        typer.Option(
+            "--verify-on-load",
+            help="check every file, vector and record as `retrieval index verify` does at each load and reload, "
+            "refusing a damaged index (seconds per GB of index; env RETRIEVAL_VERIFY_ON_LOAD)",
+        ),
+    ] = False,
 ) -> None:
     """Serve searches over HTTP, with a web page at / and the API documented at /docs."""
     threads = threads or max(1, (os.cpu_count() or 1) // workers)
-    settings = settings_from_env(index_dir=index.resolve(), api_key=api_key or None, threads=threads)  # a short key
+    settings = settings_from_env(  # a short key fails here, before anything loads
+        index_dir=index.resolve(), api_key=api_key or None, threads=threads, verify_on_load=verify_on_load or None
+    )
     load_index_manifest(index)  # fail now with one sentence, not later as a 503 from /readyz
     check_port(host, port)  # before the model and index load, not as uvicorn's OSError after
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
@@ -78,3 +88,5 @@ def _export_settings(settings: ServeSettings) -> None:
     os.environ["RETRIEVAL_THREADS"] = str(settings.threads)
     if settings.api_key:
         os.environ["RETRIEVAL_API_KEY"] = settings.api_key
+    if settings.verify_on_load:
+        os.environ["RETRIEVAL_VERIFY_ON_LOAD"] = "true"

@@ -33,6 +33,7 @@ def open_rgb(
     *,
     max_decode_bytes: int | None = None,
     reduce_to: tuple[int, int] | None = None,
+    name: str | None = None,
 ) -> Image.Image:
     """Open ``path`` as an upright, fully loaded 8-bit RGB image.
 
@@ -40,9 +41,9 @@ def open_rgb(
     truncated or non-image files and for images with more than ``max_pixels`` pixels.
     ``max_decode_bytes`` refuses, from the header, an image whose decoding would need more memory;
     ``reduce_to`` lets a JPEG decode at the smallest scale (1/2, 1/4, 1/8) that still covers that size
-    (a preview), before the memory check.
+    (a preview), before the memory check. ``name`` labels errors instead of the path (one not to show).
     """
-    return _read(lambda: open(path, "rb"), str(path), max_pixels, None, max_decode_bytes, reduce_to)
+    return _read(lambda: open(path, "rb"), name or str(path), max_pixels, None, max_decode_bytes, reduce_to)
 
 
 #: The only decoders an upload may reach, whatever its declared type says and whatever plugins
@@ -180,13 +181,17 @@ _STRIP_BYTES = 16  # float32 temporaries alive at once per pixel of a strip (_hi
 # plugin a frame and its predecessor; other decoders' buffers stay under one byte per pixel.
 _DECODER_BYTES = {"WEBP": 12, "GIF": 2}
 _SLACK = 1.05  # allocator rounding; tests/test_decode_budget.py measures the peak against this estimate
+# Pillow keeps a pointer per row (plus one) beside every image's pixels: 8 bytes a row, twice the pixels of
+# a one-pixel-wide RGB image (a 1 x 40,000,000 PNG held 320 MB of pointers per copy; issue 44).
+_ROW_BYTES = 8
 
 
 def decode_estimate_of(image: Image.Image) -> int:
     """Peak bytes that decoding ``image`` (opened, not loaded) to RGB here adds, from its header alone:
     the decoded pixels in Pillow's storage, the intermediates ``to_rgb`` keeps alive at once for its mode
     (an RGBA copy, the white background and the composite for transparency; a copy and the 8-bit result
-    for 16-bit and float images), the RGB result, and what the format's decoder holds."""
+    for 16-bit and float images), the RGB result, what the format's decoder holds, and every image's
+    row pointers (what a tall, narrow image costs most)."""
     transparent = image.mode == "P" and "transparency" in image.info
     return decode_bytes_estimate(image.mode, image.size, image_format=image.format, transparency=transparent)
 
@@ -197,15 +202,22 @@ def decode_bytes_estimate(
     """``decode_estimate_of`` from the mode, size, format and palette transparency of a header."""
     width, height = size
     stored = _STORED_BYTES.get(mode, 4)
-    if transparency or mode in _ALPHA_MODES:  # background, composite, and an RGBA copy or the RGB result
-        steps = (2 if mode == "RGBA" else 3) * _RGB_BYTES
-    elif mode in _HIGH_DEPTH_MODES:
-        steps = stored + 1 + _RGB_BYTES  # the array copy, the 8-bit strip target, the RGB result
-    else:
-        steps = _RGB_BYTES
+    steps, images = _conversion_cost(mode, stored, transparency)
     per_pixel = stored + steps + _DECODER_BYTES.get(image_format or "", 1)
     strips = _STRIP_BYTES * min(height, _STRIP_ROWS) * width if mode in _HIGH_DEPTH_MODES else 0
-    return int(_SLACK * (width * height * per_pixel + strips))
+    rows = _ROW_BYTES * (height + 1) * (1 + images)  # the decoded image's and each later image's
+    return int(_SLACK * (width * height * per_pixel + strips + rows))
+
+
+def _conversion_cost(mode: str, stored: int, transparency: bool) -> tuple[int, int]:
+    """What ``to_rgb`` keeps alive at once beside the decoded image: bytes per pixel, and how many
+    Pillow images (each with its row pointers) those bytes are."""
+    if transparency or mode in _ALPHA_MODES:  # background, composite, and an RGBA copy or the RGB result
+        images = 2 if mode == "RGBA" else 3
+        return images * _RGB_BYTES, images
+    if mode in _HIGH_DEPTH_MODES:  # the array copy, the 8-bit strip target (an L image), the RGB result
+        return stored + 1 + _RGB_BYTES, 2
+    return _RGB_BYTES, 1
 
 
 def check_decode_budget(image: Image.Image, max_bytes: int | None) -> None:

@@ -5,7 +5,8 @@ arbitrary file. A preview is decoded like an upload: in one of the ``max_concurr
 (the same limiter), refused from its header when decoding would need more than ``max_decode_mb``
 (a JPEG decodes at a reduced scale first), and made once however many requests ask for it at the same
 time: they wait for the one decode in flight. Previews are cached by (file, modification time, size),
-so a changed file gets a new preview and a new ETag.
+so a changed file gets a new preview and a new ETag. Where the service hides paths (``shows_paths``
+off), a refusal names only the file, never the server's directories (issue 44).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import hashlib
 import io
 from collections import OrderedDict
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 
 import anyio
 from PIL import Image
@@ -41,9 +42,15 @@ class ThumbnailMaker:
     """Previews of a given size, sharing the uploads' decode slots and memory budget (event loop only)."""
 
     def __init__(
-        self, max_side: int, *, max_pixels: int, max_decode_bytes: int, decode_slots: anyio.CapacityLimiter
+        self,
+        max_side: int,
+        *,
+        max_pixels: int,
+        max_decode_bytes: int,
+        decode_slots: anyio.CapacityLimiter,
+        shows_paths: bool = True,
     ) -> None:
-        self.max_side = max_side
+        self.max_side, self._shows_paths = max_side, shows_paths
         self._max_pixels, self._max_decode_bytes = max_pixels, max_decode_bytes
         self._slots = decode_slots
         self._cache: OrderedDict[_Key, Thumbnail] = OrderedDict()
@@ -64,8 +71,15 @@ class ThumbnailMaker:
             return await asyncio.shield(task)  # a request that times out leaves the decode to the others
         except (OSError, DataError) as error:
             raise ItemNotFoundError(
-                f"the image file of item {item.id} is missing or unreadable on the server ({error})"
+                f"the image file of item {item.id} is missing or unreadable on the server ({self._reason(error)})"
             ) from None
+
+    def _reason(self, error: OSError | DataError) -> str:
+        """The error as said, or, with paths hidden, an OSError by its reason alone (its text holds the
+        path; the decoder's own errors name only the file, ``_render``)."""
+        if self._shows_paths or not isinstance(error, OSError):
+            return str(error)
+        return error.strerror or type(error).__name__
 
     async def _make(self, key: _Key) -> Thumbnail:
         try:
@@ -78,7 +92,8 @@ class ThumbnailMaker:
         return thumb
 
     def _render(self, path: str) -> Thumbnail:
-        image = decode_for_thumbnail(Path(path), self.max_side, self._max_pixels, self._max_decode_bytes)
+        name = None if self._shows_paths else PurePath(path).name  # as item_views.shown_path shows it
+        image = decode_for_thumbnail(Path(path), self.max_side, self._max_pixels, self._max_decode_bytes, name)
         image.thumbnail((self.max_side, self.max_side), Image.Resampling.BILINEAR)
         buffer = io.BytesIO()
         image.save(buffer, format="JPEG", quality=JPEG_QUALITY)
@@ -86,7 +101,10 @@ class ThumbnailMaker:
         return Thumbnail(jpeg=jpeg, etag='"' + hashlib.sha256(jpeg).hexdigest()[:32] + '"')
 
 
-def decode_for_thumbnail(path: Path, max_side: int, max_pixels: int, max_decode_bytes: int) -> Image.Image:
+def decode_for_thumbnail(
+    path: Path, max_side: int, max_pixels: int, max_decode_bytes: int, name: str | None = None
+) -> Image.Image:
     """``path`` as RGB for a preview of ``max_side``: a JPEG at its smallest sufficient scale, any image
-    refused from its header when decoding it would need more than ``max_decode_bytes``."""
-    return open_rgb(path, max_pixels, max_decode_bytes=max_decode_bytes, reduce_to=(max_side, max_side))
+    refused from its header when decoding it would need more than ``max_decode_bytes``; ``name`` labels
+    errors instead of the path."""
+    return open_rgb(path, max_pixels, max_decode_bytes=max_decode_bytes, reduce_to=(max_side, max_side), name=name)

@@ -2,7 +2,8 @@
 problem is an ``IndexFormatError`` naming it (the command exits non-zero with it).
 
 In order: the manifest; the item table (SQLite's ``integrity_check``) and its generation against the
-manifest's; the model copy (``model_check``: it loads, its preprocessing fits the graph's input, and
+manifest's; the manifest's item and label counts against the item table, and its fields against the
+sha256 it recorded of them (``manifest_edit_problem``); the model copy (``model_check``: it loads, its preprocessing fits the graph's input, and
 its model.onnx and model.json are what the index was built with); the sha256 of every file listed in
 ``snapshot.json`` (a snapshot, or an index restored from one, while it is still at the snapshot's
 generation), or else of every file the manifest recorded when it was written (``file_checksums``; an
@@ -45,7 +46,11 @@ from retrieval.indexing.store.files.segment_storage.segment_set import SegmentSe
 from retrieval.indexing.store.files.segment_storage.segments import Segment
 from retrieval.indexing.store.maintenance.model_check import DEEP_SAMPLE, model_copy_problem, reembedding_problem
 from retrieval.indexing.store.shared.index_directory.file_checksums import checksum_problem
-from retrieval.indexing.store.shared.index_directory.index_manifest import IndexManifest, load_index_manifest
+from retrieval.indexing.store.shared.index_directory.index_manifest import (
+    IndexManifest,
+    load_index_manifest,
+    manifest_edit_problem,
+)
 from retrieval.indexing.store.shared.items.items_db import ItemsDb
 
 CHUNK = 65_536  # vectors compared at once
@@ -89,6 +94,8 @@ def verify_index(index_dir: Path, *, deep: bool = False, sample: int = DEEP_SAMP
                 f"items.sqlite is at generation {db.generation} but manifest.json at {manifest.generation}: an update "
                 "was interrupted after its commit; open the index once (`retrieval index info`) to finish it",
             )
+        _check_manifest_figures(index_dir, manifest, db)
+        _fail_on(index_dir, manifest_edit_problem(index_dir))
         _fail_on(index_dir, model_copy_problem(index_dir, manifest, report.notes))
         _check_hashes(index_dir, manifest, report)
         with _reading(index_dir, "the segment files (embeddings and faiss indexes)"):
@@ -106,6 +113,15 @@ def verify_index(index_dir: Path, *, deep: bool = False, sample: int = DEEP_SAMP
     finally:
         db.close()
     return report
+
+
+def _check_manifest_figures(index_dir: Path, manifest: IndexManifest, db: ItemsDb) -> None:
+    """The manifest's item and label counts against the item table (what ``index info`` shows against what
+    the service and ``/items`` count)."""
+    if manifest.count != db.count:
+        _fail(index_dir, f"manifest.json says {manifest.count} items but {ITEMS_DB_NAME} holds {db.count}")
+    if manifest.num_labels != (labels := len(db.labels())):
+        _fail(index_dir, f"manifest.json says {manifest.num_labels} labels but {ITEMS_DB_NAME} holds {labels}")
 
 
 def _fail(index_dir: Path, problem: str) -> None:

@@ -17,7 +17,7 @@ import numpy as np
 
 from retrieval.indexing.common.artifact_names import INDEX_MODEL_SUBDIR
 from retrieval.indexing.common.errors import RetrievalError
-from retrieval.indexing.exported_model.model_manifest import model_files_sha256
+from retrieval.indexing.exported_model.model_manifest import ModelManifest, model_files_sha256
 from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder, l2_normalize
 from retrieval.indexing.store.files.segment_storage.segment_set import SegmentSet
 from retrieval.indexing.store.shared.index_directory.index_manifest import IndexManifest
@@ -41,13 +41,20 @@ def model_copy_problem(index_dir: Path, manifest: IndexManifest, notes: list[str
         return f"{INDEX_MODEL_SUBDIR}/{embedder.manifest.onnx_file} is not the model the index was built with"
     if manifest.model_files_sha256 is None:
         notes.append("manifest.json records no sha256 of the model's settings (an older version): not checked")
-    elif model_files_sha256(model_dir, embedder.manifest) != manifest.model_files_sha256:
-        return (
-            f"{INDEX_MODEL_SUBDIR}/ has changed since the index was built: model.onnx and model.json no longer have "
-            "the sha256 the index recorded (a changed preprocessing setting embeds queries differently from the "
-            "stored vectors); restore the model copy or rebuild the index"
-        )
-    return None
+    return model_settings_problem(model_dir, embedder.manifest, manifest)
+
+
+def model_settings_problem(model_dir: Path, model: ModelManifest, manifest: IndexManifest) -> str | None:
+    """Why the model copy's model.onnx and model.json are not what the index was built with (their sha256
+    against ``model_files_sha256``); None when they are, or when the index is too old to record it. The
+    service checks this at load too (``load_checks``)."""
+    if manifest.model_files_sha256 is None or model_files_sha256(model_dir, model) == manifest.model_files_sha256:
+        return None
+    return (
+        f"{INDEX_MODEL_SUBDIR}/ has changed since the index was built: model.onnx and model.json no longer have "
+        "the sha256 the index recorded (a changed preprocessing setting embeds queries differently from the "
+        "stored vectors); restore the model copy or rebuild the index"
+    )
 
 
 def reembedding_problem(

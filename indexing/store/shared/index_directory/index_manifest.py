@@ -11,11 +11,12 @@ its renames is finished (``directory_moves``), and what it had put aside for del
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import logging
 from importlib import metadata
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -90,6 +91,11 @@ class IndexManifest(BaseModel):
         default_factory=IndexPostprocess,
         description="dba: the augmentation the stored vectors carry (None: raw); qe, kreciprocal: their search parameters",
     )
+    manifest_sha256: str | None = Field(
+        None,
+        description="sha256 of every other field as written (``manifest_seal``), so that an edit of the manifest "
+        "itself (count, num_labels, updated_at, postprocess, ...) is caught (None: an older version)",
+    )
 
 
 def manifest_path(index_dir: Path) -> Path:
@@ -131,9 +137,38 @@ def save_index_manifest(index_dir: Path, manifest: IndexManifest) -> IndexManife
     manifest as saved."""
     if manifest.backend == "files":
         manifest = manifest.model_copy(update={"files": record_checksums(Path(index_dir), manifest.files)})
-    text = json.dumps(manifest.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+    fields = manifest.model_dump(mode="json")
+    fields["manifest_sha256"] = manifest_seal(fields)
+    text = json.dumps(fields, indent=2, sort_keys=True) + "\n"
+    manifest = manifest.model_copy(update={"manifest_sha256": fields["manifest_sha256"]})
     atomic_write_text(manifest_path(index_dir), text)
     return manifest
+
+
+def manifest_seal(fields: dict[str, Any]) -> str:
+    """The sha256 of a manifest's fields as written (its JSON object) less ``manifest_sha256`` itself. Made
+    from the file's own fields, not from a parsed model, so a field a later version adds (with its default)
+    does not change the seal of a manifest written before it."""
+    written = {key: value for key, value in fields.items() if key != "manifest_sha256"}
+    return hashlib.sha256(json.dumps(written, sort_keys=True).encode()).hexdigest()
+
+
+def manifest_edit_problem(index_dir: Path) -> str | None:
+    """Why ``INDEX/manifest.json`` cannot be trusted as written (edited after its writer saved it); None when
+    its fields have the sha256 it recorded, or when it records none: a manifest of an older version has
+    neither file checksums nor its own (``files`` absent), so it is checked only beside them."""
+    try:
+        fields = json.loads(manifest_path(index_dir).read_bytes())
+    except (OSError, ValueError):
+        return None  # load_index_manifest says what is wrong with such a file
+    recorded = fields.get("manifest_sha256") if isinstance(fields, dict) else None
+    if recorded is None or fields.get("files") is None or manifest_seal(fields) == recorded:
+        return None
+    return (
+        "manifest.json has been edited since the index wrote it: its fields no longer have the sha256 it recorded "
+        "(an edited count, num_labels, updated_at or postprocess misreports the index); restore it from a "
+        "snapshot or rebuild the index"
+    )
 
 
 def check_model(manifest: IndexManifest, expected_model_sha256: str | None, *, force: bool = False) -> None:
