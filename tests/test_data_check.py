@@ -4,6 +4,7 @@ each is one sentence with its fix, from ``retrieval data check`` and, before tor
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -106,3 +107,17 @@ def test_a_single_image_class_is_left_out_as_data_check_says_and_training_runs(t
     assert lonely not in kept and len(kept) == 11
     every = prepare_run_data(DataConfig(path=root, split="none"), progress=False).splits
     assert lonely not in every.train_classes and len(every.train) == 44
+
+
+def test_a_one_pixel_image_is_left_out_of_training_with_one_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    root = _small_dataset(tmp_path / "data")
+    with caplog.at_level(logging.WARNING):
+        for _ in range(2):  # a final fit prepares the data twice
+            splits = prepare_run_data(DataConfig(path=root), progress=False).splits
+    assert root / "a" / "tiny.png" not in {record.path for record in splits.train + splits.val + splits.test}
+    said = [record.getMessage() for record in caplog.records if "smaller than 32 px" in record.getMessage()]
+    assert len(said) == 1 and "so training leaves them out" in said[0] and "tiny.png" in said[0]
+    result = runner.invoke(app, ["data", "check", str(root), "--quiet"])
+    assert "below what the backbones can see (they downsample 32x), so training leaves them out" in result.output

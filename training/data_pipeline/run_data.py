@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 
@@ -59,13 +60,19 @@ def _split(records: list[ImageRecord], cfg: DataConfig) -> DatasetSplits:
 
 
 def _drop_bad_images(records: list[ImageRecord], policy: str, progress: bool) -> list[ImageRecord]:
+    """``records`` without the unreadable images (or DataError, ``policy`` "fail") and the ones too small to see."""
     report = scan_images(records, progress=progress)
     if report.small:
-        log.warning("%s e.g. %s", report.small_sentence(), report.small[0][0])
-    if report.ok:
-        return records
-    if policy == "fail":
+        _warn_once(f"{report.small_sentence()}: e.g. {report.small[0][0]}")
+    if not report.ok and policy == "fail":
         raise DataError(f"{report.summary(limit=50)}\n(use --on-bad-image skip to leave them out)")
-    log.warning("skipping unreadable images: %s", report.summary(limit=50))
-    bad_paths = report.bad_paths
-    return [r for r in records if r.path not in bad_paths]
+    if not report.ok:
+        _warn_once(f"skipping unreadable images: {report.summary(limit=50)}")
+    left_out = report.bad_paths | report.small_paths
+    return [r for r in records if r.path not in left_out] if left_out else records
+
+
+@functools.cache
+def _warn_once(message: str) -> None:
+    """Log ``message`` the first time only: a final fit prepares the same data a second time."""
+    log.warning(message)
