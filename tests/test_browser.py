@@ -492,6 +492,38 @@ def _options(page) -> list[str]:
     return page.eval_on_selector_all("#label-suggestions option", "els => els.map(e => e.value)")
 
 
+LINES_PER_WORD = """(e) => {
+    const words = [];
+    for (const node of e.childNodes) {
+        if (node.nodeType !== Node.TEXT_NODE) continue;
+        const range = document.createRange();
+        range.selectNodeContents(node);
+        words.push([node.textContent, new Set([...range.getClientRects()].map(r => Math.round(r.top))).size]);
+    }
+    return [words, e.getClientRects()[0].height];
+}"""
+
+
+def test_the_query_name_wraps_its_label_between_words_as_the_tiles_do(browser, base_url: str, tmp_path: Path) -> None:
+    """After a click on a tile the query is named "item #ID · LABEL": on a small phone that label wraps
+    after its separators, never inside a word (docs/serving.md), and no text on the page breaks anywhere."""
+    page = open_search_page(browser, base_url, VIEWPORTS["small phone"])
+    try:
+        name = "item #12 · 001.Black_footed_Albatross_over_the_north_Pacific"
+        page.evaluate("name => showPreview('', name, null)", name)
+        words, height = page.eval_on_selector("#query-name", LINES_PER_WORD)
+        assert "".join(word for word, _ in words) == name and words[-2:] == [["north_", 1], ["Pacific", 1]]
+        assert all(lines == 1 for _, lines in words), words  # each word on one line
+        assert height > 30  # wrapped over several lines
+        anywhere = page.evaluate(
+            "[...document.querySelectorAll('*')].filter(e => getComputedStyle(e).overflowWrap === 'anywhere')"
+            ".map(e => e.id || e.className).filter(name => /query-name|error|label/.test(name))"
+        )
+        assert anywhere == []  # the error box names labels too
+    finally:
+        page.close()
+
+
 def test_the_label_box_suggests_labels_as_one_types(browser, base_url: str) -> None:
     """The filter box's datalist holds the labels starting with what is typed (any case), as GET /labels
     counts them, most items first; picking one searches with it."""
