@@ -41,6 +41,17 @@ VIEWPORTS = {
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 REDOC_BADGE = "https://cdn.redoc.ly/redoc/logo-mini.svg"
 ALL_LOADED = "[...document.querySelectorAll('#results img')].every(i => i.complete && i.naturalWidth > 0)"
+# each text node of an element and the lines it spans (a word broken inside spans two), and its height
+LINES_PER_WORD = """(e) => {
+    const words = [];
+    for (const node of e.childNodes) {
+        if (node.nodeType !== Node.TEXT_NODE) continue;
+        const range = document.createRange();
+        range.selectNodeContents(node);
+        words.push([node.textContent, new Set([...range.getClientRects()].map(r => Math.round(r.top))).size]);
+    }
+    return [words, e.getClientRects()[0].height];
+}"""
 
 pytestmark = [
     pytest.mark.slow,
@@ -457,21 +468,10 @@ def test_labels_wrap_between_words_and_a_small_phone_reaches_every_control(
         assert page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
 
         # a long label in a tile wraps only after its separators: no word is split across lines
-        pieces = page.eval_on_selector(
-            "#results .hit .label",
-            """(e) => {
-                e.replaceChildren(...labelPieces("001.Black_footed_Albatross_over_the_north_Pacific"));
-                const tops = [];
-                for (const node of e.childNodes) {
-                    if (node.nodeType !== Node.TEXT_NODE) continue;
-                    const range = document.createRange();
-                    range.selectNodeContents(node);
-                    tops.push([node.textContent, new Set([...range.getClientRects()].map(r => Math.round(r.top))).size]);
-                }
-                return [tops, e.getClientRects().length, e.scrollWidth <= e.clientWidth, e.clientHeight];
-            }""",
-        )
-        words, _, fits, height = pieces
+        label = page.locator("#results .hit .label").first
+        label.evaluate("e => e.replaceChildren(...labelPieces('001.Black_footed_Albatross_over_the_north_Pacific'))")
+        words, height = label.evaluate(LINES_PER_WORD)
+        fits = label.evaluate("e => e.scrollWidth <= e.clientWidth")
         assert [word for word, _ in words] == [
             "001.",
             "Black_",
@@ -490,18 +490,6 @@ def test_labels_wrap_between_words_and_a_small_phone_reaches_every_control(
 
 def _options(page) -> list[str]:
     return page.eval_on_selector_all("#label-suggestions option", "els => els.map(e => e.value)")
-
-
-LINES_PER_WORD = """(e) => {
-    const words = [];
-    for (const node of e.childNodes) {
-        if (node.nodeType !== Node.TEXT_NODE) continue;
-        const range = document.createRange();
-        range.selectNodeContents(node);
-        words.push([node.textContent, new Set([...range.getClientRects()].map(r => Math.round(r.top))).size]);
-    }
-    return [words, e.getClientRects()[0].height];
-}"""
 
 
 def test_the_query_name_wraps_its_label_between_words_as_the_tiles_do(browser, base_url: str, tmp_path: Path) -> None:
