@@ -41,9 +41,9 @@ def check_config(
     check_names(recipe=recipe, loss=cfg.loss.name, backbone=cfg.model.backbone)
     if needs_data:  # a run, not --print-config
         check_hub_consent(cfg.model, consent)
-    warnings = _data_warnings(cfg, split=split) if needs_data else []
     size = cfg.data.image_size
     check_image_size(cfg.model.backbone, size)
+    warnings = _data_warnings(cfg, split=split) if needs_data else []
     if cfg.model.pretrained and size < PRETRAINED_MIN_SIZE:
         warnings.append(
             f"data.image_size {size} px is small for pretrained weights (trained at 224 px): expect them to help "
