@@ -2,7 +2,8 @@
 errors, median of N runs, plus the heavy packages (torch, fastapi, faiss) each left imported.
 
 Targets (issue 35, an idle machine): ``retrieval --help`` and ``retrieval train --data /missing`` <= 0.5 s,
-an unknown recipe or backbone <= 1 s. ``--baseline REF`` runs the same cases against a git revision checked
+an unknown recipe or backbone <= 1 s; a dataset too small to split and ``retrieval backbones`` (issue 44)
+answer without torch too. ``--baseline REF`` runs the same cases against a git revision checked
 out into a temporary worktree (its own source on ``PYTHONPATH``), so before and after come from one machine
 in one run. The load average is printed with the table: on a busy machine every number grows.
 
@@ -32,7 +33,7 @@ PROBE = (
 )
 
 
-def cases(data: Path, existing: Path) -> dict[str, list[str]]:
+def cases(data: Path, existing: Path, small: Path) -> dict[str, list[str]]:
     missing = str(Path(tempfile.gettempdir()) / "no-such-dataset")
     new_run = str(Path(tempfile.gettempdir()) / "bench-cli-new-run")
     return {
@@ -42,6 +43,8 @@ def cases(data: Path, existing: Path) -> dict[str, list[str]]:
         "unknown --recipe": ["train", "--data", str(data), "--out", new_run, "--recipe", "normsoftmx"],
         "unknown --backbone": ["train", "--data", str(data), "--out", new_run, "--backbone", "resnt18"],
         "existing run directory": ["train", "--data", str(data), "--out", str(existing)],
+        "too few classes to split": ["train", "--data", str(small), "--out", new_run],
+        "retrieval backbones": ["backbones"],
         "retrieval index --help": ["index", "--help"],
         "retrieval serve --help": ["serve", "--help"],
     }
@@ -62,11 +65,12 @@ def timed(args: list[str], source: Path | None, runs: int) -> tuple[float, str, 
     return statistics.median(times), heavy or "none", answer[:70]
 
 
-def _dataset(root: Path) -> None:
-    """Two classes of two small PNGs: a dataset the checks accept, so the name errors are what fails."""
+def _dataset(root: Path, classes: int = 8) -> None:
+    """``classes`` classes of two small PNGs: 8 make a dataset the checks accept (so the name errors are what
+    fails), 4 one too small for the class-disjoint split (both training classes would validate)."""
     from PIL import Image
 
-    for label in ("a", "b"):
+    for label in "abcdefgh"[:classes]:
         (root / label).mkdir(parents=True)
         for number in range(2):
             Image.new("RGB", (64, 64), (number * 90, 40, 200)).save(root / label / f"{number}.png")
@@ -92,13 +96,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch)
         _dataset(folder / "data")
+        _dataset(folder / "small", classes=4)
         existing = folder / "run"
         (existing / "checkpoints").mkdir(parents=True)
         trees: dict[str, Path | None] = {"this tree": None}
         if args.baseline:
             trees[args.baseline] = tree_of(args.baseline, folder / "baseline")
         try:
-            _table(cases(folder / "data", existing), trees, args.runs)
+            _table(cases(folder / "data", existing, folder / "small"), trees, args.runs)
         finally:
             if args.baseline:
                 subprocess.run(

@@ -41,6 +41,17 @@ VIEWPORTS = {
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 REDOC_BADGE = "https://cdn.redoc.ly/redoc/logo-mini.svg"
 ALL_LOADED = "[...document.querySelectorAll('#results img')].every(i => i.complete && i.naturalWidth > 0)"
+# each text node of an element and the lines it spans (a word broken inside spans two), and its height
+LINES_PER_WORD = """(e) => {
+    const words = [];
+    for (const node of e.childNodes) {
+        if (node.nodeType !== Node.TEXT_NODE) continue;
+        const range = document.createRange();
+        range.selectNodeContents(node);
+        words.push([node.textContent, new Set([...range.getClientRects()].map(r => Math.round(r.top))).size]);
+    }
+    return [words, e.getClientRects()[0].height];
+}"""
 
 pytestmark = [
     pytest.mark.slow,
@@ -457,21 +468,10 @@ def test_labels_wrap_between_words_and_a_small_phone_reaches_every_control(
         assert page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
 
         # a long label in a tile wraps only after its separators: no word is split across lines
-        pieces = page.eval_on_selector(
-            "#results .hit .label",
-            """(e) => {
-                e.replaceChildren(...labelPieces("001.Black_footed_Albatross_over_the_north_Pacific"));
-                const tops = [];
-                for (const node of e.childNodes) {
-                    if (node.nodeType !== Node.TEXT_NODE) continue;
-                    const range = document.createRange();
-                    range.selectNodeContents(node);
-                    tops.push([node.textContent, new Set([...range.getClientRects()].map(r => Math.round(r.top))).size]);
-                }
-                return [tops, e.getClientRects().length, e.scrollWidth <= e.clientWidth, e.clientHeight];
-            }""",
-        )
-        words, _, fits, height = pieces
+        label = page.locator("#results .hit .label").first
+        label.evaluate("e => e.replaceChildren(...labelPieces('001.Black_footed_Albatross_over_the_north_Pacific'))")
+        words, height = label.evaluate(LINES_PER_WORD)
+        fits = label.evaluate("e => e.scrollWidth <= e.clientWidth")
         assert [word for word, _ in words] == [
             "001.",
             "Black_",
@@ -490,6 +490,26 @@ def test_labels_wrap_between_words_and_a_small_phone_reaches_every_control(
 
 def _options(page) -> list[str]:
     return page.eval_on_selector_all("#label-suggestions option", "els => els.map(e => e.value)")
+
+
+def test_the_query_name_wraps_its_label_between_words_as_the_tiles_do(browser, base_url: str, tmp_path: Path) -> None:
+    """After a click on a tile the query is named "item #ID · LABEL": on a small phone that label wraps
+    after its separators, never inside a word (docs/serving.md), and no text on the page breaks anywhere."""
+    page = open_search_page(browser, base_url, VIEWPORTS["small phone"])
+    try:
+        name = "item #12 · 001.Black_footed_Albatross_over_the_north_Pacific"
+        page.evaluate("name => showPreview('', name, null)", name)
+        words, height = page.eval_on_selector("#query-name", LINES_PER_WORD)
+        assert "".join(word for word, _ in words) == name and words[-2:] == [["north_", 1], ["Pacific", 1]]
+        assert all(lines == 1 for _, lines in words), words  # each word on one line
+        assert height > 30  # wrapped over several lines
+        anywhere = page.evaluate(
+            "[...document.querySelectorAll('*')].filter(e => getComputedStyle(e).overflowWrap === 'anywhere')"
+            ".map(e => e.id || e.className).filter(name => /query-name|error|label/.test(name))"
+        )
+        assert anywhere == []  # the error box names labels too
+    finally:
+        page.close()
 
 
 def test_the_label_box_suggests_labels_as_one_types(browser, base_url: str) -> None:

@@ -165,9 +165,10 @@ def test_every_train_option_sets_its_config_key_over_the_recipe(
         raise Configured(cfg)
 
     monkeypatch.setattr(retrieval.training.run.fitting.final_fit, "fit_run", capture)
-    for label in ("a", "b"):  # the data path is checked before torch loads: a real (tiny) ImageFolder
+    for label in ("a", "b"):  # the data and its split are checked before torch loads: a real (tiny) ImageFolder
         (tmp_path / "data" / label).mkdir(parents=True)
-        Image.new("RGB", (8, 8)).save(tmp_path / "data" / label / "0.png")
+        for number in range(2):  # a class of one image is left out of every split
+            Image.new("RGB", (8, 8)).save(tmp_path / "data" / label / f"{number}.png")
     strings = {"--loss": "triplet", "--backbone": "resnet34", "--device": "cpu", "--on-bad-image": "fail"}
     strings["--split"] = "none"
     values: dict[type, object] = {int: 33, float: 0.25, Path: tmp_path / "data"}

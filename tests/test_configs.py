@@ -36,7 +36,7 @@ DOCUMENTED: dict[str, tuple[str, dict[str, Any]]] = {
         "normsoftmax",
         {
             "model": {"backbone": "resnet18", "embedding_dim": 2048},
-            "data": {"image_size": 64},
+            "data": {"image_size": 64, "val_fraction": 0.25},
             "trainer": {"epochs": 8, "batch_size": 64, "device": "auto"},
             "optimizer": {"lr": 1e-3},
         },

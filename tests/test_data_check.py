@@ -4,6 +4,7 @@ each is one sentence with its fix, from ``retrieval data check`` and, before tor
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -15,8 +16,11 @@ from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.bad_images import MIN_IMAGE_SIDE, scan_images
 from retrieval.indexing.data.class_check import class_problems
 from retrieval.indexing.data.sources import detect_layout, load_records
+from retrieval.indexing.data.splits import split_records
+from retrieval.indexing.data.synth.generator import generate_synthetic_dataset
 from retrieval.training.config.config_checks import check_config
-from retrieval.training.config.train_config import build_config
+from retrieval.training.config.train_config import DataConfig, build_config
+from retrieval.training.data_pipeline.run_data import prepare_run_data
 
 runner = CliRunner()
 
@@ -80,3 +84,40 @@ def test_train_warns_about_the_classes_before_torch(tmp_path: Path) -> None:
     warnings = check_config(build_config([("test", {"data": {"path": str(root)}})]))
     assert any("holds no image (empty)" in text for text in warnings)
     assert any("has a single image (aa_lonely)" in text for text in warnings)
+
+
+def _lonely_validation_class(root: Path) -> tuple[Path, str]:
+    """A generated ImageFolder of 12 classes x 4 images whose last validation class keeps a single image."""
+    generate_synthetic_dataset(root, classes=12, per_class=4, size=32, seed=0, progress=False)
+    lonely = split_records(load_records(root)).val_classes[-1]
+    for extra in sorted((root / lonely).glob("*.png"))[1:]:
+        extra.unlink()
+    return root, lonely
+
+
+def test_a_single_image_class_is_left_out_as_data_check_says_and_training_runs(tmp_path: Path) -> None:
+    root, lonely = _lonely_validation_class(tmp_path / "data")
+    result = runner.invoke(app, ["data", "check", str(root), "--quiet"])
+    assert f"has a single image ({lonely}): no other image can retrieve it, so the split leaves it out" in (
+        result.output
+    )
+    assert "no class-disjoint split" not in result.output and "  val " in result.output
+    splits = prepare_run_data(DataConfig(path=root), progress=False).splits  # what the trainer splits
+    kept = {record.label for record in splits.train + splits.val + splits.test}
+    assert lonely not in kept and len(kept) == 11
+    every = prepare_run_data(DataConfig(path=root, split="none"), progress=False).splits
+    assert lonely not in every.train_classes and len(every.train) == 44
+
+
+def test_a_one_pixel_image_is_left_out_of_training_with_one_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    root = _small_dataset(tmp_path / "data")
+    with caplog.at_level(logging.WARNING):
+        for _ in range(2):  # a final fit prepares the data twice
+            splits = prepare_run_data(DataConfig(path=root), progress=False).splits
+    assert root / "a" / "tiny.png" not in {record.path for record in splits.train + splits.val + splits.test}
+    said = [record.getMessage() for record in caplog.records if "smaller than 32 px" in record.getMessage()]
+    assert len(said) == 1 and "so training leaves them out" in said[0] and "tiny.png" in said[0]
+    result = runner.invoke(app, ["data", "check", str(root), "--quiet"])
+    assert "below what the backbones can see (they downsample 32x), so training leaves them out" in result.output

@@ -27,7 +27,14 @@ from safetensors.torch import save_file
 from retrieval import build_index, export, search, train
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.data.synth.generator import generate_synthetic_dataset
-from retrieval.training.config.hub_access import HubAccess, cached_hub_file, hub_access, hub_repo
+from retrieval.training.config.hub_access import (
+    HUB_WEIGHTS_MB,
+    HubAccess,
+    cached_hub_file,
+    consent_needed,
+    hub_access,
+    hub_repo,
+)
 from retrieval.training.config.image_sizes import check_image_size
 from retrieval.training.config.known_names import VIT_TIMM_NAMES
 from retrieval.training.config.train_config import ModelConfig
@@ -101,7 +108,10 @@ def test_without_consent_one_sentence_names_the_command_and_file_before_torch_lo
     assert result == {"code": 2, "torch": False}, done.stderr
     message = " ".join(done.stderr.split())
     assert f"run `retrieval train --data {synth_data}" in message and "--allow-download` to fetch" in message
-    assert f"{REPO}/model.safetensors from the Hugging Face hub" in message and str(cache) in message
+    assert f"{REPO}/model.safetensors (size unknown until the download asks the hub) from the Hugging Face hub" in (
+        message
+    )
+    assert str(cache) in message
     assert hub.requests == [] and not cache.exists() and not (tmp_path / "run").exists()
 
 
@@ -340,6 +350,18 @@ def test_consent_and_cache_come_from_the_config_or_the_environment() -> None:
     assert hub_access(environ=environ) == HubAccess(True, "/w")
     assert hub_access(True, "/c", environ={"RETRIEVAL_WEIGHTS_CACHE": "/w"}) == HubAccess(True, "/c")
     assert hub_access(environ={"RETRIEVAL_ALLOW_DOWNLOAD": "0"}).allow_download is False
+
+
+def test_the_refusal_gives_a_listed_transformers_download_size_without_asking_the_hub(hub: FakeHub) -> None:
+    message = consent_needed("dinov2_vits14", HubAccess(False, "/cache"), "retrieval train ... --allow-download")
+    assert "timm/vit_small_patch14_dinov2.lvd142m/model.safetensors (about 88 MB) from the Hugging Face hub" in (
+        message
+    )
+    assert hub.requests == []
+    for name, timm_name in VIT_TIMM_NAMES.items():  # timm's whole model in float32, as its hub file holds it
+        with torch.device("meta"):
+            model = timm.create_model(timm_name, pretrained=False)
+        assert HUB_WEIGHTS_MB[name] == round(4 * sum(p.numel() for p in model.parameters()) / 1e6), name
 
 
 def test_each_listed_transformer_downloads_from_the_repository_timm_names() -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.data.splits import select_split, split_records
+from retrieval.indexing.data.splits import every_class_split, select_split, split_records
 
 
 def _records(labels: list[str], per_class: int = 3, split: dict[str, str] | None = None) -> list[ImageRecord]:
@@ -112,13 +112,14 @@ def test_bad_arguments() -> None:
         split_records(records, val_fraction=1.0)
 
 
-def test_single_image_class_fails_where_retrieval_needs_it() -> None:
+def test_a_single_image_class_is_left_out_wherever_it_would_land() -> None:
     records = _records(_classes(8), per_class=2)
-    lonely_test = [r for r in records if not (r.label == "c06" and r.path.name == "0.jpg")]
-    with pytest.raises(DataError, match=r"1 class\(es\) in the test split .*'c06'"):
-        split_records(lonely_test, val_fraction=0.0)
-    lonely_train = [r for r in records if not (r.label == "c00" and r.path.name == "0.jpg")]
-    assert len(split_records(lonely_train, val_fraction=0.0).train) == 7  # training tolerates it
+    for lonely in ("c00", "c06"):  # a training class, a test class: neither can retrieve or be retrieved
+        kept = [r for r in records if not (r.label == lonely and r.path.name == "0.jpg")]
+        splits = split_records(kept, val_fraction=0.0)
+        assert lonely not in splits.train_classes + splits.test_classes
+        assert len(splits.train) + len(splits.test) == 14 and len(splits.train_classes) == 3
+        assert lonely not in every_class_split(kept).train_classes
 
 
 def test_source_split_is_followed() -> None:
@@ -137,10 +138,13 @@ def test_mixed_or_unknown_source_splits_are_errors() -> None:
         split_records(odd)
 
 
-def _inshop_like(gallery_per_item: int) -> list[ImageRecord]:
+def _inshop_like(gallery_per_item: int, queries: int = 1) -> list[ImageRecord]:
     records = _records(["t1", "t2"], split=dict.fromkeys(["t1", "t2"], "train"))
     for item in ("q1", "q2"):
-        records.append(ImageRecord(Path(f"/d/{item}/q.jpg"), item, "test", is_query=True, is_gallery=False))
+        records += [
+            ImageRecord(Path(f"/d/{item}/q{i}.jpg"), item, "test", is_query=True, is_gallery=False)
+            for i in range(queries)
+        ]
         records += [
             ImageRecord(Path(f"/d/{item}/g{i}.jpg"), item, "test", is_query=False, is_gallery=True)
             for i in range(gallery_per_item)
@@ -152,7 +156,7 @@ def test_query_gallery_protocol_needs_one_gallery_image_per_query_class() -> Non
     splits = split_records(_inshop_like(gallery_per_item=1), val_fraction=0.0)
     assert len(splits.test) == 4 and splits.test_classes == ["q1", "q2"]
     with pytest.raises(DataError, match=r"2 class\(es\) in the test split have a query without another gallery"):
-        split_records(_inshop_like(gallery_per_item=0), val_fraction=0.0)
+        split_records(_inshop_like(gallery_per_item=0, queries=2), val_fraction=0.0)
 
 
 def test_select_split_uses_the_same_rule() -> None:

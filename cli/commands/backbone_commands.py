@@ -1,4 +1,5 @@
-"""``retrieval backbones``: the backbones, their size and stages, and where their pretrained weights are or come from."""
+"""``retrieval backbones``: the backbones, their size and stages, and where their pretrained weights are or come from
+(from the torch-free table ``backbone_facts``: the listing never imports torch)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,13 @@ from typing import Annotated, Any
 import typer
 
 from retrieval.cli.options.train_options import WeightsCache
+from retrieval.training.config.hub_access import hub_access
+from retrieval.training.model.trunks.backbone_facts import (
+    BACKBONE_FACTS,
+    MEASURED_CPU_IMAGES_PER_S,
+    weights_from,
+    weights_here,
+)
 
 
 def backbones(
@@ -21,11 +29,8 @@ def backbones(
 
     Any timm model is a backbone too, as timm:NAME (its weights from the weights cache: --weights-cache, else
     RETRIEVAL_WEIGHTS_CACHE, else the Hugging Face cache)."""
-    from retrieval.training.config.hub_access import hub_access
-    from retrieval.training.model.trunks.backbones import BACKBONES
-
     cache_dir = hub_access(weights_cache=weights_cache).cache_dir
-    rows = [backbone_row(name, cache_dir) for name in BACKBONES.names()]
+    rows = [backbone_row(name, cache_dir) for name in BACKBONE_FACTS]
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
@@ -54,27 +59,18 @@ def backbones(
 
 
 def backbone_row(name: str, cache_dir: str | None = None) -> dict[str, Any]:
-    """One line of the listing: parameters and stages counted on the meta device (no memory, no init); the
-    weights looked up in the weights cache ``cache_dir`` (None: the Hugging Face cache) for the transformers."""
-    from retrieval.training.model.trunks.backbones import (
-        MEASURED_CPU_IMAGES_PER_S,
-        get_backbone,
-        outline_backbone,
-        weights_origin,
-    )
-    from retrieval.training.model.trunks.pretrained import imagenet_weights_here
-    from retrieval.training.model.trunks.trunk_stages import trunk_stages
-
-    trunk, features = outline_backbone(name)
+    """One line of the listing, from the torch-free table ``backbone_facts``; the weights looked up in the
+    weights cache ``cache_dir`` (None: the Hugging Face cache) for the transformers."""
+    facts = BACKBONE_FACTS[name]
     speed = MEASURED_CPU_IMAGES_PER_S.get(name)
     return {
         "name": name,
-        "parameters": sum(parameter.numel() for parameter in trunk.parameters()),
-        "imagenet_weights": imagenet_weights_here(name, cache_dir),
-        "weights_from": weights_origin(name),
-        "native_size": get_backbone(name).native_size or 224,
-        "stages": len(trunk_stages(trunk)),
-        "features": features,
+        "parameters": facts.parameters,
+        "imagenet_weights": weights_here(name, cache_dir),
+        "weights_from": weights_from(name),
+        "native_size": facts.native_size,
+        "stages": facts.stages,
+        "features": facts.features,
         "cpu_images_per_s": {"fp32": speed[0], "int8": speed[1]} if speed else None,
     }
 

@@ -86,7 +86,7 @@ def study(
     options = config_layer(study, locals())
     assignments = parse_set([item.split(":", 1)[-1] for item in set_ or []])  # "loss:key=value" sets key too
     layers = [("command-line options", options), ("--set", assignments), ("--data", {"data": {"path": str(data)}})]
-    for warning in check_config(build_config(layers), consent=consent_command()):  # before torch loads
+    for warning in check_config(build_config(layers), consent=consent_command(), split=False):  # before torch
         typer.secho(f"warning: {warning}", fg=typer.colors.YELLOW, err=True)
     with activity("loading torch and the training code", enabled=not quiet):
         from retrieval.training.study.runner import run_study

@@ -1,6 +1,7 @@
 """Find unreadable images before a long job starts, so the user sees every bad path at once.
 
-Training calls :func:`scan_images` and then skips or fails per ``--on-bad-image``. The scan
+Training calls :func:`scan_images` and then skips or fails per ``--on-bad-image``; it always leaves out the
+images too small to see (``MIN_IMAGE_SIDE``), as ``retrieval data check`` says. The scan
 is cheaper than a full decode: ``verify()`` checks the container, then a reduced-size
 decode (JPEG ``draft`` mode) reads the whole entropy-coded stream, which is where
 truncation and corruption show up.
@@ -49,15 +50,20 @@ class BadImageReport:
             lines += [f"  {path}: {reason}" for path, reason in self.bad[:limit]]
             lines += [f"  ... and {len(self.bad) - limit} more"] if len(self.bad) > limit else []
         if self.small:
-            lines.append(self.small_sentence())
+            lines.append(self.small_sentence() + ":")
             lines += [f"  {path}: {width}x{height}" for path, (width, height) in self.small[:limit]]
             lines += [f"  ... and {len(self.small) - limit} more"] if len(self.small) > limit else []
         return "\n".join(lines)
 
+    @property
+    def small_paths(self) -> set[Path]:
+        return {path for path, _ in self.small}
+
     def small_sentence(self) -> str:
         return (
             f"{len(self.small)} of {self.checked} images are smaller than {MIN_IMAGE_SIDE} px on a side, below what "
-            f"the backbones can see (they downsample {MIN_IMAGE_SIDE}x); remove them or replace them with larger ones:"
+            f"the backbones can see (they downsample {MIN_IMAGE_SIDE}x), so training leaves them out; replace them "
+            "with larger ones to use them"
         )
 
 

@@ -1,6 +1,6 @@
 """What a dataset's classes lack before anything trains or is measured, in one sentence each with the fix:
-class folders with no image (ignored) and classes with a single image (no other image can retrieve it, so it
-neither trains a class-balanced batch nor counts as a query).
+class folders with no image (ignored) and classes with a single image (no other image can retrieve it, so the
+split leaves it out: it neither trains nor counts as a query, ``splits.split_records``).
 
 ``retrieval data check`` prints them, and ``retrieval train`` before torch loads (``config_checks``).
 """
@@ -27,14 +27,20 @@ def class_problems(path: Path, records: Sequence[ImageRecord], *, layout: str) -
             f"({_names(empty)}): {'it is' if len(empty) == 1 else 'they are'} ignored; add images or remove "
             f"{'it' if len(empty) == 1 else 'them'}"
         )
-    sizes = Counter(record.label for record in records)
-    if single := sorted(str(label) for label, count in sizes.items() if count == 1):
+    if single := single_image_classes(records):
+        it = "it" if len(single) == 1 else "them"
         problems.append(
             f"{_count(len(single), 'class')} of {path} {'has' if len(single) == 1 else 'have'} a single image "
-            f"({_names(single)}): no other image can retrieve it, so it neither trains nor counts as a query; "
-            f"add a second image or remove {'it' if len(single) == 1 else 'them'}"
+            f"({_names(single)}): no other image can retrieve {it}, so the split leaves {it} out (neither trained "
+            f"on nor counted as a query); add a second image to use {it}"
         )
     return problems
+
+
+def single_image_classes(records: Sequence[ImageRecord]) -> list[str]:
+    """The sorted labels of the classes that have exactly one record."""
+    sizes = Counter(record.label for record in records)
+    return sorted(str(label) for label, count in sizes.items() if count == 1)
 
 
 def _empty_class_folders(root: Path) -> list[str]:

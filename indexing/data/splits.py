@@ -17,7 +17,8 @@ Rule (also in docs/data.md):
    ``val_fraction=0`` gives no validation set.
 
 Records inside each split are sorted by (label, path), so the result does not depend on
-the order the records came in.
+the order the records came in. A class with a single image is left out before step 1 (no other image can
+retrieve it, so it can neither train a positive pair nor be a query; ``retrieval data check`` names it).
 
 ``every_class_split`` is the other choice (``data.split: none``): every record trains, nothing is
 held out, so nothing is measured; for a model meant to search the same classes it was trained on.
@@ -29,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from retrieval.indexing.common.errors import DataError
+from retrieval.indexing.data.class_check import single_image_classes
 from retrieval.indexing.data.records import ImageRecord
 
 SPLIT_NAMES = ("train", "val", "test", "all")
@@ -53,7 +55,7 @@ def split_records(
     records: Sequence[ImageRecord], *, val_fraction: float = 0.2, val_fold: int | None = None, num_folds: int = 4
 ) -> DatasetSplits:
     """Split ``records`` by the rule in this module's docstring; DataError if a split is too small."""
-    ordered = sorted(records, key=record_sort_key)
+    ordered = _retrievable(records)
     train_pool, test = _train_test(ordered)
     train_pool_classes = sorted({record.label for record in train_pool})
     val_classes = _validation_classes(train_pool_classes, val_fraction, val_fold, num_folds)
@@ -72,7 +74,7 @@ def split_records(
 
 def every_class_split(records: Sequence[ImageRecord]) -> DatasetSplits:
     """Every record in the training split (``data.split: none``): no validation, no test classes."""
-    ordered = sorted(records, key=record_sort_key)
+    ordered = _retrievable(records)
     classes = sorted({record.label for record in ordered})
     if len(classes) < MIN_CLASSES:
         raise DataError(f"training needs at least {MIN_CLASSES} classes but the data has {len(classes)}")
@@ -104,6 +106,12 @@ def select_split(
 
 def record_sort_key(record: ImageRecord) -> tuple[str, str, bool, bool]:
     return (record.label, str(record.path), record.is_query, record.is_gallery)
+
+
+def _retrievable(records: Sequence[ImageRecord]) -> list[ImageRecord]:
+    """``records`` sorted, without the classes of a single image (``class_check`` warns about them)."""
+    single = set(single_image_classes(records))
+    return sorted((record for record in records if record.label not in single), key=record_sort_key)
 
 
 def _train_test(ordered: list[ImageRecord]) -> tuple[list[ImageRecord], list[ImageRecord]]:

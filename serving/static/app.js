@@ -75,7 +75,7 @@ function showPreview(src, name, imageUrl) {
   $("preview").alt = `query: ${name}`;
   $("preview").hidden = false;
   $("drop-hint").hidden = true;
-  $("query-name").textContent = name;
+  $("query-name").replaceChildren(...labelPieces(name)); // the label in it wraps between its words
   $("query-link").hidden = !imageUrl;
   if (imageUrl) $("query-link").href = imageUrl;
 }

