@@ -70,6 +70,12 @@ class ServeSettings(BaseModel):
     )
     thumbnail_px: int = Field(160, ge=16, le=1024, description="longest side of /items/{id}/thumbnail")
     max_files_per_upload: int = Field(64, ge=1, description="POST /items accepts at most this many images")
+    max_vectors_per_request: int = Field(
+        10_000, ge=1, description="POST /items as JSON accepts at most this many items (vectors)"
+    )
+    max_json_bytes: int = Field(
+        64 * 1024 * 1024, gt=0, description="larger JSON bodies (vectors) get 413; 1,000 512-d vectors are about 11 MB"
+    )
     show_paths: bool | None = Field(
         None,
         description="show the server's full image paths in hits and items (else only the file name); "

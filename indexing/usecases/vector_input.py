@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from retrieval.indexing.common.errors import DataError, ModelMismatchError
-from retrieval.indexing.data.records import ImageRecord
+from retrieval.indexing.data.records import ImageRecord, key_problem, label_problem
+from retrieval.indexing.store.shared.items.item_filter import check_metadata
 
 NORM_TOLERANCE = 1e-3
 """A row whose L2 norm is within this of 1 is kept exactly as given; another one is normalised."""
@@ -97,9 +98,20 @@ def vector_records(
         if len(given) != count:
             raise DataError(f"got {len(given)} {name} for {count} vectors; give one per vector")
     return [
-        ImageRecord(path=VECTOR_PATH, label=label, metadata=dict(more), key=key)
-        for label, key, more in zip(labels, keys, extra, strict=True)
+        _record(number, label, key, more)
+        for number, (label, key, more) in enumerate(zip(labels, keys, extra, strict=True), start=1)
     ]
+
+
+def _record(number: int, label: str, key: str | None, metadata: Mapping[str, Any]) -> ImageRecord:
+    """The record of vector ``number``; a bad label, key or metadata is a DataError naming the item."""
+    label = label.strip() if isinstance(label, str) else label
+    if (problem := label_problem(label)) is not None:
+        raise DataError(f"item {number}: the label {problem}")
+    if key is not None and (problem := key_problem(key)) is not None:
+        raise DataError(f"item {number}: the key {problem}")
+    checked = check_metadata(dict(metadata), f"item {number}: metadata")
+    return ImageRecord(path=VECTOR_PATH, label=label, metadata=checked, key=key)
 
 
 def normalised_warning(normalised: int, count: int) -> list[str]:
