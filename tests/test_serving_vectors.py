@@ -49,9 +49,9 @@ def test_vectors_in_searched_and_out(fresh_index: Path) -> None:
         assert found["results"][0]["key"] == "v2" and "were not L2-normalised" in found["warnings"][0]
         every = np.concatenate([stored, vectors.astype(np.float32)])
         wanted = np.concatenate([ids, body["ids"]])[np.argsort(-(every @ vectors[0]), kind="stable")[:4]]
-        assert [hit["id"] for hit in client.post("/search", json={"vector": vectors[0].tolist(), "k": 4}).json()[
-            "results"
-        ]] == wanted.tolist()
+        assert [
+            hit["id"] for hit in client.post("/search", json={"vector": vectors[0].tolist(), "k": 4}).json()["results"]
+        ] == wanted.tolist()
         batch = client.post(
             "/search", json={"vectors": vectors.tolist(), "k": 2, "filter": {"n": {"$gte": 1}}, "index": "binary"}
         ).json()["batch"]
@@ -126,7 +126,9 @@ def test_an_upsert_keeps_the_id_while_others_search(fresh_index: Path) -> None:
     def searcher(base: str, kind: str) -> None:
         with httpx.Client(base_url=base, timeout=30) as http:
             while not done.is_set():
-                answer = http.post("/search", json={"vectors": [first.tolist(), second.tolist()], "k": 5, "index": kind})
+                answer = http.post(
+                    "/search", json={"vectors": [first.tolist(), second.tolist()], "k": 5, "index": kind}
+                )
                 if answer.status_code != 200:
                     errors.append(answer.text)
                     continue

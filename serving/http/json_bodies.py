@@ -7,7 +7,7 @@ components."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import FastAPI
@@ -29,6 +29,7 @@ class JsonBody:
     model: type[BaseModel]
     examples: dict[str, dict[str, Any]]
     description: str = ""
+    problems: dict[int | str, dict[str, Any]] = field(default_factory=dict)  # ``problem_responses`` of the body
 
     @staticmethod
     def request_body_of(model: type[BaseModel], examples: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -60,6 +61,7 @@ def install_json_bodies(app: FastAPI, bodies: Sequence[JsonBody], models: Sequen
                 request = operation.setdefault("requestBody", {"required": True, "content": {}})
                 request["content"][JSON_MEDIA_TYPE] = _content(body.model, body.examples)
                 operation["description"] = f"{operation.get('description', '')}\n\n{body.description}".strip()
+                _add_problems(operation, body.problems)
             app.openapi_schema = document
         return app.openapi_schema
 
@@ -78,3 +80,14 @@ def _add_components(document: dict[str, Any], models: Sequence[type[BaseModel]])
     schemas = document.setdefault("components", {}).setdefault("schemas", {})
     for name, schema in top.get("$defs", {}).items():
         schemas.setdefault(name, schema)
+
+
+def _add_problems(operation: dict[str, Any], problems: dict[int | str, dict[str, Any]]) -> None:
+    """The problem statuses only the JSON body can cause, in the document's form (``openapi.py``'s)."""
+    responses = operation.setdefault("responses", {})
+    for status, response in problems.items():
+        content = {
+            media: {**entry, "schema": {"$ref": _REF.format(model="Problem")}}
+            for media, entry in response["content"].items()
+        }
+        responses.setdefault(str(status), {"description": response["description"], "content": content})

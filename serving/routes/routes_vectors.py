@@ -24,6 +24,7 @@ from retrieval.indexing.store.item_search import HitPage
 from retrieval.indexing.usecases.deleting import delete_matching
 from retrieval.indexing.usecases.vector_input import DEFAULT_LABEL
 from retrieval.indexing.usecases.vectors import VectorAdd, add_vectors_to, vector_pages
+from retrieval.serving.http import api_examples
 from retrieval.serving.http.json_bodies import JsonBody
 from retrieval.serving.http.problems import problem_responses
 from retrieval.serving.http.service_errors import (
@@ -77,6 +78,7 @@ JSON_BODIES = (
         {"one vector": schemas.SEARCH_VECTOR_EXAMPLE, "a batch": schemas.SEARCH_VECTORS_EXAMPLE},
         "or, as application/json, search by a vector ('vector') or a batch of them ('vectors': the answer holds "
         "'batch', its entries named 'vector 1', 'vector 2', ...), the settings as JSON fields",
+        problem_responses(ModelMismatchError),
     ),
 )
 
@@ -171,7 +173,7 @@ async def search_by_vector(
 @router.post(
     "/items/delete",
     response_model=schemas.DeleteByFilterResponse,
-    responses=problem_responses(*_WRITES),
+    responses={**api_examples.example(schemas.DELETE_ANSWER_EXAMPLE), **problem_responses(*_WRITES)},
     openapi_extra=JsonBody.request_body_of(schemas.DeleteByFilterRequest, {"by filter": schemas.DELETE_EXAMPLE}),
     dependencies=[Depends(require_api_key)],
     summary="Delete every item that passes a filter; dry_run counts them (API key)",
@@ -194,7 +196,7 @@ async def delete_by_filter(
 @router.get(
     "/items/by-key/{key:path}/similar",
     response_model=SearchResponse,
-    responses=problem_responses(ItemNotFoundError, *_COMMON),
+    responses={**api_examples.example(api_examples.SEARCH), **problem_responses(ItemNotFoundError, *_COMMON)},
     summary="Find the items most similar to the item carrying a key (the item itself excluded)",
 )
 async def similar_by_key(

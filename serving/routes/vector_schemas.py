@@ -101,3 +101,4 @@ PUT_VECTOR_EXAMPLE: dict[str, Any] = {"vector": [0.12, -0.05, 0.33], "label": "b
 SEARCH_VECTOR_EXAMPLE: dict[str, Any] = {"vector": [0.12, -0.05, 0.33], "k": 5, "filter": {"label": "boot"}}
 SEARCH_VECTORS_EXAMPLE: dict[str, Any] = {"vectors": [[0.12, -0.05, 0.33], [0.02, 0.41, -0.18]], "k": 5}
 DELETE_EXAMPLE: dict[str, Any] = {"filter": {"label": "boot", "shop": "berlin"}, "dry_run": True}
+DELETE_ANSWER_EXAMPLE: dict[str, Any] = {"deleted": 12, "count": 4711, "dry_run": True}
