@@ -106,6 +106,8 @@ def test_delete_by_filter_counts_refuses_an_empty_filter_and_deletes(fresh_index
         everything = client.post(delete, json={"filter": {}, "all": True}, headers=AUTH).json()
         assert everything["deleted"] == GALLERY_SIZE + 2 and everything["count"] == 0
         assert client.post("/search", json={"vector": vectors[0].tolist()}).json()["results"] == []
+        assert client.get("/items/1/similar").status_code == 404  # an emptied index: not a 500
+        assert client.get("/items/1", params={"with_vectors": "true"}).status_code == 404
 
 
 def test_an_upsert_keeps_the_id_while_others_search(fresh_index: Path) -> None:

@@ -122,3 +122,16 @@ def normalised_warning(normalised: int, count: int) -> list[str]:
         f"{normalised} of the {count} vectors were not L2-normalised (norm off by more than "
         f"{NORM_TOLERANCE:g}); they were normalised before use"
     ]
+
+
+def read_vector_file(path: Path) -> np.ndarray:
+    """The vectors of a ``.npy`` file (one vector, or one per row), or a DataError saying what is wrong."""
+    try:
+        values = np.load(Path(path), allow_pickle=False)
+    except FileNotFoundError:
+        raise DataError(f"there is no vector file {path}") from None
+    except (OSError, ValueError) as error:
+        raise DataError(f"cannot read {path} as a .npy array of vectors ({error})") from None
+    if values.ndim not in (1, 2) or not np.issubdtype(values.dtype, np.number):
+        raise DataError(f"{path} holds a {values.ndim}-d {values.dtype} array; save one vector or one per row")
+    return values
