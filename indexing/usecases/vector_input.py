@@ -46,24 +46,27 @@ class CheckedVectors:
 def checked_vectors(values: Any, dim: int, *, what: str = "vector") -> CheckedVectors:
     """The rows of ``values`` (one vector or a list of them) as unit float32 rows of length ``dim``; a
     wrong length, a value that is not a finite number or an all-zero row is a DataError naming the row."""
-    try:
-        array = np.asarray(values, dtype=np.float64)
+    try:  # float32 at once: the rounding of each value is the one a float64 detour would give
+        with np.errstate(over="ignore"):
+            array = np.asarray(values, dtype=np.float32)
     except (TypeError, ValueError):
         raise DataError(f"each {what} must be a list of {dim} numbers") from None
-    rows = array[None] if array.ndim == 1 else array
-    if rows.ndim != 2 or rows.shape[1] != dim or len(rows) == 0:
-        got = "no vector" if rows.size == 0 else f"{rows.shape[-1]} numbers" if rows.ndim == 2 else "nested lists"
+    vectors = array[None] if array.ndim == 1 else array
+    if vectors.ndim != 2 or vectors.shape[1] != dim or len(vectors) == 0:
+        shape = vectors.shape
+        got = "no vector" if vectors.size == 0 else f"{shape[-1]} numbers" if vectors.ndim == 2 else "nested lists"
         raise DataError(f"each {what} must hold {dim} numbers (the index's dimension), got {got}")
-    if not np.isfinite(rows).all():
-        row = int(np.flatnonzero(~np.isfinite(rows).all(axis=1))[0])
-        raise DataError(f"{what} {row + 1} holds a value that is not a finite number (NaN or infinity)")
-    vectors = rows.astype(np.float32)
-    norms = np.linalg.norm(vectors.astype(np.float64), axis=1)
+    finite = np.isfinite(vectors).all(axis=1)
+    if not finite.all():
+        row = int(np.flatnonzero(~finite)[0])
+        raise DataError(f"{what} {row + 1} holds a value that is not a finite number (NaN, infinity, or beyond float32)")
+    norms = np.sqrt(np.einsum("ij,ij->i", vectors, vectors, dtype=np.float64))
     if (norms == 0).any():
         raise DataError(f"{what} {int(np.flatnonzero(norms == 0)[0]) + 1} is all zeros; it has no direction to search")
     off = np.abs(norms - 1.0) > NORM_TOLERANCE
     if off.any():
-        vectors[off] = (rows[off] / norms[off, None]).astype(np.float32)
+        vectors = vectors.copy()  # never the caller's array
+        vectors[off] = (vectors[off] / norms[off, None]).astype(np.float32)
     return CheckedVectors(np.ascontiguousarray(vectors), int(off.sum()))
 
 
