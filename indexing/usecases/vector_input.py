@@ -59,7 +59,9 @@ def checked_vectors(values: Any, dim: int, *, what: str = "vector") -> CheckedVe
     finite = np.isfinite(vectors).all(axis=1)
     if not finite.all():
         row = int(np.flatnonzero(~finite)[0])
-        raise DataError(f"{what} {row + 1} holds a value that is not a finite number (NaN, infinity, or beyond float32)")
+        raise DataError(
+            f"{what} {row + 1} holds a value that is not a finite number (NaN, infinity, or beyond float32)"
+        )
     norms = np.sqrt(np.einsum("ij,ij->i", vectors, vectors, dtype=np.float64))
     if (norms == 0).any():
         raise DataError(f"{what} {int(np.flatnonzero(norms == 0)[0]) + 1} is all zeros; it has no direction to search")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from retrieval.indexing.store.backends import open_store
@@ -83,7 +84,7 @@ def add_vectors_to(store: Store, request: VectorAdd, *, idempotency_key: str | N
 
 def add_vectors(index: PathLike, request: VectorAdd) -> VectorAddReport:
     """``add_vectors_to`` the index at ``index``, under its writer lock (the service may write meanwhile)."""
-    with exclusive_writer(index), open_store(index) as store:
+    with exclusive_writer(Path(index)), open_store(Path(index)) as store:
         return add_vectors_to(store, request)
 
 

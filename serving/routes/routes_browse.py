@@ -97,7 +97,7 @@ async def list_items(
         ]
         page_type = ItemsPageWithVectors if with_vectors else ItemsPage
         return page_type(
-            items=shown,  # type: ignore[arg-type]
+            items=shown,
             next_cursor=make_cursor(items[-1].id, snapshot.store.manifest) if full else None,
             warnings=filter_warnings(snapshot.store, where),
         )
