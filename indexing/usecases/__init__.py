@@ -9,7 +9,7 @@ both ``search`` and ``retrieval search`` run), ``evaluating`` (``evaluate``; ``e
 ``save_evaluation`` for ``retrieval eval``, with ``run_dir_of``: the training run of a ``--model``), ``embedding`` (``embed``; ``index_embeddings``,
 ``dataset_embeddings``), ``updating`` (``add_images``, ``remove_items``, ``compact_index``), ``vectors``
 (``add``, ``add_vectors``, ``vector_pages``: items in and searches by vectors made elsewhere, checked by
-``vector_input``) and
+``vector_input``), ``deleting`` (``delete_matching``: the items a filter selects) and
 ``maintaining`` (``index_info``, ``index_generations``, ``snapshot_index``, ``verify_index``, ``rebuild_index``,
 ``switch_index``, ``rollback_index``).
 ``retrieval.training.usecases`` adds what needs torch (train, export, study). What a caller meets is one
