@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import faiss
 import httpx
 import numpy as np
 from bench_models import export_resnet18
@@ -160,6 +161,7 @@ def search_rows(http: httpx.Client, index_dir: Path, queries: np.ndarray) -> lis
 
 def main() -> None:
     args = parse_args()
+    faiss.omp_set_num_threads(1)  # one query at a time, as the service's store thread searches (search_threads)
     vectors, queries = unit_vectors(args.items, 0), unit_vectors(args.queries, 1)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
