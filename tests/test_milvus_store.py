@@ -257,17 +257,17 @@ def test_cli_build_search_and_service(tiny_model_dir: Path, gallery_dir: Path, t
             "count": 31,
         }
         replaced = client.put("/items/by-key/sku-1", data={"label": "second"}, **put)
-        assert replaced.json() == {"id": 33, "key": "sku-1", "replaced": 32, "count": 31}
+        assert replaced.json() == {"id": 32, "key": "sku-1", "replaced": 32, "count": 31}  # the id survives
         shown = client.get("/items/by-key/sku-1").json()
-        assert (shown["id"], shown["key"], shown["label"]) == (33, "sku-1", "second")
+        assert (shown["id"], shown["key"], shown["label"]) == (32, "sku-1", "second")
         taken = client.post(
             "/items",
             files={"image": ("k.png", new_image, "image/png")},
             data={"label": "x", "key": "sku-1"},
             headers=headers,
         )
-        assert taken.status_code == 409 and "already item 33" in taken.json()["detail"]
-        assert client.delete("/items/by-key/sku-1", headers=headers).json() == {"id": 33, "key": "sku-1", "count": 30}
+        assert taken.status_code == 409 and "already item 32" in taken.json()["detail"]
+        assert client.delete("/items/by-key/sku-1", headers=headers).json() == {"id": 32, "key": "sku-1", "count": 30}
     removed = runner.invoke(app, ["index", "remove", str(out), "1"])
     assert removed.exit_code == 0 and "now holds 29" in removed.output
     with open_store(out) as store:
