@@ -84,6 +84,13 @@ def test_bad_vectors_are_refused_with_a_sentence_and_write_nothing(fresh_index: 
         assert client.post("/items", json={"items": [{"vector": good}]}).status_code == 401
         assert client.post("/search", json={"vector": good, "vectors": [good]}).status_code == 422
         assert client.post("/search", json={"vector": good, "model": "f" * 12}).status_code == 409
+        assert client.get("/items/by-key/nope/similar").status_code == 404
+        charset = client.post(
+            "/search", content=json.dumps({"vector": good}), headers={"Content-Type": "application/json; charset=utf-8"}
+        )
+        assert charset.status_code == 200 and len(charset.json()["results"]) == 10
+        broken = client.post("/search", content=b"{not json", headers={"Content-Type": "application/json"})
+        assert broken.status_code == 422 and "JSON" in broken.json()["detail"]
         assert client.get("/readyz").json()["count"] == GALLERY_SIZE
 
 
@@ -107,6 +114,10 @@ def test_delete_by_filter_counts_refuses_an_empty_filter_and_deletes(fresh_index
         assert everything["deleted"] == GALLERY_SIZE + 2 and everything["count"] == 0
         assert client.post("/search", json={"vector": vectors[0].tolist()}).json()["results"] == []
         assert client.get("/items/1/similar").status_code == 404  # an emptied index: not a 500
+        retry = {**AUTH, "Idempotency-Key": "batch-7"}
+        first = client.post("/items", json={"items": items[:2]}, headers=retry).json()
+        again = client.post("/items", json={"items": items[:2]}, headers=retry).json()
+        assert again["ids"] == first["ids"] and again["count"] == first["count"] == 2  # a retry adds nothing
         assert client.get("/items/1", params={"with_vectors": "true"}).status_code == 404
 
 
