@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from retrieval.pipeline import (
         Hit,
         Item,
+        add,
         build_index,
         config,
         embed,
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Hit",
     "Item",
+    "add",
     "build_index",
     "config",
     "embed",

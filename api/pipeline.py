@@ -1,6 +1,6 @@
 """The functions of the flat import ``from retrieval import ...``, one per stage of the command line.
 
-``build_index``, ``search``, ``evaluate`` and ``embed`` are ``retrieval.indexing.usecases``'s (no torch).
+``build_index``, ``search``, ``add`` (items by their vectors), ``evaluate`` and ``embed`` are ``retrieval.indexing.usecases``'s (no torch).
 ``train``, ``export``, ``study``, ``train_ensemble`` and ``config`` are ``retrieval.training.usecases``'s, defined
 there once: here each is a ``TorchFunction`` that imports that module (and so torch) only when it is called
 or its signature is read, so a notebook that only searches an index never loads torch. Each returns a typed
@@ -15,7 +15,7 @@ import inspect
 from typing import TYPE_CHECKING, Any
 
 from retrieval.indexing.store.shared.items.items_db import Hit, Item
-from retrieval.indexing.usecases import build_index, embed, evaluate, search
+from retrieval.indexing.usecases import add, build_index, embed, evaluate, search
 
 TRAINING_API = "retrieval.training.usecases"
 """The module that defines the functions that need torch."""
@@ -58,6 +58,7 @@ else:
 __all__ = [
     "Hit",
     "Item",
+    "add",
     "build_index",
     "config",
     "embed",

@@ -20,6 +20,7 @@ from retrieval.serving.batcher import MicroBatcher
 from retrieval.serving.glibc_malloc import limit_malloc_arenas
 from retrieval.serving.http.admission import AdmissionGate, EmbedAdmission
 from retrieval.serving.http.cors_policy import cors_headers, cors_methods
+from retrieval.serving.http.json_bodies import install_json_bodies
 from retrieval.serving.http.middleware import (
     AllowedMethods,
     BodySizeLimit,
@@ -42,6 +43,7 @@ from retrieval.serving.routes import (
     routes_items,
     routes_keys,
     routes_search,
+    routes_vectors,
 )
 from retrieval.serving.routes.dependencies import Services
 from retrieval.serving.service_state import ServiceState, Snapshot
@@ -49,6 +51,8 @@ from retrieval.serving.settings import ServeSettings, settings_from_env
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 ROUTERS = (
+    routes_vectors.json_router,  # first: JSON bodies of POST /items and /search; any other body goes on
+    routes_vectors.router,  # before routes_keys: /items/by-key/{key}/similar is not a key ending in /similar
     routes_keys.router,  # first: /items/by-key/... is not /items/{id}/similar or /items/{id}/thumbnail
     routes_search.router,
     routes_items.router,
@@ -73,6 +77,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
     app.state.services = services
     install_problem_handlers(app)
     install_openapi(app, settings.k_max)
+    install_json_bodies(app, routes_vectors.JSON_BODIES, routes_vectors.BODY_MODELS)
     for router in ROUTERS:
         app.include_router(router)
     _add_page(app)
@@ -129,7 +134,7 @@ def _add_middleware(app: FastAPI, services: Services) -> None:
     app.add_middleware(AllowedMethods, routes=routes)
     app.add_middleware(RequestTimeout, timeout_s=settings.request_timeout_s)
     body_limit = settings.max_upload_bytes + MULTIPART_SLACK_BYTES
-    app.add_middleware(BodySizeLimit, max_bytes=body_limit)
+    app.add_middleware(BodySizeLimit, max_bytes=body_limit, json_max_bytes=settings.max_json_bytes)
     app.add_middleware(AdmissionGate, admission=services.admission)
     app.add_middleware(Utf8Url)
     if settings.rate_limit_per_s is not None:

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 from pathlib import PurePath
 
+import numpy as np
+
 from retrieval.indexing.store.shared.items.items_db import Item
+from retrieval.indexing.store.shared.store_protocol import Store
 from retrieval.serving.images.item_images import image_url
 from retrieval.serving.routes.schemas import ItemResponse, SearchHit
+from retrieval.serving.routes.vector_schemas import ItemWithVector
 
 
 def thumbnail_url(item_id: int) -> str:
@@ -36,5 +40,18 @@ def item_response(item: Item, full_paths: bool) -> ItemResponse:
     )
 
 
+def item_view(item: Item, full_paths: bool, vector: np.ndarray | None = None) -> ItemResponse | ItemWithVector:
+    """The item as ``item_response`` shows it, with its stored float ``vector`` when given (``with_vectors``)."""
+    shown = item_response(item, full_paths)
+    if vector is None:
+        return shown
+    return ItemWithVector(**shown.model_dump(), vector=np.asarray(vector, dtype=np.float64).tolist())
+
+
 def search_hit(item: Item, score: float, full_paths: bool) -> SearchHit:
     return SearchHit(score=score, **item_response(item, full_paths).model_dump())
+
+
+def stored_with_vector(store: Store, item_id: int, with_vector: bool) -> tuple[Item, np.ndarray | None]:
+    """(the item, its stored vector when asked for): read together, on the store thread."""
+    return store.item(item_id), store.embedding(item_id) if with_vector else None

@@ -84,6 +84,12 @@ class ServeSettings(BaseModel):
         "load and reload, refusing a damaged index; off, a load checks the manifest and the model copy only "
         "(docs/operations.md)",
     )
+    max_vectors_per_request: int = Field(
+        10_000, ge=1, description="POST /items as JSON accepts at most this many items (vectors)"
+    )
+    max_json_bytes: int = Field(
+        64 * 1024 * 1024, gt=0, description="larger JSON bodies (vectors) get 413; 1,000 512-d vectors are about 11 MB"
+    )
     show_paths: bool | None = Field(
         None,
         description="show the server's full image paths in hits and items (else only the file name); "

@@ -395,12 +395,17 @@ class StoreContract:
         (old_id,) = fresh.add([old], old_vector[None])
         new = ImageRecord(path=tmp_path / "new.png", label="brand new", metadata={"v": 2}, key="k")
         (new_id,) = fresh.add([new], new_vector[None], replace=True)
-        assert new_id > old_id and fresh.count == COUNT + 1
-        assert fresh.items([old_id]) == [None] and not np.isin(old_id, fresh.ids())
+        assert new_id == old_id and fresh.count == COUNT + 1  # an upsert keeps the id
+        assert np.count_nonzero(fresh.ids() == old_id) == 1
         item = fresh.item_by_key("k")
-        assert (item.id, item.label, item.metadata, item.path) == (new_id, "brand new", {"v": 2}, str(new.path))
-        found = fresh.search(np.stack([old_vector, new_vector]), COUNT + 1)
-        assert not np.isin(old_id, found.ids) and found.ids[1, 0] == new_id
+        assert (item.id, item.label, item.metadata, item.path) == (old_id, "brand new", {"v": 2}, str(new.path))
+        assert np.allclose(fresh.embedding(old_id), new_vector, atol=1e-2)
+        for kind in ("float", "binary"):  # the old vector is gone: its own search scores the new one
+            found = fresh.search(np.stack([old_vector, new_vector]), COUNT + 1, kind=kind)
+            assert (found.ids == old_id).sum(axis=1).tolist() == [1, 1] and found.ids[1, 0] == old_id
+        found = fresh.search(old_vector[None], COUNT + 1)
+        assert np.isclose(found.scores[0][found.ids[0] == old_id][0], float(old_vector @ new_vector), atol=1e-2)
+        assert [item.id for item in fresh.scroll(None, 0, COUNT + 5)].count(old_id) == 1
         assert ("brand new", 1) in fresh.value_counts(None)
         unkeyed = fresh.add([replace(new, key="fresh")], old_vector[None], replace=True)  # no item to replace
         assert fresh.count == COUNT + 2 and fresh.item_by_key("fresh").id == unkeyed[0]

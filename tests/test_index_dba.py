@@ -107,3 +107,18 @@ def test_index_build_and_add_commands(tiny_model_dir: Path, gallery_dir: Path, t
     added = CliRunner().invoke(app, ["index", "add", str(out), "--data", str(gallery_dir), "--quiet"])
     assert added.exit_code == 0, added.output
     assert "augmented with their top 2 neighbours (DBA)" in added.output and "retrieval index compact" in added.output
+
+
+def test_an_upsert_keeps_the_id_and_a_full_compaction_uses_its_new_raw_vector(
+    tiny_model_dir: Path, vectors: np.ndarray, tmp_path: Path
+) -> None:
+    out = tmp_path / "dba"
+    _build(out, tiny_model_dir, vectors[:80])
+    with IndexStore.open(out) as store:
+        store.compact(policy=store.manifest.compaction.model_copy(update=NEVER))
+        (kept,) = store.add([ImageRecord(Path("/photos/old.jpg"), "c0", key="k")], vectors[80:81])
+        (again,) = store.add([ImageRecord(Path("/photos/new.jpg"), "c0", key="k")], vectors[81:82], replace=True)
+        assert again == kept == 81
+        store.compact()  # re-augments every item from its raw vector: the newest one for the kept id
+        raw = np.concatenate([vectors[:80], vectors[81:82]])
+        np.testing.assert_allclose(store.embeddings_of(store.ids()), augment_database(raw, DBA).vectors, atol=2e-3)

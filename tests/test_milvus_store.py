@@ -257,17 +257,17 @@ def test_cli_build_search_and_service(tiny_model_dir: Path, gallery_dir: Path, t
             "count": 31,
         }
         replaced = client.put("/items/by-key/sku-1", data={"label": "second"}, **put)
-        assert replaced.json() == {"id": 33, "key": "sku-1", "replaced": 32, "count": 31}
+        assert replaced.json() == {"id": 32, "key": "sku-1", "replaced": 32, "count": 31}  # the id survives
         shown = client.get("/items/by-key/sku-1").json()
-        assert (shown["id"], shown["key"], shown["label"]) == (33, "sku-1", "second")
+        assert (shown["id"], shown["key"], shown["label"]) == (32, "sku-1", "second")
         taken = client.post(
             "/items",
             files={"image": ("k.png", new_image, "image/png")},
             data={"label": "x", "key": "sku-1"},
             headers=headers,
         )
-        assert taken.status_code == 409 and "already item 33" in taken.json()["detail"]
-        assert client.delete("/items/by-key/sku-1", headers=headers).json() == {"id": 33, "key": "sku-1", "count": 30}
+        assert taken.status_code == 409 and "already item 32" in taken.json()["detail"]
+        assert client.delete("/items/by-key/sku-1", headers=headers).json() == {"id": 32, "key": "sku-1", "count": 30}
     removed = runner.invoke(app, ["index", "remove", str(out), "1"])
     assert removed.exit_code == 0 and "now holds 29" in removed.output
     with open_store(out) as store:
@@ -372,13 +372,12 @@ def test_a_collection_built_before_item_keys_reads_keyless_and_refuses_keys(
         assert store.count == len(gallery) + 1
 
 
-@pytest.mark.parametrize("crash", ["before the insert", "after the insert", "in the delete"])
-def test_a_replace_a_crash_interrupted_is_finished_or_undone_on_open(
+@pytest.mark.parametrize("crash", ["before the upsert", "after the upsert"])
+def test_a_replace_a_crash_interrupted_leaves_one_item_under_the_key_and_its_id(
     model_2048: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, crash: str
 ) -> None:
-    """Milvus has no transactions: the replace's record makes it all-or-nothing. Killed once its new row
-    is written (in the insert's return, or in the delete of the old row), the next open deletes the old
-    item; killed before, the next open deletes any new row and the old item stays."""
+    """A replace upserts the new row under the old item's id (atomic per row in Milvus): killed before,
+    the old item stays; killed after its upsert, the new one holds the key. Either way one item, one id."""
     from dataclasses import replace
 
     index_dir, _ = _build(tmp_path, model_2048)
@@ -386,22 +385,17 @@ def test_a_replace_a_crash_interrupted_is_finished_or_undone_on_open(
     vectors = _vectors(2, seed=4)
     with open_store(index_dir) as store:
         (old_id,) = store.add([old], vectors[:1])
-        real_insert = store._client.insert
+        real_upsert = store._client.upsert
 
         def killed(*args, **kwargs):
-            if crash == "after the insert":
-                real_insert(*args, **kwargs)
+            if crash == "after the upsert":
+                real_upsert(*args, **kwargs)
             raise KeyboardInterrupt("killed")
 
-        monkeypatch.setattr(store._client, "delete" if crash == "in the delete" else "insert", killed)
+        monkeypatch.setattr(store._client, "upsert", killed)
         with pytest.raises(KeyboardInterrupt):
             store.add([new], vectors[1:], replace=True)
         monkeypatch.undo()
-    new_id = old_id + 1
-    kept, gone = (old_id, new_id) if crash == "before the insert" else (new_id, old_id)
     with open_store(index_dir) as store:
-        assert store.ids_of_keys(["sku"]) == {"sku": kept} and store.items([gone]) == [None]
-        assert gone not in store.ids() and store.count == 12 + ADDED + 1
-        assert store.item(kept).path == str((old if kept == old_id else new).path)
-    with open_store(index_dir) as store:  # the record is cleared: a second open changes nothing
-        assert store.ids_of_keys(["sku"]) == {"sku": kept} and store.count == 12 + ADDED + 1
+        assert store.ids_of_keys(["sku"]) == {"sku": old_id} and store.count == 12 + ADDED + 1
+        assert store.item(old_id).path == str((old if crash == "before the upsert" else new).path)

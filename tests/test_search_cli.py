@@ -150,7 +150,7 @@ def test_a_wide_terminal_shows_long_labels_whole(flat_index: Path, gallery_dir: 
 def test_bad_arguments_are_one_sentence(flat_index: Path, gallery_dir: Path) -> None:
     image = gallery_dir / "class_0" / "img_0.png"
     for args, fragment in [
-        ((), "give one or more query images, or --id"),
+        ((), "give one or more query images, --id"),
         ((image, "--json", "--csv"), "choose one of --json and --csv"),
         ((image, "--out", "hits.txt"), "name it *.json or *.csv"),
     ]:
@@ -255,3 +255,21 @@ def test_offset_min_score_and_operators_in_the_cli_and_the_python_api(tagged_ind
     assert all(item.id in expected for item, _ in page)
     with pytest.warns(UserWarning, match="no item has the metadata key 'colour'"):
         api_search(tagged_index, query, k=2, where={"colour": {"$exists": True}})
+
+
+def test_search_by_vector_file_ranks_the_stored_vectors(flat_index: Path, tmp_path: Path) -> None:
+    with IndexStore.open(flat_index) as store:
+        ids, stored = store.ids(), store.embeddings_of(store.ids())
+    queries = stored[[4, 17]].astype(np.float32)
+    np.save(tmp_path / "q.npy", queries)
+    result = invoke("search", flat_index, "--vector", tmp_path / "q.npy", "-k", 3, "--json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    for query, found in zip(queries, document["queries"], strict=True):
+        wanted = ids[np.argsort(-(stored @ query), kind="stable")[:3]].tolist()
+        assert [hit["id"] for hit in found["results"]] == wanted
+    np.save(tmp_path / "short.npy", queries[:, :-1])
+    short = invoke("search", flat_index, "--vector", tmp_path / "short.npy")
+    assert isinstance(short.exception, DataError) and f"must hold {stored.shape[1]} numbers" in str(short.exception)
+    missing = invoke("search", flat_index, "--vector", tmp_path / "none.npy")
+    assert isinstance(missing.exception, DataError) and "there is no vector file" in str(missing.exception)

@@ -15,7 +15,7 @@ from retrieval.indexing.common.errors import DataError, IndexChangedError, ItemN
 from retrieval.serving.app import create_app
 from retrieval.serving.http.problems import PROBLEM_MEDIA_TYPE, status_for
 from retrieval.serving.http.service_errors import RetryLaterError
-from retrieval.serving.routes import schemas
+from retrieval.serving.routes import schemas, vector_schemas
 from retrieval.serving.settings import make_settings
 
 K_MAX = 20
@@ -23,7 +23,7 @@ PROBLEM_REF = {"$ref": "#/components/schemas/Problem"}
 OPERATIONS = ("get", "post", "delete", "put", "patch")
 # What each route can answer besides success, read off the code: the contract the document must state.
 EXPECTED_PROBLEMS = {
-    ("post", "/search"): {400, 413, 415, 422, 503, 504},
+    ("post", "/search"): {400, 409, 413, 415, 422, 503, 504},  # 409: vectors of another model (JSON)
     ("post", "/embed"): {400, 413, 415, 422, 503, 504},
     ("get", "/items/{item_id}/similar"): {404, 422, 503, 504},
     ("get", "/items/{item_id}"): {404, 422, 503, 504},
@@ -40,6 +40,8 @@ EXPECTED_PROBLEMS = {
     ("get", "/readyz"): {503},
     ("get", "/healthz"): set(),
     ("get", "/metrics"): set(),
+    ("post", "/items/delete"): {401, 403, 409, 422, 503, 504},
+    ("get", "/items/by-key/{key}/similar"): {404, 422, 503, 504},
 }
 
 
@@ -135,8 +137,12 @@ def test_every_operation_has_a_valid_example(document) -> None:
         assert "example" in content, key
         if media_type == "application/json":  # the example is a valid body of (one of) the response model(s)
             refs = [one["$ref"] for one in content["schema"].get("anyOf", [content["schema"]])]
-            models = [getattr(schemas, ref.rsplit("/", 1)[1]) for ref in refs]
+            models = [_model(ref.rsplit("/", 1)[1]) for ref in refs]
             assert any(_valid(model, content["example"]) for model in models), key
+
+
+def _model(name: str) -> type[BaseModel]:
+    return getattr(schemas, name, None) or getattr(vector_schemas, name)
 
 
 def _valid(model: type[BaseModel], body: object) -> bool:
@@ -176,13 +182,21 @@ def test_documented_statuses_cover_what_the_service_answers(fresh_index: Path) -
         assert default["k"] == len(default["results"]) == schemas.DEFAULT_K  # the documented default
 
 
+def _pattern(template: str) -> str:
+    """The URLs a path template routes: a key is the rest of the path (``{key:path}``), others one segment."""
+    return re.sub(r"\{(\w+)\}", lambda name: ".+" if name[1] == "key" else "[^/]+", template)
+
+
 def test_options_answers_every_allowed_method(fresh_index: Path) -> None:
     with serving_client(fresh_index) as client:
-        for path, item in client.get("/openapi.json").json()["paths"].items():
+        paths = client.get("/openapi.json").json()["paths"]
+        for path in paths:
             url = path.replace("{item_id}", "1")
             answer = client.options(url)  # no API key: OPTIONS reveals methods, never runs a route
             assert answer.status_code == 204 and answer.content == b"", url
-            allowed = {method.upper() for method in item if method in OPERATIONS} | {"OPTIONS"}
+            # every path the URL fits: /items/delete also fits /items/{item_id}, and a key may hold '/'
+            fits = [item for template, item in paths.items() if re.fullmatch(_pattern(template), url)]
+            allowed = {method.upper() for item in fits for method in item if method in OPERATIONS} | {"OPTIONS"}
             assert set(answer.headers["allow"].split(", ")) == allowed, url
         wrong = client.put("/items/1")
         assert wrong.status_code == 405 and wrong.headers["allow"] == "DELETE, GET, OPTIONS"

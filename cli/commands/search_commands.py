@@ -16,6 +16,7 @@ from retrieval.indexing import usecases as api
 from retrieval.indexing.common.atomic_write import atomic_write_text
 from retrieval.indexing.common.errors import ConfigError, DataError
 from retrieval.indexing.search.postprocess_params import QUERY_METHODS, parse_methods
+from retrieval.indexing.usecases.vector_input import read_vector_file
 
 Format = Literal["table", "json", "csv"]
 
@@ -25,6 +26,13 @@ def search(
     images: Annotated[list[Path] | None, typer.Argument(help="query images (embedded in batches)")] = None,
     item_ids: Annotated[
         list[int] | None, typer.Option("--id", help="search by a stored item, itself left out (repeatable)")
+    ] = None,
+    vector: Annotated[
+        Path | None,
+        typer.Option(
+            "--vector",
+            help="search by the vectors of this .npy file (one vector, or one per row), made with the index's model",
+        ),
     ] = None,
     k: Annotated[int, typer.Option("-k", "--k", min=1, help="number of results per query")] = 10,
     binary: Annotated[bool, typer.Option("--binary", help="search the binary (Hamming) index")] = False,
@@ -64,10 +72,12 @@ def search(
     threads: ThreadsOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
-    """Find the items of an index most similar to each query image (or stored item) and print them."""
+    """Find the items of an index most similar to each query image (or stored item, or vector) and print them."""
     fmt = _output_format(as_json, as_csv, out)
-    if not images and not item_ids:
-        raise ConfigError("give one or more query images, or --id ITEM_ID to search by a stored item")
+    if not images and not item_ids and vector is None:
+        raise ConfigError(
+            "give one or more query images, --id ITEM_ID to search by a stored item, or --vector FILE.npy"
+        )
     if rerank and not binary:
         raise DataError("--rerank re-orders a binary shortlist; add --binary")
     methods = parse_methods(postprocess, QUERY_METHODS)
@@ -87,6 +97,7 @@ def search(
         model=model,
         force=force,
         filter_name="--filter",
+        vectors=read_vector_file(vector) if vector is not None else None,
     )
     bars = not quiet and len(images or []) > batch_size  # many images: progress bars; few: one line meanwhile
     with activity(f"opening {index_dir} and searching", enabled=not quiet and not bars):

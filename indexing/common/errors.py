@@ -35,3 +35,7 @@ class IndexNotWritableError(RetrievalError):
 
 class IndexBusyError(IndexNotWritableError):
     """Another writer held the index's writer lock past the wait limit; retry later (the service: 503)."""
+
+
+class ModelMismatchError(DataError):
+    """Vectors made by another model than the index's (the service answers 409, naming both models)."""

@@ -7,7 +7,9 @@ the one build use case, and ``build_index``, ``build_shard``, with their ``Build
 ``merge_index``), ``searching`` (``search``; ``SearchRequest`` and ``search_index``, which
 both ``search`` and ``retrieval search`` run), ``evaluating`` (``evaluate``; ``evaluate_index_dir``, ``evaluate_dataset`` and
 ``save_evaluation`` for ``retrieval eval``, with ``run_dir_of``: the training run of a ``--model``), ``embedding`` (``embed``; ``index_embeddings``,
-``dataset_embeddings``), ``updating`` (``add_images``, ``remove_items``, ``compact_index``) and
+``dataset_embeddings``), ``updating`` (``add_images``, ``remove_items``, ``compact_index``), ``vectors``
+(``add``, ``add_vectors``, ``vector_pages``: items in and searches by vectors made elsewhere, checked by
+``vector_input``), ``deleting`` (``delete_matching``: the items a filter selects) and
 ``maintaining`` (``index_info``, ``index_generations``, ``snapshot_index``, ``verify_index``, ``rebuild_index``,
 ``switch_index``, ``rollback_index``).
 ``retrieval.training.usecases`` adds what needs torch (train, export, study). What a caller meets is one
@@ -73,6 +75,7 @@ from retrieval.indexing.usecases.maintaining import (
 )
 from retrieval.indexing.usecases.searching import QueryHits, SearchOutcome, SearchRequest, search, search_index
 from retrieval.indexing.usecases.updating import add_images, compact_index, remove_items
+from retrieval.indexing.usecases.vectors import VectorAdd, VectorAddReport, add, add_vectors, vector_pages
 
 __all__ = [
     "BINARY_KINDS",
@@ -99,7 +102,11 @@ __all__ = [
     "ShardReport",
     "TrainingVerdict",
     "UpgradeReport",
+    "VectorAdd",
+    "VectorAddReport",
+    "add",
     "add_images",
+    "add_vectors",
     "backend_of",
     "build_index",
     "build_shard",
@@ -136,6 +143,7 @@ __all__ = [
     "split_records",
     "switch_index",
     "table_suffix",
+    "vector_pages",
     "verify_index",
     "write_embedding_table",
 ]

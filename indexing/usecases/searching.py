@@ -22,6 +22,8 @@ from retrieval.indexing.store.item_search import Hit, filter_warnings, ranked_pa
 from retrieval.indexing.store.shared.items.item_filter import ItemFilter
 from retrieval.indexing.store.shared.search_settings import SearchSettings
 from retrieval.indexing.usecases.inputs import ImageLike, PathLike, embed_images, query_embedder
+from retrieval.indexing.usecases.vector_input import normalised_warning
+from retrieval.indexing.usecases.vectors import vector_pages
 
 Unreadable = Literal["report", "raise"]
 """An image that cannot be read: listed in ``SearchOutcome.failures`` (an error only when none can be read:
@@ -32,7 +34,8 @@ Unreadable = Literal["report", "raise"]
 class SearchRequest:
     """One search of an index: the ``images`` (files, or PIL images from the Python API) and the stored
     items ``item_ids`` (each left out of its own results) searched under ``settings``; the images embedded
-    with ``model`` (None: the index's own copy), ``force`` searching even when it differs from the index's."""
+    with ``model`` (None: the index's own copy), ``force`` searching even when it differs from the index's.
+    ``vectors``: query vectors made elsewhere (``vectors.vector_pages`` checks them), searched as they are."""
 
     index_dir: Path
     settings: SearchSettings = SearchSettings()
@@ -40,6 +43,7 @@ class SearchRequest:
     item_ids: tuple[int, ...] = ()
     model: Path | None = None
     force: bool = False
+    vectors: np.ndarray | None = None
 
     @classmethod
     def of(
@@ -58,6 +62,7 @@ class SearchRequest:
         model: PathLike | None = None,
         force: bool = False,
         filter_name: str = "filter",
+        vectors: Any = None,
     ) -> SearchRequest:
         """The request of the options as the commands and the Python API name them (``SearchSettings.parse``:
         a bad setting is a DataError before any image is embedded)."""
@@ -73,7 +78,8 @@ class SearchRequest:
         )
         queries = tuple(image if isinstance(image, Image.Image) else Path(image) for image in images)
         given_model = Path(model) if model is not None else None
-        return cls(Path(index), settings, queries, tuple(item_ids), given_model, force)
+        given_vectors = None if vectors is None else np.asarray(vectors)
+        return cls(Path(index), settings, queries, tuple(item_ids), given_model, force, given_vectors)
 
 
 @dataclass(frozen=True)
@@ -108,9 +114,10 @@ class HitList(list[Hit]):
 
 def search(
     index: PathLike,
-    images: ImageLike | Sequence[ImageLike],
+    images: ImageLike | Sequence[ImageLike] | None = None,
     k: int = 10,
     *,
+    vectors: Any = None,
     kind: str = "float",
     rerank: int | None = None,
     where: Mapping[str, Any] | None = None,
@@ -123,10 +130,11 @@ def search(
     metadata like the service's ``filter`` (docs/serving.md), e.g. ``{"label": {"$in": ["a", "b"]}}``;
     a key no item has is a ``UserWarning``. ``offset`` skips the best hits first (paging);
     ``min_score`` keeps the hits scoring at least it (``HitList.below_min_score``: how many were
-    cut); ``postprocess``: none, qe or kreciprocal."""
-    queries = [images] if isinstance(images, str | Path | Image.Image) else list(images)
-    if not queries:
-        raise DataError("search() needs at least one image")
+    cut); ``postprocess``: none, qe or kreciprocal. ``vectors`` (one vector or a list, e.g. from another
+    service that ran the index's model) are searched instead of or after the images: one HitList each."""
+    queries = [images] if isinstance(images, str | Path | Image.Image) else list(images or [])
+    if not queries and vectors is None:
+        raise DataError("search() needs at least one image, or vectors=")
     request = SearchRequest.of(
         index,
         queries,
@@ -137,6 +145,7 @@ def search(
         postprocess=postprocess,
         offset=offset,
         min_score=min_score,
+        vectors=vectors,
     )
     outcome = search_index(request, unreadable="raise")
     for warning in outcome.warnings:
@@ -164,6 +173,13 @@ def search_index(
             pages = ranked_pages(store, vectors, settings)
             outcome.queries += [
                 QueryHits(name, None, page.hits, page.below_min_score) for name, page in zip(names, pages, strict=True)
+            ]
+        if request.vectors is not None:
+            found = vector_pages(store, request.vectors, settings)
+            outcome.warnings += normalised_warning(found.normalised, len(found.pages))
+            outcome.queries += [
+                QueryHits(f"vector {n}", None, page.hits, page.below_min_score)
+                for n, page in enumerate(found.pages, start=1)
             ]
         if request.item_ids:
             pages = similar_pages(store, request.item_ids, settings)

@@ -24,6 +24,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from retrieval.serving.http.json_bodies import is_json
 from retrieval.serving.http.problems import problem_response, status_for, unexpected_problem
 from retrieval.serving.http.prometheus import ServiceMetrics
 from retrieval.serving.http.service_errors import PayloadTooLargeError, RequestTimeoutError
@@ -126,37 +127,43 @@ class UnexpectedErrors:
 
 
 class BodySizeLimit:
-    """ASGI middleware: refuse bodies over ``max_bytes`` before anything parses them (413)."""
+    """ASGI middleware: refuse bodies over ``max_bytes`` (a JSON body: ``json_max_bytes``, when given) before
+    anything parses them (413)."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int):
+    def __init__(self, app: ASGIApp, max_bytes: int, json_max_bytes: int | None = None):
         self.app = app
         self.max_bytes = max_bytes
+        self.json_max_bytes = json_max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        json = self.json_max_bytes is not None and is_json(scope)
+        limit = self.json_max_bytes if json and self.json_max_bytes is not None else self.max_bytes
         declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await problem_response(status_for(PayloadTooLargeError), self._sentence())(scope, receive, send)
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            await problem_response(status_for(PayloadTooLargeError), _sentence(limit, json))(scope, receive, send)
             return
-        await self.app(scope, self._counting(receive), send)
+        await self.app(scope, self._counting(receive, limit, json), send)
 
-    def _counting(self, receive: Receive) -> Receive:
+    def _counting(self, receive: Receive, limit: int, json: bool) -> Receive:
         seen = 0
 
         async def counted() -> Message:
             nonlocal seen
             message = await receive()
             seen += len(message.get("body", b""))
-            if seen > self.max_bytes:  # chunked bodies have no Content-Length to check up front
-                raise StarletteHTTPException(413, self._sentence())
+            if seen > limit:  # chunked bodies have no Content-Length to check up front
+                raise StarletteHTTPException(413, _sentence(limit, json))
             return message
 
         return counted
 
-    def _sentence(self) -> str:
-        return f"the request body is larger than the limit of {self.max_bytes} bytes; send a smaller image."
+
+def _sentence(limit: int, json: bool) -> str:
+    smaller = "send fewer vectors at a time" if json else "send a smaller image"
+    return f"the request body is larger than the limit of {limit} bytes; {smaller}."
 
 
 class MetricsMiddleware:

@@ -22,6 +22,7 @@ from retrieval.indexing.common.errors import (
     IndexNotWritableError,
     ItemNotFoundError,
     KeyConflictError,
+    ModelMismatchError,
     RetrievalError,
 )
 from retrieval.serving.http.service_errors import (
@@ -126,6 +127,7 @@ ERROR_STATUSES: tuple[tuple[type[RetrievalError], int], ...] = (
     (ItemNotFoundError, 404),
     (IndexChangedError, 409),
     (KeyConflictError, 409),
+    (ModelMismatchError, 409),
     (PayloadTooLargeError, 413),
     (UnsupportedMediaTypeError, 415),
     (InvalidParameterError, 422),

@@ -3,8 +3,11 @@
 ``routes_search`` (``/search``, ``/embed``, ``/items/{id}/similar``), ``routes_items`` (``/items``),
 ``routes_keys`` (``/items/by-key/{key}``: items by their own keys, upsert), ``routes_browse`` (``GET /labels``,
 ``GET /items``: counts and filtered pages behind a cursor), ``routes_admin`` (``/admin/reload``) and
-``routes_health`` (``/healthz``, ``/readyz``, ``/metrics``), sharing ``dependencies`` (the service objects, the
-API-key check), ``schemas`` (the request and response models), ``form_fields`` (the one vocabulary of upload
+``routes_health`` (``/healthz``, ``/readyz``, ``/metrics``), ``routes_vectors`` (JSON bodies of ``POST /items``,
+``PUT /items/by-key/{key}`` and ``POST /search``: vectors in and searched; ``POST /items/delete`` by filter;
+``GET /items/by-key/{key}/similar``), sharing ``dependencies`` (the service objects, the
+API-key check), ``schemas`` (the request and response models; ``vector_schemas``: those of the JSON bodies),
+``form_fields`` (the one vocabulary of upload
 fields, old names deprecated) and ``strict_forms`` (form text that does not decode is a 400, not Latin-1
 mojibake), with ``form_shape`` (a field sent twice, or in both the query and the form, is a 422).
 """

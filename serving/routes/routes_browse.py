@@ -26,9 +26,10 @@ from retrieval.serving.http.service_errors import (
     RetryLaterError,
     invalid_parameters,
 )
-from retrieval.serving.item_views import item_response
+from retrieval.serving.item_views import item_view
 from retrieval.serving.routes.dependencies import Services, get_services
 from retrieval.serving.routes.schemas import MAX_ITEM_ID, ItemsPage, ValueCount, ValueCounts
+from retrieval.serving.routes.vector_schemas import WITH_VECTORS, ItemsPageWithVectors
 from retrieval.serving.service_state import Snapshot
 
 router = APIRouter(tags=["browse"])
@@ -71,7 +72,7 @@ async def labels(
 
 @router.get(
     "/items",
-    response_model=ItemsPage,
+    response_model=ItemsPage | ItemsPageWithVectors,
     responses={**api_examples.example(api_examples.ITEMS_PAGE), **PROBLEMS},
     summary="Every item that passes a filter, page by page (ascending ids)",
 )
@@ -79,8 +80,9 @@ async def list_items(
     filter_: str | None = Query(None, alias="filter", description=_FILTER),
     limit: int = Query(100, ge=1, le=MAX_PAGE, description="items per page"),
     cursor: str | None = Query(None, max_length=200, description="next_cursor of the previous page"),
+    with_vectors: bool = Query(False, description=WITH_VECTORS),
     services: Services = Depends(get_services),
-) -> ItemsPage:
+) -> ItemsPage | ItemsPageWithVectors:
     with invalid_parameters():
         where = parse_filter(filter_, "parameter 'filter'")
 
@@ -88,8 +90,14 @@ async def list_items(
         after = read_cursor(cursor, snapshot.store.manifest) if cursor else 0
         items = snapshot.store.scroll(where, after, limit + 1)  # one more says whether a next page exists
         full, items = len(items) > limit, items[:limit]
-        return ItemsPage(
-            items=[item_response(item, services.settings.shows_paths) for item in items],
+        vectors = snapshot.store.embeddings_of([item.id for item in items]) if with_vectors and items else None
+        shown = [
+            item_view(item, services.settings.shows_paths, None if vectors is None else vectors[n])
+            for n, item in enumerate(items)
+        ]
+        page_type = ItemsPageWithVectors if with_vectors else ItemsPage
+        return page_type(
+            items=shown,
             next_cursor=make_cursor(items[-1].id, snapshot.store.manifest) if full else None,
             warnings=filter_warnings(snapshot.store, where),
         )

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import numpy as np
-from fastapi import APIRouter, Depends, File, Form, Header, Path, Request, UploadFile
+from fastapi import APIRouter, Depends, File, Form, Header, Path, Query, Request, UploadFile
 from fastapi.responses import Response
 from pydantic import Field
 
@@ -37,12 +37,13 @@ from retrieval.serving.images.upload_storage import (
     store_upload,
     upload_path,
 )
-from retrieval.serving.item_views import item_response
+from retrieval.serving.item_views import item_view, stored_with_vector
 from retrieval.serving.query_pipeline import embed_upload
 from retrieval.serving.routes.dependencies import API_KEY_ERRORS, Services, get_services, require_api_key
 from retrieval.serving.routes.form_fields import renamed_field
 from retrieval.serving.routes.schemas import MAX_ITEM_ID, AddItemsResponse, DeleteItemResponse, ItemResponse
 from retrieval.serving.routes.strict_forms import StrictFormRoute
+from retrieval.serving.routes.vector_schemas import WITH_VECTORS, ItemWithVector
 from retrieval.serving.service_state import Snapshot
 
 router = APIRouter(tags=["items"], route_class=StrictFormRoute)  # form text must decode: 400, not mojibake
@@ -61,15 +62,17 @@ THUMBNAIL_CACHE = "public, max-age=3600"
 
 @router.get(
     "/items/{item_id}",
-    response_model=ItemResponse,
+    response_model=ItemResponse | ItemWithVector,
     responses={**api_examples.example(api_examples.ITEM), **ITEM_PROBLEMS},
     summary="One stored item",
 )
 async def get_item(
-    item_id: int = Path(ge=1, le=MAX_ITEM_ID, description="item id"), services: Services = Depends(get_services)
-) -> ItemResponse:
-    record = await services.state.read(lambda snap: snap.store.item(item_id))
-    return item_response(record, services.settings.shows_paths)
+    item_id: int = Path(ge=1, le=MAX_ITEM_ID, description="item id"),
+    with_vectors: bool = Query(False, description=WITH_VECTORS),
+    services: Services = Depends(get_services),
+) -> ItemResponse | ItemWithVector:
+    record, vector = await services.state.read(lambda snap: stored_with_vector(snap.store, item_id, with_vectors))
+    return item_view(record, services.settings.shows_paths, vector)
 
 
 @router.get(

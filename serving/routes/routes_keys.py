@@ -2,8 +2,8 @@
 
 A key is the user's id of an item (a SKU, a file key), unique per index, given on ``POST /items``
 (``key`` fields), ``PUT`` here, or in a CSV manifest's ``key`` column; the integer ids stay valid. A PUT
-replaces the item's image, label and metadata in one write: the new item (a new id: ids are never
-reused) and the old one's removal commit together (``Store.add(..., replace=True)``). The key is the
+replaces the item's image, label and metadata in one write under the same id (an upsert, as in Qdrant or
+Milvus: ``Store.add(..., replace=True)``). The key is the
 rest of the path, so it may hold ``/``; percent-encode other reserved characters.
 """
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from fastapi import APIRouter, Depends, File, Form, Path, Query, UploadFile
@@ -172,7 +173,7 @@ def search_settings(
     k: int | None,
     index: IndexKind | None,
     rerank: int | None,
-    filter_json: str | None = None,
+    filter_json: str | Mapping[str, Any] | None = None,
     postprocess: PostprocessName | None = None,
     offset: int | None = None,
     min_score: float | None = None,

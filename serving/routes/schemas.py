@@ -151,7 +151,7 @@ class DeleteItemResponse(_Strict):
 
 
 class PutItemResponse(_Strict):
-    id: int = Field(description="the new item's id (a replaced item's id is never reused)")
+    id: int = Field(description="the item's id: a replaced item keeps its id, a new key gets a new one")
     key: str
     replaced: int | None = Field(None, description="the id of the item this one replaced; null when the key was new")
     count: int = Field(description="items in the index after the write")

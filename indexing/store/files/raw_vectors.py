@@ -4,9 +4,9 @@ A DBA index stores and searches augmented vectors (``search/postprocess.augment_
 ones are kept beside them in ``raw/`` so that an add augments its new items from their neighbours' raw
 vectors, and a full compaction re-augments every item from scratch. Each write is one chunk,
 ``raw/gNNNNNNNN.ids.npy`` + ``.f16.npy`` (float16, as the segments store embeddings), named after the
-generation that wrote it. An item's raw vector never changes, so chunks may overlap (a compaction writes
-all live items into one new chunk before its commit, then deletes the others): any chunk that holds an
-id holds its value. An add writes its chunk right after its commit; an id no chunk holds (a writer
+generation that wrote it. Chunks may overlap (a compaction writes all live items into one new chunk
+before its commit, then deletes the others; an upsert gives a kept id a new raw vector): the newest
+chunk that holds an id holds its value. An add writes its chunk right after its commit; an id no chunk holds (a writer
 killed in between) reads as its stored vector, the augmented one.
 """
 

@@ -5,7 +5,8 @@ Each update is one generation under the protocol of ``index_store``: new files f
 transaction (the commit point), then the rest, then the manifest. An add writes one delta segment
 (O(added): the base is not touched), a remove only deletes SQLite rows (its items become tombstones),
 a replace (an add whose keys items already carry, ``replace=True``) does both in the add's one
-transaction, and a compaction writes the merged segment before its commit (``compaction.py`` says when).
+transaction and keeps each replaced item's id (the id becomes a tombstone of its old segment and a live
+row of the new delta), and a compaction writes the merged segment before its commit (``compaction.py`` says when).
 """
 
 from __future__ import annotations
@@ -110,8 +111,9 @@ class StoreUpdates:
         With ``idempotency_key``, the ids and the count after this add are recorded in the same
         transaction as the items, so a retried request can be answered from ``recall`` instead of
         adding the items twice. A record key that an item already carries is a KeyConflictError
-        (nothing is written), unless ``replace``: that item is then removed in the same transaction
-        (one generation: the old item or the new one, never both or neither, even after a crash).
+        (nothing is written), unless ``replace``: that item's vector, label and metadata are then replaced
+        under its id in the same transaction (one generation: the old item or the new one, never both or
+        neither, even after a crash; the old vector becomes a tombstone of its segment).
         ``ids`` gives the items these ids instead of new ones (a copy of another index's items: the
         model upgrade's new generation). An automatic compaction may follow (``compaction.py``)."""
         with self._writing():
@@ -185,12 +187,13 @@ class StoreUpdates:
                 "here); reopen it (the service: POST /admin/reload) and retry"
             )
 
-    def _replaced_ids(self, records: Sequence[ImageRecord], replace: bool) -> np.ndarray:
-        """The ids of the items whose keys the records take over (a KeyConflictError unless ``replace``)."""
+    def _taken_ids(self, records: Sequence[ImageRecord], replace: bool) -> list[int | None]:
+        """Per record, the id of the item whose key it takes over (None: a new item); a key in use is a
+        KeyConflictError unless ``replace``. A replaced item keeps its id (an upsert, as in Qdrant or Milvus)."""
         taken = self._db.ids_of_keys([record.key for record in records if record.key is not None])
         if not replace:
             check_keys_free([record.key for record in records], taken)
-        return np.asarray(sorted(taken.values()), dtype=np.int64)
+        return [taken.get(record.key) if record.key is not None else None for record in records]
 
     def _add(
         self,
@@ -203,7 +206,8 @@ class StoreUpdates:
         vectors = raw = checked_additions(records, embeddings, self.manifest.dim)
         if not records:
             return []
-        replaced = self._replaced_ids(records, replace)
+        kept = self._taken_ids(records, replace)
+        replaced = np.asarray(sorted(i for i in kept if i is not None), dtype=np.int64)
         old_labels = self._db.labels_of(replaced.tolist())
         dba = self.manifest.postprocess.dba
         if dba is not None:  # augmented like the build's items; the old items stay as they are
@@ -215,7 +219,7 @@ class StoreUpdates:
         new_labels = {record.label for record in records if not self._db.has_label(record.label)}
         with self._db.transaction():
             self._db.delete(replaced.tolist())
-            ids = self._db.insert(records, range(info.first_row, info.end_row), given)
+            ids = self._db.insert(records, range(info.first_row, info.end_row), given if given is not None else kept)
             commit_deltas(self._db, [*self._set.deltas, info])
             self._db.set_generation(generation)
             if key is not None:

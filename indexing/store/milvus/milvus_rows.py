@@ -105,13 +105,9 @@ def recall(client: Any, meta: str, uri: str, key: str) -> dict[str, Any] | None:
     return dict(rows[0]["value"]) if rows else None
 
 
-def save_replace(client: Any, meta: str, uri: str, new_ids: Sequence[int], old_ids: Sequence[int]) -> None:
-    """Record a replace about to insert ``new_ids`` and then delete ``old_ids`` (cleared by ``end_replace``)."""
-    _upsert(client, meta, uri, _REPLACE, {"new": [int(i) for i in new_ids], "old": [int(i) for i in old_ids]})
-
-
 def pending_replace(client: Any, meta: str, uri: str) -> tuple[list[int], list[int]] | None:
-    """(new ids, old ids) of a replace that ``save_replace`` recorded and nothing cleared, or None."""
+    """(new ids, old ids) of a replace that an older version recorded (it inserted a new id, then deleted the
+    old one) and nothing cleared, or None: opening the store finishes or undoes it."""
     query = partial(client.query, meta, ids=[_REPLACE], output_fields=["value"], timeout=TIMEOUT_S)
     rows = milvus_call(uri, "read the replace record", query)
     value = dict(rows[0]["value"]) if rows else {}

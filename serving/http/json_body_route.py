@@ -1,0 +1,50 @@
+"""One path and method, two content types: ``POST /items`` and ``POST /search`` take a multipart form (images)
+or a JSON body (vectors). Starlette routes by path and method only, so ``JsonBodyRoute`` matches a request
+only when its Content-Type is JSON (``application/json`` or ``application/*+json``): registered before the
+multipart route of the same path, it takes the JSON requests and leaves every other one to that route.
+
+``json_body`` parses the body with pydantic's own JSON parser (``model_validate_json``: a 1,000-vector batch
+parses several times faster than ``json.loads`` then validation), and a body that does not fit its model is
+the same 422 problem as any other invalid field.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import anyio
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
+from pydantic import BaseModel, ValidationError
+from starlette.routing import Match
+from starlette.types import Scope
+
+from retrieval.serving.http.json_bodies import is_json
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+class JsonBodyRoute(APIRoute):
+    """An ``APIRoute`` that matches JSON requests only (any other request goes on to the next route)."""
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        match, child = super().matches(scope)
+        if match is not Match.NONE and not is_json(scope):
+            return Match.NONE, {}
+        return match, child
+
+
+async def json_body(request: Request, model: type[ModelT]) -> ModelT:
+    """The request's JSON body as ``model``; malformed JSON or a field that does not fit is a 422."""
+    body = await request.body()
+    try:  # in a worker thread: a large batch does not hold up the event loop
+        return await anyio.to_thread.run_sync(model.model_validate_json, body)
+    except ValidationError as error:
+        raise RequestValidationError([_located(entry) for entry in error.errors(include_url=False)]) from None
+
+
+def _located(entry: Any) -> dict[str, Any]:
+    """A pydantic error located in the JSON body (``field 'items.0.vector'``), its input left out (a vector
+    of a thousand numbers is no help in an error)."""
+    return {"loc": ("json", *entry.get("loc", ())), "msg": entry.get("msg", "is invalid"), "type": entry.get("type")}

@@ -1,0 +1,104 @@
+"""The JSON bodies of the vector endpoints (``POST /items`` and ``POST /search`` as ``application/json``,
+``POST /items/delete``) and the item views that carry a stored vector (``with_vectors=true``), with one
+example each for the OpenAPI document. Field names are those of the multipart form."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from retrieval.serving.routes.schemas import (
+    DEFAULT_K,
+    AddItemsResponse,
+    IndexKind,
+    ItemResponse,
+    ItemsPage,
+    PostprocessName,
+    _Strict,
+)
+
+_MODEL = (
+    "the sha256 of the model that made the vectors, or its first 12 characters (GET /readyz: model_sha256); "
+    "a vector of another model is a 409 naming both"
+)
+_VECTOR = "the embedding: the index's dimension of finite numbers, L2-normalised (else normalised, and said)"
+WITH_VECTORS = "also return each item's stored float vector (as searched; float16 as stored, widened)"
+_FILTER = 'only items that match this filter object (docs/serving.md, "Filters"), e.g. {"label": {"$in": ["a"]}}'
+
+
+class VectorItem(_Strict):
+    vector: list[float] = Field(description=_VECTOR)
+    key: str | None = Field(None, description="the item's own id (unique per index); in use: a 409 on POST /items")
+    label: str | None = Field(None, description="the item's class label; none: 'unlabelled'")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="as the form's 'metadata', one object")
+
+
+class AddVectorsRequest(_Strict):
+    """Items added by their vectors, made elsewhere with the index's model."""
+
+    items: list[VectorItem] = Field(min_length=1, description="the items, each with its vector")
+    model: str | None = Field(None, description=_MODEL)
+
+
+class PutVectorRequest(_Strict):
+    """The item a key names, by its vector: created, or replaced under its id."""
+
+    vector: list[float] = Field(description=_VECTOR)
+    label: str | None = Field(None, description="the item's class label; none: 'unlabelled'")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="the item's metadata, one object")
+    model: str | None = Field(None, description=_MODEL)
+
+
+class AddVectorsResponse(AddItemsResponse):
+    normalised: int = Field(0, description="how many vectors were not L2-normalised and were normalised")
+    warnings: list[str] = Field(default_factory=list)
+
+
+class VectorSearchRequest(_Strict):
+    """A search by one vector (``vector``) or a batch (``vectors``: the answer then holds ``batch``)."""
+
+    vector: list[float] | None = Field(None, description=_VECTOR)
+    vectors: list[list[float]] | None = Field(None, description="several query vectors: a batch search")
+    k: int = Field(DEFAULT_K, description="number of results (1..k_max of the server)")
+    index: IndexKind = Field("float", description="'float' (cosine) or 'binary' (Hamming over the sign bits)")
+    rerank: int | None = Field(None, description="binary only: re-rank this many Hamming candidates by cosine")
+    filter: dict[str, Any] | None = Field(None, description=_FILTER)
+    postprocess: PostprocessName = Field("none", description="'none', 'qe' or 'kreciprocal'")
+    offset: int = Field(0, description="skip this many of the best hits first (paging)")
+    min_score: float | None = Field(None, description="only hits scoring at least this (-1..1)")
+    model: str | None = Field(None, description=_MODEL)
+
+
+class DeleteByFilterRequest(_Strict):
+    filter: dict[str, Any] = Field(description=_FILTER + '; {} only with "all": true')
+    dry_run: bool = Field(False, description="count the matches, delete nothing")
+    all: bool = Field(False, description="with an empty filter: delete every item")
+
+
+class DeleteByFilterResponse(_Strict):
+    deleted: int = Field(description="items deleted (a dry run: items that would be)")
+    count: int = Field(description="items in the index after the call")
+    dry_run: bool
+
+
+class ItemWithVector(ItemResponse):
+    vector: list[float] = Field(description="the stored float embedding (as searched)")
+
+
+class ItemsPageWithVectors(ItemsPage):
+    items: list[ItemWithVector] = Field(description="ascending ids")  # type: ignore[assignment]
+
+
+ADD_VECTORS_EXAMPLE: dict[str, Any] = {
+    "items": [
+        {"vector": [0.12, -0.05, 0.33], "key": "sku-4711", "label": "boot", "metadata": {"shop": "berlin"}},
+        {"vector": [0.02, 0.41, -0.18], "label": "shoe"},
+    ],
+    "model": "3f9a0c1d5e7b",
+}
+PUT_VECTOR_EXAMPLE: dict[str, Any] = {"vector": [0.12, -0.05, 0.33], "label": "boot", "metadata": {"v": 2}}
+SEARCH_VECTOR_EXAMPLE: dict[str, Any] = {"vector": [0.12, -0.05, 0.33], "k": 5, "filter": {"label": "boot"}}
+SEARCH_VECTORS_EXAMPLE: dict[str, Any] = {"vectors": [[0.12, -0.05, 0.33], [0.02, 0.41, -0.18]], "k": 5}
+DELETE_EXAMPLE: dict[str, Any] = {"filter": {"label": "boot", "shop": "berlin"}, "dry_run": True}
+DELETE_ANSWER_EXAMPLE: dict[str, Any] = {"deleted": 12, "count": 4711, "dry_run": True}
