@@ -141,7 +141,9 @@ async def upgrade_under_load(port: int, index_dir: Path, new_model: Path, jpegs:
 def build(tmp: Path, classes: int, per_class: int) -> tuple[Path, Path, list[bytes]]:
     export_resnet18(tmp / "old", image_size=IMAGE_PX)
     export_resnet18(tmp / "new", image_size=IMAGE_PX, seed=1)
-    generate_synthetic_dataset(tmp / "data", classes=classes, per_class=per_class, size=IMAGE_PX, seed=0, progress=False)
+    generate_synthetic_dataset(
+        tmp / "data", classes=classes, per_class=per_class, size=IMAGE_PX, seed=0, progress=False
+    )
     records = select_split(load_records(tmp / "data"), "test")
     build_index(tmp / "old", records, tmp / "index", threads=THREADS, progress=False)
     return tmp / "index", tmp / "new", query_jpegs(records, 32)

@@ -359,9 +359,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--probe-every", type=int, default=100, help="reloads between measurements (100: the target's)")
     parser.add_argument("--reference", type=int, default=100, help="reloads of the RSS the end is compared with")
-    args = parse_quick(
-        parser, reloads=6, requests=60, workers=2, gallery=20, settle=0.2, probe_every=3, reference=3
-    )
+    args = parse_quick(parser, reloads=6, requests=60, workers=2, gallery=20, settle=0.2, probe_every=3, reference=3)
     random.seed(args.seed)
     with tempfile.TemporaryDirectory() as tmp_name:
         index_dir, jpegs, labels = build(Path(tmp_name), args.gallery)

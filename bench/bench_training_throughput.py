@@ -92,7 +92,9 @@ def main() -> None:
         data = args.data
         if data is None:
             data = Path(tmp) / "data"
-            per_class = max(2, -(-args.steps * args.batch // 40))  # one epoch is the whole set: the cache holds what an epoch uses
+            per_class = max(
+                2, -(-args.steps * args.batch // 40)
+            )  # one epoch is the whole set: the cache holds what an epoch uses
             generate_synthetic_dataset(data, classes=40, per_class=per_class, size=256, seed=0, progress=False)
         results = [(v, measure(config(data, v, args), Path(tmp) / f"run{i}")) for i, v in enumerate(VARIANTS)]
     cpu = platform.processor() or platform.machine()
