@@ -12,6 +12,7 @@ validation check), then, in this one process:
     nice -n 10 python bench/bench_int8.py --run runs/cars196 --work /tmp/int8_bench
     python bench/bench_int8.py --run runs/cars196 --work /tmp/int8_bench --reuse   # skip the exports
     ... --compare OLD_EXPORT_DIR   # one more model measured in the same run (e.g. an earlier fp32 export)
+    python bench/bench_int8.py     # no run: a random-weights stand-in (bench/stand_in_run.py), speeds only
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ not its speed. Needs Debian's ``qemu-user``.
 
     python bench/bench_int8_cpu_kinds.py --data ../shared/data/cars196 \\
         fp32=runs/cars196/export int8=runs/cars196/export_int8 int8-8bit=/tmp/old_int8
+    python bench/bench_int8_cpu_kinds.py     # no models: a random-weights stand-in's fp32 and INT8 exports
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ named with its command.
     nice -n 10 python bench/bench_postprocess.py --model RUN_OR_EXPORT --data ../shared/data/cars196 \\
         --out /tmp/pp_cars [--grid small]
 
-Embeddings are cached in ``--out`` (``embeddings-{val,test}.npz``, keyed by the model's sha256), so a
+Without ``--model`` and ``--data`` it measures a random-weights stand-in run on generated data
+(``bench/stand_in_run.py``): the code runs, the figures mean nothing. Embeddings are cached in ``--out`` (``embeddings-{val,test}.npz``, keyed by the model's sha256), so a
 second run with another grid embeds nothing.
 """
 

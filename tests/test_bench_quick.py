@@ -11,6 +11,7 @@ with ``SKIPPED`` and the reason, and is reported as skipped.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -23,14 +24,20 @@ sys.path.insert(0, str(BENCH))
 from quick_mode import SKIPPED  # noqa: E402
 
 SCRIPTS = sorted(path.name for path in BENCH.glob("*.py") if 'if __name__ == "__main__":' in path.read_text())
-TIMEOUT_S = 180
+MODES = [("bench_serving_load.py", "--overload", "2")]
+"""Second modes of a script that run other code (overload_protocol.py), each run once more."""
+TABLE = re.compile(r"^\|[-|: ]*-{3}[-|: ]*\|$", re.MULTILINE)
+"""A markdown table's separator row."""
+TIMEOUT_S = 300
+pytestmark = pytest.mark.slow  # runs every benchmark (still in CI: that is the point)
 
 
-@pytest.mark.parametrize("script", SCRIPTS)
-def test_quick_run(script: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", [(script,) for script in SCRIPTS] + MODES, ids=" ".join)
+def test_quick_run(command: tuple[str, ...], tmp_path: Path) -> None:
+    script = command[0]
     env = dict(os.environ, TMPDIR=str(tmp_path))  # caches and scratch files die with the test
     done = subprocess.run(
-        [sys.executable, str(BENCH / script), "--quick"],
+        [sys.executable, str(BENCH / script), *command[1:], "--quick"],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -41,7 +48,7 @@ def test_quick_run(script: str, tmp_path: Path) -> None:
     if done.returncode == SKIPPED:
         pytest.skip(f"{script}: {done.stdout.strip().splitlines()[-1]}")
     assert done.returncode == 0, output
-    assert "|---" in done.stdout, f"{script} printed no table:\n{output}"
+    assert TABLE.search(done.stdout), f"{script} printed no table:\n{output}"
 
 
 def test_every_benchmark_is_found() -> None:
