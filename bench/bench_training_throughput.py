@@ -87,7 +87,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--image-size", type=int, default=224)
     parser.add_argument("--pretrained", default="imagenet", help="the trunk's weights ('': random, as fast)")
-    args = parse_quick(parser, steps=2, views=2, workers=0, batch=8, image_size=64, pretrained="")
+    args = parse_quick(parser, steps=1, views=2, workers=0, batch=4, image_size=32, pretrained="")
     with tempfile.TemporaryDirectory() as tmp:
         data = args.data
         if data is None:
