@@ -10,6 +10,7 @@ with ``SKIPPED`` and the reason, and is reported as skipped.
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import subprocess
@@ -21,7 +22,7 @@ import pytest
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 sys.path.insert(0, str(BENCH))
 
-from quick_mode import SKIPPED  # noqa: E402
+from quick_mode import SKIPPED, parse_quick  # noqa: E402
 
 SCRIPTS = sorted(path.name for path in BENCH.glob("*.py") if 'if __name__ == "__main__":' in path.read_text())
 MODES = [("bench_serving_load.py", "--overload", "2")]
@@ -46,7 +47,7 @@ def test_quick_run(command: tuple[str, ...], tmp_path: Path) -> None:
     )
     output = f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     if done.returncode == SKIPPED:
-        pytest.skip(f"{script}: {done.stdout.strip().splitlines()[-1]}")
+        pytest.skip(f"{script}: {(done.stdout.strip().splitlines() or ['no reason printed'])[-1]}")
     assert done.returncode == 0, output
     assert TABLE.search(done.stdout), f"{script} printed no table:\n{output}"
 
@@ -54,3 +55,19 @@ def test_quick_run(command: tuple[str, ...], tmp_path: Path) -> None:
 def test_every_benchmark_is_found() -> None:
     """The discovery above sees the benchmarks (a changed ``__main__`` idiom would silently empty it)."""
     assert {"bench_search.py", "bench_serving_load.py", "profile_search_request.py"} <= set(SCRIPTS)
+
+
+def test_quick_replaces_defaults_but_not_given_options() -> None:
+    def parser() -> argparse.ArgumentParser:
+        made = argparse.ArgumentParser()
+        made.add_argument("--size", type=int, default=100_000)
+        made.add_argument("--dim", type=int, default=512)
+        return made
+
+    assert vars(parse_quick(parser(), [], size=10, dim=8)) == {"size": 100_000, "dim": 512, "quick": False}
+    assert vars(parse_quick(parser(), ["--quick"], size=10, dim=8)) == {"size": 10, "dim": 8, "quick": True}
+    assert vars(parse_quick(parser(), ["--quick", "--size", "7"], size=10, dim=8)) == {
+        "size": 7,
+        "dim": 8,
+        "quick": True,
+    }
