@@ -17,6 +17,7 @@ import os
 import time
 
 from openblas_core import AUTO, resolve_coretype
+from quick_mode import parse_quick
 
 
 def parse_args() -> argparse.Namespace:
@@ -37,7 +38,7 @@ def parse_args() -> argparse.Namespace:
         default="PASSIVE",
         help="OMP_WAIT_POLICY: PASSIVE keeps idle OpenMP threads from spinning on a shared machine",
     )
-    return parser.parse_args()
+    return parse_quick(parser, size=2_000, dim=32, clusters=20, queries=50)
 
 
 def clustered(n: int, dim: int, clusters: int, spread: float, seed: int):

@@ -20,6 +20,8 @@ import argparse
 import os
 import time
 
+from quick_mode import parse_quick
+
 FLAT_SETTINGS = (
     (65_536, 32, True),  # faiss's defaults
     (65_536, 32, False),
@@ -44,7 +46,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--ivf-max-size", type=int, default=100_000, help="skip binary IVF above this size")
     parser.add_argument("--train-sample", type=int, default=100_000, help="codes the IVF k-means trains on")
     parser.add_argument("--omp-wait-policy", default="PASSIVE", help="OMP_WAIT_POLICY (see bench_search.py)")
-    return parser.parse_args()
+    return parse_quick(parser, sizes="2000", bits=256, queries=50, single=5, repeat=1, train_sample=2_000)
 
 
 def clustered_codes(n: int, bits: int, clusters: int, noise: float, seed: int, chunk: int = 50_000):

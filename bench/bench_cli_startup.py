@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from quick_mode import parse_quick
+
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "fastapi", "faiss")
 PROBE = (
@@ -92,7 +94,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--baseline", help="a git revision to time beside this tree")
-    args = parser.parse_args()
+    args = parse_quick(parser, runs=1)
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch)
         _dataset(folder / "data")

@@ -18,17 +18,20 @@ import tempfile
 import time
 from pathlib import Path
 
+from quick_mode import parse_quick
+
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--batches", type=int, default=4, help="timed batches per engine")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--image-size", type=int, default=224, help="the model's input size in px")
     parser.add_argument(
         "--images", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data" / "cars196"
     )
     parser.add_argument("--paths", type=int, default=128, help="images of the full-pipeline measurement")
-    return parser.parse_args()
+    return parse_quick(parser, batch=4, batches=1, paths=8, image_size=64)
 
 
 def images_per_second(run, batch, batches: int) -> float:
@@ -50,9 +53,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         from bench_models import export_resnet18
 
-        model = export_resnet18(Path(tmp))
+        model = export_resnet18(Path(tmp), image_size=args.image_size)
         embedder = OnnxEmbedder(Path(tmp), threads=args.threads, providers="cpu")
-        batch = np.random.default_rng(0).standard_normal((args.batch, 3, 224, 224), dtype=np.float32)
+        batch = np.random.default_rng(0).standard_normal(
+            (args.batch, 3, args.image_size, args.image_size), dtype=np.float32
+        )
         with torch.inference_mode():
             reference = model(torch.from_numpy(batch)).numpy()
             torch_ips = images_per_second(lambda b: model(torch.from_numpy(b)), batch, args.batches)
@@ -61,7 +66,7 @@ def main() -> None:
         pipeline = full_pipeline(embedder, args)
     print(
         f"torch {torch.__version__}, onnxruntime providers {embedder.providers}, {args.threads} threads, "
-        f"batch {args.batch}, 224 px, load average {os.getloadavg()[0]:.1f}\n"
+        f"batch {args.batch}, {args.image_size} px, load average {os.getloadavg()[0]:.1f}\n"
     )
     print("| engine (resnet18, fp32) | images/s | vs torch eager |")
     print("|---|---|---|")

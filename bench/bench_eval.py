@@ -32,6 +32,7 @@ import time
 
 import numpy as np
 from openblas_core import AUTO, resolve_coretype
+from quick_mode import parse_quick
 
 from retrieval.cli.thread_env import THREAD_ENV_DEFAULTS, apply_thread_env_defaults
 
@@ -149,7 +150,6 @@ def table_row(case: str, task: str, ours: list[dict], pml: list[dict], sizes: di
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="small N (smoke test)")
     parser.add_argument("--cases", default="ab", help="which cases to run, e.g. 'b'")
     parser.add_argument("--repeat", type=int, default=3, help="runs per evaluator and cell, alternating")
     parser.add_argument("--no-nmi", action="store_true", help="skip the separate NMI timing")
@@ -164,7 +164,7 @@ def main() -> None:
     parser.add_argument("--child", choices=("ours", "pml"), help=argparse.SUPPRESS)
     parser.add_argument("--case", choices=tuple(CASES), help=argparse.SUPPRESS)
     parser.add_argument("--task", choices=("knn", "nmi"), default="knn", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parse_quick(parser, cases="b", repeat=1)  # --quick: small N too (QUICK_CASES)
     if args.child:
         child(args.child, args.case, args.quick, args.task)
         return

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import tempfile
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -27,6 +28,7 @@ os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "20")
 
 import faiss  # noqa: E402
 import numpy as np  # noqa: E402
+from quick_mode import parse_quick  # noqa: E402
 from vector_model import NO_MODEL_SHA256, vectors_only_manifest  # noqa: E402
 
 from retrieval.indexing.data.records import ImageRecord  # noqa: E402
@@ -50,8 +52,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--queries", type=int, default=200, help="queries per variant, taking turns")
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--kinds", default="flat", help="float (flat) and/or binary (flat) searches: flat,binary")
-    parser.add_argument("--cache", type=Path, default=Path("/tmp"), help="where the built index is kept")
-    return parser.parse_args()
+    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()), help="where the built index is kept")
+    return parse_quick(parser, size=2_000, dim=32, labels=100, queries=20)
 
 
 def unit_vectors(n: int, dim: int, seed: int) -> np.ndarray:

@@ -1,7 +1,7 @@
 """Index updates with segments: time per added item vs index size, and search with deltas vs compacted.
 
 For each base size (random L2-normalised 2048-d vectors, flat float + flat binary kinds, written like
-``retrieval index build`` writes them), it adds 1, 100 and 10,000 items through ``IndexStore.add``
+``retrieval index build`` writes them), it adds 1, 100 and 10,000 items (``--adds``) through ``IndexStore.add``
 (each add one delta segment; automatic compaction off) and prints the time per added item beside the
 baseline measured in the same run: rewriting the base's three files once, which is what every add
 did before segments (``embeddings.f16.npy``, ``float.faiss``, ``binary.faiss``). Then, with 10 delta
@@ -27,8 +27,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from openblas_core import AUTO, resolve_coretype
+from quick_mode import parse_quick
 
-ADDS = (1, 100, 10_000)
 DELTAS = 10
 
 
@@ -39,12 +39,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--queries", type=int, default=200, help="queries of the batch measurement")
     parser.add_argument("--single", type=int, default=30, help="queries timed one at a time")
     parser.add_argument("--k", type=int, default=10)
+    parser.add_argument("--adds", default="1,100,10000", help="comma-separated numbers of items added, one add each")
     parser.add_argument("--workdir", default=None, help="where to write the indexes (default: a temp dir)")
     parser.add_argument(
         "--openblas-coretype", default=AUTO, help="OPENBLAS_CORETYPE: auto (follows this CPU), a value, or none"
     )
     parser.add_argument("--omp-wait-policy", default="PASSIVE", help="OMP_WAIT_POLICY for this process")
-    return parser.parse_args()
+    return parse_quick(parser, sizes="1000", dim=32, queries=20, single=5, adds="1,100")
 
 
 def random_unit(rng: Any, n: int, dim: int) -> Any:
@@ -127,7 +128,7 @@ def run_size(size: int, args: argparse.Namespace, root: Path) -> tuple[list[str]
         store.compact(policy=never)
         baseline = rewrite_seconds(store, root / "rewrite")
         next_id = size
-        for count in ADDS:
+        for count in (int(n) for n in args.adds.split(",")):
             vectors = random_unit(rng, count, args.dim)
             started = time.perf_counter()
             store.add(records(next_id, next_id + count), vectors)

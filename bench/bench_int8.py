@@ -12,6 +12,7 @@ validation check), then, in this one process:
     nice -n 10 python bench/bench_int8.py --run runs/cars196 --work /tmp/int8_bench
     python bench/bench_int8.py --run runs/cars196 --work /tmp/int8_bench --reuse   # skip the exports
     ... --compare OLD_EXPORT_DIR   # one more model measured in the same run (e.g. an earlier fp32 export)
+    python bench/bench_int8.py     # no run: a random-weights stand-in (bench/stand_in_run.py), speeds only
 """
 
 from __future__ import annotations
@@ -20,16 +21,18 @@ import argparse
 import gc
 import os
 import statistics
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from quick_mode import parse_quick
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--run", type=Path, required=True, help="a trained run directory")
-    parser.add_argument("--work", type=Path, required=True, help="where the two exports are written")
+    parser.add_argument("--run", type=Path, help="a trained run directory (default: a random-weights stand-in)")
+    parser.add_argument("--work", type=Path, help="where the two exports are written (default: a temporary folder)")
     parser.add_argument("--data", type=Path, help="the run's dataset, if not at config.yaml's data.path")
     parser.add_argument("--reuse", action="store_true", help="use the exports already in --work")
     parser.add_argument("--compare", type=Path, nargs="*", default=[], help="more export dirs to time")
@@ -42,7 +45,7 @@ def parse_args() -> argparse.Namespace:
         help="timed rounds (each model and spin setting: a fresh session, 3 timed batches)",
     )
     parser.add_argument("--no-quality", action="store_true", help="time only; skip the test-class metrics")
-    return parser.parse_args()
+    return parse_quick(parser, batch=8, repeats=1)
 
 
 def export_both(args: argparse.Namespace) -> dict[str, Path]:
@@ -53,7 +56,8 @@ def export_both(args: argparse.Namespace) -> dict[str, Path]:
     if not args.reuse:
         export_run(args.run, dirs["fp32"])
         started = time.perf_counter()
-        result = export_run(args.run, dirs["int8"], int8=Int8Request(data_path=args.data, progress=False))
+        request = Int8Request(data_path=args.data, progress=False, force=args.stand_in)  # stand-in: check not enforced
+        result = export_run(args.run, dirs["int8"], int8=request)
         check = result.manifest.quantization.check if result.manifest.quantization else None
         print(f"int8 export (calibration + validation check): {time.perf_counter() - started:.0f} s; check {check}")
     return dirs
@@ -108,6 +112,18 @@ def first_batch(records: list, model_dir: Path, size: int) -> np.ndarray:
 
 def main() -> None:
     args = parse_args()
+    with tempfile.TemporaryDirectory() as scratch:
+        args.stand_in = args.run is None
+        if args.stand_in:
+            from stand_in_run import NOTICE, stand_in_run
+
+            print(NOTICE)
+            args.run, args.data = stand_in_run(Path(scratch) / "stand-in", args.quick)
+        args.work = args.work or Path(scratch) / "work"
+        measure(args)
+
+
+def measure(args: argparse.Namespace) -> None:
     dirs = export_both(args)
     models = {"fp32": dirs["fp32"], "int8": dirs["int8"], **{str(path): path for path in args.compare}}
     records = test_records(args)

@@ -10,6 +10,7 @@ not its speed. Needs Debian's ``qemu-user``.
 
     python bench/bench_int8_cpu_kinds.py --data ../shared/data/cars196 \\
         fp32=runs/cars196/export int8=runs/cars196/export_int8 int8-8bit=/tmp/old_int8
+    python bench/bench_int8_cpu_kinds.py     # no models: a random-weights stand-in's fp32 and INT8 exports
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from quick_mode import parse_quick
 
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.eval.metrics import evaluate_retrieval
@@ -32,13 +34,15 @@ from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("models", nargs="+", help="NAME=EXPORT_DIR; the first is the fp32 reference")
-    parser.add_argument("--data", type=Path, required=True, help="an ImageFolder dataset")
+    parser.add_argument(
+        "models", nargs="*", help="NAME=EXPORT_DIR; the first is the fp32 reference (none: a random-weights stand-in)"
+    )
+    parser.add_argument("--data", type=Path, help="an ImageFolder dataset (required with models)")
     parser.add_argument("--classes", type=int, default=8, help="the LAST N classes (a run's test half)")
     parser.add_argument("--per-class", type=int, default=6)
     parser.add_argument("--emulate", nargs="*", default=["Haswell"], help="QEMU CPU models to emulate")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)  # write embeddings here and exit
-    return parser.parse_args()
+    return parse_quick(parser, classes=3, per_class=2)
 
 
 def chosen_paths(data: Path, classes: int, per_class: int) -> tuple[list[Path], np.ndarray]:
@@ -59,6 +63,19 @@ def embed_all(models: dict[str, Path], paths: list[Path], out: Path) -> None:
 
 def main() -> None:
     args = parse_args()
+    if bool(args.models) != (args.data is not None):
+        raise SystemExit("give models and --data together (or neither: a random-weights stand-in)")
+    with tempfile.TemporaryDirectory() as scratch:
+        if not args.models:
+            from stand_in_run import NOTICE, stand_in_exports
+
+            print(NOTICE)
+            fp32, int8, args.data = stand_in_exports(Path(scratch), args.quick)
+            args.models = [f"fp32={fp32}", f"int8={int8}"]
+        compare(args)
+
+
+def compare(args: argparse.Namespace) -> None:
     models = dict(item.split("=", 1) for item in args.models)
     models = {name: Path(path) for name, path in models.items()}
     paths, labels = chosen_paths(args.data, args.classes, args.per_class)

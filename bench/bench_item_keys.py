@@ -15,6 +15,7 @@ the next one.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sqlite3
 import statistics
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_index_updates import fake_export, random_unit
+from quick_mode import parse_quick
 
 
 def parse_args() -> argparse.Namespace:
@@ -32,7 +34,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--size", type=int, default=20_000)
     parser.add_argument("--dim", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=30)
-    return parser.parse_args()
+    return parse_quick(parser, size=500, dim=16, repeats=3)
 
 
 def median_ms(action: Callable[[int], Any], repeats: int) -> float:
@@ -90,9 +92,9 @@ def main() -> None:
             first = median_ms(lambda s: store.add(keyed(s, s + 1, "new"), random_unit(rng, 1, args.dim)), 1)
             rows.append(("first keyed add on an old table (adds the column)", first))
             rows.append(("next keyed add", median_ms(lambda s: store.add(keyed(10 + s, 11 + s, "new"), one), 10)))
-        print(f"{args.size} items, {args.dim}-d, median ms")
-        for name, ms in rows:
-            print(f"{name:<52} {ms:9.3f}")
+        print(f"{args.size} items, {args.dim}-d, load average {os.getloadavg()[0]:.1f}\n")
+        print("| operation | median ms |\n|---|---|")
+        print("\n".join(f"| {name} | {ms:.3f} |" for name, ms in rows))
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

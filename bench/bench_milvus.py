@@ -12,6 +12,7 @@ items, and one-query searches (float IP, binary Hamming, binary + re-rank of a 1
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import statistics
 import tempfile
 import time
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import faiss
 import numpy as np
+from quick_mode import parse_quick, skip
 from vector_model import NO_MODEL_SHA256, vectors_only_manifest
 
 from retrieval.indexing.data.records import ImageRecord
@@ -37,7 +39,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--sizes", default="2000,10000", help="comma-separated gallery sizes")
     parser.add_argument("--queries", type=int, default=30, help="queries timed one at a time")
     parser.add_argument("--k", type=int, default=10)
-    return parser.parse_args()
+    return parse_quick(parser, sizes="200", queries=5)
 
 
 def unit_vectors(count: int, seed: int) -> np.ndarray:
@@ -139,12 +141,14 @@ def measure(size: int, args: argparse.Namespace) -> list[tuple[str, str, str, st
 
 def main() -> None:
     args = parse_args()
+    if importlib.util.find_spec("milvus_lite") is None:
+        skip("milvus-lite is not installed (pip install -e '.[milvus]')")
     faiss.omp_set_num_threads(1)  # one query at a time, as the service's store thread searches
     header = ("items", "what (median of one-query calls)", "milvus-lite 2.5.1", "faiss flat (ratio)")
     rows = [row for size in (int(s) for s in args.sizes.split(",")) for row in measure(size, args)]
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
-    for row in [header, *rows]:
-        print(" | ".join(str(cell).ljust(width) for cell, width in zip(row, widths)))
+    for row in [header, tuple("-" * width for width in widths), *rows]:
+        print("| " + " | ".join(str(cell).ljust(width) for cell, width in zip(row, widths)) + " |")
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 from bench_models import export_resnet18
+from quick_mode import parse_quick
 from serving_server import THREADS, Variant, free_port, query_jpegs, start_server
 
 from retrieval.indexing.data.sources import load_records
@@ -137,10 +138,12 @@ async def upgrade_under_load(port: int, index_dir: Path, new_model: Path, jpegs:
     return run, facts
 
 
-def build(tmp: Path) -> tuple[Path, Path, list[bytes]]:
+def build(tmp: Path, classes: int, per_class: int) -> tuple[Path, Path, list[bytes]]:
     export_resnet18(tmp / "old", image_size=IMAGE_PX)
     export_resnet18(tmp / "new", image_size=IMAGE_PX, seed=1)
-    generate_synthetic_dataset(tmp / "data", classes=40, per_class=30, size=IMAGE_PX, seed=0, progress=False)
+    generate_synthetic_dataset(
+        tmp / "data", classes=classes, per_class=per_class, size=IMAGE_PX, seed=0, progress=False
+    )
     records = select_split(load_records(tmp / "data"), "test")
     build_index(tmp / "old", records, tmp / "index", threads=THREADS, progress=False)
     return tmp / "index", tmp / "new", query_jpegs(records, 32)
@@ -153,9 +156,13 @@ def main() -> None:
     parser.add_argument("--reload-after", type=float, default=2.0, help="seconds between the switch and the reload")
     parser.add_argument("--after", type=float, default=5.0, help="seconds of load after the reload")
     parser.add_argument("--write-every", type=float, default=1.0)
-    args = parser.parse_args()
+    parser.add_argument("--classes", type=int, default=40, help="generated classes (the demo's; half are indexed)")
+    parser.add_argument("--per-class", type=int, default=30, help="generated images per class (the demo's)")
+    args = parse_quick(
+        parser, clients=1, before=0.5, reload_after=0.3, after=0.5, write_every=0.3, classes=4, per_class=5
+    )
     with tempfile.TemporaryDirectory() as tmp_name:
-        index_dir, new_model, jpegs = build(Path(tmp_name))
+        index_dir, new_model, jpegs = build(Path(tmp_name), args.classes, args.per_class)
         items = len(load_records(Path(tmp_name) / "data")) // 2
         port = free_port()
         server = start_server(index_dir, port, Variant("upgrade", env={"RETRIEVAL_API_KEY": API_KEY}))

@@ -13,7 +13,8 @@ named with its command.
     nice -n 10 python bench/bench_postprocess.py --model RUN_OR_EXPORT --data ../shared/data/cars196 \\
         --out /tmp/pp_cars [--grid small]
 
-Embeddings are cached in ``--out`` (``embeddings-{val,test}.npz``, keyed by the model's sha256), so a
+Without ``--model`` and ``--data`` it measures a random-weights stand-in run on generated data
+(``bench/stand_in_run.py``): the code runs, the figures mean nothing. Embeddings are cached in ``--out`` (``embeddings-{val,test}.npz``, keyed by the model's sha256), so a
 second run with another grid embeds nothing.
 """
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +32,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as every `retrieval` comm
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "20")
 
 import numpy as np  # noqa: E402
+from quick_mode import parse_quick  # noqa: E402
 
 from retrieval.indexing.data.sources import load_records  # noqa: E402
 from retrieval.indexing.data.splits import split_records  # noqa: E402
@@ -65,14 +68,14 @@ KINDS = ("float", "binary")
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", type=Path, required=True, help="export or run directory")
-    parser.add_argument("--data", type=Path, required=True, help="dataset (its test classes are reported)")
-    parser.add_argument("--out", type=Path, required=True, help="embedding cache and chosen parameters")
+    parser.add_argument("--model", type=Path, help="export or run directory (default: a random-weights stand-in)")
+    parser.add_argument("--data", type=Path, help="dataset (its test classes are reported); with --model")
+    parser.add_argument("--out", type=Path, help="embedding cache and chosen parameters (default: a temporary folder)")
     parser.add_argument("--grid", choices=sorted(GRIDS), default="full")
     parser.add_argument("--val-fraction", type=float, default=0.2, help="as the trainer's data.val_fraction")
     parser.add_argument("--val-fold", type=int, default=None, help="as the trainer's data.val_fold")
     parser.add_argument("--batch-size", type=int, default=32)
-    return parser.parse_args()
+    return parse_quick(parser, grid="small")
 
 
 def embedded(embedder: OnnxEmbedder, records: list, cache: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -138,6 +141,22 @@ def summary(method: str, params: PostprocessParams) -> str:
 
 def main() -> None:
     args = parse_args()
+    if (args.model is None) != (args.data is None):
+        raise SystemExit("give --model and --data together (or neither: a random-weights stand-in)")
+    with tempfile.TemporaryDirectory() as scratch:
+        if args.model is None:
+            from stand_in_run import NOTICE, stand_in_run
+
+            from retrieval.training.export.run_export import export_run
+
+            print(NOTICE)
+            args.model, args.data = stand_in_run(Path(scratch) / "stand-in", args.quick)
+            export_run(args.model)
+        args.out = args.out or Path(scratch) / "out"
+        compare(args)
+
+
+def compare(args: argparse.Namespace) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     embedder = OnnxEmbedder(resolve_export_dir(args.model))
     splits = split_records(load_records(args.data), val_fraction=args.val_fraction, val_fold=args.val_fold)

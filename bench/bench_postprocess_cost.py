@@ -31,6 +31,7 @@ os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "20")
 
 import faiss  # noqa: E402
 import numpy as np  # noqa: E402
+from quick_mode import parse_quick  # noqa: E402
 from vector_model import NO_MODEL_SHA256, vectors_only_manifest  # noqa: E402
 
 from retrieval.indexing.data.records import ImageRecord  # noqa: E402
@@ -59,7 +60,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--model", type=Path, help="export or run directory: also a real build with and without DBA")
     parser.add_argument("--data", type=Path, help="dataset whose test split the real build indexes")
     parser.add_argument("--workdir", type=Path, default=None)
-    return parser.parse_args()
+    return parse_quick(parser, size=1_000, dim=64, queries=5, float_queries=3, dba_sizes="500")
 
 
 def clustered(n: int, dim: int, seed: int = 0) -> np.ndarray:

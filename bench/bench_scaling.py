@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from quick_mode import parse_quick
 
 
 def parse_args() -> argparse.Namespace:
@@ -29,10 +30,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--dim", type=int, default=2048)
     parser.add_argument("--images", type=int, default=64, help="JPEGs of the embedding measurement (0: skip)")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--arch", choices=("resnet50", "resnet18"), default="resnet50", help="the embedding model")
+    parser.add_argument("--image-size", type=int, default=224, help="the model's input size in px")
     parser.add_argument(
         "--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data" / "cars196"
     )
-    return parser.parse_args()
+    return parse_quick(parser, items=500, dim=64, images=8, arch="resnet18", image_size=64)
 
 
 def gallery(args: argparse.Namespace, tmp: Path) -> Path:
@@ -61,9 +64,9 @@ def embedding_rows(args: argparse.Namespace, tmp: Path) -> list[tuple[str, str]]
     from retrieval.indexing.store.build.shard_merge import merge_shards
     from retrieval.indexing.store.build.shards import ShardSpec, build_shard
 
-    export_resnet18(tmp / "export", arch="resnet50")
+    export_resnet18(tmp / "export", image_size=args.image_size, arch=args.arch)
     embedder = OnnxEmbedder(tmp / "export", threads=args.threads, providers="cpu")
-    batch = np.random.default_rng(0).standard_normal((32, 3, 224, 224), dtype=np.float32)
+    batch = np.random.default_rng(0).standard_normal((32, 3, args.image_size, args.image_size), dtype=np.float32)
     embedder.embed_arrays(batch[:4])  # warm-up
     started = time.perf_counter()
     embedder.embed_arrays(batch)
@@ -76,7 +79,7 @@ def embedding_rows(args: argparse.Namespace, tmp: Path) -> list[tuple[str, str]]
     shard_rate = report.count / report.embed_seconds
     merged = merge_shards(tmp / "index", [tmp / "shard"])
     return [
-        ("resnet50 inference, ready batches of 32 (baseline)", f"{inference:.1f} images/s (1.00x)"),
+        (f"{args.arch} inference, ready batches of 32 (baseline)", f"{inference:.1f} images/s (1.00x)"),
         (
             f"`index build --shard 0/1`, {report.count} JPEGs (decode + inference + files)",
             f"{shard_rate:.1f} images/s ({shard_rate / inference:.2f}x)",
@@ -145,7 +148,7 @@ def main() -> None:
     print(f"{os.cpu_count()} cores (shared), {args.threads} threads, load average {os.getloadavg()[0]:.1f}\n")
     with tempfile.TemporaryDirectory() as tmp:
         if args.images:
-            print("| embedding one shard (resnet50, 224 px) | rate |\n|---|---|")
+            print(f"| embedding one shard ({args.arch}, {args.image_size} px) | rate |\n|---|---|")
             for name, value in embedding_rows(args, Path(tmp) / "embed"):
                 print(f"| {name} | {value} |")
             print()

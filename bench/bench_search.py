@@ -21,6 +21,7 @@ import os
 import time
 
 from openblas_core import AUTO, resolve_coretype
+from quick_mode import parse_quick
 
 
 def parse_args() -> argparse.Namespace:
@@ -39,7 +40,7 @@ def parse_args() -> argparse.Namespace:
         default="PASSIVE",
         help="OMP_WAIT_POLICY: PASSIVE keeps idle OpenMP threads from spinning on a shared machine",
     )
-    return parser.parse_args()
+    return parse_quick(parser, sizes="2000", dim=64, queries=50, single=5, chunk=1_000)
 
 
 def random_unit(rng, n: int, dim: int):

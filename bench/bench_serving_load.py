@@ -45,6 +45,7 @@ import httpx
 from load_clients import LOADS, LoadResult, process_cpu_s
 from overload_protocol import run_overload, table
 from PIL import Image
+from quick_mode import parse_quick
 from serving_server import BATCH, THREADS, Variant, build_fixture, free_port, start_server
 
 from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
@@ -155,6 +156,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--seconds", type=float, default=120.0)
     parser.add_argument("--gallery", type=int, default=200, help="gallery images (10 per class)")
+    parser.add_argument("--image-size", type=int, default=224, help="the model's input size in px")
     parser.add_argument("--repeats", type=int, default=1, help="rounds over all variants")
     parser.add_argument(
         "--raw-seconds", type=float, default=8.0, help="length of each raw ONNX measurement (both spin settings)"
@@ -180,14 +182,24 @@ def main() -> None:
     )
     parser.add_argument("--overload-seconds", type=float, default=30.0, help="length of the open-loop run")
     parser.add_argument("--timeout", type=float, default=30.0, help="the server's request_timeout_s (--overload)")
-    args = parser.parse_args()
+    args = parse_quick(
+        parser,
+        clients=2,
+        requests=8,
+        gallery=20,
+        image_size=64,
+        raw_seconds=0.4,
+        seconds=60.0,
+        overload_seconds=1.0,
+        timeout=5.0,
+    )
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        model_dir, index_dir, jpegs = build_fixture(tmp, args.gallery)
+        model_dir, index_dir, jpegs = build_fixture(tmp, args.gallery, args.image_size)
         if args.overload is not None:
             runs = run_overload(index_dir, jpegs, args)
             print(
-                f"resnet18 ONNX 224 px, gallery {args.gallery}, {THREADS} onnxruntime threads; saturation: {args.clients} "
+                f"resnet18 ONNX {args.image_size} px, gallery {args.gallery}, {THREADS} onnxruntime threads; saturation: {args.clients} "
                 f"closed-loop clients, {args.requests} requests; overload: {args.overload:g}x that rate open-loop for "
                 f"{args.overload_seconds:g} s, one connection per request; request_timeout_s {args.timeout:g}; "
                 f"load average at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
@@ -206,7 +218,7 @@ def main() -> None:
                 rows.append(row(round_, variant, served, mean_rate(before, after)))
                 before = after
     print(
-        f"resnet18 ONNX 224 px, 512-d, gallery {args.gallery}, {THREADS} onnxruntime threads, {args.clients} clients, "
+        f"resnet18 ONNX {args.image_size} px, 512-d, gallery {args.gallery}, {THREADS} onnxruntime threads, {args.clients} clients, "
         f"{args.requests} requests per variant, server OMP_WAIT_POLICY={args.omp_wait_policy}, OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}, "
         f"load average at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
     )

@@ -43,6 +43,7 @@ import httpx
 from bench_models import export_resnet18
 from load_clients import rss_bytes
 from PIL import Image
+from quick_mode import parse_quick
 from serving_server import THREADS, Variant, free_port, query_jpegs, start_server
 
 from retrieval.indexing.data.sources import load_records
@@ -386,7 +387,8 @@ def main() -> None:
     parser.add_argument("--settle", type=float, default=2.0, help="seconds of quiet before each measurement")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--probe-every", type=int, default=100, help="reloads between measurements (100: the target's)")
-    args = parser.parse_args()
+    parser.add_argument("--reference", type=int, default=100, help="reloads of the RSS the end is compared with")
+    args = parse_quick(parser, reloads=6, requests=60, workers=2, gallery=20, settle=0.2, probe_every=3, reference=3)
     random.seed(args.seed)
     with tempfile.TemporaryDirectory() as tmp_name:
         index_dir, jpegs, labels = build(Path(tmp_name), args.gallery)
@@ -404,7 +406,7 @@ def main() -> None:
 
 
 def report(soak: Soak, probes: list[Probe], args: argparse.Namespace, seconds: float) -> None:
-    reference = next(point for point in probes if point.reloads >= 100)  # after the first 100 reloads
+    reference = next(point for point in probes if point.reloads >= args.reference)  # after the first 100 reloads
     end = probes[-1]
     print(
         f"soak: {args.reloads} reloads, {args.requests} requests from {args.workers} clients in {seconds:.0f} s; "
@@ -424,13 +426,13 @@ def report(soak: Soak, probes: list[Probe], args: argparse.Namespace, seconds: f
         )
     change = end.rss / reference.rss - 1
     print(
-        f"\nRSS end vs after 100 reloads: **{change:+.1%}** (target within 10 %); open files "
+        f"\nRSS end vs after {reference.reloads} reloads: **{change:+.1%}** (target within 10 %); open files "
         f"{reference.files} -> {end.files}, of them not a live segment's embeddings {reference.other_files} -> "
         f"{end.other_files} (target unchanged; adds and compactions change the number of segments, each "
         "holds its embeddings file open)"
     )
     for name, paths in (
-        ("open after 100 only", reference.paths - end.paths),
+        (f"open after {reference.reloads} only", reference.paths - end.paths),
         ("open at the end only", end.paths - reference.paths),
     ):
         if paths:

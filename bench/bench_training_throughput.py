@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from quick_mode import parse_quick
 
 from retrieval.indexing.data.synth.generator import generate_synthetic_dataset
 from retrieval.training.config.recipes import recipe
@@ -51,11 +52,11 @@ VARIANTS = [
 def config(data: Path, variant: Variant, args: argparse.Namespace) -> TrainConfig:
     layer = json.loads(json.dumps(variant.layer).replace('"VIEWS"', str(args.views)))
     bench = {
-        "data": {"path": str(data), "image_size": 224, "num_workers": args.workers, "val_fraction": 0.0},
-        "model": {"backbone": "efficientnet_lite0", "pretrained": "imagenet", "freeze_batchnorm": True},
+        "data": {"path": str(data), "image_size": args.image_size, "num_workers": args.workers, "val_fraction": 0.0},
+        "model": {"backbone": "efficientnet_lite0", "pretrained": args.pretrained or None, "freeze_batchnorm": True},
         "trainer": {
             "epochs": 2,
-            "batch_size": 32,
+            "batch_size": args.batch,
             "device": "cpu",
             "max_steps_per_epoch": args.steps,
             "evaluate_untrained_test": False,
@@ -83,23 +84,28 @@ def main() -> None:
     parser.add_argument("--views", type=int, default=8)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--data", type=Path, help="an ImageFolder of photos (default: generated 256 px images)")
-    args = parser.parse_args()
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--image-size", type=int, default=224)
+    parser.add_argument("--pretrained", default="imagenet", help="the trunk's weights ('': random, as fast)")
+    args = parse_quick(parser, steps=1, views=2, workers=0, batch=4, image_size=32, pretrained="")
     with tempfile.TemporaryDirectory() as tmp:
         data = args.data
         if data is None:
             data = Path(tmp) / "data"
-            per_class = -(-args.steps * 32 // 40)  # one epoch is the whole set: the cache holds what an epoch uses
+            per_class = max(
+                2, -(-args.steps * args.batch // 40)
+            )  # one epoch is the whole set: the cache holds what an epoch uses
             generate_synthetic_dataset(data, classes=40, per_class=per_class, size=256, seed=0, progress=False)
         results = [(v, measure(config(data, v, args), Path(tmp) / f"run{i}")) for i, v in enumerate(VARIANTS)]
     cpu = platform.processor() or platform.machine()
     print(
         f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs ({cpu}), "
-        f"workers {args.workers}, {args.steps} steps x 32 images per epoch, {args.views} cached views\n"
+        f"workers {args.workers}, {args.steps} steps x {args.batch} images of {args.image_size} px per epoch, {args.views} cached views\n"
     )
     print("| variant | images/s (steady epoch) | vs baseline | data wait | one-time s | per epoch incl. one-time |")
     print("|---|---|---|---|---|---|")
     base = results[0][1][0]
-    images = args.steps * 32
+    images = args.steps * args.batch
     for variant, (rate, wait, once) in results:
         effective = images / (images / rate + once / args.epochs)
         print(

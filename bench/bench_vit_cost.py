@@ -35,6 +35,7 @@ apply_thread_env_defaults()  # idle threads sleep, as in every `retrieval` comma
 import numpy as np  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 import torch  # noqa: E402
+from quick_mode import parse_quick  # noqa: E402
 
 from retrieval.training.config.train_config import ModelConfig  # noqa: E402
 from retrieval.training.export.int8_quantization import quantize_int8  # noqa: E402
@@ -113,7 +114,7 @@ def main() -> None:
     parser.add_argument("--train-batch", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--one", help=argparse.SUPPRESS)  # measure this backbone here, print a JSON row
-    args = parser.parse_args()
+    args = parse_quick(parser, backbones=["dinov2_vits14"], image_size=28, batch=2, train_batch=2, repeats=1)
     if args.one:
         print(json.dumps(measure(args.one, args.image_size, args.batch, args.train_batch, args.repeats)))
         return

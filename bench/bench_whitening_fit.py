@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 import numpy as np
+from quick_mode import parse_quick
 
 from retrieval.indexing.eval.metrics import evaluate_retrieval
 from retrieval.training.config.train_config import WhiteningConfig
@@ -37,6 +38,8 @@ from retrieval.training.model.whitening import LinearMap, descending_eigh, scatt
 from retrieval.training.run.measures.whitening_stage import candidates, fit_map
 
 T = TypeVar("T")
+QUICK_SETTINGS = {"candidate_dims": (16, 32), "bits": 512, "itq_iterations": 2}
+"""The stage's settings in a quick run: dims that 64-wide features allow, and a short ITQ."""
 
 
 def parse_args() -> argparse.Namespace:
@@ -46,7 +49,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--val-images", type=int, default=1_600, help="validation images (20 other classes)")
     parser.add_argument("--dims", type=int, default=1280, help="feature width (Lite0's pooled features: 1280)")
     parser.add_argument("--seed", type=int, default=0)
-    return parser.parse_args()
+    return parse_quick(parser, images=400, classes=20, val_images=100, dims=64)
 
 
 def class_features(
@@ -73,7 +76,7 @@ def main() -> None:
     nuisance = rng.standard_normal((32, args.dims)) / 4  # the spread every class shares (pose, background)
     train, train_labels = class_features(args.images, args.classes, nuisance, rng)
     val, val_labels = class_features(args.val_images, 20, nuisance, rng)
-    settings = WhiteningConfig(method="auto")
+    settings = WhiteningConfig(method="auto", **(QUICK_SETTINGS if args.quick else {}))  # type: ignore[arg-type]
 
     def score(linear: LinearMap | None) -> float:
         mapped = val if linear is None else linear.apply(val)

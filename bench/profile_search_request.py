@@ -1,43 +1,52 @@
 """Where one ``POST /search`` spends its time: CPU per stage in-process, then the service's own timings.
 
 Part 1 runs every stage of a request alone, in this process, on the load benchmark's fixture
-(random-weights resnet18 ONNX, 200-image gallery, 500 x 375 JPEG queries) and reports the CPU
-time per request (the median of ``--repeats`` runs of each stage; process CPU for the stages
-that use several threads, so spin-waiting threads are counted). Part 2 starts the service as
+(random-weights resnet18 ONNX, 200-image gallery, a JPEG query of ``--query-size``, 500 x 375 by
+default, a phone photo with 4032x3024) and reports the CPU time per request (the median of
+``--repeats`` runs of each stage; process CPU for the stages that use several threads, so
+spin-waiting threads are counted). The stages are the service's own code, built as the service
+builds them (``create_app``'s services, ``open_snapshot``'s model and store on its store thread,
+``query_pipeline``'s decode and ``pages_for``, the route's response and FastAPI's serialisation of
+it), so this profile cannot drift from what it profiles. Part 2 starts the service as
 ``bench_serving_load.py`` does and reads the ``timings`` of its answers, with one client (no
-queueing) and with ``--clients`` (queueing for the micro-batch and the CPU), next to the
-latency the client saw: what lies outside ``total_ms`` is HTTP, multipart parsing, routing and
-JSON, and the wait for the event loop.
+queueing) and with ``--clients`` (queueing for the micro-batch and the CPU), next to the latency the
+client saw: what lies outside ``total_ms`` is HTTP, multipart parsing, routing and JSON, and the
+wait for the event loop.
 
-    python bench/profile_search_request.py [--repeats 50] [--clients 16]
+    python bench/profile_search_request.py [--repeats 50] [--clients 16] [--query-size 4032x3024]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import json
 import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import faiss
 import numpy as np
-from bench_serving_load import BATCH, THREADS, Variant, build_fixture, free_port, start_server
+from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute, serialize_response
 from load_clients import BOUNDARY, raw_load, search_request
+from PIL import Image
+from quick_mode import parse_quick
+from serving_server import BATCH, THREADS, Variant, build_fixture, free_port, start_server
 from starlette.datastructures import Headers
 from starlette.formparsers import MultiPartParser
 
 from retrieval.indexing.data.image_io import open_rgb_bytes
-from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.exported_model.preprocess import normalize_pixels, resize_and_crop
-from retrieval.indexing.store.files.index_store import IndexStore
-from retrieval.indexing.store.item_search import ranked_pages
 from retrieval.indexing.store.shared.search_settings import SearchSettings
-from retrieval.serving.item_views import thumbnail_url
-from retrieval.serving.routes.schemas import SearchHit, SearchResponse, Timings
+from retrieval.serving.app import create_app
+from retrieval.serving.query_pipeline import FoundPage, _decode_and_preprocess, pages_for
+from retrieval.serving.routes import routes_search
+from retrieval.serving.routes.routes_search import _response, search_settings
+from retrieval.serving.routes.schemas import Timings
+from retrieval.serving.service_state import open_snapshot
+from retrieval.serving.settings import ServeSettings
 
 
 def cpu_ms(work: Callable[[], object], repeats: int, per: int = 1) -> float:
@@ -51,7 +60,7 @@ def cpu_ms(work: Callable[[], object], repeats: int, per: int = 1) -> float:
     return float(np.median(samples))
 
 
-def multipart_parse(jpeg: bytes) -> Callable[[], object]:
+def multipart_parse(jpeg: bytes, loop: asyncio.AbstractEventLoop) -> Callable[[], object]:
     request = search_request(jpeg, 80)
     head, body = request.split(b"\r\n\r\n", 1)
     headers = Headers({"content-type": f"multipart/form-data; boundary={BOUNDARY}"})
@@ -63,59 +72,68 @@ def multipart_parse(jpeg: bytes) -> Callable[[], object]:
         form = await MultiPartParser(headers, stream()).parse()
         return await form["image"].read()  # type: ignore[union-attr]
 
-    loop = asyncio.new_event_loop()  # one loop for all runs: asyncio.run() would time creating loops
     return lambda: loop.run_until_complete(parse())
 
 
-def arithmetic_normalize(pixels: np.ndarray, prep) -> np.ndarray:
-    """The normalisation as it was computed before the look-up table (same values)."""
-    scaled = pixels.astype(np.float32) / np.float32(255.0)
-    mean, std = np.asarray(prep.mean, dtype=np.float32), np.asarray(prep.std, dtype=np.float32)
-    return np.ascontiguousarray(((scaled - mean) / std).transpose(2, 0, 1))
+def response_body(route: APIRoute, settings: SearchSettings, page: FoundPage, loop) -> Callable[[], bytes]:
+    """The route's response to one query's hits, and FastAPI's validation and JSON of it."""
+
+    def body() -> bytes:
+        response = _response(settings, page, Timings())
+        content = loop.run_until_complete(serialize_response(field=route.response_field, response_content=response))
+        return bytes(JSONResponse(content).body)
+
+    return body
 
 
-def response_json(store: IndexStore, vector: np.ndarray) -> bytes:
-    (page,) = ranked_pages(store, vector.reshape(1, -1), SearchSettings(k=10))
-    found = page.hits
-    hits = [
-        SearchHit(id=i.id, score=s, label=i.label, metadata=dict(i.metadata), thumbnail_url=thumbnail_url(i.id))
-        for i, s in found
-    ]
-    response = SearchResponse(index="float", k=10, score_kind="cosine", results=hits, timings=Timings())
-    return SearchResponse.model_validate(response).model_dump_json().encode()
-
-
-def stage_table(model_dir: Path, index_dir: Path, jpeg: bytes, repeats: int) -> list[tuple[str, float]]:
-    embedder = OnnxEmbedder(model_dir, threads=THREADS, providers="cpu")
-    prep = embedder.manifest.preprocessing
-    image = open_rgb_bytes(jpeg, max_pixels=40_000_000, name="q")
-    pixels = np.asarray(resize_and_crop(image, prep))
-    one = normalize_pixels(pixels, prep)
-    vector = embedder.embed_arrays(one[None])[0]
-    rows = [
-        ("multipart parsing (starlette + python-multipart)", cpu_ms(multipart_parse(jpeg), repeats)),
-        ("JPEG decode (open_rgb_bytes, 500 x 375)", cpu_ms(lambda: open_rgb_bytes(jpeg, 40_000_000, "q"), repeats)),
-        ("resize + centre crop (Pillow bilinear)", cpu_ms(lambda: resize_and_crop(image, prep), repeats)),
-        ("normalise: float32 arithmetic (before)", cpu_ms(lambda: arithmetic_normalize(pixels, prep), repeats)),
-        ("normalise: look-up table (now)", cpu_ms(lambda: normalize_pixels(pixels, prep), repeats)),
-        ("batch assembly (np.stack of 16, per image)", cpu_ms(lambda: np.stack([one] * BATCH), repeats, BATCH)),
-    ]
-    for threads in (2, 1):  # the store thread, as the service runs it
-        with ThreadPoolExecutor(1, initializer=faiss.omp_set_num_threads, initargs=(threads,)) as store_thread:
-            store = store_thread.submit(IndexStore.open, index_dir).result()
-
-            def search(store=store) -> object:
-                return ranked_pages(store, vector.reshape(1, -1), SearchSettings(k=10))
-
-            label = f"store search k=10 + item rows, faiss on {threads} thread{'s' * (threads > 1)}"
-            rows.append((label, store_thread.submit(cpu_ms, search, repeats).result()))
-            response = store_thread.submit(cpu_ms, lambda store=store: response_json(store, vector), repeats)
-            if threads == 1:
-                rows.append(("response model + JSON (with the search)", response.result() - rows[-1][1]))
-    batch = np.stack([one] * BATCH)
-    rows.append(("ONNX, batch of 1 (per image)", cpu_ms(lambda: embedder.embed_arrays(one[None]), repeats // 2 + 1)))
-    rows.append((f"ONNX, batch of {BATCH} (per image)", cpu_ms(lambda: embedder.embed_arrays(batch), 5, BATCH)))
-    return rows
+def stage_table(index_dir: Path, jpeg: bytes, repeats: int) -> list[tuple[str, float]]:
+    settings = ServeSettings(index_dir=index_dir, threads=THREADS, batch_max_size=BATCH)
+    app = create_app(settings)
+    services = app.state.services
+    route = next(r for r in routes_search.router.routes if isinstance(r, APIRoute) and r.path == "/search")
+    snapshot = open_snapshot(settings, 0)
+    loop = asyncio.new_event_loop()  # one loop for all runs: asyncio.run() would time creating loops
+    try:
+        prep = snapshot.embedder.manifest.preprocessing
+        image = open_rgb_bytes(jpeg, max_pixels=settings.max_pixels, name="q")
+        pixels = np.asarray(resize_and_crop(image, prep))
+        one = _decode_and_preprocess(jpeg, "q", settings, snapshot)
+        vector = snapshot.embedder.embed_arrays(one[None])[0]
+        search = search_settings(services, 10, None, None)
+        found = lambda: snapshot.store_thread.submit(pages_for, snapshot, vector[None], search, services).result()  # noqa: E731
+        body = response_body(route, search, found()[0], loop)
+        rows = [
+            ("multipart parsing (starlette + python-multipart)", cpu_ms(multipart_parse(jpeg, loop), repeats)),
+            (
+                f"JPEG decode alone (open_rgb_bytes, {image.width} x {image.height})",
+                cpu_ms(lambda: open_rgb_bytes(jpeg, max_pixels=settings.max_pixels, name="q"), repeats),
+            ),  # fmt: skip
+            ("resize + centre crop alone (resize_and_crop)", cpu_ms(lambda: resize_and_crop(image, prep), repeats)),
+            ("normalise alone (normalize_pixels)", cpu_ms(lambda: normalize_pixels(pixels, prep), repeats)),
+            (
+                "decode + preprocess, the service's function",
+                cpu_ms(lambda: _decode_and_preprocess(jpeg, "q", settings, snapshot), repeats),
+            ),  # fmt: skip
+            (
+                f"batch assembly (np.stack of {BATCH}, per image)",
+                cpu_ms(lambda: np.stack([one] * BATCH), repeats, BATCH),
+            ),  # fmt: skip
+            (
+                f"store search k=10 + item rows + hits (pages_for, faiss on {settings.search_threads} thread)",
+                cpu_ms(found, repeats),
+            ),  # fmt: skip
+        ]
+        rows.append(("response model + FastAPI validation + JSON", cpu_ms(body, repeats)))
+        batch = np.stack([one] * BATCH)
+        embed = snapshot.embedder.embed_arrays
+        rows.append(("ONNX, batch of 1 (per image)", cpu_ms(lambda: embed(one[None]), repeats // 2 + 1)))
+        rows.append((f"ONNX, batch of {BATCH} (per image)", cpu_ms(lambda: embed(batch), max(2, repeats // 10), BATCH)))
+        return rows
+    finally:
+        loop.close()
+        snapshot.embedder.close()
+        snapshot.store_thread.submit(snapshot.store.close).result()
+        snapshot.store_thread.shutdown()
 
 
 def service_timings(index_dir: Path, jpegs: list[bytes], clients: int, requests: int) -> dict[str, float]:
@@ -135,17 +153,34 @@ def service_timings(index_dir: Path, jpegs: list[bytes], clients: int, requests:
     return medians
 
 
+def resized_jpegs(jpegs: list[bytes], size: str) -> list[bytes]:
+    """The queries as JPEGs of ``WxH`` (quality 90), as a client would upload them."""
+    width, height = (int(side) for side in size.lower().split("x"))
+    out = []
+    for data in jpegs:
+        buffer = io.BytesIO()
+        Image.open(io.BytesIO(data)).convert("RGB").resize((width, height)).save(buffer, "JPEG", quality=90)
+        out.append(buffer.getvalue())
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=50)
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--requests", type=int, default=200)
-    args = parser.parse_args()
+    parser.add_argument("--alone-requests", type=int, default=60, help="requests of the one-client run")
+    parser.add_argument("--gallery", type=int, default=200, help="gallery images (10 per class)")
+    parser.add_argument("--image-size", type=int, default=224, help="the model's input size in px")
+    parser.add_argument("--query-size", default="500x375", help="WxH of the query JPEGs, e.g. 4032x3024 (a phone)")
+    args = parse_quick(parser, repeats=3, clients=2, requests=8, alone_requests=4, gallery=20, image_size=64)
     with tempfile.TemporaryDirectory() as tmp_name:
-        model_dir, index_dir, jpegs = build_fixture(Path(tmp_name), 200)
-        rows = stage_table(model_dir, index_dir, jpegs[0], args.repeats)
-        alone = service_timings(index_dir, jpegs, 1, 60)
+        model_dir, index_dir, jpegs = build_fixture(Path(tmp_name), args.gallery, args.image_size)
+        jpegs = resized_jpegs(jpegs[:8], args.query_size) if args.query_size != "500x375" else jpegs
+        rows = stage_table(index_dir, jpegs[0], args.repeats)
+        alone = service_timings(index_dir, jpegs, 1, args.alone_requests)
         loaded = service_timings(index_dir, jpegs, args.clients, args.requests)
+    print(f"resnet18 ONNX {args.image_size} px, {THREADS} threads, gallery {args.gallery}")
     print(f"1. CPU per request by stage (ms, median of {args.repeats}; JPEG of {len(jpegs[0])} bytes)")
     print("| stage | CPU ms |\n|---|---|")
     print("\n".join(f"| {name} | {value:.2f} |" for name, value in rows))

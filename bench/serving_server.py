@@ -29,10 +29,11 @@ THREADS = 2
 BATCH = 16
 
 
-def build_fixture(tmp: Path, gallery: int) -> tuple[Path, Path, list[bytes]]:
-    """(model dir, index dir, 64 query JPEGs): the exported model, an index over ``gallery`` generated images."""
+def build_fixture(tmp: Path, gallery: int, image_size: int = 224) -> tuple[Path, Path, list[bytes]]:
+    """(model dir, index dir, 64 query JPEGs): the exported model (``image_size`` px input), an index over
+    ``gallery`` generated images."""
     model_dir = tmp / "export"
-    export_resnet18(model_dir)
+    export_resnet18(model_dir, image_size=image_size)
     generate_synthetic_dataset(tmp / "data", classes=max(1, gallery // 10), per_class=10, size=128, progress=False)
     records = load_records(tmp / "data")
     build_index(model_dir, records, tmp / "index", threads=THREADS, progress=False)
