@@ -24,6 +24,7 @@ from typing import Any
 
 from bench_index_updates import random_unit, records
 from bench_models import export_resnet18
+from quick_mode import parse_quick
 
 DIM = 512  # resnet18's pooled features
 
@@ -33,7 +34,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--sizes", default="20000,200000", help="comma-separated index sizes (items)")
     parser.add_argument("--repeats", type=int, default=2, help="loads timed per setting (the best is shown)")
     parser.add_argument("--cold", action="store_true", help="drop the page cache before each load (root)")
-    return parser.parse_args()
+    return parse_quick(parser, sizes="300", repeats=1)
 
 
 def _drop_page_cache() -> bool:
