@@ -14,7 +14,7 @@ from retrieval.cli.options.index_options import BatchOpt, QuietOpt, ThreadsOpt
 from retrieval.cli.search_output import csv_document, json_document, table_text
 from retrieval.indexing import usecases as api
 from retrieval.indexing.common.atomic_write import atomic_write_text
-from retrieval.indexing.common.errors import ConfigError, DataError
+from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.search.postprocess_params import QUERY_METHODS, parse_methods
 
 Format = Literal["table", "json", "csv"]
@@ -27,8 +27,14 @@ def search(
         list[int] | None, typer.Option("--id", help="search by a stored item, itself left out (repeatable)")
     ] = None,
     k: Annotated[int, typer.Option("-k", "--k", min=1, help="number of results per query")] = 10,
-    binary: Annotated[bool, typer.Option("--binary", help="search the binary (Hamming) index")] = False,
-    rerank: Annotated[int | None, typer.Option("--rerank", min=1, help="binary shortlist re-ranked by float")] = None,
+    kind: Annotated[
+        str | None,
+        typer.Option("--kind", help="the index searched: float (exact cosine, the default) or binary (Hamming)"),
+    ] = None,
+    binary: Annotated[bool, typer.Option("--binary", help="the older spelling of --kind binary")] = False,
+    rerank: Annotated[
+        int | None, typer.Option("--rerank", min=1, help="with --kind binary: a shortlist this long re-ranked by float")
+    ] = None,
     filter_: Annotated[
         str | None,
         typer.Option(
@@ -68,8 +74,6 @@ def search(
     fmt = _output_format(as_json, as_csv, out)
     if not images and not item_ids:
         raise ConfigError("give one or more query images, or --id ITEM_ID to search by a stored item")
-    if rerank and not binary:
-        raise DataError("--rerank re-orders a binary shortlist; add --binary")
     methods = parse_methods(postprocess, QUERY_METHODS)
     if len(methods) > 1:
         raise ConfigError(f"--postprocess takes one of {', '.join(QUERY_METHODS)}, got {postprocess!r}")
@@ -78,7 +82,7 @@ def search(
         images or [],
         item_ids or [],
         k=k,
-        kind="binary" if binary else "float",
+        kind=api.aliased("kind", kind, "--binary", "binary" if binary else None) or "float",
         rerank=rerank,
         where=filter_,
         postprocess=methods[0],

@@ -71,7 +71,14 @@ from retrieval.indexing.usecases.maintaining import (
     switch_index,
     verify_index,
 )
-from retrieval.indexing.usecases.searching import QueryHits, SearchOutcome, SearchRequest, search, search_index
+from retrieval.indexing.usecases.searching import (
+    QueryHits,
+    SearchOutcome,
+    SearchRequest,
+    aliased,
+    search,
+    search_index,
+)
 from retrieval.indexing.usecases.updating import add_images, compact_index, remove_items
 
 __all__ = [
@@ -100,6 +107,7 @@ __all__ = [
     "TrainingVerdict",
     "UpgradeReport",
     "add_images",
+    "aliased",
     "backend_of",
     "build_index",
     "build_shard",

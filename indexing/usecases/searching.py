@@ -20,7 +20,7 @@ from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.store.backends import open_store
 from retrieval.indexing.store.item_search import Hit, filter_warnings, ranked_pages, similar_pages
 from retrieval.indexing.store.shared.items.item_filter import ItemFilter
-from retrieval.indexing.store.shared.search_settings import SearchSettings
+from retrieval.indexing.store.shared.search_settings import SearchSettings, aliased
 from retrieval.indexing.usecases.inputs import ImageLike, PathLike, embed_images, query_embedder
 
 Unreadable = Literal["report", "raise"]
@@ -113,15 +113,16 @@ def search(
     *,
     kind: str = "float",
     rerank: int | None = None,
-    where: Mapping[str, Any] | None = None,
+    filter: Mapping[str, Any] | None = None,
     postprocess: str = "none",
     offset: int = 0,
     min_score: float | None = None,
+    where: Mapping[str, Any] | None = None,
 ) -> list[HitList]:
     """The ``k`` most similar items of each image (a path or a PIL image), embedded with the index's
-    own model: per image a ``HitList`` of ``(Item, score)``, best first. ``where`` filters by label and
-    metadata like the service's ``filter`` (docs/serving.md), e.g. ``{"label": {"$in": ["a", "b"]}}``;
-    a key no item has is a ``UserWarning``. ``offset`` skips the best hits first (paging);
+    own model: per image a ``HitList`` of ``(Item, score)``, best first. ``filter`` keeps the items whose
+    label and metadata match, like the service's ``filter`` (docs/serving.md), e.g.
+    ``{"label": {"$in": ["a", "b"]}}`` (``where``: its older name); a key no item has is a ``UserWarning``. ``offset`` skips the best hits first (paging);
     ``min_score`` keeps the hits scoring at least it (``HitList.below_min_score``: how many were
     cut); ``postprocess``: none, qe or kreciprocal."""
     queries = [images] if isinstance(images, str | Path | Image.Image) else list(images)
@@ -133,7 +134,7 @@ def search(
         k=k,
         kind=kind,
         rerank=rerank,
-        where=where,
+        where=aliased("filter", filter, "where", where),
         postprocess=postprocess,
         offset=offset,
         min_score=min_score,
