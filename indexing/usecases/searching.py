@@ -18,9 +18,10 @@ from PIL import Image
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.store.backends import open_store
-from retrieval.indexing.store.item_search import Hit, filter_warnings, ranked_pages, similar_pages
+from retrieval.indexing.store.item_search import Hit, HitPage, filter_warnings, ranked_pages, similar_pages
 from retrieval.indexing.store.shared.items.item_filter import ItemFilter
 from retrieval.indexing.store.shared.search_settings import SearchSettings, aliased
+from retrieval.indexing.store.shared.store_protocol import Store
 from retrieval.indexing.usecases.inputs import ImageLike, PathLike, embed_images, query_embedder
 
 Unreadable = Literal["report", "raise"]
@@ -162,7 +163,7 @@ def search_index(
         outcome = SearchOutcome([], warnings=filter_warnings(store, settings.where))
         if embedder is not None:
             names, vectors = _embedded(embedder, request.images, outcome, batch_size, progress, unreadable)
-            pages = ranked_pages(store, vectors, settings)
+            pages = searched_pages(store, vectors, settings)
             outcome.queries += [
                 QueryHits(name, None, page.hits, page.below_min_score) for name, page in zip(names, pages, strict=True)
             ]
@@ -174,6 +175,45 @@ def search_index(
                 for item, page in zip(items, pages, strict=True)
             ]
     return outcome
+
+
+@dataclass(frozen=True)
+class VectorPages:
+    """The pages of a search of embedded queries (one per row), and the filter's warnings."""
+
+    pages: list[HitPage]
+    warnings: list[str]
+
+
+def search_vectors(
+    store: Store,
+    vectors: np.ndarray,
+    settings: SearchSettings,
+    exclude: Sequence[int | None] | None = None,
+    *,
+    empty_ok: bool = False,
+) -> VectorPages:
+    """Everything a search does after the embedding, for every door (``search_index`` here, the service's
+    ``query_pipeline``): the filter's warnings, then one page per (n, d) row under ``settings``; ``exclude[i]``
+    is an item left out of row i (a stored item searched by its own embedding). An empty store: a page
+    without hits per row when ``empty_ok`` (the service's answer), else a DataError."""
+    return VectorPages(
+        searched_pages(store, vectors, settings, exclude, empty_ok=empty_ok), filter_warnings(store, settings.where)
+    )
+
+
+def searched_pages(
+    store: Store,
+    vectors: np.ndarray,
+    settings: SearchSettings,
+    exclude: Sequence[int | None] | None = None,
+    *,
+    empty_ok: bool = False,
+) -> list[HitPage]:
+    """The pages of ``search_vectors`` alone (its warnings already taken)."""
+    if empty_ok and store.count == 0:
+        return [HitPage([]) for _ in range(len(np.atleast_2d(vectors)))]
+    return ranked_pages(store, vectors, settings, exclude=list(exclude) if exclude is not None else None)
 
 
 def _embedded(

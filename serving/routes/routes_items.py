@@ -19,7 +19,7 @@ from retrieval.indexing.common.errors import (
 )
 from retrieval.indexing.data.records import MAX_KEY_CHARS, MAX_LABEL_CHARS, ImageRecord, key_problem, label_problem
 from retrieval.indexing.store.shared.items.item_filter import MAX_JSON_BYTES, MAX_KEYS, Scalar, parse_metadata_for
-from retrieval.indexing.store.shared.store_checks import check_keys_free
+from retrieval.indexing.usecases.updating import add_embedded, check_new_keys
 from retrieval.serving.http import api_examples
 from retrieval.serving.http.problems import problem_responses
 from retrieval.serving.http.service_errors import (
@@ -172,8 +172,7 @@ async def add_items(
         if first is not None:
             return AddItemsResponse(**first)
     if any(keys):  # a key in use is refused before the images are embedded (and again by the add)
-        wanted = [k for k in keys if k is not None]
-        await services.state.read(lambda snap: check_keys_free(wanted, snap.store.ids_of_keys(wanted)))
+        await services.state.read(lambda snap: check_new_keys(snap.store, keys))
     with services.state.hold() as snapshot:
         embedded = [await embed_upload(services, upload, snapshot) for upload in uploads]
     embeddings = np.stack([item.vector for item in embedded]).astype(np.float32)
@@ -194,11 +193,11 @@ async def add_items(
             for path, label, upload, more, key in zip(paths, labels, uploads, extra, keys, strict=True)
         ]
         try:
-            ids = current.store.add(records, embeddings, idempotency_key=idempotency_key)
+            added = add_embedded(current.store, records, embeddings, idempotency_key=idempotency_key)
         except BaseException:
             discard_unused_uploads(settings.index_dir, new, current.store.paths_in_use([str(p) for p in new]))
             raise
-        return AddItemsResponse(ids=[int(i) for i in ids], count=current.store.count)
+        return AddItemsResponse(ids=added.ids, count=added.count)
 
     return await services.state.write(add)
 
