@@ -56,10 +56,12 @@ from retrieval.indexing.usecases.building import (
 )
 from retrieval.indexing.usecases.embedding import dataset_embeddings, embed, index_embeddings
 from retrieval.indexing.usecases.evaluating import (
+    EvalRequest,
     Evaluation,
     evaluate,
     evaluate_dataset,
     evaluate_index_dir,
+    run_eval,
     save_evaluation,
 )
 from retrieval.indexing.usecases.maintaining import (
@@ -89,6 +91,7 @@ __all__ = [
     "ConfigError",
     "DEEP_SAMPLE",
     "DataError",
+    "EvalRequest",
     "Evaluation",
     "EvaluationReport",
     "FLOAT_KINDS",
@@ -136,6 +139,7 @@ __all__ = [
     "rollback_index",
     "run_build",
     "run_dir_of",
+    "run_eval",
     "save_evaluation",
     "scan_images",
     "search",
