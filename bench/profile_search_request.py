@@ -36,8 +36,8 @@ from retrieval.indexing.exported_model.preprocess import normalize_pixels, resiz
 from retrieval.indexing.store.files.index_store import IndexStore
 from retrieval.indexing.store.item_search import ranked_pages
 from retrieval.indexing.store.shared.search_settings import SearchSettings
+from retrieval.serving.http.schemas import SearchHit, SearchResponse, Timings
 from retrieval.serving.item_views import thumbnail_url
-from retrieval.serving.routes.schemas import SearchHit, SearchResponse, Timings
 
 
 def cpu_ms(work: Callable[[], object], repeats: int, per: int = 1) -> float:

@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import PurePath
 
 from retrieval.indexing.store.shared.items.items_db import Item
+from retrieval.serving.http.schemas import ItemResponse, SearchHit
 from retrieval.serving.images.item_images import image_url
-from retrieval.serving.routes.schemas import ItemResponse, SearchHit
 
 
 def thumbnail_url(item_id: int) -> str:

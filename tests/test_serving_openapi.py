@@ -13,9 +13,9 @@ from serving_fixtures import API_KEY, query_png, serving_client
 
 from retrieval.indexing.common.errors import DataError, IndexChangedError, ItemNotFoundError
 from retrieval.serving.app import create_app
+from retrieval.serving.http import schemas
 from retrieval.serving.http.problems import PROBLEM_MEDIA_TYPE, status_for
 from retrieval.serving.http.service_errors import RetryLaterError
-from retrieval.serving.routes import schemas
 from retrieval.serving.settings import make_settings
 
 K_MAX = 20

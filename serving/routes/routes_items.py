@@ -20,8 +20,10 @@ from retrieval.indexing.common.errors import (
 from retrieval.indexing.data.records import MAX_KEY_CHARS, MAX_LABEL_CHARS, ImageRecord, key_problem, label_problem
 from retrieval.indexing.store.shared.items.item_filter import MAX_JSON_BYTES, MAX_KEYS, Scalar, parse_metadata_for
 from retrieval.indexing.usecases.updating import add_embedded, check_new_keys
+from retrieval.serving.dependencies import API_KEY_ERRORS, Services, get_services, require_api_key
 from retrieval.serving.http import api_examples
 from retrieval.serving.http.problems import problem_responses
+from retrieval.serving.http.schemas import MAX_ITEM_ID, AddItemsResponse, DeleteItemResponse, ItemResponse
 from retrieval.serving.http.service_errors import (
     InvalidParameterError,
     PayloadTooLargeError,
@@ -39,9 +41,7 @@ from retrieval.serving.images.upload_storage import (
 )
 from retrieval.serving.item_views import item_response
 from retrieval.serving.query_pipeline import embed_upload
-from retrieval.serving.routes.dependencies import API_KEY_ERRORS, Services, get_services, require_api_key
 from retrieval.serving.routes.form_fields import renamed_field
-from retrieval.serving.routes.schemas import MAX_ITEM_ID, AddItemsResponse, DeleteItemResponse, ItemResponse
 from retrieval.serving.routes.strict_forms import StrictFormRoute
 from retrieval.serving.service_state import Snapshot
 

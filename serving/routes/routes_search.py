@@ -10,19 +10,10 @@ from fastapi.openapi.models import Example
 
 from retrieval.indexing.common.errors import DataError, ItemNotFoundError
 from retrieval.indexing.store.shared.search_settings import SearchSettings, aliased
+from retrieval.serving.dependencies import Services, get_services
 from retrieval.serving.http import api_examples
 from retrieval.serving.http.problems import problem_responses
-from retrieval.serving.http.service_errors import (
-    InvalidParameterError,
-    PayloadTooLargeError,
-    RequestTimeoutError,
-    RetryLaterError,
-    UnsupportedMediaTypeError,
-    invalid_parameters,
-)
-from retrieval.serving.query_pipeline import FoundPage, embed_upload, search_images, search_similar
-from retrieval.serving.routes.dependencies import Services, get_services
-from retrieval.serving.routes.schemas import (
+from retrieval.serving.http.schemas import (
     DEFAULT_K,
     MAX_ITEM_ID,
     RERANK_FACTOR,
@@ -34,6 +25,15 @@ from retrieval.serving.routes.schemas import (
     SearchResponse,
     Timings,
 )
+from retrieval.serving.http.service_errors import (
+    InvalidParameterError,
+    PayloadTooLargeError,
+    RequestTimeoutError,
+    RetryLaterError,
+    UnsupportedMediaTypeError,
+    invalid_parameters,
+)
+from retrieval.serving.query_pipeline import FoundPage, embed_upload, search_images, search_similar
 from retrieval.serving.routes.strict_forms import StrictFormRoute
 
 T = TypeVar("T")
