@@ -38,7 +38,7 @@ from retrieval.indexing.exported_model.resolution import run_dir_of
 from retrieval.indexing.exported_model.training_verdict import TrainingVerdict
 from retrieval.indexing.search.postprocess_params import IndexPostprocess, load_params, parse_methods
 from retrieval.indexing.store.backends import backend_of, index_target
-from retrieval.indexing.store.files.faiss_search.faiss_kinds import BINARY_KINDS, FLOAT_KINDS
+from retrieval.indexing.store.files.faiss_kinds import BINARY_KINDS, FLOAT_KINDS
 from retrieval.indexing.store.maintenance.generations import KEEP_PREVIOUS, Generation
 from retrieval.indexing.store.maintenance.model_check import DEEP_SAMPLE
 from retrieval.indexing.store.maintenance.model_upgrade import UpgradeReport

@@ -56,10 +56,10 @@ from retrieval.training.run.fitting.distributed import (
 )
 from retrieval.training.run.fitting.loop import EpochSelection, OptimizationStep, TrainingDiverged
 from retrieval.training.run.fitting.optim import build_optimizer, build_scheduler, parameter_groups
+from retrieval.training.run.fitting.train_batches import CachedBatches, ImageBatches, PrefixBatches, TrainBatches
 from retrieval.training.run.inputs.activation_cache import ActivationCache, check_cache_size, repeated_transform
 from retrieval.training.run.inputs.frozen_prefix import FrozenPrefix
 from retrieval.training.run.inputs.split_inputs import SplitInputs
-from retrieval.training.run.inputs.train_batches import CachedBatches, ImageBatches, PrefixBatches, TrainBatches
 from retrieval.training.run.measures.reference import (
     PooledFeatures,
     fit_reduction,
@@ -68,6 +68,7 @@ from retrieval.training.run.measures.reference import (
     reference_model_config,
     reference_name,
 )
+from retrieval.training.run.measures.run_summary import RunSetup, log_summary, training_rows
 from retrieval.training.run.measures.split_metrics import SplitMetrics, split_metrics
 from retrieval.training.run.measures.verdict import Verdict, beats_reference
 from retrieval.training.run.measures.whitening_stage import whiten_model
@@ -80,7 +81,6 @@ from retrieval.training.run.outputs.run_dir import (
     write_run_config,
 )
 from retrieval.training.run.outputs.run_model import restore_model
-from retrieval.training.run.outputs.run_summary import RunSetup, log_summary, training_rows
 from retrieval.training.run.outputs.tracking import open_tracker
 
 log = logging.getLogger(__name__)
