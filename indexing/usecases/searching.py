@@ -160,13 +160,15 @@ def search_index(
     embedder = query_embedder(request.index_dir, request.model, threads=threads) if request.images else None
     sha256 = embedder.model_sha256 if embedder else None
     with open_store(request.index_dir, expected_model_sha256=sha256, force=request.force) as store:
-        outcome = SearchOutcome([], warnings=filter_warnings(store, settings.where))
+        outcome = SearchOutcome([])
         if embedder is not None:
             names, vectors = _embedded(embedder, request.images, outcome, batch_size, progress, unreadable)
-            pages = searched_pages(store, vectors, settings)
+            found = search_vectors(store, vectors, settings)
             outcome.queries += [
-                QueryHits(name, None, page.hits, page.below_min_score) for name, page in zip(names, pages, strict=True)
+                QueryHits(name, None, page.hits, page.below_min_score)
+                for name, page in zip(names, found.pages, strict=True)
             ]
+        outcome.warnings = found.warnings if embedder is not None else filter_warnings(store, settings.where)
         if request.item_ids:
             pages = similar_pages(store, request.item_ids, settings)
             items = [store.item(item_id) for item_id in request.item_ids]
@@ -197,23 +199,10 @@ def search_vectors(
     ``query_pipeline``): the filter's warnings, then one page per (n, d) row under ``settings``; ``exclude[i]``
     is an item left out of row i (a stored item searched by its own embedding). An empty store: a page
     without hits per row when ``empty_ok`` (the service's answer), else a DataError."""
-    return VectorPages(
-        searched_pages(store, vectors, settings, exclude, empty_ok=empty_ok), filter_warnings(store, settings.where)
-    )
-
-
-def searched_pages(
-    store: Store,
-    vectors: np.ndarray,
-    settings: SearchSettings,
-    exclude: Sequence[int | None] | None = None,
-    *,
-    empty_ok: bool = False,
-) -> list[HitPage]:
-    """The pages of ``search_vectors`` alone (its warnings already taken)."""
+    warnings = filter_warnings(store, settings.where)
     if empty_ok and store.count == 0:
-        return [HitPage([]) for _ in range(len(np.atleast_2d(vectors)))]
-    return ranked_pages(store, vectors, settings, exclude=list(exclude) if exclude is not None else None)
+        return VectorPages([HitPage([]) for _ in range(len(np.atleast_2d(vectors)))], warnings)
+    return VectorPages(ranked_pages(store, vectors, settings, list(exclude) if exclude is not None else None), warnings)
 
 
 def _embedded(
