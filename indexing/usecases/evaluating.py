@@ -105,25 +105,6 @@ class EvalRequest:
         return cls(Path(model) if model is not None else None, data, given, **options)
 
 
-def run_eval(request: EvalRequest, *, progress: bool = True) -> Evaluation:
-    """The one eval use case: an index as built (``evaluate_index_dir``) or a model on a dataset's split
-    (``evaluate_dataset``), with the training-class warning, the post-processing rows and the split."""
-    options = {"ks": request.ks, "grid": request.grid, "neighbours_k": request.neighbours_k, "progress": progress}
-    post = {"postprocess": request.postprocess, "postprocess_params": request.postprocess_params}
-    if request.index is not None:
-        return evaluate_index_dir(request.index, **options, **post)  # type: ignore[arg-type]
-    assert request.model is not None and request.data is not None  # EvalRequest.of checks
-    return evaluate_dataset(
-        request.model,
-        request.data,
-        split=request.split,
-        batch_size=request.batch_size,
-        threads=request.threads,
-        **options,  # type: ignore[arg-type]
-        **post,  # type: ignore[arg-type]
-    )
-
-
 @dataclass
 class Evaluation:
     """An evaluation and what ``retrieval eval`` writes and says besides its metrics."""
@@ -138,62 +119,58 @@ class Evaluation:
     all_records: list[ImageRecord] = field(default_factory=list)  # the whole dataset
 
 
-def evaluate_index_dir(
-    index: Path,
-    *,
-    ks: Sequence[int] | None = None,
-    grid: int = 0,
-    neighbours_k: int | None = None,
-    progress: bool = True,
-    postprocess: Sequence[str] = (),
-    postprocess_params: PostprocessParams | None = None,
-) -> Evaluation:
+def run_eval(request: EvalRequest, *, progress: bool = True) -> Evaluation:
+    """The one eval use case: an index as built (``evaluate_index_dir``) or a model on a dataset's split
+    (``evaluate_dataset``), with the training-class warning, the post-processing rows and the split."""
+    if request.index is not None:
+        return evaluate_index_dir(request, progress=progress)
+    return evaluate_dataset(request, progress=progress)
+
+
+def evaluate_index_dir(request: EvalRequest, *, progress: bool = True) -> Evaluation:
     """An index as built: its metrics, ``grid`` grid queries and each query's top ``neighbours_k``, and
     each ``postprocess`` method's metrics on its stored embeddings."""
+    assert request.index is not None  # EvalRequest.of checks
+    index, postprocess = request.index, request.postprocess
     with open_store(index) as store:
-        report, data = evaluate_index(store, ks=ks, progress=progress)
+        report, data = evaluate_index(store, ks=request.ks, progress=progress)
         augmented = store.manifest.postprocess.dba is not None
         if augmented and any(method.startswith("dba") for method in postprocess):
             raise ConfigError(
                 f"{index} was built with --dba: its stored vectors are augmented already; evaluate "
                 "dba and dba+qe on a model (--model --data) or an index built without --dba"
             )
-        params = postprocess_params or store.manifest.postprocess.params()
+        params = request.postprocess_params or store.manifest.postprocess.params()
         add_postprocess(report, data, postprocess, params, store.manifest.binarization_threshold)
-        queries = grid_queries(data, grid)
+        queries = grid_queries(data, request.grid)
         neighbors = index_neighbors(store, data, queries, GRID_NEIGHBORS) if len(queries) else None
         every = np.flatnonzero(data.is_query)
-        ranked = (every, index_neighbors(store, data, every, neighbours_k)) if neighbours_k else None
+        top = request.neighbours_k
+        ranked = (every, index_neighbors(store, data, every, top)) if top else None
         manifest = store.manifest.model
     return _evaluation(report, data, manifest, _grid(data, queries, neighbors), ranked)
 
 
-def evaluate_dataset(
-    model: Path,
-    data: Data,
-    *,
-    split: str = "test",
-    ks: Sequence[int] | None = None,
-    grid: int = 0,
-    neighbours_k: int | None = None,
-    batch_size: int = 32,
-    threads: int | None = None,
-    progress: bool = True,
-    postprocess: Sequence[str] = (),
-    postprocess_params: PostprocessParams | None = None,
-) -> Evaluation:
+def evaluate_dataset(request: EvalRequest, *, progress: bool = True) -> Evaluation:
     """A model on the ``split`` of a dataset: exact metrics, grid queries and each query's neighbours, and
     each ``postprocess`` method's metrics."""
-    all_records = records_of(data)
-    records = select_split(all_records, split)
-    report, eval_data = evaluate_model(model, records, ks=ks, batch_size=batch_size, threads=threads, progress=progress)
-    report.details["split"] = split
+    assert request.model is not None and request.data is not None  # EvalRequest.of checks
+    model = request.model
+    all_records = records_of(request.data)
+    records = select_split(all_records, request.split)
+    report, eval_data = evaluate_model(
+        model, records, ks=request.ks, batch_size=request.batch_size, threads=request.threads, progress=progress
+    )
+    report.details["split"] = request.split
     threshold = load_model_manifest(resolve_export_dir(model)).binarization_threshold
-    add_postprocess(report, eval_data, postprocess, postprocess_params or PostprocessParams(), threshold)
-    queries = grid_queries(eval_data, grid)
+    add_postprocess(
+        report, eval_data, request.postprocess, request.postprocess_params or PostprocessParams(), threshold
+    )
+    queries = grid_queries(eval_data, request.grid)
     neighbors = exact_neighbors(eval_data, queries, GRID_NEIGHBORS) if len(queries) else None
     every = np.flatnonzero(eval_data.is_query)
-    ranked = (every, exact_neighbors(eval_data, every, neighbours_k)) if neighbours_k else None
+    top = request.neighbours_k
+    ranked = (every, exact_neighbors(eval_data, every, top)) if top else None
     manifest = load_model_manifest(resolve_export_dir(model))
     evaluation = _evaluation(report, eval_data, manifest, _grid(eval_data, queries, neighbors), ranked)
     evaluation.records, evaluation.all_records = records, all_records
