@@ -83,7 +83,7 @@ def main() -> None:
     import numpy as np
 
     from retrieval.indexing.search.binary import binarize
-    from retrieval.indexing.store.files.faiss_search.faiss_kinds import (
+    from retrieval.indexing.store.files.faiss_kinds import (
         binary_kind,
         build_binary_index,
         build_float_index,

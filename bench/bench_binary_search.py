@@ -131,7 +131,7 @@ def ivf_rows(codes, queries, truth, args) -> list[tuple]:
     """The store's binary IVF (nlist ~ 4 sqrt(n)), nprobe doubled until recall >= RECALL_GOAL."""
     import numpy as np
 
-    from retrieval.indexing.store.files.faiss_search.faiss_kinds import BINARY_KINDS
+    from retrieval.indexing.store.files.faiss_kinds import BINARY_KINDS
 
     index = BINARY_KINDS.get("ivf").build(args.bits, len(codes))
     sample = np.random.default_rng(2).permutation(len(codes))[: args.train_sample]

@@ -34,7 +34,7 @@ from vector_model import NO_MODEL_SHA256, vectors_only_manifest  # noqa: E402
 from retrieval.indexing.data.records import ImageRecord  # noqa: E402
 from retrieval.indexing.exported_model.model_manifest import manifest_json  # noqa: E402
 from retrieval.indexing.store.build.builder import write_index  # noqa: E402
-from retrieval.indexing.store.files.faiss_search.faiss_kinds import binary_kind, float_kind  # noqa: E402
+from retrieval.indexing.store.files.faiss_kinds import binary_kind, float_kind  # noqa: E402
 from retrieval.indexing.store.files.index_store import IndexStore  # noqa: E402
 from retrieval.indexing.store.item_search import filter_warnings, ranked_pages  # noqa: E402
 from retrieval.indexing.store.shared.items.item_filter import ItemFilter, parse_filter  # noqa: E402

@@ -56,7 +56,7 @@ def main() -> None:
     import numpy as np
 
     from retrieval.indexing.store.build.builder import write_index
-    from retrieval.indexing.store.files.faiss_search.faiss_kinds import binary_kind, float_kind
+    from retrieval.indexing.store.files.faiss_kinds import binary_kind, float_kind
     from retrieval.indexing.store.files.index_store import IndexStore
     from retrieval.indexing.store.shared.index_directory.compaction import CompactionPolicy
 

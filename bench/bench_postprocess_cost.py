@@ -40,7 +40,7 @@ from retrieval.indexing.search.postprocess import k_reciprocal_rerank  # noqa: E
 from retrieval.indexing.search.postprocess_params import DbaParams, IndexPostprocess, KReciprocalParams  # noqa: E402
 from retrieval.indexing.search.results import SearchResults  # noqa: E402
 from retrieval.indexing.store.build.builder import write_index  # noqa: E402
-from retrieval.indexing.store.files.faiss_search.faiss_kinds import binary_kind, float_kind  # noqa: E402
+from retrieval.indexing.store.files.faiss_kinds import binary_kind, float_kind  # noqa: E402
 from retrieval.indexing.store.files.files_target import FilesTarget  # noqa: E402
 from retrieval.indexing.store.files.index_store import IndexStore  # noqa: E402
 from retrieval.indexing.store.item_search import ranked_pages  # noqa: E402

@@ -93,7 +93,7 @@ def storage_rows(args: argparse.Namespace, tmp: Path) -> list[tuple[str, str]]:
 
     from retrieval.indexing.data.records import ImageRecord
     from retrieval.indexing.search.binary import binarize
-    from retrieval.indexing.store.files.faiss_search.faiss_kinds import (
+    from retrieval.indexing.store.files.faiss_kinds import (
         binary_kind,
         build_binary_index,
         build_float_index,

@@ -56,7 +56,7 @@ def build(size: int, dim: int, chunk: int, seed: int = 0):
     import numpy as np
 
     from retrieval.indexing.search.binary import binarize
-    from retrieval.indexing.store.files.faiss_search.faiss_kinds import (
+    from retrieval.indexing.store.files.faiss_kinds import (
         BINARY_KINDS,
         FLOAT_KINDS,
         build_binary_index,

@@ -242,8 +242,3 @@ def rss_bytes(pid: int) -> int:
     except OSError:
         pass
     return 0
-
-
-def open_files(pid: int) -> int:
-    """File descriptors a process holds open."""
-    return len(os.listdir(f"/proc/{pid}/fd"))

@@ -17,6 +17,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
 
 from retrieval.serving.batcher import MicroBatcher
+from retrieval.serving.dependencies import Services
 from retrieval.serving.glibc_malloc import limit_malloc_arenas
 from retrieval.serving.http.admission import AdmissionGate, EmbedAdmission
 from retrieval.serving.http.cors_policy import cors_headers, cors_methods
@@ -45,7 +46,6 @@ from retrieval.serving.routes import (
     routes_search,
     routes_vectors,
 )
-from retrieval.serving.routes.dependencies import Services
 from retrieval.serving.service_state import ServiceState, Snapshot
 from retrieval.serving.settings import ServeSettings, settings_from_env
 

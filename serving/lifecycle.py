@@ -16,8 +16,8 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from fastapi import FastAPI
 
 from retrieval.indexing.common.errors import RetrievalError
+from retrieval.serving.dependencies import Services
 from retrieval.serving.http.service_errors import ReloadFailedError, RetryLaterError
-from retrieval.serving.routes.dependencies import Services
 from retrieval.serving.service_state import ServiceState, Snapshot
 
 _log = logging.getLogger("retrieval.serving")

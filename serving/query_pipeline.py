@@ -1,7 +1,7 @@
 """From uploaded images to ranked hits, the service's one search path, read top-down: ``search_images``
 (``POST /search``) holds the snapshot, checks, decodes, preprocesses and embeds the uploads in one batched
 model call (``embed_uploads``), then searches that snapshot's store under the request's ``SearchSettings``
-(``pages_for``: ``item_search.ranked_pages``) and shows the hits; ``search_similar`` (``GET
+(``pages_for``: ``usecases.searching.search_vectors``, the use case's part after the embedding) and shows the hits; ``search_similar`` (``GET
 /items/{id}/similar``) starts from a stored item's embedding instead.
 
 The blocking parts (decoding, faiss, the item table) run in worker threads; the store is
@@ -22,12 +22,12 @@ from fastapi import UploadFile
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.image_io import open_rgb_bytes
 from retrieval.indexing.exported_model.preprocess import preprocess_image
-from retrieval.indexing.store.item_search import filter_warnings, ranked_pages
 from retrieval.indexing.store.shared.search_settings import SearchSettings
+from retrieval.indexing.usecases.searching import search_vectors
+from retrieval.serving.dependencies import Services
+from retrieval.serving.http.schemas import SearchHit, Timings
 from retrieval.serving.images.uploads import check_content_type, read_upload
 from retrieval.serving.item_views import search_hit
-from retrieval.serving.routes.dependencies import Services
-from retrieval.serving.routes.schemas import SearchHit, Timings
 from retrieval.serving.service_state import Snapshot
 from retrieval.serving.settings import ServeSettings
 
@@ -71,14 +71,13 @@ def pages_for(
 ) -> list[FoundPage]:
     """Search the store for each (n, d) row in one call (caller holds the read lock) and attach
     labels/metadata as the service shows them; ``exclude`` drops one id."""
-    warnings = filter_warnings(snapshot.store, settings.where)
-    if snapshot.store.count == 0:
-        return [FoundPage([], warnings=warnings) for _ in vectors]
-    pages = ranked_pages(snapshot.store, vectors, settings, exclude=[exclude] * len(vectors))
+    found = search_vectors(snapshot.store, vectors, settings, [exclude] * len(vectors), empty_ok=True)
     full_paths = services.settings.shows_paths
     return [
-        FoundPage([search_hit(item, score, full_paths) for item, score in page.hits], page.below_min_score, warnings)
-        for page in pages
+        FoundPage(
+            [search_hit(item, score, full_paths) for item, score in page.hits], page.below_min_score, found.warnings
+        )
+        for page in found.pages
     ]
 
 

@@ -154,7 +154,7 @@ def test_every_train_option_sets_its_config_key_over_the_recipe(
     """Each option's value reaches its config key (command line over --recipe); the rest keep their defaults."""
     from typer.testing import CliRunner
 
-    import retrieval.training.run.fitting.final_fit
+    import retrieval.training.usecases
     from retrieval.cli.main import app
     from retrieval.training.config.train_config import TrainConfig
 
@@ -164,7 +164,7 @@ def test_every_train_option_sets_its_config_key_over_the_recipe(
     def capture(cfg: TrainConfig, *args: object, **kwargs: object) -> None:
         raise Configured(cfg)
 
-    monkeypatch.setattr(retrieval.training.run.fitting.final_fit, "fit_run", capture)
+    monkeypatch.setattr(retrieval.training.usecases, "fit_run", capture)  # what run_train calls
     for label in ("a", "b"):  # the data and its split are checked before torch loads: a real (tiny) ImageFolder
         (tmp_path / "data" / label).mkdir(parents=True)
         for number in range(2):  # a class of one image is left out of every split

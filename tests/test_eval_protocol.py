@@ -27,7 +27,7 @@ from retrieval.indexing.eval.evaluation import (
 from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.search.binary import binarize
 from retrieval.indexing.store.build.builder import write_index
-from retrieval.indexing.store.files.faiss_search.faiss_kinds import binary_kind, float_kind
+from retrieval.indexing.store.files.faiss_kinds import binary_kind, float_kind
 from retrieval.indexing.store.files.index_store import IndexStore
 
 KS = (1, 2, 4)

@@ -143,7 +143,7 @@ def test_errors_are_one_sentence(cli_index: Path, gallery_dir: Path, tmp_path: P
         ),
         (("index", "info", tmp_path), IndexFormatError, "manifest.json is missing"),
         (("search", cli_index, tmp_path / "none.jpg"), DataError, "cannot read image"),
-        (("search", cli_index, gallery_dir / "class_0" / "img_0.png", "--rerank", "5"), DataError, "add --binary"),
+        (("search", cli_index, gallery_dir / "class_0" / "img_0.png", "--rerank", "5"), DataError, "needs kind binary"),
     ]
     for args, error_type, fragment in cases:
         result = invoke(*args)

@@ -16,7 +16,7 @@ from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.search.postprocess import augment_database
 from retrieval.indexing.search.postprocess_params import DbaParams, IndexPostprocess
 from retrieval.indexing.store.build.builder import with_postprocess, write_index
-from retrieval.indexing.store.files.faiss_search.faiss_kinds import binary_kind, float_kind
+from retrieval.indexing.store.files.faiss_kinds import binary_kind, float_kind
 from retrieval.indexing.store.files.files_target import FilesTarget
 from retrieval.indexing.store.files.index_store import IndexStore
 

@@ -26,7 +26,7 @@ from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.search.binary import binarize
 from retrieval.indexing.store.build.builder import build_index, write_index
 from retrieval.indexing.store.files import files_target, store_updates
-from retrieval.indexing.store.files.faiss_search.faiss_kinds import binary_kind, float_kind
+from retrieval.indexing.store.files.faiss_kinds import binary_kind, float_kind
 from retrieval.indexing.store.files.index_store import IndexStore
 
 
@@ -269,7 +269,7 @@ def test_hits_are_a_result_row_as_items_without_padding_excluded_or_removed_ids(
 
 def test_ivf_training_uses_a_bounded_sample_and_still_finds_the_neighbours(monkeypatch: pytest.MonkeyPatch) -> None:
     """k-means trains on at most 64 rows per list (faiss would convert every row to float32 first)."""
-    from retrieval.indexing.store.files.faiss_search import faiss_kinds
+    from retrieval.indexing.store.files import faiss_kinds
 
     rng = np.random.default_rng(0)
     data = rng.integers(0, 256, size=(1000, 8), dtype=np.uint8)

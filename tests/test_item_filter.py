@@ -19,8 +19,8 @@ from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.search.binary import binarize
 from retrieval.indexing.store.build.builder import write_index
+from retrieval.indexing.store.files.faiss_kinds import binary_kind, float_kind
 from retrieval.indexing.store.files.faiss_search import filtered_search, segment_searcher
-from retrieval.indexing.store.files.faiss_search.faiss_kinds import binary_kind, float_kind
 from retrieval.indexing.store.files.index_store import IndexStore
 from retrieval.indexing.store.shared.items.item_filter import ItemFilter, parse_filter, parse_metadata
 

@@ -3,8 +3,9 @@
 - no import cycle between their modules (module-level imports, ``if TYPE_CHECKING`` ones included);
 - no import inside a function, except the few optional ones listed in ``LAZY_IMPORTS``; the CLI's command
   modules, which ``COMMAND_LOADER`` imports by name when a command is named, count as its lazy imports;
-- the package arrows of docs/CONTRACTS.md, and the order of ``retrieval.indexing``'s sub-packages
-  and of ``retrieval.indexing.store``'s;
+- the package arrows of docs/CONTRACTS.md, and the order of the sub-packages of ``ORDERS``;
+- no two sibling folders (sub-packages of one package) that import each other, in every package;
+- no product module over ``MAX_MODULE_LINES`` lines;
 - every module and sub-package named in its package's ``__init__`` map.
 
 ``PACKAGES`` lists the checked packages; a package joins all checks by one more line there.
@@ -30,6 +31,7 @@ PACKAGES = [
     "retrieval.cli",
 ]
 MAX_FLAT_MODULES = 12  # flat modules per package; more is a heap (../shared/style.md)
+MAX_MODULE_LINES = 400  # a product module past it is two things (the developers' guide)
 LAZY_IMPORTS = {
     # module imported inside a function -> why it may not be imported at module level
     "onnxruntime": "fast_transpose: evaluation needs it, searching an index does not (cpu/gpu extras)",
@@ -68,6 +70,24 @@ ORDERS = {  # package -> its sub-packages and modules, lowest first: an import n
         {"export"},
         {"study"},
         {"usecases"},
+    ],
+    "retrieval.serving": [  # routes/ is the top floor under the app factory: nothing below imports a route
+        {"settings", "glibc_malloc"},
+        {"http"},
+        {"images", "service_state", "batcher"},
+        {"dependencies", "item_views"},
+        {"lifecycle", "query_pipeline"},
+        {"routes"},
+        {"app"},
+    ],
+    "retrieval.training.run": [{"inputs", "outputs"}, {"measures"}, {"fitting"}],
+    "retrieval.training.study": [
+        {"study_state"},
+        {"backends"},
+        {"tuning"},
+        {"reporting"},
+        {"final_runs"},
+        {"runner"},
     ],
     "retrieval.indexing.store": [
         {"shared"},
@@ -282,3 +302,38 @@ def test_no_package_holds_more_than_a_dozen_flat_modules() -> None:
             flat[parent] = flat.get(parent, 0) + 1
     heaps = {package: count for package, count in flat.items() if count > MAX_FLAT_MODULES}
     assert not heaps, f"more than {MAX_FLAT_MODULES} flat modules: {heaps}"
+
+
+def _sibling_folder_edges() -> set[tuple[str, str, str]]:
+    """(package, folder, folder) for each module-level import from one sub-package of a package into another."""
+    packages = set(_packages())
+    edges = set()
+    for item in imports():
+        if item.lazy or item.target not in modules():
+            continue
+        here, there = item.importer.split("."), item.target.split(".")
+        common = next((i for i, (a, b) in enumerate(zip(here, there)) if a != b), None)
+        if common is None or common >= len(here) - 1 or common >= len(there) - 1:
+            continue  # one is inside the other, or a module of the package itself
+        folders = (".".join(here[: common + 1]), ".".join(there[: common + 1]))
+        if all(name in packages for name in folders):
+            edges.add((".".join(here[:common]), here[common], there[common]))
+    return edges
+
+
+def test_no_two_sibling_folders_import_each_other() -> None:
+    """Sub-folders of one package are layers: one imports the other, never both ways."""
+    edges = _sibling_folder_edges()
+    both_ways = sorted(f"{package}: {a} <-> {b}" for package, a, b in edges if (package, b, a) in edges and a < b)
+    assert not both_ways, "sibling folders importing each other:\n" + "\n".join(both_ways)
+
+
+def test_the_sibling_check_sees_the_folders() -> None:
+    edges = _sibling_folder_edges()
+    assert ("retrieval.training.run", "fitting", "inputs") in edges  # the trainer reads its inputs
+    assert ("retrieval.serving", "routes", "http") in edges
+
+
+def test_no_product_module_is_over_the_line_limit() -> None:
+    long = {name: n for name, path in modules().items() if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert not long, f"modules over {MAX_MODULE_LINES} lines (split them by responsibility): {long}"

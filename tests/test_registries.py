@@ -18,7 +18,7 @@ import torch
 from retrieval.indexing.common.errors import RetrievalError
 from retrieval.indexing.common.registry import Registry
 from retrieval.indexing.data.sources import LAYOUTS
-from retrieval.indexing.store.files.faiss_search.faiss_kinds import (
+from retrieval.indexing.store.files.faiss_kinds import (
     BINARY_KINDS,
     FLOAT_KINDS,
     build_binary_index,

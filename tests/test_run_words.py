@@ -10,9 +10,9 @@ import torch
 from retrieval import train
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.training.config.train_config import build_config
+from retrieval.training.run.measures.run_summary import RunSetup, _embedding
 from retrieval.training.run.measures.trained_run import FinalFit
 from retrieval.training.run.outputs.curves import curves_figure
-from retrieval.training.run.outputs.run_summary import RunSetup, _embedding
 
 ROWS = [{"epoch": 0, "train_loss": None, "val": {"map_at_r": 0.5, "r_precision": 0.55, "precision_at_1": 0.6}}]
 

@@ -13,9 +13,9 @@ from serving_fixtures import API_KEY, query_png, serving_client
 
 from retrieval.indexing.common.errors import DataError, IndexChangedError, ItemNotFoundError
 from retrieval.serving.app import create_app
+from retrieval.serving.http import schemas, vector_schemas
 from retrieval.serving.http.problems import PROBLEM_MEDIA_TYPE, status_for
 from retrieval.serving.http.service_errors import RetryLaterError
-from retrieval.serving.routes import schemas, vector_schemas
 from retrieval.serving.settings import make_settings
 
 K_MAX = 20
@@ -80,10 +80,13 @@ def test_search_parameters_state_the_server_limits(document) -> None:
     for fields in (lambda name: _parameter(search, name), lambda name: _parameter(similar, name), form.__getitem__):
         assert k.items() <= fields("k").items() and "anyOf" not in fields("k")
         assert rerank.items() <= fields("rerank").items()
-        assert fields("index")["enum"] == ["float", "binary"] and fields("index")["default"] == "float"
+        assert fields("kind")["enum"] == ["float", "binary"] and fields("kind")["default"] == "float"
+        assert fields("index")["enum"] == ["float", "binary"]  # the older name of kind, still accepted
         assert {"minimum": 0, "maximum": 10 * K_MAX - 1}.items() <= fields("offset").items()
         assert {"type": "number", "minimum": -1.0, "maximum": 1.0}.items() <= fields("min_score").items()
     assert "k <= rerank" in _parameter(search, "rerank")["description"]
+    assert [p["name"] for p in search["parameters"] if p.get("deprecated")] == ["index"]
+    assert [name for name, field in form.items() if field.get("deprecated")] == ["index"]
 
 
 def test_writes_name_one_field_per_item_and_mark_the_old_names_deprecated(document) -> None:

@@ -16,8 +16,8 @@ from scipy import stats
 
 from retrieval.indexing.common.errors import ConfigError, DataError
 from retrieval.training.study import runner
+from retrieval.training.study.backends import study_evaluation as evaluation
 from retrieval.training.study.backends.cached_backend import CachedBackend
-from retrieval.training.study.reporting import study_evaluation as evaluation
 from retrieval.training.study.study_state import StudySpec, resumable_state
 
 LOSSES = ["normalized_softmax", "triplet"]
@@ -76,7 +76,7 @@ def study(synth_data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[st
 def test_folds_are_contiguous_deterministic_and_disjoint_from_the_test_classes(synth_data: Path) -> None:
     from retrieval.indexing.data.sources import load_records
     from retrieval.indexing.data.splits import split_records
-    from retrieval.training.study.tuning.folds import fold_split, fold_validation_classes
+    from retrieval.training.study.backends.folds import fold_split, fold_validation_classes
 
     records = load_records(synth_data)
     pool = split_records(records, val_fraction=0.0)
@@ -92,7 +92,7 @@ def test_folds_are_contiguous_deterministic_and_disjoint_from_the_test_classes(s
 
 
 def test_too_few_training_classes_for_the_folds_is_one_sentence() -> None:
-    from retrieval.training.study.tuning.folds import check_fold_count
+    from retrieval.training.study.backends.folds import check_fold_count
 
     check_fold_count(8, 4)
     with pytest.raises(DataError, match="--folds 4 needs at least 8 training classes .* has 7"):
@@ -183,7 +183,7 @@ def test_concatenated_is_the_normalised_concatenation_and_separated_the_fold_ave
 def test_the_test_classes_are_evaluated_only_after_the_search_once_per_model(study: dict[str, Any]) -> None:
     from retrieval.indexing.data.sources import load_records
     from retrieval.indexing.data.splits import split_records
-    from retrieval.training.study.tuning.folds import fold_validation_classes
+    from retrieval.training.study.backends.folds import fold_validation_classes
 
     pool = split_records(load_records(study["data"]), val_fraction=0.0)
     test_classes = frozenset(pool.test_classes)

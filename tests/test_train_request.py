@@ -91,3 +91,30 @@ def test_the_rules_between_options_are_one_function() -> None:
         refuse_conflicts(final_fit, ensemble=True, spelling=CLI)
     with pytest.raises(ConfigError, match="leave out trainer.final_fit and data.split='none'"):
         resolve_config(TrainRequest(options={"trainer": {"final_fit": True}}, ensemble=True, spelling=API))
+
+
+def test_the_cli_and_the_api_hand_one_request_to_run_train(
+    synth_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``retrieval train`` and ``train()`` both call ``run_train`` (the one train use case) with the same
+    request but for the spelling of their messages and the options' layer name."""
+    seen: list[TrainRequest] = []
+    monkeypatch.setattr(api, "run_train", lambda request, **_: seen.append(request))
+    run = tmp_path / "run"
+    CliRunner().invoke(app, ["train", "--data", str(synth_data), "--out", str(run), "--epochs", "0", "--overwrite"])
+    with pytest.raises(AssertionError):  # the stand-in returns no TrainedRun
+        api.train(synth_data, run, epochs=0, overwrite=True)
+    cli, python = seen
+    assert (cli.out, cli.overwrite, cli.members, cli.resume) == (python.out, python.overwrite, None, False)
+    assert cli.out == run and cli.overwrite
+    assert resolve_config(cli) == resolve_config(python)
+
+
+def test_run_train_claims_nothing_when_the_config_is_bad(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("old run")  # a run an overwrite would replace
+    request = TrainRequest(options={"trainer": {"epochs": -1}}, out=run, overwrite=True, spelling=API)
+    with pytest.raises(ConfigError):
+        api.run_train(request)
+    assert (run / "config.yaml").read_text() == "old run"

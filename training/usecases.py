@@ -24,27 +24,29 @@ that loads torch only when ``train``, ``export`` or ``study`` is called. Errors 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.usecases import build_index, embed, evaluate, search
 from retrieval.indexing.usecases.inputs import PathLike
-from retrieval.training.config.config_checks import API_SPELLING, check_config, recipe_loss_warning
+from retrieval.training.config.config_checks import check_config, recipe_loss_warning
 from retrieval.training.config.config_resolver import resolve_config
 from retrieval.training.config.option_vocabulary import keyword_layer
 from retrieval.training.config.recipes import recipe as recipe_layer
 from retrieval.training.config.train_config import TrainConfig, build_config
-from retrieval.training.config.train_request import API, TrainRequest, refuse_conflicts
-from retrieval.training.ensemble.ensemble_training import EnsembleResult, EnsembleSpec, resolve_ensemble
+from retrieval.training.config.train_request import API, TrainRequest
+from retrieval.training.ensemble.ensemble_training import EnsembleResult, read_ensemble_spec, resolve_ensemble
 from retrieval.training.ensemble.ensemble_training import train_ensemble as _train_ensemble
 from retrieval.training.export.int8_export import Int8Request
 from retrieval.training.export.onnx_export import ExportResult
 from retrieval.training.export.run_export import export_run
+from retrieval.training.run.fitting.distributed import DistContext
 from retrieval.training.run.fitting.final_fit import fit_run
 from retrieval.training.run.measures.trained_run import TrainedRun
-from retrieval.training.run.outputs.run_dir import claim_run_dir
+from retrieval.training.run.outputs.run_dir import RunPaths, claim_run_dir
 from retrieval.training.study.runner import StudyOutcome, run_study
 from retrieval.training.study.study_state import StudySpec
 
@@ -80,49 +82,79 @@ def train(
     ``resume`` or ``overwrite``; ``resume`` starts from the run's saved config.yaml, the other layers on top
     (``train(None, "runs/a", resume=True)``), as ``--resume`` does. Returns a ``TrainedRun``: ``best_epoch``, ``test`` (``.float_metrics``,
     ``.reference``: the starting backbone's row) and the ``verdict`` sentence."""
-    cfg = _train_config(data, out, recipe, config, resume, options)
-    for warning in check_config(cfg):
-        log.warning("%s", warning)
-    claim_run_dir(Path(out), resume=resume, overwrite=overwrite, spelling=API_SPELLING)
-    return fit_run(cfg, Path(out), resume=resume, progress=progress)
+    if resume and read_ensemble_spec(Path(out)) is not None:
+        raise ConfigError(f"{out} holds an ensemble; continue it with train_ensemble(cfg, {str(out)!r}, resume=True)")
+    request = _train_request(data, out, recipe, config, resume, options, overwrite)
+    result = run_train(request, progress=progress, warn=lambda text: log.warning("%s", text))
+    assert isinstance(result, TrainedRun)  # a request without members trains one model
+    return result
 
 
-def _train_config(
+def run_train(
+    request: TrainRequest,
+    *,
+    progress: bool = True,
+    ctx: DistContext | None = None,
+    stop_check: Callable[[], None] | None = None,
+    warn: Callable[[str], None] | None = None,
+) -> TrainedRun | EnsembleResult | None:
+    """The one train use case of ``retrieval train`` and the Python API: the ensemble asked for or saved
+    (``members``, resume), the config resolved (``warn`` gets its warnings), both before the run directory is
+    claimed, so a bad option replaces nothing; then one fit (``fit_run``) or the ensemble's members. None: an
+    ensemble on a rank other than the first."""
+    if request.out is None:
+        raise ConfigError("training needs the run directory to train into")
+    out, resume = request.out, request.resume
+    spec = resolve_ensemble(out, request.members, resume=resume)
+    if request.ensemble and spec is None:
+        raise ConfigError(
+            f"{request.spelling.ensemble} needs members (the number of models), or resume=True on an ensemble run"
+        )
+    cfg = resolve_config(replace(request, ensemble=spec is not None))
+    if warn is not None:
+        for warning in check_config(cfg):
+            warn(warning)
+    claim_run_dir(out, resume=resume, overwrite=request.overwrite, spelling=request.spelling.run_dir)
+    if spec is None:
+        return fit_run(cfg, out, resume=resume, progress=progress, ctx=ctx, stop_check=stop_check)
+    return _train_ensemble(cfg, out, spec, progress=progress, ctx=ctx, stop_check=stop_check)
+
+
+def interrupted_note(out: Path) -> str:
+    """What an interrupted run of ``out`` kept, and how to continue it."""
+    resume = f"continue with `retrieval train --out {out} --resume`"
+    if read_ensemble_spec(out) is not None:
+        return (
+            f"training interrupted: finished members and the last finished epoch of the current one are kept; {resume}"
+        )
+    last = RunPaths(out).last_checkpoint
+    kept = f"{last} holds the last finished epoch" if last.is_file() else "no epoch had finished"
+    return f"training interrupted: {kept}; {resume}"
+
+
+def _train_request(
     data: PathLike | TrainConfig | None,
     out: PathLike,
     recipe: str | None,
     config: PathLike | None,
     resume: bool,
     options: dict[str, Any],
-) -> TrainConfig:
+    overwrite: bool = False,
+) -> TrainRequest:
+    """The ``TrainRequest`` of a ``train()`` call, as ``retrieval train`` builds it from its options (a whole
+    ``TrainConfig`` given as ``data``: taken as it is)."""
+    run = TrainRequest(out=Path(out), overwrite=overwrite, resume_from=Path(out) if resume else None, spelling=API)
     if isinstance(data, TrainConfig):
         if recipe or config or options:
             raise ConfigError("train() takes a TrainConfig alone, or data with recipe / config / options")
-        return data
-    return resolve_config(_train_request(data, out, recipe, config, resume, options))
-
-
-def _train_request(
-    data: PathLike | None,
-    out: PathLike,
-    recipe: str | None,
-    config: PathLike | None,
-    resume: bool,
-    options: dict[str, Any],
-) -> TrainRequest:
-    """The ``TrainRequest`` of a ``train()`` call, as ``retrieval train`` builds it from its options."""
+        return replace(run, config=data)
     arguments = keyword_layer(options)
     if (warning := recipe_loss_warning(recipe, arguments.get("loss", {}).get("name"))) is not None:
         log.warning("%s", warning)
     if data is not None:
         arguments.setdefault("data", {})["path"] = str(data)
-    return TrainRequest(
-        options=arguments,
-        recipe=recipe,
-        config_file=Path(config) if config is not None else None,
-        resume_from=Path(out) if resume else None,
-        spelling=API,
-    )
+    config_file = Path(config) if config is not None else None
+    return replace(run, options=arguments, recipe=recipe, config_file=config_file)
 
 
 def train_ensemble(
@@ -137,12 +169,19 @@ def train_ensemble(
     """``retrieval train --ensemble members``: ``members`` models with different seeds (and, with
     ``cfg.data.meta_classes``, each its own DREML class grouping) in ``out``; ``export`` then joins them into
     one ONNX model. ``resume`` continues an unfinished ensemble (``members`` may then be left out)."""
-    refuse_conflicts(cfg, ensemble=True, spelling=API)
-    claim_run_dir(Path(out), resume=resume, overwrite=overwrite, spelling=API_SPELLING)
-    spec = resolve_ensemble(Path(out), members, resume=resume)
-    if spec is None:
-        raise ConfigError("train_ensemble() needs members (the number of models), or resume=True on an ensemble run")
-    return _train_ensemble(cfg, Path(out), EnsembleSpec(members=spec.members), progress=progress)
+    resume_from = Path(out) if resume else None
+    request = TrainRequest(
+        config=cfg,
+        ensemble=True,
+        spelling=API,
+        out=Path(out),
+        overwrite=overwrite,
+        members=members,
+        resume_from=resume_from,
+    )
+    result = run_train(request, progress=progress)
+    assert not isinstance(result, TrainedRun)  # an ensemble request trains members
+    return result
 
 
 def study(

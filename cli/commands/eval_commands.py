@@ -125,37 +125,23 @@ def evaluate(
     params = api.load_params(postprocess_params) if postprocess_params else None
     if neighbours is not None:
         api.table_suffix(neighbours)  # a bad name or a missing pyarrow fails before the evaluation
-    if (index is None) == (model is None) or (model is not None and data is None) or (index and data):
-        raise api.ConfigError("pass either --model MODEL --data PATH, or --index INDEX_DIR")
+    request = api.EvalRequest.of(
+        model,
+        data,
+        index=index,
+        split=split,
+        ks=chosen_ks,
+        grid=grid,
+        neighbours_k=neighbours_k if neighbours is not None else None,
+        batch_size=batch_size,
+        threads=threads,
+        postprocess=tuple(methods),
+        postprocess_params=params,
+    )
     out_dir = out or default_out_dir()
-    neighbours_k_wanted = neighbours_k if neighbours is not None else None
-    if index is not None:
-        evaluation = api.evaluate_index_dir(
-            index,
-            ks=chosen_ks,
-            grid=grid,
-            neighbours_k=neighbours_k_wanted,
-            progress=not quiet,
-            postprocess=methods,
-            postprocess_params=params,
-        )
-    else:
-        assert model is not None and data is not None  # checked above
-        evaluation = api.evaluate_dataset(
-            model,
-            data,
-            split=split,
-            ks=chosen_ks,
-            grid=grid,
-            neighbours_k=neighbours_k_wanted,
-            batch_size=batch_size,
-            threads=threads,
-            progress=not quiet,
-            postprocess=methods,
-            postprocess_params=params,
-        )
-        if reference:
-            _reference_columns(model, evaluation, quiet=quiet)
+    evaluation = api.run_eval(request, progress=not quiet)
+    if reference and model is not None:
+        _reference_columns(model, evaluation, quiet=quiet)
     if evaluation.warning is not None:
         typer.secho(f"warning: {evaluation.warning}", fg=typer.colors.YELLOW, err=True)
     typer.echo(format_table(evaluation.report))

@@ -64,6 +64,8 @@ def export(
     from retrieval.training.export.int8_export import Int8Request
     from retrieval.training.export.onnx_export import TOLERANCE
     from retrieval.training.export.run_export import export_run  # torch loads only for this command
+    from retrieval.training.export.size_note import size_note
+    from retrieval.training.run.outputs.run_dir import load_run_config
 
     int8 = Int8Request(calibration_images, max_map_drop, force, data, progress=True) if quantize else None
     result = export_run(run_dir, out, fp16=fp16, checkpoint=checkpoint.value, int8=int8)
@@ -77,6 +79,8 @@ def export(
         f"{float_precision} onnxruntime vs torch max abs diff {result.max_abs_diff:.2e} "
         f"(tolerance {TOLERANCE[float_precision]:g})"
     )
+    if note := size_note(manifest, load_run_config(run_dir).model.embedding_dim):
+        typer.echo(note)
     if manifest.quantization is not None:
         typer.echo(int8_summary(manifest.quantization))
     typer.echo(f"next: {next_command(run_dir, out)}")

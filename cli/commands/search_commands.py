@@ -14,7 +14,7 @@ from retrieval.cli.options.index_options import BatchOpt, QuietOpt, ThreadsOpt
 from retrieval.cli.search_output import csv_document, json_document, table_text
 from retrieval.indexing import usecases as api
 from retrieval.indexing.common.atomic_write import atomic_write_text
-from retrieval.indexing.common.errors import ConfigError, DataError
+from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.search.postprocess_params import QUERY_METHODS, parse_methods
 from retrieval.indexing.usecases.vector_input import read_vector_file
 
@@ -35,8 +35,14 @@ def search(
         ),
     ] = None,
     k: Annotated[int, typer.Option("-k", "--k", min=1, help="number of results per query")] = 10,
-    binary: Annotated[bool, typer.Option("--binary", help="search the binary (Hamming) index")] = False,
-    rerank: Annotated[int | None, typer.Option("--rerank", min=1, help="binary shortlist re-ranked by float")] = None,
+    kind: Annotated[
+        str | None,
+        typer.Option("--kind", help="the index searched: float (exact cosine, the default) or binary (Hamming)"),
+    ] = None,
+    binary: Annotated[bool, typer.Option("--binary", help="the older spelling of --kind binary")] = False,
+    rerank: Annotated[
+        int | None, typer.Option("--rerank", min=1, help="with --kind binary: a shortlist this long re-ranked by float")
+    ] = None,
     filter_: Annotated[
         str | None,
         typer.Option(
@@ -78,8 +84,6 @@ def search(
         raise ConfigError(
             "give one or more query images, --id ITEM_ID to search by a stored item, or --vector FILE.npy"
         )
-    if rerank and not binary:
-        raise DataError("--rerank re-orders a binary shortlist; add --binary")
     methods = parse_methods(postprocess, QUERY_METHODS)
     if len(methods) > 1:
         raise ConfigError(f"--postprocess takes one of {', '.join(QUERY_METHODS)}, got {postprocess!r}")
@@ -88,7 +92,7 @@ def search(
         images or [],
         item_ids or [],
         k=k,
-        kind="binary" if binary else "float",
+        kind=api.aliased("kind", kind, "--binary", "binary" if binary else None) or "float",
         rerank=rerank,
         where=filter_,
         postprocess=methods[0],

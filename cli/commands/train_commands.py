@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -45,8 +44,6 @@ from retrieval.training.config.train_config import TrainConfig, build_config
 from retrieval.training.config.train_request import TrainRequest
 
 if TYPE_CHECKING:  # torch loads only when a command needs it
-    from retrieval.training.ensemble.ensemble_training import EnsembleSpec
-    from retrieval.training.run.fitting.distributed import DistContext
     from retrieval.training.run.measures.trained_run import TrainedRun
 
 
@@ -142,6 +139,9 @@ def train(
         config_file=config,
         assignments=tuple(set_ or []),
         resume_from=out if resume else None,
+        out=out,
+        overwrite=overwrite,
+        members=ensemble,
     )
     _check_before_torch(request.layers(), recipe, loss, needs_data=not print_config)
     if out is not None and not print_config:
@@ -149,36 +149,30 @@ def train(
     with activity("loading torch and the training code", enabled=not (quiet or print_config)):
         from retrieval.training.config.config_resolver import resolve_config
         from retrieval.training.config.recipes import describe_recipe
-        from retrieval.training.ensemble.ensemble_training import resolve_ensemble
         from retrieval.training.run.fitting.distributed import DistContext
-        from retrieval.training.run.fitting.final_fit import fit_run
         from retrieval.training.run.fitting.interrupt import interrupt_at_safe_points
-        from retrieval.training.run.outputs.run_dir import RunPaths, claim_run_dir
+        from retrieval.training.run.measures.trained_run import TrainedRun
+        from retrieval.training.usecases import interrupted_note, run_train
 
     if print_config:
         _print_config(resolve_config(request))
         return
     assert out is not None  # checked above
-    claim_run_dir(out, resume=resume, overwrite=overwrite)
-    spec = resolve_ensemble(out, ensemble, resume=resume)
-    cfg = resolve_config(replace(request, ensemble=spec is not None))  # refuses --ensemble with --final-fit
     ctx = DistContext.from_environment()  # torchrun sets RANK / WORLD_SIZE; a plain run is rank 0 of 1
     if recipe and ctx.is_main:
         logging.getLogger(__name__).info("recipe %s: %s", recipe, describe_recipe(recipe))
-    if spec is not None:
-        _train_ensemble(cfg, out, spec, progress=not quiet, ctx=ctx)
-        return
     try:
         with interrupt_at_safe_points() as interrupt:
-            result = fit_run(cfg, out, resume=resume, progress=not quiet, ctx=ctx, stop_check=interrupt.check)
+            result = run_train(request, progress=not quiet, ctx=ctx, stop_check=interrupt.check)
     except KeyboardInterrupt:
         if ctx.is_main:
-            last = RunPaths(out).last_checkpoint
-            kept = f"{last} holds the last finished epoch" if last.is_file() else "no epoch had finished"
-            typer.secho(f"training interrupted: {kept}; continue with `retrieval train --out {out} --resume`", err=True)
+            typer.secho(interrupted_note(out), err=True)
         raise
-    if ctx.is_main:
-        _print_summary(result)
+    if isinstance(result, TrainedRun):
+        if ctx.is_main:
+            _print_summary(result)
+    elif result is not None:
+        _print_ensemble_summary(result.run_dir, result.metrics)
 
 
 def _check_before_torch(
@@ -199,26 +193,6 @@ def _print_config(cfg: TrainConfig) -> None:
 
     get_loss_spec(cfg.loss.name)  # a misspelt loss is an error here too, not a printed config
     typer.echo(config_yaml(cfg), nl=False)
-
-
-def _train_ensemble(cfg: TrainConfig, out: Path, spec: EnsembleSpec, *, progress: bool, ctx: DistContext) -> None:
-    """``--ensemble L``: the members one after the other (training.ensemble), then the joined metrics."""
-    from retrieval.training.ensemble.ensemble_training import train_ensemble
-    from retrieval.training.run.fitting.interrupt import interrupt_at_safe_points
-
-    try:
-        with interrupt_at_safe_points() as interrupt:
-            result = train_ensemble(cfg, out, spec, progress=progress, ctx=ctx, stop_check=interrupt.check)
-    except KeyboardInterrupt:
-        if ctx.is_main:
-            typer.secho(
-                f"training interrupted: finished members and the last finished epoch of the current one are kept; "
-                f"continue with `retrieval train --out {out} --resume`",
-                err=True,
-            )
-        raise
-    if result is not None:
-        _print_ensemble_summary(result.run_dir, result.metrics)
 
 
 def _print_summary(result: TrainedRun) -> None:

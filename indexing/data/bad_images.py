@@ -82,11 +82,6 @@ def scan_images(
     return BadImageReport(checked=len(records), bad=bad, small=small)
 
 
-def image_problem(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> str | None:
-    """Why ``path`` cannot be read as an image, or ``None`` if it can."""
-    return _scan(path, max_pixels)[0]
-
-
 def _scan(path: Path, max_pixels: int) -> tuple[str | None, tuple[int, int] | None]:
     """Why ``path`` cannot be read (None: it can), and its size when it can."""
     try:

@@ -19,7 +19,7 @@ import numpy as np
 from retrieval.indexing.common.registry import Registry
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.store.files import files_target
-from retrieval.indexing.store.files.faiss_search.faiss_kinds import IndexKind
+from retrieval.indexing.store.files.faiss_kinds import IndexKind
 from retrieval.indexing.store.files.files_target import FilesTarget
 from retrieval.indexing.store.files.index_store import IndexStore
 from retrieval.indexing.store.milvus import milvus_build

@@ -40,7 +40,7 @@ from retrieval.indexing.exported_model.resolution import run_dir_of
 from retrieval.indexing.exported_model.training_verdict import TrainingVerdict
 from retrieval.indexing.search.postprocess_params import IndexPostprocess, load_params, parse_methods
 from retrieval.indexing.store.backends import backend_of, index_target
-from retrieval.indexing.store.files.faiss_search.faiss_kinds import BINARY_KINDS, FLOAT_KINDS
+from retrieval.indexing.store.files.faiss_kinds import BINARY_KINDS, FLOAT_KINDS
 from retrieval.indexing.store.maintenance.generations import KEEP_PREVIOUS, Generation
 from retrieval.indexing.store.maintenance.model_check import DEEP_SAMPLE
 from retrieval.indexing.store.maintenance.model_upgrade import UpgradeReport
@@ -58,10 +58,12 @@ from retrieval.indexing.usecases.building import (
 )
 from retrieval.indexing.usecases.embedding import dataset_embeddings, embed, index_embeddings
 from retrieval.indexing.usecases.evaluating import (
+    EvalRequest,
     Evaluation,
     evaluate,
     evaluate_dataset,
     evaluate_index_dir,
+    run_eval,
     save_evaluation,
 )
 from retrieval.indexing.usecases.maintaining import (
@@ -73,7 +75,14 @@ from retrieval.indexing.usecases.maintaining import (
     switch_index,
     verify_index,
 )
-from retrieval.indexing.usecases.searching import QueryHits, SearchOutcome, SearchRequest, search, search_index
+from retrieval.indexing.usecases.searching import (
+    QueryHits,
+    SearchOutcome,
+    SearchRequest,
+    aliased,
+    search,
+    search_index,
+)
 from retrieval.indexing.usecases.updating import add_images, compact_index, remove_items
 from retrieval.indexing.usecases.vectors import VectorAdd, VectorAddReport, add, add_vectors, vector_pages
 
@@ -85,6 +94,7 @@ __all__ = [
     "ConfigError",
     "DEEP_SAMPLE",
     "DataError",
+    "EvalRequest",
     "Evaluation",
     "EvaluationReport",
     "FLOAT_KINDS",
@@ -107,6 +117,7 @@ __all__ = [
     "add",
     "add_images",
     "add_vectors",
+    "aliased",
     "backend_of",
     "build_index",
     "build_shard",
@@ -135,6 +146,7 @@ __all__ = [
     "rollback_index",
     "run_build",
     "run_dir_of",
+    "run_eval",
     "save_evaluation",
     "scan_images",
     "search",

@@ -5,9 +5,11 @@ retrieval grid, each query's neighbours, the training-class warning, ``metrics.j
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -15,7 +17,6 @@ from retrieval.indexing.common.atomic_write import atomic_write_text
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.common.table_files import write_table
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import select_split
 from retrieval.indexing.eval.class_overlap import overlap_warning, training_classes_in
 from retrieval.indexing.eval.evaluation import (
@@ -53,13 +54,55 @@ def evaluate(
     progress: bool = True,
 ) -> EvaluationReport:
     """Float and binary retrieval metrics, as ``retrieval eval``: of a model on a dataset's ``split``
-    (``model`` and ``data``), or of an index as built (``index``)."""
-    if index is not None:
-        with open_store(Path(index)) as store:
-            return evaluate_index(store, ks=ks, progress=progress)[0]
-    if model is None or data is None:
-        raise ConfigError("evaluate() needs model and data (a model on a dataset), or index (an index as built)")
-    return evaluate_model(Path(model), records_of(data, split), ks=ks, progress=progress)[0]
+    (``model`` and ``data``), or of an index as built (``index``). Evaluated classes the model trained on
+    are a ``UserWarning``, as ``retrieval eval`` warns."""
+    request = EvalRequest.of(model, data, index=index, split=split, ks=ks, spelling=API_SOURCES)
+    evaluation = run_eval(request, progress=progress)
+    if evaluation.warning is not None:
+        warnings.warn(evaluation.warning, UserWarning, stacklevel=2)
+    return evaluation.report
+
+
+CLI_SOURCES = "pass either --model MODEL --data PATH, or --index INDEX_DIR"
+API_SOURCES = "evaluate() needs model and data (a model on a dataset), or index (an index as built)"
+
+
+@dataclass(frozen=True)
+class EvalRequest:
+    """One evaluation (``retrieval eval`` and the Python API's ``evaluate``): a ``model`` on the ``split`` of
+    ``data``, or an ``index`` as built; ``grid`` queries in the retrieval grid, each query's top
+    ``neighbours_k`` (None: not listed), and each ``postprocess`` method's metrics."""
+
+    model: Path | None = None
+    data: Data | None = None
+    index: Path | None = None
+    split: str = "test"
+    ks: tuple[int, ...] | None = None
+    grid: int = 0
+    neighbours_k: int | None = None
+    batch_size: int = 32
+    threads: int | None = None
+    postprocess: tuple[str, ...] = ()
+    postprocess_params: PostprocessParams | None = None
+
+    @classmethod
+    def of(
+        cls,
+        model: PathLike | None = None,
+        data: Data | None = None,
+        *,
+        index: PathLike | None = None,
+        spelling: str = CLI_SOURCES,
+        **options: Any,
+    ) -> EvalRequest:
+        """The request, refused with ``spelling`` (how the door names its sources) unless it names a model
+        and data, or an index alone."""
+        if (index is None) == (model is None) or (model is not None and data is None) or (index and data):
+            raise ConfigError(spelling)
+        if options.get("ks") is not None:
+            options["ks"] = tuple(options["ks"])
+        given = Path(index) if index is not None else None
+        return cls(Path(model) if model is not None else None, data, given, **options)
 
 
 @dataclass
@@ -76,62 +119,58 @@ class Evaluation:
     all_records: list[ImageRecord] = field(default_factory=list)  # the whole dataset
 
 
-def evaluate_index_dir(
-    index: Path,
-    *,
-    ks: Sequence[int] | None = None,
-    grid: int = 0,
-    neighbours_k: int | None = None,
-    progress: bool = True,
-    postprocess: Sequence[str] = (),
-    postprocess_params: PostprocessParams | None = None,
-) -> Evaluation:
+def run_eval(request: EvalRequest, *, progress: bool = True) -> Evaluation:
+    """The one eval use case: an index as built (``evaluate_index_dir``) or a model on a dataset's split
+    (``evaluate_dataset``), with the training-class warning, the post-processing rows and the split."""
+    if request.index is not None:
+        return evaluate_index_dir(request, progress=progress)
+    return evaluate_dataset(request, progress=progress)
+
+
+def evaluate_index_dir(request: EvalRequest, *, progress: bool = True) -> Evaluation:
     """An index as built: its metrics, ``grid`` grid queries and each query's top ``neighbours_k``, and
     each ``postprocess`` method's metrics on its stored embeddings."""
+    assert request.index is not None  # EvalRequest.of checks
+    index, postprocess = request.index, request.postprocess
     with open_store(index) as store:
-        report, data = evaluate_index(store, ks=ks, progress=progress)
+        report, data = evaluate_index(store, ks=request.ks, progress=progress)
         augmented = store.manifest.postprocess.dba is not None
         if augmented and any(method.startswith("dba") for method in postprocess):
             raise ConfigError(
                 f"{index} was built with --dba: its stored vectors are augmented already; evaluate "
                 "dba and dba+qe on a model (--model --data) or an index built without --dba"
             )
-        params = postprocess_params or store.manifest.postprocess.params()
+        params = request.postprocess_params or store.manifest.postprocess.params()
         add_postprocess(report, data, postprocess, params, store.manifest.binarization_threshold)
-        queries = grid_queries(data, grid)
+        queries = grid_queries(data, request.grid)
         neighbors = index_neighbors(store, data, queries, GRID_NEIGHBORS) if len(queries) else None
         every = np.flatnonzero(data.is_query)
-        ranked = (every, index_neighbors(store, data, every, neighbours_k)) if neighbours_k else None
+        top = request.neighbours_k
+        ranked = (every, index_neighbors(store, data, every, top)) if top else None
         manifest = store.manifest.model
     return _evaluation(report, data, manifest, _grid(data, queries, neighbors), ranked)
 
 
-def evaluate_dataset(
-    model: Path,
-    data: Path,
-    *,
-    split: str = "test",
-    ks: Sequence[int] | None = None,
-    grid: int = 0,
-    neighbours_k: int | None = None,
-    batch_size: int = 32,
-    threads: int | None = None,
-    progress: bool = True,
-    postprocess: Sequence[str] = (),
-    postprocess_params: PostprocessParams | None = None,
-) -> Evaluation:
+def evaluate_dataset(request: EvalRequest, *, progress: bool = True) -> Evaluation:
     """A model on the ``split`` of a dataset: exact metrics, grid queries and each query's neighbours, and
     each ``postprocess`` method's metrics."""
-    all_records = load_records(data)
-    records = select_split(all_records, split)
-    report, eval_data = evaluate_model(model, records, ks=ks, batch_size=batch_size, threads=threads, progress=progress)
-    report.details["split"] = split
+    assert request.model is not None and request.data is not None  # EvalRequest.of checks
+    model = request.model
+    all_records = records_of(request.data)
+    records = select_split(all_records, request.split)
+    report, eval_data = evaluate_model(
+        model, records, ks=request.ks, batch_size=request.batch_size, threads=request.threads, progress=progress
+    )
+    report.details["split"] = request.split
     threshold = load_model_manifest(resolve_export_dir(model)).binarization_threshold
-    add_postprocess(report, eval_data, postprocess, postprocess_params or PostprocessParams(), threshold)
-    queries = grid_queries(eval_data, grid)
+    add_postprocess(
+        report, eval_data, request.postprocess, request.postprocess_params or PostprocessParams(), threshold
+    )
+    queries = grid_queries(eval_data, request.grid)
     neighbors = exact_neighbors(eval_data, queries, GRID_NEIGHBORS) if len(queries) else None
     every = np.flatnonzero(eval_data.is_query)
-    ranked = (every, exact_neighbors(eval_data, every, neighbours_k)) if neighbours_k else None
+    top = request.neighbours_k
+    ranked = (every, exact_neighbors(eval_data, every, top)) if top else None
     manifest = load_model_manifest(resolve_export_dir(model))
     evaluation = _evaluation(report, eval_data, manifest, _grid(eval_data, queries, neighbors), ranked)
     evaluation.records, evaluation.all_records = records, all_records

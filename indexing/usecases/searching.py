@@ -18,9 +18,10 @@ from PIL import Image
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.store.backends import open_store
-from retrieval.indexing.store.item_search import Hit, filter_warnings, ranked_pages, similar_pages
+from retrieval.indexing.store.item_search import Hit, HitPage, filter_warnings, ranked_pages, similar_pages
 from retrieval.indexing.store.shared.items.item_filter import ItemFilter
-from retrieval.indexing.store.shared.search_settings import SearchSettings
+from retrieval.indexing.store.shared.search_settings import SearchSettings, aliased
+from retrieval.indexing.store.shared.store_protocol import Store
 from retrieval.indexing.usecases.inputs import ImageLike, PathLike, embed_images, query_embedder
 from retrieval.indexing.usecases.vector_input import normalised_warning
 from retrieval.indexing.usecases.vectors import vector_pages
@@ -120,15 +121,16 @@ def search(
     vectors: Any = None,
     kind: str = "float",
     rerank: int | None = None,
-    where: Mapping[str, Any] | None = None,
+    filter: Mapping[str, Any] | None = None,
     postprocess: str = "none",
     offset: int = 0,
     min_score: float | None = None,
+    where: Mapping[str, Any] | None = None,
 ) -> list[HitList]:
     """The ``k`` most similar items of each image (a path or a PIL image), embedded with the index's
-    own model: per image a ``HitList`` of ``(Item, score)``, best first. ``where`` filters by label and
-    metadata like the service's ``filter`` (docs/serving.md), e.g. ``{"label": {"$in": ["a", "b"]}}``;
-    a key no item has is a ``UserWarning``. ``offset`` skips the best hits first (paging);
+    own model: per image a ``HitList`` of ``(Item, score)``, best first. ``filter`` keeps the items whose
+    label and metadata match, like the service's ``filter`` (docs/serving.md), e.g.
+    ``{"label": {"$in": ["a", "b"]}}`` (``where``: its older name); a key no item has is a ``UserWarning``. ``offset`` skips the best hits first (paging);
     ``min_score`` keeps the hits scoring at least it (``HitList.below_min_score``: how many were
     cut); ``postprocess``: none, qe or kreciprocal. ``vectors`` (one vector or a list, e.g. from another
     service that ran the index's model) are searched instead of or after the images: one HitList each."""
@@ -141,7 +143,7 @@ def search(
         k=k,
         kind=kind,
         rerank=rerank,
-        where=where,
+        where=aliased("filter", filter, "where", where),
         postprocess=postprocess,
         offset=offset,
         min_score=min_score,
@@ -167,19 +169,21 @@ def search_index(
     embedder = query_embedder(request.index_dir, request.model, threads=threads) if request.images else None
     sha256 = embedder.model_sha256 if embedder else None
     with open_store(request.index_dir, expected_model_sha256=sha256, force=request.force) as store:
-        outcome = SearchOutcome([], warnings=filter_warnings(store, settings.where))
+        outcome = SearchOutcome([])
         if embedder is not None:
             names, vectors = _embedded(embedder, request.images, outcome, batch_size, progress, unreadable)
-            pages = ranked_pages(store, vectors, settings)
+            found = search_vectors(store, vectors, settings)
             outcome.queries += [
-                QueryHits(name, None, page.hits, page.below_min_score) for name, page in zip(names, pages, strict=True)
+                QueryHits(name, None, page.hits, page.below_min_score)
+                for name, page in zip(names, found.pages, strict=True)
             ]
+        outcome.warnings = found.warnings if embedder is not None else filter_warnings(store, settings.where)
         if request.vectors is not None:
-            found = vector_pages(store, request.vectors, settings)
-            outcome.warnings += normalised_warning(found.normalised, len(found.pages))
+            by_vector = vector_pages(store, request.vectors, settings)
+            outcome.warnings += normalised_warning(by_vector.normalised, len(by_vector.pages))
             outcome.queries += [
                 QueryHits(f"vector {n}", None, page.hits, page.below_min_score)
-                for n, page in enumerate(found.pages, start=1)
+                for n, page in enumerate(by_vector.pages, start=1)
             ]
         if request.item_ids:
             pages = similar_pages(store, request.item_ids, settings)
@@ -189,6 +193,32 @@ def search_index(
                 for item, page in zip(items, pages, strict=True)
             ]
     return outcome
+
+
+@dataclass(frozen=True)
+class VectorPages:
+    """The pages of a search of embedded queries (one per row), and the filter's warnings."""
+
+    pages: list[HitPage]
+    warnings: list[str]
+
+
+def search_vectors(
+    store: Store,
+    vectors: np.ndarray,
+    settings: SearchSettings,
+    exclude: Sequence[int | None] | None = None,
+    *,
+    empty_ok: bool = False,
+) -> VectorPages:
+    """Everything a search does after the embedding, for every door (``search_index`` here, the service's
+    ``query_pipeline``): the filter's warnings, then one page per (n, d) row under ``settings``; ``exclude[i]``
+    is an item left out of row i (a stored item searched by its own embedding). An empty store: a page
+    without hits per row when ``empty_ok`` (the service's answer), else a DataError."""
+    warnings = filter_warnings(store, settings.where)
+    if empty_ok and store.count == 0:
+        return VectorPages([HitPage([]) for _ in range(len(np.atleast_2d(vectors)))], warnings)
+    return VectorPages(ranked_pages(store, vectors, settings, list(exclude) if exclude is not None else None), warnings)
 
 
 def _embedded(

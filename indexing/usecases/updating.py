@@ -6,8 +6,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import numpy as np
+
 from retrieval.indexing.common.errors import ConfigError, ItemNotFoundError
 from retrieval.indexing.data.record_keys import read_key_file, with_keys
+from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.exported_model.onnx_embedder import embed_records
 from retrieval.indexing.store.backends import open_store
@@ -16,6 +19,7 @@ from retrieval.indexing.store.shared.index_directory.index_manifest import check
 from retrieval.indexing.store.shared.index_directory.write_lock import exclusive_writer
 from retrieval.indexing.store.shared.items.item_filter import Scalar
 from retrieval.indexing.store.shared.store_checks import check_keys_free, validate_records
+from retrieval.indexing.store.shared.store_protocol import Store
 from retrieval.indexing.usecases.inputs import query_embedder
 
 LISTED_IDS = 10  # unknown ids named in an error
@@ -71,16 +75,45 @@ def add_images(
     validate_records(records)
     if not replace_keyed:
         with open_store(index_dir) as store:  # refused before the embedding, checked again by the add
-            keys_given = [record.key for record in records if record.key is not None]
-            check_keys_free(keys_given, store.ids_of_keys(keys_given))
+            check_new_keys(store, [record.key for record in records])
     kept, embeddings, failures = embed_records(embedder, records, batch_size=batch_size, progress=progress)
     # Opened under the writer lock, after embedding: the add extends the newest generation even while
     # the service writes steadily (a store opened before embedding would be stale by then).
     with exclusive_writer(index_dir), open_store(index_dir, expected_model_sha256=embedder.model_sha256) as store:
-        before = store.count
-        ids = store.add(kept, embeddings, replace=replace_keyed)
-        replaced = before + len(ids) - store.count
-        return AddReport(ids, store.count, failures, built.n if built is not None else None, replaced)
+        added = add_embedded(store, kept, embeddings, replace=replace_keyed)
+        return AddReport(added.ids, added.count, failures, built.n if built is not None else None, added.replaced)
+
+
+@dataclass(frozen=True)
+class Addition:
+    """What one add did: the new ids, the store's size after it, the items whose keys it took over."""
+
+    ids: list[int]
+    count: int
+    replaced: int = 0
+
+
+def check_new_keys(store: Store, keys: Sequence[str | None]) -> None:
+    """A key already in ``store`` is a KeyConflictError, said before any image is embedded (the add checks
+    again); None: an item without a key. ``retrieval index add`` and ``POST /items`` both ask here."""
+    given = [key for key in keys if key is not None]
+    if given:
+        check_keys_free(given, store.ids_of_keys(given))
+
+
+def add_embedded(
+    store: Store,
+    records: Sequence[ImageRecord],
+    embeddings: np.ndarray,
+    *,
+    replace: bool = False,
+    idempotency_key: str | None = None,
+) -> Addition:
+    """The add of every door once its images are embedded (``retrieval index add``, the Python API, ``POST
+    /items``): the records and their embeddings into ``store``, the caller holding its writer."""
+    before = store.count
+    ids = [int(i) for i in store.add(records, embeddings, idempotency_key=idempotency_key, replace=replace)]
+    return Addition(ids, store.count, before + len(ids) - store.count)
 
 
 def remove_items(index_dir: Path, ids: Sequence[int], *, keys: Sequence[str] = ()) -> tuple[int, int]:

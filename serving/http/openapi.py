@@ -14,7 +14,7 @@ from fastapi import FastAPI
 
 from retrieval.indexing.store.shared.search_settings import MIN_SCORE_RANGE
 from retrieval.serving.http.problems import PROBLEM_MEDIA_TYPE
-from retrieval.serving.routes.schemas import DEFAULT_K, RERANK_FACTOR
+from retrieval.serving.http.schemas import DEFAULT_K, RERANK_FACTOR
 
 _METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 _PROBLEM_REF = "#/components/schemas/Problem"
@@ -42,7 +42,8 @@ def search_bounds(k_max: int) -> dict[str, dict[str, Any]]:
     return {
         "k": {"type": "integer", "minimum": 1, "maximum": k_max, "default": DEFAULT_K},
         "rerank": {"type": "integer", "minimum": 1, "maximum": RERANK_FACTOR * k_max},  # and >= k
-        "index": {"type": "string", "enum": ["float", "binary"], "default": "float"},
+        "kind": {"type": "string", "enum": ["float", "binary"], "default": "float"},
+        "index": {"type": "string", "enum": ["float", "binary"]},  # the older name of kind
         "postprocess": {"type": "string", "enum": ["none", "qe", "kreciprocal"], "default": "none"},
         "offset": {"type": "integer", "minimum": 0, "maximum": RERANK_FACTOR * k_max - 1, "default": 0},  # + k too
         "min_score": {"type": "number", "minimum": MIN_SCORE_RANGE[0], "maximum": MIN_SCORE_RANGE[1]},
@@ -54,7 +55,7 @@ def _operations(document: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _bound_search_parameters(operation: dict[str, Any], document: dict[str, Any], bounds: dict[str, Any]) -> None:
-    """Query parameters and multipart form fields named k, rerank, index or postprocess get their real schema."""
+    """Query parameters and multipart form fields named k, rerank, kind (index) or postprocess get their real schema."""
     for parameter in operation.get("parameters", []):
         if parameter.get("in") == "query" and parameter["name"] in bounds:
             parameter["schema"] = _bounded(parameter["schema"], bounds[parameter["name"]])
@@ -67,8 +68,8 @@ def _bound_search_parameters(operation: dict[str, Any], document: dict[str, Any]
 
 
 def _bounded(schema: dict[str, Any], bound: dict[str, Any]) -> dict[str, Any]:
-    """``bound`` in place of FastAPI's ``anyOf: [type, null]``; the field's title and description stay."""
-    kept: dict[str, Any] = {key: schema[key] for key in ("title", "description") if key in schema}
+    """``bound`` in place of FastAPI's ``anyOf: [type, null]``; the field's title, description and deprecation stay."""
+    kept: dict[str, Any] = {key: schema[key] for key in ("title", "description", "deprecated") if key in schema}
     return {**kept, **bound}
 
 

@@ -25,6 +25,7 @@ from retrieval.indexing.common.errors import (
     ModelMismatchError,
     RetrievalError,
 )
+from retrieval.serving.http.schemas import Problem
 from retrieval.serving.http.service_errors import (
     ForbiddenError,
     InvalidParameterError,
@@ -36,7 +37,6 @@ from retrieval.serving.http.service_errors import (
     RetryLaterError,
     UnsupportedMediaTypeError,
 )
-from retrieval.serving.routes.schemas import Problem
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 _log = logging.getLogger("retrieval.serving")

@@ -5,9 +5,9 @@
 ``GET /items``: counts and filtered pages behind a cursor), ``routes_admin`` (``/admin/reload``) and
 ``routes_health`` (``/healthz``, ``/readyz``, ``/metrics``), ``routes_vectors`` (JSON bodies of ``POST /items``,
 ``PUT /items/by-key/{key}`` and ``POST /search``: vectors in and searched; ``POST /items/delete`` by filter;
-``GET /items/by-key/{key}/similar``), sharing ``dependencies`` (the service objects, the
-API-key check), ``schemas`` (the request and response models; ``vector_schemas``: those of the JSON bodies),
-``form_fields`` (the one vocabulary of upload
+``GET /items/by-key/{key}/similar``), sharing ``form_fields`` (the one vocabulary of upload
 fields, old names deprecated) and ``strict_forms`` (form text that does not decode is a 400, not Latin-1
-mojibake), with ``form_shape`` (a field sent twice, or in both the query and the form, is a 422).
+mojibake), with ``form_shape`` (a field sent twice, or in both the query and the form, is a 422). The top floor
+of the service: the request and response models (``http.schemas``, ``http.vector_schemas``) and the
+service objects (``serving.dependencies``) live below it, and nothing below imports a route.
 """

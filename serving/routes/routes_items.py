@@ -19,9 +19,11 @@ from retrieval.indexing.common.errors import (
 )
 from retrieval.indexing.data.records import MAX_KEY_CHARS, MAX_LABEL_CHARS, ImageRecord, item_key, label_problem
 from retrieval.indexing.store.shared.items.item_filter import MAX_JSON_BYTES, MAX_KEYS, Scalar, parse_metadata_for
-from retrieval.indexing.store.shared.store_checks import check_keys_free
+from retrieval.indexing.usecases.updating import add_embedded, check_new_keys
+from retrieval.serving.dependencies import API_KEY_ERRORS, Services, get_services, require_api_key
 from retrieval.serving.http import api_examples
 from retrieval.serving.http.problems import problem_responses
+from retrieval.serving.http.schemas import MAX_ITEM_ID, AddItemsResponse, DeleteItemResponse, ItemResponse
 from retrieval.serving.http.service_errors import (
     InvalidParameterError,
     PayloadTooLargeError,
@@ -30,6 +32,7 @@ from retrieval.serving.http.service_errors import (
     UnsupportedMediaTypeError,
     invalid_parameters,
 )
+from retrieval.serving.http.vector_schemas import WITH_VECTORS, ItemWithVector
 from retrieval.serving.images.item_images import SHOWN_AS_STORED, image_response
 from retrieval.serving.images.upload_storage import (
     discard_item_upload,
@@ -39,11 +42,8 @@ from retrieval.serving.images.upload_storage import (
 )
 from retrieval.serving.item_views import item_view, stored_with_vector
 from retrieval.serving.query_pipeline import embed_upload
-from retrieval.serving.routes.dependencies import API_KEY_ERRORS, Services, get_services, require_api_key
 from retrieval.serving.routes.form_fields import renamed_field
-from retrieval.serving.routes.schemas import MAX_ITEM_ID, AddItemsResponse, DeleteItemResponse, ItemResponse
 from retrieval.serving.routes.strict_forms import StrictFormRoute
-from retrieval.serving.routes.vector_schemas import WITH_VECTORS, ItemWithVector
 from retrieval.serving.service_state import Snapshot
 
 router = APIRouter(tags=["items"], route_class=StrictFormRoute)  # form text must decode: 400, not mojibake
@@ -175,8 +175,7 @@ async def add_items(
         if first is not None:
             return AddItemsResponse(**first)
     if any(keys):  # a key in use is refused before the images are embedded (and again by the add)
-        wanted = [k for k in keys if k is not None]
-        await services.state.read(lambda snap: check_keys_free(wanted, snap.store.ids_of_keys(wanted)))
+        await services.state.read(lambda snap: check_new_keys(snap.store, keys))
     with services.state.hold() as snapshot:
         embedded = [await embed_upload(services, upload, snapshot) for upload in uploads]
     embeddings = np.stack([item.vector for item in embedded]).astype(np.float32)
@@ -197,11 +196,11 @@ async def add_items(
             for path, label, upload, more, key in zip(paths, labels, uploads, extra, keys, strict=True)
         ]
         try:
-            ids = current.store.add(records, embeddings, idempotency_key=idempotency_key)
+            added = add_embedded(current.store, records, embeddings, idempotency_key=idempotency_key)
         except BaseException:
             discard_unused_uploads(settings.index_dir, new, current.store.paths_in_use([str(p) for p in new]))
             raise
-        return AddItemsResponse(ids=[int(i) for i in ids], count=current.store.count)
+        return AddItemsResponse(ids=added.ids, count=added.count)
 
     return await services.state.write(add)
 

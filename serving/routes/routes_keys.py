@@ -14,8 +14,10 @@ from fastapi import APIRouter, Depends, File, Form, Path, Response, UploadFile
 from retrieval.indexing.common.errors import DataError, IndexChangedError, IndexNotWritableError, ItemNotFoundError
 from retrieval.indexing.data.records import MAX_KEY_CHARS, ImageRecord, item_key, label_problem
 from retrieval.indexing.store.shared.items.item_filter import parse_metadata
+from retrieval.serving.dependencies import API_KEY_ERRORS, Services, get_services, require_api_key
 from retrieval.serving.http import api_examples
 from retrieval.serving.http.problems import problem_responses
+from retrieval.serving.http.schemas import DeleteItemResponse, ItemResponse, PutItemResponse
 from retrieval.serving.http.service_errors import (
     InvalidParameterError,
     PayloadTooLargeError,
@@ -32,8 +34,6 @@ from retrieval.serving.images.upload_storage import (
 )
 from retrieval.serving.item_views import item_response
 from retrieval.serving.query_pipeline import embed_upload
-from retrieval.serving.routes.dependencies import API_KEY_ERRORS, Services, get_services, require_api_key
-from retrieval.serving.routes.schemas import DeleteItemResponse, ItemResponse, PutItemResponse
 from retrieval.serving.routes.strict_forms import StrictFormRoute
 from retrieval.serving.service_state import Snapshot
 

@@ -10,20 +10,11 @@ from fastapi import APIRouter, Depends, File, Form, Path, Query, UploadFile
 from fastapi.openapi.models import Example
 
 from retrieval.indexing.common.errors import DataError, ItemNotFoundError
-from retrieval.indexing.store.shared.search_settings import SearchSettings
+from retrieval.indexing.store.shared.search_settings import SearchSettings, aliased
+from retrieval.serving.dependencies import Services, get_services
 from retrieval.serving.http import api_examples
 from retrieval.serving.http.problems import problem_responses
-from retrieval.serving.http.service_errors import (
-    InvalidParameterError,
-    PayloadTooLargeError,
-    RequestTimeoutError,
-    RetryLaterError,
-    UnsupportedMediaTypeError,
-    invalid_parameters,
-)
-from retrieval.serving.query_pipeline import FoundPage, embed_upload, search_images, search_similar
-from retrieval.serving.routes.dependencies import Services, get_services
-from retrieval.serving.routes.schemas import (
+from retrieval.serving.http.schemas import (
     DEFAULT_K,
     MAX_ITEM_ID,
     RERANK_FACTOR,
@@ -35,6 +26,15 @@ from retrieval.serving.routes.schemas import (
     SearchResponse,
     Timings,
 )
+from retrieval.serving.http.service_errors import (
+    InvalidParameterError,
+    PayloadTooLargeError,
+    RequestTimeoutError,
+    RetryLaterError,
+    UnsupportedMediaTypeError,
+    invalid_parameters,
+)
+from retrieval.serving.query_pipeline import FoundPage, embed_upload, search_images, search_similar
 from retrieval.serving.routes.strict_forms import StrictFormRoute
 
 T = TypeVar("T")
@@ -49,8 +49,9 @@ _IMAGE = (
     "order, all embedded in one model call; a bad image among them fails the whole request, naming which"
 )
 _K = "number of results (1..k_max of the server)"
-_INDEX = "'float' (exact cosine) or 'binary' (Hamming over the sign bits, one per embedding dimension: 32x smaller)"
-_RERANK = "binary only: fetch this many candidates (k <= rerank <= 10 x k_max) by Hamming distance, re-rank them by float cosine"
+_KIND = "'float' (exact cosine) or 'binary' (Hamming over the sign bits, one per embedding dimension: 32x smaller)"
+_INDEX = "the older name of kind, still accepted"
+_RERANK = "with kind binary only: fetch this many candidates (k <= rerank <= 10 x k_max) by Hamming distance, re-rank them by float cosine"
 _FILTER = (
     'only items that match this JSON object (docs/serving.md, "Filters"): "label" is the label, any other key a '
     "metadata key; a plain value means equal, an object holds operators: $in (any of a list), $ne, $gt, $gte, "
@@ -81,10 +82,12 @@ _FILTER_EXAMPLES: dict[str, Example] = {
 async def search(
     image: list[UploadFile] = File(min_length=1, description=_IMAGE),
     k: int = Query(DEFAULT_K, description=_K),
-    index: IndexKind | None = Query(None, description=_INDEX),
+    kind: IndexKind | None = Query(None, description=_KIND),
+    index: IndexKind | None = Query(None, description=_INDEX, deprecated=True),
     rerank: int | None = Query(None, description=_RERANK),
     k_form: int | None = Form(None, alias="k", description="same as the query parameter k"),
-    index_form: IndexKind | None = Form(None, alias="index", description="same as the query parameter index"),
+    kind_form: IndexKind | None = Form(None, alias="kind", description="same as the query parameter kind"),
+    index_form: IndexKind | None = Form(None, alias="index", description=_INDEX, deprecated=True),
     filter_: str | None = Query(None, alias="filter", description=_FILTER, openapi_examples=_FILTER_EXAMPLES),
     rerank_form: int | None = Form(None, alias="rerank", description="same as the query parameter rerank"),
     filter_form: str | None = Form(None, alias="filter", description="same as the query parameter filter"),
@@ -103,7 +106,7 @@ async def search(
     settings = search_settings(
         services,
         _first(k_form, k),
-        _first(index_form, index),
+        _kind(_first(kind_form, kind), _first(index_form, index)),
         _first(rerank_form, rerank),
         _first(filter_form, filter_),
         _first(postprocess_form, postprocess),
@@ -152,7 +155,8 @@ async def embed(
 async def similar(
     item_id: int = Path(ge=1, le=MAX_ITEM_ID, description="item id"),
     k: int = Query(DEFAULT_K, description=_K),
-    index: IndexKind | None = Query(None, description=_INDEX),
+    kind: IndexKind | None = Query(None, description=_KIND),
+    index: IndexKind | None = Query(None, description=_INDEX, deprecated=True),
     rerank: int | None = Query(None, description=_RERANK),
     filter_: str | None = Query(None, alias="filter", description=_FILTER, openapi_examples=_FILTER_EXAMPLES),
     postprocess: PostprocessName | None = Query(None, description=_POSTPROCESS),
@@ -161,7 +165,7 @@ async def similar(
     services: Services = Depends(get_services),
 ) -> SearchResponse:
     start = time.perf_counter()
-    settings = search_settings(services, k, index, rerank, filter_, postprocess, offset, min_score)
+    settings = search_settings(services, k, _kind(kind, index), rerank, filter_, postprocess, offset, min_score)
     timings = Timings()
     found = await search_similar(services, item_id, settings)
     timings.search_ms = timings.total_ms = round((time.perf_counter() - start) * 1000.0, 3)
@@ -171,14 +175,14 @@ async def similar(
 def search_settings(
     services: Services,
     k: int | None,
-    index: IndexKind | None,
+    kind: IndexKind | None,
     rerank: int | None,
     filter_json: str | Mapping[str, Any] | None = None,
     postprocess: PostprocessName | None = None,
     offset: int | None = None,
     min_score: float | None = None,
 ) -> SearchSettings:
-    """The HTTP parameters as ``SearchSettings`` (``index`` is the kind, ``filter`` the ``where``), within the
+    """The HTTP parameters as ``SearchSettings`` (``filter`` is the ``where``), within the
     service's limits: ``k <= k_max``, ``k <= rerank <= RERANK_FACTOR * k_max`` and ``offset + k`` at most that
     deepest page. An out-of-range value or a bad filter is a 422 problem."""
     k_max = services.settings.k_max
@@ -195,7 +199,7 @@ def search_settings(
     with invalid_parameters():
         return SearchSettings.parse(
             k=k,
-            kind=index or "float",
+            kind=kind or "float",
             rerank=rerank,
             where=filter_json,
             postprocess=postprocess or "none",
@@ -203,6 +207,12 @@ def search_settings(
             min_score=min_score,
             filter_name="parameter 'filter'",
         )
+
+
+def _kind(kind: IndexKind | None, index: IndexKind | None) -> IndexKind | None:
+    """``kind``, or ``index``: its older name; the two disagreeing is a 422."""
+    with invalid_parameters():
+        return aliased("kind", kind, "index", index)
 
 
 def _first(*values: T | None) -> T | None:

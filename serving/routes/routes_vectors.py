@@ -24,10 +24,19 @@ from retrieval.indexing.store.item_search import HitPage
 from retrieval.indexing.usecases.deleting import delete_matching
 from retrieval.indexing.usecases.vector_input import DEFAULT_LABEL
 from retrieval.indexing.usecases.vectors import VectorAdd, add_vectors_to, vector_pages
+from retrieval.serving.dependencies import API_KEY_ERRORS, Services, get_services, require_api_key
 from retrieval.serving.http import api_examples
+from retrieval.serving.http import vector_schemas as schemas
 from retrieval.serving.http.json_bodies import JsonBody
 from retrieval.serving.http.json_body_route import JsonBodyRoute, json_body
 from retrieval.serving.http.problems import problem_responses
+from retrieval.serving.http.schemas import (
+    BatchSearchResponse,
+    PutItemResponse,
+    QueryResults,
+    SearchResponse,
+    Timings,
+)
 from retrieval.serving.http.service_errors import (
     InvalidParameterError,
     PayloadTooLargeError,
@@ -38,17 +47,8 @@ from retrieval.serving.http.service_errors import (
 from retrieval.serving.images.upload_storage import discard_item_upload
 from retrieval.serving.item_views import search_hit
 from retrieval.serving.query_pipeline import FoundPage, search_similar
-from retrieval.serving.routes import vector_schemas as schemas
-from retrieval.serving.routes.dependencies import API_KEY_ERRORS, Services, get_services, require_api_key
 from retrieval.serving.routes.routes_keys import checked_key
 from retrieval.serving.routes.routes_search import _echo, _response, search_settings
-from retrieval.serving.routes.schemas import (
-    BatchSearchResponse,
-    PutItemResponse,
-    QueryResults,
-    SearchResponse,
-    Timings,
-)
 from retrieval.serving.service_state import Snapshot
 
 json_router = APIRouter(route_class=JsonBodyRoute)

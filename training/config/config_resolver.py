@@ -13,11 +13,15 @@ from retrieval.training.config.train_request import TrainRequest, refuse_conflic
 
 
 def resolve_config(request: TrainRequest) -> TrainConfig:
-    """The validated configuration a request trains with; an unknown key, a bad value or a conflict
-    between options is a ConfigError naming it."""
+    """The validated configuration a request trains with (its ``config`` as it is, when given); an unknown
+    key, a bad value or a conflict between options is a ConfigError naming it."""
+    cfg = request.config if request.config is not None else build_config(_all_layers(request))
+    refuse_conflicts(cfg, ensemble=request.ensemble, spelling=request.spelling)
+    return cfg
+
+
+def _all_layers(request: TrainRequest) -> list[tuple[str, dict]]:
     layers = request.layers()
     if request.recipe:
         layers.insert(0, (f"recipe {request.recipe}", recipe_layer(request.recipe)))
-    cfg = build_config(layers)
-    refuse_conflicts(cfg, ensemble=request.ensemble, spelling=request.spelling)
-    return cfg
+    return layers

@@ -24,10 +24,13 @@ class Spelling:
     ensemble: str
     final_fit: str
     split_none: str
+    run_dir: tuple[str, str] = ("--resume", "--overwrite")  # how to continue or replace an existing run
 
 
 CLI = Spelling("command-line options", "--ensemble", "--final-fit", "--split none")
-API = Spelling("arguments", "train_ensemble()", "trainer.final_fit", "data.split='none'")
+API = Spelling(
+    "arguments", "train_ensemble()", "trainer.final_fit", "data.split='none'", ("resume=True", "overwrite=True")
+)
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,9 @@ class TrainRequest:
     ``options`` is the layer of the options given, already in sections (``{"trainer": {"epochs": 3}}``);
     ``resume_from`` the run directory whose saved config.yaml is read under everything else on resume;
     ``ensemble``: the run trains an ensemble, which refuses ``final_fit`` and ``split none``.
+    The run itself (``training.usecases.run_train``): ``out`` the run directory, ``overwrite`` replaces
+    the run it holds, ``members`` the ensemble's size (``--ensemble``), ``config`` a whole ``TrainConfig``
+    taken as it is instead of the layers (the Python API's ``train(cfg, ...)``).
     """
 
     options: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -46,6 +52,14 @@ class TrainRequest:
     resume_from: Path | None = None
     ensemble: bool = False
     spelling: Spelling = CLI
+    out: Path | None = None
+    overwrite: bool = False
+    members: int | None = None
+    config: TrainConfig | None = None
+
+    @property
+    def resume(self) -> bool:
+        return self.resume_from is not None
 
     def layers(self) -> list[tuple[str, dict[str, Any]]]:
         """The layers after the recipe, in order: a resumed run's saved config (a final-fit run's is its

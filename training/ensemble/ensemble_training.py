@@ -28,8 +28,8 @@ from retrieval.training.config.train_config import TrainConfig
 from retrieval.training.ensemble.ensemble_eval import evaluate_ensemble
 from retrieval.training.run.fitting.distributed import DistContext, barrier
 from retrieval.training.run.fitting.trainer import Trainer
+from retrieval.training.run.measures.run_summary import Row, log_summary
 from retrieval.training.run.outputs.run_dir import RunPaths, load_checkpoint, write_run_config
-from retrieval.training.run.outputs.run_summary import Row, log_summary
 
 log = logging.getLogger(__name__)
 

@@ -97,13 +97,6 @@ def fit_supervised_whitening(embeddings: np.ndarray, labels: Sequence[object], *
     return fit_whitenings("supervised", embeddings, labels, [shrinkage])[0]
 
 
-def fit_whitening(
-    method: WhiteningMethod, embeddings: np.ndarray, labels: Sequence[object], *, shrinkage: float
-) -> WhiteningBasis:
-    """The one entry point for one shrinkage: ``pca`` ignores the labels."""
-    return fit_whitenings(method, embeddings, labels, [shrinkage])[0]
-
-
 def fit_whitenings(
     method: WhiteningMethod, embeddings: np.ndarray, labels: Sequence[object], shrinkages: Sequence[float]
 ) -> list[WhiteningBasis]:

@@ -18,7 +18,7 @@ from tqdm import tqdm
 
 from retrieval.indexing.common.atomic_write import atomic_write_text
 from retrieval.training.study.backends.fold_result import StudyBackend
-from retrieval.training.study.reporting.study_evaluation import run_metrics
+from retrieval.training.study.backends.study_evaluation import run_metrics
 from retrieval.training.study.study_state import StudySpec
 from retrieval.training.study.tuning.study_config import loss_config
 

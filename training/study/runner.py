@@ -22,6 +22,7 @@ from retrieval.training.study.backends.cached_backend import CachedBackend
 from retrieval.training.study.backends.cached_features import FeatureSet, load_or_extract
 from retrieval.training.study.backends.finetune_backend import FineTuneBackend
 from retrieval.training.study.backends.fold_result import FoldResult, StudyBackend
+from retrieval.training.study.backends.folds import check_fold_count
 from retrieval.training.study.backends.head_training import build_head
 from retrieval.training.study.final_runs import final_runs
 from retrieval.training.study.reporting.reference import reference_metrics
@@ -37,7 +38,6 @@ from retrieval.training.study.study_state import (
     write_state,
 )
 from retrieval.training.study.tuning.feasibility import check_batches
-from retrieval.training.study.tuning.folds import check_fold_count
 from retrieval.training.study.tuning.search import DIVERGED, finished_trials, open_search, run_search
 from retrieval.training.study.tuning.study_config import loss_config, loss_search_space
 

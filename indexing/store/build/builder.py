@@ -21,7 +21,7 @@ from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder, embed_
 from retrieval.indexing.exported_model.resolution import resolve_export_dir
 from retrieval.indexing.search.postprocess_params import IndexPostprocess
 from retrieval.indexing.store.backends import IndexTarget, backend_of
-from retrieval.indexing.store.files.faiss_search.faiss_kinds import IndexKind, binary_kind, float_kind
+from retrieval.indexing.store.files.faiss_kinds import IndexKind, binary_kind, float_kind
 from retrieval.indexing.store.files.files_target import FilesTarget
 from retrieval.indexing.store.shared.index_directory.index_dir import IndexedModel, check_out_dir
 from retrieval.indexing.store.shared.index_directory.index_manifest import IndexManifest

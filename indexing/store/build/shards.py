@@ -35,7 +35,7 @@ from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.exported_model.model_manifest import ModelManifest
 from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.exported_model.resolution import resolve_export_dir
-from retrieval.indexing.store.files.faiss_search.faiss_kinds import binary_kind, float_kind
+from retrieval.indexing.store.files.faiss_kinds import binary_kind, float_kind
 from retrieval.indexing.store.shared.index_directory.index_dir import copy_model
 from retrieval.indexing.store.shared.index_directory.index_manifest import utc_now
 from retrieval.indexing.store.shared.items.items_db import ItemsDb

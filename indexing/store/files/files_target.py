@@ -21,7 +21,7 @@ from retrieval.indexing.exported_model.model_manifest import model_files_sha256
 from retrieval.indexing.search.binary import binarize
 from retrieval.indexing.search.postprocess import augment_database
 from retrieval.indexing.search.postprocess_params import IndexPostprocess
-from retrieval.indexing.store.files.faiss_search.faiss_kinds import IndexKind, build_binary_index, build_float_index
+from retrieval.indexing.store.files.faiss_kinds import IndexKind, build_binary_index, build_float_index
 from retrieval.indexing.store.files.raw_vectors import write_raw
 from retrieval.indexing.store.files.segment_storage.segment_files import write_embeddings, write_faiss_files
 from retrieval.indexing.store.shared.index_directory.index_dir import (

@@ -25,7 +25,7 @@ from retrieval.indexing.common.errors import IndexChangedError, IndexNotWritable
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.search.results import SearchResults
 from retrieval.indexing.store.files.dba_updates import augment_additions, reaugmented
-from retrieval.indexing.store.files.faiss_search.faiss_kinds import binary_kind, float_kind
+from retrieval.indexing.store.files.faiss_kinds import binary_kind, float_kind
 from retrieval.indexing.store.files.raw_vectors import keep_only, read_raw, write_raw
 from retrieval.indexing.store.files.segment_storage.compaction_plan import CompactionPlan, major_plan, plan_compaction
 from retrieval.indexing.store.files.segment_storage.segment_files import (

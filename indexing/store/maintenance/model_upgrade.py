@@ -31,7 +31,7 @@ from retrieval.indexing.common.artifact_names import INDEX_MODEL_SUBDIR
 from retrieval.indexing.common.errors import ConfigError, DataError, IndexFormatError
 from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.exported_model.resolution import resolve_export_dir
-from retrieval.indexing.store.files.faiss_search.faiss_kinds import binary_kind, float_kind
+from retrieval.indexing.store.files.faiss_kinds import binary_kind, float_kind
 from retrieval.indexing.store.files.files_target import FilesTarget
 from retrieval.indexing.store.files.index_store import IndexStore
 from retrieval.indexing.store.maintenance.generation_sync import Progress, SyncReport, sync_generation

@@ -1,11 +1,12 @@
 """``SearchSettings``: how to search, one value with one name per setting, checked once.
 
-Every entry point spells the same settings its own way and builds this value: ``retrieval search``
-(``--k``, ``--binary``, ``--rerank``, ``--filter``, ``--postprocess``, ``--offset``, ``--min-score``), the
-Python API's ``search`` (``k``, ``kind``, ``rerank``, ``where``, ``postprocess``, ``offset``,
-``min_score``) and the service's ``POST /search`` and ``GET /items/{id}/similar`` (``k``, ``index``,
-``rerank``, ``filter``, ``postprocess``, ``offset``, ``min_score``). From there on, every layer
-(``item_search``, ``postprocessed_search``, the stores) reads these names. The service's own limits
+Every entry point spells the settings with the same names (``SEARCH_OPTIONS``; docs/CONTRACTS.md has the
+table): ``retrieval search`` (``--k``, ``--kind``, ``--rerank``, ``--filter``, ``--postprocess``, ``--offset``,
+``--min-score``), the Python API's ``search`` (``k``, ``kind``, ``rerank``, ``filter``, ``postprocess``,
+``offset``, ``min_score``) and the service's ``POST /search`` and ``GET /items/{id}/similar`` (the same
+names as the Python API); the older spellings (``--binary``, ``where=``, ``index=``) stay as aliases. Every
+rule between options is checked here, so each door refuses with the same sentence. Inside, the filter is
+the ``where`` field; every layer (``item_search``, ``postprocessed_search``, the stores) reads these names. The service's own limits
 (``k_max``, the deepest page) stay with the service: they are its policy, not the settings' meaning.
 """
 
@@ -13,16 +14,27 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.search.kinds import SearchKind
 from retrieval.indexing.search.postprocess_params import QUERY_METHODS
 from retrieval.indexing.store.shared.items.item_filter import ItemFilter, parse_filter
 
+T = TypeVar("T")
 ScoreKind = Literal["cosine", "hamming", "kreciprocal"]
 MIN_SCORE_RANGE = (-1.0, 1.0)
 """Every score kind lies in it: cosine, ``1 - 2 * hamming / bits``, ``1 -`` the k-reciprocal distance."""
+SEARCH_OPTIONS = ("k", "kind", "rerank", "filter", "postprocess", "offset", "min_score")
+"""The one name of each search option in every door (the CLI writes them as ``--k``, ``--min-score``, ...)."""
+OPTION_ALIASES = {"kind": ("--binary", "index"), "filter": ("where",)}
+"""The older spellings each door still accepts: the CLI's ``--binary``, the service's ``index``, the Python
+API's ``where``."""
+RERANK_NEEDS_BINARY = (
+    "rerank re-orders a shortlist of the binary index by float cosine, so it needs kind binary "
+    "(a float search is exact already)."
+)
+"""The one sentence every door gives for a rerank on the float index."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +60,8 @@ class SearchSettings:
             object.__setattr__(self, "rerank", None)
         if self.rerank is not None and (not _whole(self.rerank) or self.rerank < 1):
             raise DataError(f"rerank must be a whole number of at least 1, got {self.rerank!r}")
+        if self.rerank is not None and self.kind != SearchKind.BINARY.value:
+            raise DataError(RERANK_NEEDS_BINARY)
         if self.where is not None and not isinstance(self.where, ItemFilter):
             raise TypeError("where must be an ItemFilter (SearchSettings.parse reads JSON text or a mapping)")
         if self.postprocess not in QUERY_METHODS:
@@ -94,6 +108,14 @@ class SearchSettings:
         if self.postprocess == "kreciprocal":
             return "kreciprocal"
         return "hamming" if self.search_kind is SearchKind.BINARY and not self.rerank else "cosine"
+
+
+def aliased(name: str, value: T | None, alias: str, alias_value: T | None) -> T | None:
+    """The option given by its ``name`` or by its older ``alias``; the two given with different values is a
+    DataError, since which one to believe cannot be guessed."""
+    if value is not None and alias_value is not None and value != alias_value:
+        raise DataError(f"{name} and its older name {alias} disagree ({value!r}, {alias_value!r}); give {name} alone")
+    return value if value is not None else alias_value
 
 
 def _whole(value: object) -> bool:

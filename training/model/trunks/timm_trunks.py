@@ -64,12 +64,6 @@ def timm_native_size(name: str) -> int | None:
     return int(size[-1]) if size else None
 
 
-def timm_weights_repo(name: str) -> str | None:
-    """The Hugging Face hub repository timm takes ``name``'s pretrained weights from, or None."""
-    repo = _pretrained_cfg(name).get("hf_hub_id")
-    return str(repo) if repo else None
-
-
 def timm_normalization(name: str) -> Normalization:
     """The mean/std of timm's default pretrained config for ``name`` (ImageNet's when it has none)."""
     cfg = _pretrained_cfg(name)

@@ -1,4 +1,4 @@
 """The run directory and what a run writes into it: ``run_dir`` (the
-directory's files, claiming it), ``run_model`` (a checkpoint's model restored), ``run_summary`` (the
-start-of-run table), ``curves`` and ``tracking`` (plots and TensorBoard).
+directory's files, claiming it), ``run_model`` (a checkpoint's model restored), ``curves`` and ``tracking``
+(plots and TensorBoard).
 """

@@ -12,9 +12,9 @@ from retrieval.indexing.data.records import ImageRecord
 from retrieval.training.config.train_config import TrainConfig
 from retrieval.training.study.backends.cached_features import FeatureSet, load_or_extract
 from retrieval.training.study.backends.fold_result import FoldResult
+from retrieval.training.study.backends.folds import fold_split
 from retrieval.training.study.backends.head_training import HeadFit, embed_features, fit_head, restore_head
-from retrieval.training.study.reporting.study_evaluation import EvalSet
-from retrieval.training.study.tuning.folds import fold_split
+from retrieval.training.study.backends.study_evaluation import EvalSet
 
 
 class CachedBackend:

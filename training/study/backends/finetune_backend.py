@@ -32,7 +32,7 @@ from retrieval.training.run.inputs.embed import embed_loader
 from retrieval.training.run.outputs.run_dir import RunPaths
 from retrieval.training.run.outputs.run_model import load_run_model
 from retrieval.training.study.backends.fold_result import FoldResult
-from retrieval.training.study.reporting.study_evaluation import EvalSet
+from retrieval.training.study.backends.study_evaluation import EvalSet
 
 RESULT_FILE = "fold_result.json"
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from retrieval.indexing.eval.metrics import RetrievalMetrics
 from retrieval.training.config.train_config import TrainConfig
-from retrieval.training.study.reporting.study_evaluation import EvalSet
+from retrieval.training.study.backends.study_evaluation import EvalSet
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from retrieval.training.model.device import resolve_device
 from retrieval.training.model.embedding_model import EmbeddingModel
 from retrieval.training.run.fitting.loop import EpochSelection, OptimizationStep, batches_of
 from retrieval.training.run.fitting.optim import build_optimizer, build_scheduler, parameter_groups
-from retrieval.training.study.reporting.study_evaluation import EvalSet, metrics
+from retrieval.training.study.backends.study_evaluation import EvalSet, metrics
 
 EMBED_BATCH = 4096
 

@@ -15,7 +15,7 @@ from typing import Any
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.training.run.measures.reference import fit_reduction, fit_sample
 from retrieval.training.study.backends.cached_features import FeatureSet
-from retrieval.training.study.reporting.study_evaluation import KINDS, EvalSet, metrics
+from retrieval.training.study.backends.study_evaluation import KINDS, EvalSet, metrics
 
 
 def reference_metrics(

@@ -22,8 +22,8 @@ from typing import Any
 import matplotlib.pyplot as plt  # noqa: E402
 
 from retrieval.indexing.common.atomic_write import atomic_write_text, atomic_write_with
+from retrieval.training.study.backends.study_evaluation import KINDS
 from retrieval.training.study.reporting.stats import mean_ci
-from retrieval.training.study.reporting.study_evaluation import KINDS
 
 MODES = ("concatenated", "separated")
 METRICS = (("precision_at_1", "P@1"), ("r_precision", "RP"), ("map_at_r", "MAP@R"))

@@ -16,7 +16,7 @@ from retrieval.training.config.loss_and_sampler import sampler_kind
 from retrieval.training.config.train_config import TrainConfig
 from retrieval.training.data_pipeline.data_loaders import train_batch_sampler
 from retrieval.training.data_pipeline.image_dataset import label_index
-from retrieval.training.study.tuning.folds import fold_split
+from retrieval.training.study.backends.folds import fold_split
 
 
 def check_batches(configs: Mapping[str, TrainConfig], records: Sequence[ImageRecord], folds: int) -> None:

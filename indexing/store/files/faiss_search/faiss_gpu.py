@@ -18,7 +18,7 @@ import faiss
 import numpy as np
 
 from retrieval.indexing.search.kinds import SearchKind
-from retrieval.indexing.store.files.faiss_search.faiss_kinds import id_map_ids
+from retrieval.indexing.store.files.faiss_kinds import id_map_ids
 
 Searcher = Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]]
 _log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from retrieval.indexing.common.artifact_names import EMBEDDINGS_NAME
-from retrieval.indexing.store.files.faiss_search.faiss_kinds import IndexKind
+from retrieval.indexing.store.files.faiss_kinds import IndexKind
 from retrieval.indexing.store.files.segment_storage.segment_files import (
     load_embeddings,
     write_embeddings,

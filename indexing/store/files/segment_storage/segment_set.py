@@ -17,7 +17,7 @@ import numpy as np
 
 from retrieval.indexing.common.artifact_names import BINARY_INDEX_NAME, EMBEDDINGS_NAME, FLOAT_INDEX_NAME
 from retrieval.indexing.common.errors import IndexFormatError, ItemNotFoundError
-from retrieval.indexing.store.files.faiss_search.faiss_kinds import IndexKind, binary_kind, float_kind, id_map_ids
+from retrieval.indexing.store.files.faiss_kinds import IndexKind, binary_kind, float_kind, id_map_ids
 from retrieval.indexing.store.files.segment_storage.compaction_plan import SegmentSize
 from retrieval.indexing.store.files.segment_storage.segment_files import (
     REBUILD,

@@ -31,14 +31,14 @@ import numpy as np
 from retrieval.indexing.common.artifact_names import SEGMENTS_SUBDIR
 from retrieval.indexing.search.binary import binarize
 from retrieval.indexing.search.kinds import SearchKind
-from retrieval.indexing.store.files.faiss_search.faiss_kinds import (
+from retrieval.indexing.store.files.faiss_kinds import (
     IndexKind,
     binary_kind,
     build_binary_index,
     build_float_index,
     id_map_ids,
 )
-from retrieval.indexing.store.files.faiss_search.faiss_kinds import float_kind as float_kind_named
+from retrieval.indexing.store.files.faiss_kinds import float_kind as float_kind_named
 from retrieval.indexing.store.files.segment_storage.segment_files import SEGMENT_FILES
 from retrieval.indexing.store.shared.items.items_db import ItemsDb
 
