@@ -40,8 +40,8 @@ from starlette.formparsers import MultiPartParser
 from retrieval.indexing.data.image_io import open_rgb_bytes
 from retrieval.indexing.exported_model.preprocess import normalize_pixels, resize_and_crop
 from retrieval.indexing.store.shared.search_settings import SearchSettings
+from retrieval.serving.api_models.schemas import Timings
 from retrieval.serving.app import create_app
-from retrieval.serving.http.schemas import Timings
 from retrieval.serving.query_pipeline import FoundPage, _decode_and_preprocess, pages_for
 from retrieval.serving.routes import routes_search
 from retrieval.serving.routes.routes_search import _response, search_settings

@@ -7,7 +7,7 @@ loaded model and index on one store thread, swapped atomically). Routes: ``route
 (``/items/by-key/{key}``: items by their own keys, upsert), ``routes.routes_browse``
 (``GET /labels``, ``GET /items``: counts and filtered pages behind a cursor), ``routes.routes_admin``
 (``/admin/reload``), ``routes.routes_health`` (``/healthz``, ``/readyz``, ``/metrics``), sharing
-``dependencies`` (the service objects, the API-key check), ``http.schemas`` (request and response
+``dependencies`` (the service objects, the API-key check), ``api_models.schemas`` (request and response
 models), ``routes.form_fields`` (the one vocabulary of upload fields, old names deprecated) and ``item_views``
 (an item as a hit or a response, its path private when so set). ``routes.strict_forms`` refuses form text that does not decode (400, not Latin-1 mojibake). A query: ``images.uploads`` (size and type checks) -> ``query_pipeline`` (admitted by ``http.admission``,
 the bound on queued images; decode, embed through ``batcher``'s micro-batches, search) -> hits;

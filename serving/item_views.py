@@ -14,8 +14,8 @@ import numpy as np
 
 from retrieval.indexing.store.shared.items.items_db import Item
 from retrieval.indexing.store.shared.store_protocol import Store
-from retrieval.serving.http.schemas import ItemResponse, SearchHit
-from retrieval.serving.http.vector_schemas import ItemWithVector
+from retrieval.serving.api_models.schemas import ItemResponse, SearchHit
+from retrieval.serving.api_models.vector_schemas import ItemWithVector
 from retrieval.serving.images.item_images import image_url
 
 

@@ -24,8 +24,8 @@ from retrieval.indexing.data.image_io import open_rgb_bytes
 from retrieval.indexing.exported_model.preprocess import preprocess_image
 from retrieval.indexing.store.shared.search_settings import SearchSettings
 from retrieval.indexing.usecases.searching import search_vectors
+from retrieval.serving.api_models.schemas import SearchHit, Timings
 from retrieval.serving.dependencies import Services
-from retrieval.serving.http.schemas import SearchHit, Timings
 from retrieval.serving.images.uploads import check_content_type, read_upload
 from retrieval.serving.item_views import search_hit
 from retrieval.serving.service_state import Snapshot

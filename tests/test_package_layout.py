@@ -73,6 +73,7 @@ ORDERS = {  # package -> its sub-packages and modules, lowest first: an import n
     ],
     "retrieval.serving": [  # routes/ is the top floor under the app factory: nothing below imports a route
         {"settings", "glibc_malloc"},
+        {"api_models"},
         {"http"},
         {"images", "service_state", "batcher"},
         {"dependencies", "item_views"},

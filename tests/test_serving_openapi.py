@@ -12,8 +12,8 @@ from pydantic import BaseModel, ValidationError
 from serving_fixtures import API_KEY, query_png, serving_client
 
 from retrieval.indexing.common.errors import DataError, IndexChangedError, ItemNotFoundError
+from retrieval.serving.api_models import schemas, vector_schemas
 from retrieval.serving.app import create_app
-from retrieval.serving.http import schemas, vector_schemas
 from retrieval.serving.http.problems import PROBLEM_MEDIA_TYPE, status_for
 from retrieval.serving.http.service_errors import RetryLaterError
 from retrieval.serving.settings import make_settings

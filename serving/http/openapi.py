@@ -13,8 +13,8 @@ from typing import Any
 from fastapi import FastAPI
 
 from retrieval.indexing.store.shared.search_settings import MIN_SCORE_RANGE
+from retrieval.serving.api_models.schemas import DEFAULT_K, RERANK_FACTOR
 from retrieval.serving.http.problems import PROBLEM_MEDIA_TYPE
-from retrieval.serving.http.schemas import DEFAULT_K, RERANK_FACTOR
 
 _METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 _PROBLEM_REF = "#/components/schemas/Problem"

@@ -25,7 +25,7 @@ from retrieval.indexing.common.errors import (
     ModelMismatchError,
     RetrievalError,
 )
-from retrieval.serving.http.schemas import Problem
+from retrieval.serving.api_models.schemas import Problem
 from retrieval.serving.http.service_errors import (
     ForbiddenError,
     InvalidParameterError,

@@ -8,6 +8,6 @@
 ``GET /items/by-key/{key}/similar``), sharing ``form_fields`` (the one vocabulary of upload
 fields, old names deprecated) and ``strict_forms`` (form text that does not decode is a 400, not Latin-1
 mojibake), with ``form_shape`` (a field sent twice, or in both the query and the form, is a 422). The top floor
-of the service: the request and response models (``http.schemas``, ``http.vector_schemas``) and the
+of the service: the request and response models (``api_models.schemas``, ``api_models.vector_schemas``) and the
 service objects (``serving.dependencies``) live below it, and nothing below imports a route.
 """

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends
 
+from retrieval.serving.api_models.schemas import ReloadResponse
 from retrieval.serving.dependencies import API_KEY_ERRORS, Services, get_services, require_api_key
 from retrieval.serving.http import api_examples
 from retrieval.serving.http.problems import problem_responses
-from retrieval.serving.http.schemas import ReloadResponse
 from retrieval.serving.http.service_errors import ReloadFailedError, RequestTimeoutError
 from retrieval.serving.lifecycle import reload
 

@@ -18,17 +18,17 @@ from fastapi import APIRouter, Depends, Query
 from retrieval.indexing.store.item_search import filter_warnings
 from retrieval.indexing.store.shared.index_directory.index_manifest import IndexManifest
 from retrieval.indexing.store.shared.items.item_filter import LABEL_KEY, check_key, parse_filter
+from retrieval.serving.api_models.schemas import MAX_ITEM_ID, ItemsPage, ValueCount, ValueCounts
+from retrieval.serving.api_models.vector_schemas import WITH_VECTORS, ItemsPageWithVectors
 from retrieval.serving.dependencies import Services, get_services
 from retrieval.serving.http import api_examples
 from retrieval.serving.http.problems import problem_responses
-from retrieval.serving.http.schemas import MAX_ITEM_ID, ItemsPage, ValueCount, ValueCounts
 from retrieval.serving.http.service_errors import (
     InvalidParameterError,
     RequestTimeoutError,
     RetryLaterError,
     invalid_parameters,
 )
-from retrieval.serving.http.vector_schemas import WITH_VECTORS, ItemsPageWithVectors
 from retrieval.serving.item_views import item_view
 from retrieval.serving.service_state import Snapshot
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 
+from retrieval.serving.api_models.schemas import HealthResponse, ReadyResponse
 from retrieval.serving.dependencies import Services, get_services
 from retrieval.serving.http import api_examples
 from retrieval.serving.http.problems import problem_responses
-from retrieval.serving.http.schemas import HealthResponse, ReadyResponse
 from retrieval.serving.http.service_errors import RetryLaterError
 
 router = APIRouter(tags=["health"])

@@ -20,10 +20,11 @@ from retrieval.indexing.common.errors import (
 from retrieval.indexing.data.records import MAX_KEY_CHARS, MAX_LABEL_CHARS, ImageRecord, item_key, label_problem
 from retrieval.indexing.store.shared.items.item_filter import MAX_JSON_BYTES, MAX_KEYS, Scalar, parse_metadata_for
 from retrieval.indexing.usecases.updating import add_embedded, check_new_keys
+from retrieval.serving.api_models.schemas import MAX_ITEM_ID, AddItemsResponse, DeleteItemResponse, ItemResponse
+from retrieval.serving.api_models.vector_schemas import WITH_VECTORS, ItemWithVector
 from retrieval.serving.dependencies import API_KEY_ERRORS, Services, get_services, require_api_key
 from retrieval.serving.http import api_examples
 from retrieval.serving.http.problems import problem_responses
-from retrieval.serving.http.schemas import MAX_ITEM_ID, AddItemsResponse, DeleteItemResponse, ItemResponse
 from retrieval.serving.http.service_errors import (
     InvalidParameterError,
     PayloadTooLargeError,
@@ -32,7 +33,6 @@ from retrieval.serving.http.service_errors import (
     UnsupportedMediaTypeError,
     invalid_parameters,
 )
-from retrieval.serving.http.vector_schemas import WITH_VECTORS, ItemWithVector
 from retrieval.serving.images.item_images import SHOWN_AS_STORED, image_response
 from retrieval.serving.images.upload_storage import (
     discard_item_upload,

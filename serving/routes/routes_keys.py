@@ -14,10 +14,10 @@ from fastapi import APIRouter, Depends, File, Form, Path, Response, UploadFile
 from retrieval.indexing.common.errors import DataError, IndexChangedError, IndexNotWritableError, ItemNotFoundError
 from retrieval.indexing.data.records import MAX_KEY_CHARS, ImageRecord, item_key, label_problem
 from retrieval.indexing.store.shared.items.item_filter import parse_metadata
+from retrieval.serving.api_models.schemas import DeleteItemResponse, ItemResponse, PutItemResponse
 from retrieval.serving.dependencies import API_KEY_ERRORS, Services, get_services, require_api_key
 from retrieval.serving.http import api_examples
 from retrieval.serving.http.problems import problem_responses
-from retrieval.serving.http.schemas import DeleteItemResponse, ItemResponse, PutItemResponse
 from retrieval.serving.http.service_errors import (
     InvalidParameterError,
     PayloadTooLargeError,

@@ -11,10 +11,7 @@ from fastapi.openapi.models import Example
 
 from retrieval.indexing.common.errors import DataError, ItemNotFoundError
 from retrieval.indexing.store.shared.search_settings import SearchSettings, aliased
-from retrieval.serving.dependencies import Services, get_services
-from retrieval.serving.http import api_examples
-from retrieval.serving.http.problems import problem_responses
-from retrieval.serving.http.schemas import (
+from retrieval.serving.api_models.schemas import (
     DEFAULT_K,
     MAX_ITEM_ID,
     RERANK_FACTOR,
@@ -26,6 +23,9 @@ from retrieval.serving.http.schemas import (
     SearchResponse,
     Timings,
 )
+from retrieval.serving.dependencies import Services, get_services
+from retrieval.serving.http import api_examples
+from retrieval.serving.http.problems import problem_responses
 from retrieval.serving.http.service_errors import (
     InvalidParameterError,
     PayloadTooLargeError,

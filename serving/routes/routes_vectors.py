@@ -24,19 +24,19 @@ from retrieval.indexing.store.item_search import HitPage
 from retrieval.indexing.usecases.deleting import delete_matching
 from retrieval.indexing.usecases.vector_input import DEFAULT_LABEL
 from retrieval.indexing.usecases.vectors import VectorAdd, add_vectors_to, vector_pages
-from retrieval.serving.dependencies import API_KEY_ERRORS, Services, get_services, require_api_key
-from retrieval.serving.http import api_examples
-from retrieval.serving.http import vector_schemas as schemas
-from retrieval.serving.http.json_bodies import JsonBody
-from retrieval.serving.http.json_body_route import JsonBodyRoute, json_body
-from retrieval.serving.http.problems import problem_responses
-from retrieval.serving.http.schemas import (
+from retrieval.serving.api_models import vector_schemas as schemas
+from retrieval.serving.api_models.schemas import (
     BatchSearchResponse,
     PutItemResponse,
     QueryResults,
     SearchResponse,
     Timings,
 )
+from retrieval.serving.dependencies import API_KEY_ERRORS, Services, get_services, require_api_key
+from retrieval.serving.http import api_examples
+from retrieval.serving.http.json_bodies import JsonBody
+from retrieval.serving.http.json_body_route import JsonBodyRoute, json_body
+from retrieval.serving.http.problems import problem_responses
 from retrieval.serving.http.service_errors import (
     InvalidParameterError,
     PayloadTooLargeError,

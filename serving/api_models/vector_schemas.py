@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import Field
 
-from retrieval.serving.http.schemas import (
+from retrieval.serving.api_models.schemas import (
     DEFAULT_K,
     AddItemsResponse,
     IndexKind,
