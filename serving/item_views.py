@@ -36,5 +36,5 @@ def item_response(item: Item, full_paths: bool) -> ItemResponse:
     )
 
 
-def search_hit(item: Item, score: float, full_paths: bool) -> SearchHit:
-    return SearchHit(score=score, **item_response(item, full_paths).model_dump())
+def search_hit(item: Item, score: float, full_paths: bool, probability: float | None = None) -> SearchHit:
+    return SearchHit(score=score, probability=probability, **item_response(item, full_paths).model_dump())

@@ -39,6 +39,7 @@ class FoundPage:
     results: list[SearchHit]
     below_min_score: int = 0
     warnings: list[str] = field(default_factory=list)
+    below_min_probability: int = 0
 
 
 async def search_images(
@@ -77,7 +78,12 @@ def pages_for(
     pages = ranked_pages(snapshot.store, vectors, settings, exclude=[exclude] * len(vectors))
     full_paths = services.settings.shows_paths
     return [
-        FoundPage([search_hit(item, score, full_paths) for item, score in page.hits], page.below_min_score, warnings)
+        FoundPage(
+            [search_hit(hit.item, hit.score, full_paths, hit.probability) for hit in page.hits],
+            page.below_min_score,
+            warnings,
+            page.below_min_probability,
+        )
         for page in pages
     ]
 

@@ -3,6 +3,9 @@ hits, their probabilities at the evaluated gallery's base rate, and the report p
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import numpy as np
 
 from retrieval.indexing.calibration.fitting import KINDS
@@ -41,3 +44,27 @@ def labelled_set(
     return LabelledSet(
         np.asarray(embeddings), np.asarray(labels), np.asarray(is_query, bool), np.asarray(is_gallery, bool)
     )
+
+
+def summary_lines(document: Mapping[str, Any] | None) -> list[str]:
+    """The terminal's lines for a ``calibration`` block (``test_metrics.json``'s or ``metrics.json``'s)."""
+    if not document:
+        return []
+    if not document.get("available"):
+        return [f"calibration: {document.get('sentence', NO_CALIBRATION)}"]
+    lines = [f"calibration: {document['sentence']}"]
+    unshifted = document.get("without_base_rate_shift") or {}
+    for kind in KINDS:
+        report = document.get(kind)
+        if isinstance(report, Mapping):
+            cost = f" (without the base-rate shift: ECE {unshifted[kind]['ece']:.3f})" if kind in unshifted else ""
+            lines.append(f"calibration {kind:6s}: {_report_text(report)}{cost}")
+    return lines
+
+
+def _report_text(report: Mapping[str, Any]) -> str:
+    parts = [f"ECE {report['ece']:.3f} on {report['hits']} hits"]
+    for cut in report["cutoffs"]:
+        precision = "no hit kept" if cut["precision"] is None else f"precision {cut['precision']:.2f}"
+        parts.append(f"min_probability {cut['cutoff']:g}: {precision}, recall kept {cut['recall_kept']:.2f}")
+    return "; ".join(parts)

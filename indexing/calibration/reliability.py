@@ -49,14 +49,6 @@ class CalibrationReport:
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
-    def summary(self) -> str:
-        """``ECE 0.021 on 2500 hits; min_probability 0.8: precision 0.81, recall kept 0.55; ...``."""
-        parts = [f"ECE {self.ece:.3f} on {self.hits} hits"]
-        for cut in self.cutoffs:
-            precision = "no hit kept" if cut.precision is None else f"precision {cut.precision:.2f}"
-            parts.append(f"min_probability {cut.cutoff:g}: {precision}, recall kept {cut.recall_kept:.2f}")
-        return "; ".join(parts)
-
 
 def reliability_bins(probabilities: np.ndarray, same: np.ndarray, bins: int = BINS) -> list[ReliabilityBin]:
     """The non-empty bins of ``bins`` equal-width bins of [0, 1] (the last one closed)."""

@@ -60,6 +60,7 @@ from retrieval.training.run.inputs.activation_cache import ActivationCache, chec
 from retrieval.training.run.inputs.frozen_prefix import FrozenPrefix
 from retrieval.training.run.inputs.split_inputs import SplitInputs
 from retrieval.training.run.inputs.train_batches import CachedBatches, ImageBatches, PrefixBatches, TrainBatches
+from retrieval.training.run.measures.calibration_fit import fit_run_calibration
 from retrieval.training.run.measures.reference import (
     PooledFeatures,
     fit_reduction,
@@ -450,6 +451,7 @@ class Trainer:
         reference = self._reference_test()  # first: a model that only whitens it reuses its embeddings
         tested = self._metrics(self.test_inputs, model, test=True)
         result.update(tested.to_dict())
+        result["calibration"] = fit_run_calibration(self.val_inputs, self.test_inputs, model, self.paths.run_dir)
         if reference is not None:  # the starting backbone's pooled features: "pretrained" or "untrained"
             result[reference_name(self.cfg.model)] = reference[1]
         whitened = self._whitened_reference_test(result if int(best["epoch"]) == 0 else None)
