@@ -238,7 +238,7 @@ def _print_summary(result: TrainedRun) -> None:
                 )
     if result.verdict is not None:
         typer.echo(result.verdict.sentence)
-    for line in summary_lines(result.calibration):
+    for line in summary_lines(result.calibration if result.test is not None else {"available": False}):
         typer.echo(line)
     typer.echo(f"next: retrieval export {result.run_dir}")
 

@@ -58,6 +58,8 @@ def summary_lines(document: Mapping[str, Any] | None) -> list[str]:
         report = document.get(kind)
         if isinstance(report, Mapping):
             cost = f" (without the base-rate shift: ECE {unshifted[kind]['ece']:.3f})" if kind in unshifted else ""
+            if kind in (document.get("logistic_fit") or {}):
+                cost += f" (Platt's logistic fit instead: ECE {document['logistic_fit'][kind]['ece']:.3f})"
             lines.append(f"calibration {kind:6s}: {_report_text(report)}{cost}")
     return lines
 

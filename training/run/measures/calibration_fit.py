@@ -17,7 +17,9 @@ from torch import nn
 
 from retrieval.indexing.calibration.fitting import fit_score_calibration
 from retrieval.indexing.calibration.held_out import calibration_document, held_out_reports, labelled_set
+from retrieval.indexing.calibration.logistic import fit_logistic
 from retrieval.indexing.calibration.pair_scores import LabelledSet
+from retrieval.indexing.calibration.reliability import CalibrationReport
 from retrieval.indexing.calibration.score_calibration import ScoreCalibration
 from retrieval.indexing.common.atomic_write import atomic_write_text
 from retrieval.training.run.inputs.split_inputs import SplitInputs
@@ -41,17 +43,33 @@ def fit_run_calibration(
     ``test_metrics.json``'s ``calibration`` block: the test figures per kind, with and without the shift."""
     target = run_dir / CALIBRATION_NAME
     held_out = split_set(test, model)
-    calibration = fit_score_calibration(split_set(validation, model), held_out.base_rate()) if validation else None
-    if calibration is None:
+    fitted = split_set(validation, model) if validation is not None else None
+    calibration = fit_score_calibration(fitted, held_out.base_rate()) if fitted is not None else None
+    if calibration is None or fitted is None:
         target.unlink(missing_ok=True)
         return calibration_document(None, {})
     atomic_write_text(target, calibration.model_dump_json(indent=2) + "\n")
-    reports = held_out_reports(calibration, held_out)
-    unshifted = held_out_reports(calibration, held_out, shift=False)
-    document = calibration_document(calibration, reports)
+    document = calibration_document(calibration, held_out_reports(calibration, held_out))
     document["fitted_on"] = calibration.fitted_on.model_dump()
-    document["without_base_rate_shift"] = {kind: {"ece": report.ece} for kind, report in unshifted.items()}
+    document.update(_alternatives(calibration, fitted, held_out))
     return document
+
+
+def _alternatives(calibration: ScoreCalibration, fitted: LabelledSet, held_out: LabelledSet) -> dict[str, Any]:
+    """What the choices cost, on the same test hits: keeping the validation base rate, and Platt's fit."""
+    unshifted = held_out_reports(calibration, held_out, shift=False)
+    logistic = fit_score_calibration(fitted, held_out.base_rate(), fit=fit_logistic)
+    platt = held_out_reports(logistic, held_out) if logistic is not None else {}
+    return {
+        "without_base_rate_shift": {kind: _figures(report) for kind, report in unshifted.items()},
+        "logistic_fit": {kind: _figures(report) for kind, report in platt.items()},
+    }
+
+
+def _figures(report: CalibrationReport) -> dict[str, Any]:
+    """ECE and the precision realised at the 0.8 cut-off."""
+    at_80 = next((cut.precision for cut in report.cutoffs if cut.cutoff == 0.8), None)
+    return {"ece": report.ece, "precision_at_0.8": at_80}
 
 
 def run_calibration(run_dir: Path) -> ScoreCalibration | None:
