@@ -1,8 +1,8 @@
 """Every door shows each hit's probability and applies min_probability the same way, and a model without a
 calibration refuses min_probability with one sentence.
 
-The index's model carries a hand-made calibration: a straight line from 10 % at score -1 to 90 % at score 1,
-fitted and served at the same base rate, so a hit's probability is 0.5 + 0.4 * score."""
+The index's model carries a hand-made calibration: a straight line from 10 % at score -1 to 90 % at score 1, so
+a hit's probability is 0.5 + 0.4 * score."""
 
 from __future__ import annotations
 
@@ -32,7 +32,6 @@ LINE = CalibrationCurve(method="isotonic", scores=[-1.0, 1.0], probabilities=[0.
 CALIBRATION = ScoreCalibration(
     curves={"float": LINE, "binary": LINE},
     fitted_on=CalibrationFit(classes=6, queries=30, pairs=100, same_class_pairs=20),
-    serving_base_rate=0.2,
     reliable=True,
     sentence="calibrated by hand",
 )
@@ -149,9 +148,7 @@ def test_eval_reports_ece_and_cut_offs_on_the_evaluated_hits_and_draws_the_diagr
         scores = vectors @ vectors[query]
         scores[query] = -np.inf
         for hit in np.argsort(-scores, kind="stable")[:10]:
-            p = _expected(scores[hit])
-            odds = p / (1 - p) * (base_rate / (1 - base_rate)) / (0.2 / 0.8)
-            probabilities.append(odds / (1 + odds))
+            probabilities.append(_expected(scores[hit]))
             same.append(labels[hit] == labels[query])
     p, y = np.array(probabilities), np.array(same, float)
     bins = np.minimum((p * 15).astype(int), 14)

@@ -121,9 +121,9 @@ def test_pairs_score_as_a_search_does_and_never_pair_a_query_with_itself() -> No
 
 
 def test_calibration_records_what_it_rests_on_and_flags_too_few_classes() -> None:
-    calibration = fit_score_calibration(_toy_set(classes=2), serving_base_rate=0.05)
+    calibration = fit_score_calibration(_toy_set(classes=2))
     assert calibration is not None and not calibration.reliable
-    assert calibration.fitted_on.classes == 2 and calibration.fitted_on.pairs == 16 * 15
+    assert calibration.fitted_on.classes == 2 and calibration.fitted_on.pairs == 16 * 10  # first 10 hits each
     assert calibration.sentence.startswith("unreliable calibration: it rests on 2 validation classes")
     again = ScoreCalibration.model_validate_json(calibration.model_dump_json())
     scores = np.linspace(-1, 1, 9)

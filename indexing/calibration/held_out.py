@@ -1,5 +1,5 @@
 """A calibration measured on classes it was not fitted on (the test classes): each query's first page of
-hits, their probabilities at the evaluated gallery's base rate, and the report per score kind."""
+hits, their probabilities, and the report per score kind."""
 
 from __future__ import annotations
 
@@ -10,21 +10,24 @@ import numpy as np
 
 from retrieval.indexing.calibration.fitting import KINDS
 from retrieval.indexing.calibration.pair_scores import LabelledSet, top_hits
-from retrieval.indexing.calibration.reliability import HITS_PER_QUERY, CalibrationReport, calibration_report
-from retrieval.indexing.calibration.score_calibration import NO_CALIBRATION, CalibrationKind, ScoreCalibration
+from retrieval.indexing.calibration.reliability import CalibrationReport, calibration_report
+from retrieval.indexing.calibration.score_calibration import (
+    HITS_PER_QUERY,
+    NO_CALIBRATION,
+    CalibrationKind,
+    ScoreCalibration,
+)
 
 
 def held_out_reports(
-    calibration: ScoreCalibration, data: LabelledSet, *, shift: bool = True, k: int = HITS_PER_QUERY
+    calibration: ScoreCalibration, data: LabelledSet, k: int = HITS_PER_QUERY
 ) -> dict[CalibrationKind, CalibrationReport]:
-    """Float and binary reports on ``data``'s top-``k`` hits per query; ``shift=False`` keeps the fitted
-    base rate (what ignoring the change of class count costs)."""
+    """Float and binary reports on ``data``'s first ``k`` hits per query."""
     base_rate = data.base_rate()
     reports: dict[CalibrationKind, CalibrationReport] = {}
     for kind in KINDS:
         scores, same = top_hits(data, kind, k)
-        target = base_rate if shift else calibration.fitted_on.base_rate
-        reports[kind] = calibration_report(calibration.probabilities(kind, scores, target), same, base_rate)
+        reports[kind] = calibration_report(calibration.probabilities(kind, scores), same, base_rate)
     return reports
 
 
@@ -53,14 +56,14 @@ def summary_lines(document: Mapping[str, Any] | None) -> list[str]:
     if not document.get("available"):
         return [f"calibration: {document.get('sentence', NO_CALIBRATION)}"]
     lines = [f"calibration: {document['sentence']}"]
-    unshifted = document.get("without_base_rate_shift") or {}
+    others = document.get("alternatives") or {}
     for kind in KINDS:
         report = document.get(kind)
         if isinstance(report, Mapping):
-            cost = f" (without the base-rate shift: ECE {unshifted[kind]['ece']:.3f})" if kind in unshifted else ""
-            if kind in (document.get("logistic_fit") or {}):
-                cost += f" (Platt's logistic fit instead: ECE {document['logistic_fit'][kind]['ece']:.3f})"
-            lines.append(f"calibration {kind:6s}: {_report_text(report)}{cost}")
+            lines.append(f"calibration {kind:6s}: {_report_text(report)}")
+            costs = [f"{name} {figures[kind]['ece']:.3f}" for name, figures in others.items() if kind in figures]
+            if costs:
+                lines.append(f"  ECE of the alternatives on the same hits: {', '.join(costs)}")
     return lines
 
 

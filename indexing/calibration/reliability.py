@@ -13,7 +13,6 @@ import numpy as np
 
 BINS = 15
 CUTOFFS = (0.5, 0.8, 0.9)
-HITS_PER_QUERY = 10  # the hits of each query a report weighs: a first page of results
 
 
 @dataclass(frozen=True)

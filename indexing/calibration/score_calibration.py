@@ -1,13 +1,12 @@
 """``ScoreCalibration``: ``model.json``'s map from a hit's score to the probability that it shares the query's
 class, fitted on the run's validation classes (``retrieval.training.run.measures.calibration_fit``).
 
-The curve gives P(same class | score) at the base rate it was fitted at: the fraction of query-gallery pairs
-that share a class, about 1 / (number of validation classes). A gallery of more classes holds more strangers at
-every score, so the probability is shifted to the gallery's base rate by Bayes' rule on the odds
-(``shift_base_rate``); without the shift, 5 validation classes against 25 test ones overstate every
-probability (docs/results.md measures by how much). The service and ``retrieval search`` use
-``serving_base_rate`` (the run's test classes, the nearest stand-in for a gallery of unseen classes);
-``retrieval eval`` uses the base rate of the gallery it evaluates, which its labels give.
+The curve is fitted on what a search shows: each validation query's first ``HITS_PER_QUERY`` hits. That is how
+the base rate is handled: the share of same-class pairs falls as 1 / (number of classes), but a query's first
+hits come from its own class and its few look-alike classes, not from all of them, so hits carry over from 5
+or 20 validation classes to 25 or 98 test classes where all pairs do not. The alternatives (every pair, with or
+without Bayes' rule on the odds to the test gallery's base rate, ``shift_base_rate``; Platt's logistic fit) are
+measured beside it on the same test hits (``alternatives``, docs/results.md).
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ from retrieval.indexing.common.errors import DataError
 
 CalibrationKind = Literal["float", "binary"]
 MAX_KNOTS = 256
+HITS_PER_QUERY = 10  # the hits of each query a fit and a report weigh: a first page of results
 MIN_CALIBRATION_CLASSES = 5  # the verdict's bar (training.run.measures.verdict.MIN_VALIDATION_CLASSES)
 _EDGE = 1e-6  # probabilities are kept inside (0, 1) so that the odds stay finite
 NO_CALIBRATION = (
@@ -64,14 +64,15 @@ class CalibrationCurve(BaseModel):
 
 
 class CalibrationFit(BaseModel):
-    """What one kind's curve was fitted on: the validation classes' queries against their gallery."""
+    """What the curves were fitted on: the validation classes' queries and their first hits in their gallery."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     classes: int = Field(ge=0)
     queries: int = Field(ge=0)
-    pairs: int = Field(ge=0, description="query-gallery pairs, a query never paired with itself")
+    pairs: int = Field(ge=0, description="(query, hit) pairs: each query's first hits, never itself")
     same_class_pairs: int = Field(ge=0)
+    hits_per_query: int = Field(HITS_PER_QUERY, ge=1)
 
     @property
     def base_rate(self) -> float:
@@ -79,25 +80,19 @@ class CalibrationFit(BaseModel):
 
 
 class ScoreCalibration(BaseModel):
-    """The float and binary curves, what they rest on, and the base rate the service assumes."""
+    """The float and binary curves and what they rest on."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     split: str = "validation"
     curves: dict[CalibrationKind, CalibrationCurve]
     fitted_on: CalibrationFit
-    serving_base_rate: float = Field(
-        gt=0, lt=1, description="base rate the probabilities of a search are shifted to (the run's test classes)"
-    )
     reliable: bool = Field(description="false: fitted on too few classes to carry over to other classes")
     sentence: str
 
-    def probabilities(self, kind: CalibrationKind, scores: np.ndarray, base_rate: float | None = None) -> np.ndarray:
-        """P(same class) of ``scores`` of ``kind`` in a gallery whose base rate is ``base_rate``
-        (None: ``serving_base_rate``)."""
-        fitted = self.curves[kind](scores)
-        target = self.serving_base_rate if base_rate is None else base_rate
-        return shift_base_rate(fitted, self.fitted_on.base_rate, target)
+    def probabilities(self, kind: CalibrationKind, scores: np.ndarray) -> np.ndarray:
+        """P(same class) of hits scoring ``scores`` of ``kind``."""
+        return self.curves[kind](scores)
 
 
 def shift_base_rate(probabilities: np.ndarray, fitted: float, target: float) -> np.ndarray:
@@ -109,11 +104,11 @@ def shift_base_rate(probabilities: np.ndarray, fitted: float, target: float) -> 
     return odds / (1 + odds)
 
 
-def calibration_sentence(fit: CalibrationFit, serving_base_rate: float) -> str:
+def calibration_sentence(fit: CalibrationFit) -> str:
     """One sentence for ``retrieval index info``, the train summary and model.json."""
     basis = (
-        f"calibrated on {fit.classes} validation classes ({fit.queries} queries, {fit.pairs} pairs), "
-        f"shifted to a base rate of {serving_base_rate:.3f} for searches"
+        f"calibrated on {fit.classes} validation classes ({fit.queries} queries, their first {fit.hits_per_query} "
+        f"hits: {fit.pairs} pairs)"
     )
     if fit.classes >= MIN_CALIBRATION_CLASSES:
         return basis
