@@ -3,17 +3,19 @@ probability per bin, the diagonal where they agree) with its ECE, and the hits p
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from matplotlib.figure import Figure
 
 from retrieval.indexing.calibration.reliability import BINS, CalibrationReport
+from retrieval.indexing.calibration.score_calibration import CalibrationKind
 from retrieval.indexing.common.atomic_write import atomic_write_with
 
 CALIBRATION_PLOT_NAME = "calibration.png"
 
 
-def save_reliability_plot(reports: dict[str, CalibrationReport], path: Path) -> Path:
+def save_reliability_plot(reports: Mapping[CalibrationKind, CalibrationReport], path: Path) -> Path:
     """Write the diagram of ``reports`` (a column per kind) to ``path`` atomically."""
     figure = Figure(figsize=(4.2 * len(reports), 6))
     axes = figure.subplots(2, len(reports), squeeze=False, gridspec_kw={"height_ratios": [3, 1]})
