@@ -159,3 +159,13 @@ def test_eval_reports_ece_and_cut_offs_on_the_evaluated_hits_and_draws_the_diagr
     assert cut["cutoff"] == 0.8 and cut["hits_kept"] == int((p >= 0.8).sum())
     assert cut["recall_kept"] == pytest.approx(y[p >= 0.8].sum() / y.sum())
     assert "ece" in document["binary"]
+
+
+def test_index_info_says_what_the_calibration_rests_on_or_that_there_is_none(
+    calibrated_index: Path, tiny_index_template: Path
+) -> None:
+    runner = CliRunner()
+    shown = runner.invoke(app, ["index", "info", str(calibrated_index)]).output
+    assert any(line.split()[:1] == ["calibration"] and "calibrated by hand" in line for line in shown.splitlines())
+    missing = runner.invoke(app, ["index", "info", str(tiny_index_template)]).output
+    assert "this model has no calibration (it was trained without validation classes" in missing
