@@ -39,15 +39,31 @@ def split_set(model: Path, data: Path, split: str, cache: Path | None) -> Labell
     return LabelledSet(embeddings, labels, flags, flags)
 
 
+def joined(parts: list[LabelledSet]) -> LabelledSet:
+    """One set of several splits (their classes are disjoint)."""
+    if len(parts) == 1:
+        return parts[0]
+    flags = np.concatenate([part.is_query for part in parts])
+    embeddings = np.concatenate([part.embeddings for part in parts])
+    return LabelledSet(embeddings, np.concatenate([part.labels for part in parts]), flags, flags.copy())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", type=Path, required=True)
     parser.add_argument("--data", type=Path, required=True)
     parser.add_argument("--cache", type=Path, default=None)
+    parser.add_argument(
+        "--fit-on",
+        default="val",
+        help="the splits fitted on, comma-separated: val (as retrieval train does), or val,train to see what more "
+        "classes give (fair only for --epochs 0 runs, which trained on nothing)",
+    )
     args = parser.parse_args()
-    val, test = (split_set(args.model, args.data, split, args.cache) for split in ("val", "test"))
+    val = joined([split_set(args.model, args.data, split, args.cache) for split in args.fit_on.split(",")])
+    test = split_set(args.model, args.data, "test", args.cache)
     print(
-        f"load {os.getloadavg()[0]:.1f}; validation: {len(np.unique(val.labels))} classes, {len(val.labels)} "
+        f"load {os.getloadavg()[0]:.1f}; fitted on {args.fit_on}: {len(np.unique(val.labels))} classes, {len(val.labels)} "
         f"images, base rate {val.base_rate():.4f}; test: {len(np.unique(test.labels))} classes, "
         f"{len(test.labels)} images, base rate {test.base_rate():.4f}"
     )

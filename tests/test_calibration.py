@@ -79,6 +79,12 @@ def test_fits_recover_a_known_score_distribution_and_shift_to_another_base_rate(
     assert a == pytest.approx(0.4 / 0.1**2, rel=0.05)  # the log-odds slope of the two Gaussians
 
 
+def test_a_logistic_fit_of_scores_that_fall_with_the_class_is_flat_at_the_share() -> None:
+    scores, same = _pairs({0.1: (100, 60), 0.9: (100, 20)})  # the higher score, the fewer same-class pairs
+    curve = fit_logistic(scores, same)
+    assert curve.probabilities == pytest.approx([0.4] * len(curve.probabilities))
+
+
 def test_ece_and_cutoffs_by_hand() -> None:
     probabilities = np.array([0.1] * 10 + [0.9] * 10)
     same = np.array([True] + [False] * 9 + [True] * 5 + [False] * 5)

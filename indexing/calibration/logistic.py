@@ -30,5 +30,8 @@ def logistic_parameters(scores: np.ndarray, same: np.ndarray) -> tuple[float, fl
 def fit_logistic(scores: np.ndarray, same: np.ndarray, max_knots: int = MAX_KNOTS) -> CalibrationCurve:
     """The logistic curve as knots over the range of ``scores`` (the same form as the isotonic curve)."""
     a, b = logistic_parameters(scores, same)
+    if a < 0:  # higher scores less often the same class: the best non-decreasing curve of this form is flat
+        share = float(np.clip(np.mean(same), 1e-6, 1 - 1e-6))
+        a, b = 0.0, float(np.log(share / (1 - share)))
     grid = np.linspace(float(np.min(scores)), float(np.max(scores)), max_knots)
     return CalibrationCurve.of("logistic", grid, 1.0 / (1.0 + np.exp(-(a * grid + b))), max_knots)
