@@ -26,17 +26,33 @@ def table_text(queries: Sequence[QueryHits], columns: int | None = None, offset:
     """One table per query (headed by the query when there are several), as wide as ``columns`` (None: the
     terminal's width) allows; ranks count from ``offset + 1``."""
     keys = _key_width(queries)
-    width = _label_width(queries, (columns or shutil.get_terminal_size().columns) - (keys + 2 if keys else 0))
+    calibrated = any(hit.probability is not None for query in queries for hit in query.hits)
+    room = (columns or shutil.get_terminal_size().columns) - (keys + 2 if keys else 0) - (12 if calibrated else 0)
+    width = _label_width(queries, room)
     blocks = []
     for query in queries:
         lines = [_query_heading(query)] if len(queries) > 1 else []
         key_heading = f"{'key'.ljust(keys)}  " if keys else ""
-        lines.append(f"{'rank':>4}  {'id':>8}  {key_heading}{'score':>7}  {fit('label', width)}  path")
-        for rank, (item, score) in enumerate(query.hits, start=offset + 1):
+        same = f"{'same class':>10}  " if calibrated else ""
+        lines.append(f"{'rank':>4}  {'id':>8}  {key_heading}{'score':>7}  {same}{fit('label', width)}  path")
+        for rank, hit in enumerate(query.hits, start=offset + 1):
+            item = hit.item
             key = f"{(item.key or '-').ljust(keys)}  " if keys else ""
-            lines.append(f"{rank:>4}  {item.id:>8}  {key}{score:>7.4f}  {fit(item.label, width)}  {item.path}")
+            chance = f"{percent_text(hit.probability):>10}  " if calibrated else ""
+            lines.append(
+                f"{rank:>4}  {item.id:>8}  {key}{hit.score:>7.4f}  {chance}{fit(item.label, width)}  {item.path}"
+            )
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
+
+
+def percent_text(probability: float | None) -> str:
+    """``93 %`` (``<1 %`` and ``>99 %`` at the ends), or ``-`` where a hit has no probability."""
+    if probability is None:
+        return "-"
+    if probability < 0.005:
+        return "<1 %"
+    return ">99 %" if probability > 0.995 else f"{probability * 100:.0f} %"
 
 
 def _key_width(queries: Sequence[QueryHits]) -> int:
@@ -72,22 +88,25 @@ def json_document(
         "filter": settings.where.to_json() if settings.where is not None else None,
         "offset": settings.offset,
         "min_score": settings.min_score,
+        "min_probability": settings.min_probability,
         "queries": [
             {
                 "query": query.path,
                 "query_id": query.item_id,
                 "below_min_score": query.below_min_score,
+                "below_min_probability": query.below_min_probability,
                 "results": [
                     {
                         "rank": rank,
-                        "id": item.id,
-                        "key": item.key,
-                        "score": round(score, SCORE_DIGITS),
-                        "label": item.label,
-                        "path": item.path,
-                        "metadata": item.metadata,
+                        "id": hit.item.id,
+                        "key": hit.item.key,
+                        "score": round(hit.score, SCORE_DIGITS),
+                        "probability": _rounded(hit.probability),
+                        "label": hit.item.label,
+                        "path": hit.item.path,
+                        "metadata": hit.item.metadata,
                     }
-                    for rank, (item, score) in enumerate(query.hits, start=settings.offset + 1)
+                    for rank, hit in enumerate(query.hits, start=settings.offset + 1)
                 ],
             }
             for query in queries
@@ -97,10 +116,9 @@ def json_document(
 
 
 def csv_document(queries: Sequence[QueryHits], offset: int = 0) -> str:
-    """One row per (query, rank): query, query_id, rank (from ``offset + 1``), id, key, score, label, path."""
-    rows = [
-        (query, rank, item, score) for query in queries for rank, (item, score) in enumerate(query.hits, offset + 1)
-    ]
+    """One row per (query, rank): query, query_id, rank (from ``offset + 1``), id, key, score, probability
+    (empty without calibration), label, path."""
+    rows = [(query, rank, hit.item, hit) for query in queries for rank, hit in enumerate(query.hits, offset + 1)]
     return csv_text(
         {
             "query": [query.path for query, *_ in rows],
@@ -108,8 +126,13 @@ def csv_document(queries: Sequence[QueryHits], offset: int = 0) -> str:
             "rank": [rank for _, rank, _, _ in rows],
             "id": [item.id for _, _, item, _ in rows],
             "key": [item.key or "" for _, _, item, _ in rows],
-            "score": [round(score, SCORE_DIGITS) for *_, score in rows],
+            "score": [round(hit.score, SCORE_DIGITS) for *_, hit in rows],
+            "probability": [_rounded(hit.probability) for *_, hit in rows],
             "label": [item.label for _, _, item, _ in rows],
             "path": [item.path for _, _, item, _ in rows],
         }
     )
+
+
+def _rounded(probability: float | None) -> float | None:
+    return round(probability, SCORE_DIGITS) if probability is not None else None

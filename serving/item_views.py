@@ -48,8 +48,8 @@ def item_view(item: Item, full_paths: bool, vector: np.ndarray | None = None) ->
     return ItemWithVector(**shown.model_dump(), vector=np.asarray(vector, dtype=np.float64).tolist())
 
 
-def search_hit(item: Item, score: float, full_paths: bool) -> SearchHit:
-    return SearchHit(score=score, **item_response(item, full_paths).model_dump())
+def search_hit(item: Item, score: float, full_paths: bool, probability: float | None = None) -> SearchHit:
+    return SearchHit(score=score, probability=probability, **item_response(item, full_paths).model_dump())
 
 
 def stored_with_vector(store: Store, item_id: int, with_vector: bool) -> tuple[Item, np.ndarray | None]:

@@ -39,6 +39,7 @@ class FoundPage:
     results: list[SearchHit]
     below_min_score: int = 0
     warnings: list[str] = field(default_factory=list)
+    below_min_probability: int = 0
 
 
 async def search_images(
@@ -75,7 +76,10 @@ def pages_for(
     full_paths = services.settings.shows_paths
     return [
         FoundPage(
-            [search_hit(item, score, full_paths) for item, score in page.hits], page.below_min_score, found.warnings
+            [search_hit(hit.item, hit.score, full_paths, hit.probability) for hit in page.hits],
+            page.below_min_score,
+            found.warnings,
+            page.below_min_probability,
         )
         for page in found.pages
     ]

@@ -79,7 +79,7 @@ def test_csv_to_a_file_matches_the_json(flat_index: Path, gallery_dir: Path, tmp
     done = invoke("search", flat_index, *queries, "-k", 3, "--binary", "--out", out)  # format from the suffix
     assert done.exit_code == 0 and done.stdout == ""
     rows = list(csv.DictReader(io.StringIO(out.read_text())))
-    assert list(rows[0]) == ["query", "query_id", "rank", "id", "key", "score", "label", "path"]
+    assert list(rows[0]) == ["query", "query_id", "rank", "id", "key", "score", "probability", "label", "path"]
     expected = [(q["query"], r["rank"], r["id"], r["label"]) for q in as_json["queries"] for r in q["results"]]
     assert [(r["query"], int(r["rank"]), int(r["id"]), r["label"]) for r in rows] == expected
     assert {r["label"] for r in rows if r["query"].endswith("img_2.png")} >= {LONG}  # long labels stay whole

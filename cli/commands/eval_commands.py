@@ -13,6 +13,7 @@ import typer
 
 from retrieval.cli.options.index_options import QuietOpt
 from retrieval.indexing import usecases as api
+from retrieval.indexing.calibration.held_out import summary_lines
 
 
 def _recall_at(metrics: api.RetrievalMetrics, k: int) -> float | None:
@@ -147,8 +148,12 @@ def evaluate(
     typer.echo(format_table(evaluation.report))
     if evaluation.report.postprocess:
         typer.echo(format_postprocess_table(evaluation.report))
+    for line in summary_lines(evaluation.report.details.get("calibration")):  # type: ignore[arg-type]
+        typer.echo(line)
     written = api.save_evaluation(evaluation, out_dir, neighbours)
     typer.echo(f"wrote {written.metrics}" + (f" and {written.grid}" if written.grid is not None else ""))
+    if written.calibration is not None:
+        typer.echo(f"wrote {written.calibration}")
     if written.neighbours is not None and evaluation.neighbours is not None:
         count = len(evaluation.neighbours[0])
         typer.echo(f"wrote the top {neighbours_k} results of each of {count} queries to {written.neighbours}")

@@ -14,6 +14,7 @@ from retrieval.cli.commands.shard_commands import echo_shard_report
 from retrieval.cli.options.backend_options import BackendOpt, CollectionOpt, MilvusUriOpt
 from retrieval.cli.options.index_options import BatchOpt, DataOpt, DbaOpt, ModelOpt, QuietOpt, ThreadsOpt
 from retrieval.indexing import usecases as api
+from retrieval.indexing.calibration.score_calibration import NO_CALIBRATION
 from retrieval.indexing.store.shared.index_directory.index_manifest import manifest_edit_problem
 
 MAX_LISTED_FAILURES = 10
@@ -115,6 +116,7 @@ def info(index_dir: Annotated[Path, typer.Argument(help="index directory")]) -> 
             f"{manifest.model_sha256[:12]} {manifest.model.backbone} / {manifest.model.loss} ({manifest.model_dir})",
         ),
         *_verdict_rows(manifest.model.verdict),
+        ("calibration", manifest.model.calibration.sentence if manifest.model.calibration else NO_CALIBRATION),
         ("created", manifest.created_at),
         ("updated", f"{manifest.updated_at} (generation {manifest.generation})"),
         ("faiss", manifest.faiss_version),

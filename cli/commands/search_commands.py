@@ -59,6 +59,14 @@ def search(
             "--min-score", help="only hits scoring at least this (-1..1); how many were cut is said on stderr"
         ),
     ] = None,
+    min_probability: Annotated[
+        float | None,
+        typer.Option(
+            "--min-probability",
+            help="only hits whose calibrated probability of sharing the query's class is at least this (0..1; "
+            "the model's calibration, refused without one); how many were cut is said on stderr",
+        ),
+    ] = None,
     postprocess: Annotated[
         str,
         typer.Option(
@@ -102,6 +110,7 @@ def search(
         force=force,
         filter_name="--filter",
         vectors=read_vector_file(vector) if vector is not None else None,
+        min_probability=min_probability,
     )
     bars = not quiet and len(images or []) > batch_size  # many images: progress bars; few: one line meanwhile
     with activity(f"opening {index_dir} and searching", enabled=not quiet and not bars):
@@ -112,6 +121,8 @@ def search(
         typer.echo(f"warning: {warning}", err=True)
     if cut := sum(query.below_min_score for query in queries):
         typer.echo(f"--min-score {min_score} cut {cut} of the {len(queries)} x {k} hits", err=True)
+    if cut := sum(query.below_min_probability for query in queries):
+        typer.echo(f"--min-probability {min_probability} cut {cut} of the {len(queries)} x {k} hits", err=True)
     if where is not None and queries and not any(query.hits for query in queries):
         typer.echo(f"no item of {index_dir} matches --filter {json.dumps(where.to_json())}", err=True)
     if fmt == "json":

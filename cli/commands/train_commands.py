@@ -38,6 +38,7 @@ from retrieval.cli.options.train_options import (
     Workers,
     consent_command,
 )
+from retrieval.indexing.calibration.held_out import summary_lines
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.training.config.config_checks import check_config, check_run_dir, recipe_loss_warning
 from retrieval.training.config.train_config import TrainConfig, build_config
@@ -211,6 +212,8 @@ def _print_summary(result: TrainedRun) -> None:
                 )
     if result.verdict is not None:
         typer.echo(result.verdict.sentence)
+    for line in summary_lines(result.calibration if result.test is not None else {"available": False}):
+        typer.echo(line)
     typer.echo(f"next: retrieval export {result.run_dir}")
 
 

@@ -15,6 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from retrieval.indexing.calibration.score_calibration import ScoreCalibration
 from retrieval.indexing.common.artifact_names import MODEL_MANIFEST_NAME, MODEL_ONNX_NAME
 from retrieval.indexing.exported_model.training_verdict import TrainingVerdict
 
@@ -111,6 +112,11 @@ class ModelManifest(BaseModel):
         description="the training run's verdict: whether training beat the backbone it started from beyond the "
         "noise of the validation queries (the gain's interval, the counts it rests on), or that the starting "
         "backbone was kept, in one sentence and typed",
+    )
+    calibration: ScoreCalibration | None = Field(
+        None,
+        description="P(same class) of a hit's score, fitted on the validation classes (indexing.calibration); "
+        "None: no validation classes to fit on (--split none), so hits carry no probability",
     )
     created_at: str
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from retrieval.indexing.store.calibrated_hits import check_min_probability, with_probabilities
 from retrieval.indexing.store.shared.items.item_filter import ItemFilter
 from retrieval.indexing.store.shared.items.items_db import Hit
 from retrieval.indexing.store.shared.postprocessed_search import postprocessed_search
@@ -23,10 +24,11 @@ MAX_KEYS_SHOWN = 50
 @dataclass(frozen=True)
 class HitPage:
     """The hits of one query under its settings (``offset`` skipped, at most ``k``), best first, and how
-    many of its ``k`` scored below ``min_score`` and were cut."""
+    many of its ``k`` scored below ``min_score``, or (of the rest) below ``min_probability``, and were cut."""
 
     hits: list[Hit]
     below_min_score: int = 0
+    below_min_probability: int = 0
 
 
 def ranked_pages(
@@ -38,6 +40,8 @@ def ranked_pages(
     dropped = list(exclude) if exclude is not None else [None] * len(queries)
     if len(dropped) != len(queries):
         raise ValueError(f"exclude has {len(dropped)} entries for {len(queries)} queries")
+    calibration = store.manifest.model.calibration
+    check_min_probability(calibration, settings)
     depth = settings.depth
     if settings.postprocess != "none":
         results = postprocessed_search(store, queries, depth, settings, dropped)
@@ -46,7 +50,7 @@ def ranked_pages(
         wanted = depth + (1 if any(item_id is not None for item_id in dropped) else 0)
         results = store.search(queries, wanted, kind=settings.kind, rerank=settings.rerank, where=settings.where)
     rows = [store.hits(results, row, exclude=dropped[row], limit=depth) for row in range(len(queries))]
-    return [_page(hits[settings.offset :], settings.min_score) for hits in rows]
+    return [_page(with_probabilities(hits[settings.offset :], calibration, settings), settings) for hits in rows]
 
 
 def similar_pages(store: Store, item_ids: Sequence[int], settings: SearchSettings) -> list[HitPage]:
@@ -55,11 +59,11 @@ def similar_pages(store: Store, item_ids: Sequence[int], settings: SearchSetting
     return ranked_pages(store, store.embeddings_of(list(item_ids)), settings, exclude=list(item_ids))
 
 
-def _page(hits: list[Hit], min_score: float | None) -> HitPage:
-    if min_score is None:
-        return HitPage(hits)
-    kept = [hit for hit in hits if hit.score >= min_score]
-    return HitPage(kept, len(hits) - len(kept))
+def _page(hits: list[Hit], settings: SearchSettings) -> HitPage:
+    scored = [hit for hit in hits if settings.min_score is None or hit.score >= settings.min_score]
+    cut = settings.min_probability
+    kept = [hit for hit in scored if cut is None or (hit.probability is not None and hit.probability >= cut)]
+    return HitPage(kept, len(hits) - len(scored), len(scored) - len(kept))
 
 
 def filter_warnings(store: Store, where: ItemFilter | None) -> list[str]:

@@ -1,6 +1,7 @@
 """Evaluate a model on a dataset or an index as built: ``evaluate`` (the Python API) and the richer
 ``evaluate_index_dir`` / ``evaluate_dataset`` + ``save_evaluation`` of ``retrieval eval`` (the
-retrieval grid, each query's neighbours, the training-class warning, ``metrics.json``)."""
+retrieval grid, each query's neighbours, the training-class warning, ``metrics.json`` and its ``calibration``
+block, ``calibration.png``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,10 @@ from typing import Any
 
 import numpy as np
 
+from retrieval.indexing.calibration.held_out import calibration_document, held_out_reports, labelled_set
+from retrieval.indexing.calibration.reliability import CalibrationReport
+from retrieval.indexing.calibration.reliability_plot import CALIBRATION_PLOT_NAME, save_reliability_plot
+from retrieval.indexing.calibration.score_calibration import CalibrationKind
 from retrieval.indexing.common.atomic_write import atomic_write_text
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.common.table_files import write_table
@@ -117,6 +122,7 @@ class Evaluation:
     warning: str | None  # the evaluated classes include training classes of the model
     records: list[ImageRecord] = field(default_factory=list)  # evaluated (a dataset's split)
     all_records: list[ImageRecord] = field(default_factory=list)  # the whole dataset
+    calibration: dict[CalibrationKind, CalibrationReport] = field(default_factory=dict)  # calibration.png's
 
 
 def run_eval(request: EvalRequest, *, progress: bool = True) -> Evaluation:
@@ -205,7 +211,10 @@ def _evaluation(
     overlap = training_classes_in(data.labels, manifest)
     report.details["training_classes_evaluated"] = len(overlap)
     warning = overlap_warning(overlap, len(set(data.labels.tolist()))) if overlap else None
-    return Evaluation(report, data, manifest, grid, ranked, warning)
+    evaluated = labelled_set(data.embeddings, data.labels, data.is_query, data.is_gallery)
+    reports = held_out_reports(manifest.calibration, evaluated) if manifest.calibration is not None else {}
+    report.details["calibration"] = calibration_document(manifest.calibration, reports)
+    return Evaluation(report, data, manifest, grid, ranked, warning, calibration=reports)
 
 
 @dataclass(frozen=True)
@@ -215,6 +224,7 @@ class EvaluationFiles:
     metrics: Path
     grid: Path | None
     neighbours: Path | None
+    calibration: Path | None = None
 
 
 def save_evaluation(evaluation: Evaluation, out_dir: Path, neighbours: Path | None = None) -> EvaluationFiles:
@@ -227,7 +237,9 @@ def save_evaluation(evaluation: Evaluation, out_dir: Path, neighbours: Path | No
         write_table(neighbours, neighbour_columns(evaluation.data, *evaluation.neighbours))
     else:
         neighbours = None
-    return EvaluationFiles(metrics, grid, neighbours)
+    plot = CALIBRATION_PLOT_NAME
+    calibration = save_reliability_plot(evaluation.calibration, out_dir / plot) if evaluation.calibration else None
+    return EvaluationFiles(metrics, grid, neighbours, calibration)
 
 
 def _json_default(value: object) -> object:

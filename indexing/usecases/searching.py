@@ -64,6 +64,7 @@ class SearchRequest:
         force: bool = False,
         filter_name: str = "filter",
         vectors: Any = None,
+        min_probability: float | None = None,
     ) -> SearchRequest:
         """The request of the options as the commands and the Python API name them (``SearchSettings.parse``:
         a bad setting is a DataError before any image is embedded)."""
@@ -76,6 +77,7 @@ class SearchRequest:
             offset=offset,
             min_score=min_score,
             filter_name=filter_name,
+            min_probability=min_probability,
         )
         queries = tuple(image if isinstance(image, Image.Image) else Path(image) for image in images)
         given_model = Path(model) if model is not None else None
@@ -92,6 +94,7 @@ class QueryHits:
     item_id: int | None
     hits: list[Hit]
     below_min_score: int = 0
+    below_min_probability: int = 0
 
 
 @dataclass
@@ -105,12 +108,14 @@ class SearchOutcome:
 
 
 class HitList(list[Hit]):
-    """The hits of one image (a list of ``(Item, score)``, best first) and ``below_min_score``: how many
-    of the ``k`` scored below ``min_score`` and were cut."""
+    """The hits of one image (a list of ``(Item, score)``, each with its ``probability``, best first),
+    ``below_min_score``: how many of the ``k`` scored below ``min_score`` and were cut, and
+    ``below_min_probability``: how many of the rest had a probability below ``min_probability``."""
 
-    def __init__(self, hits: list[Hit], below_min_score: int = 0) -> None:
+    def __init__(self, hits: list[Hit], below_min_score: int = 0, below_min_probability: int = 0) -> None:
         super().__init__(hits)
         self.below_min_score = below_min_score
+        self.below_min_probability = below_min_probability
 
 
 def search(
@@ -126,6 +131,7 @@ def search(
     offset: int = 0,
     min_score: float | None = None,
     where: Mapping[str, Any] | None = None,
+    min_probability: float | None = None,
 ) -> list[HitList]:
     """The ``k`` most similar items of each image (a path or a PIL image), embedded with the index's
     own model: per image a ``HitList`` of ``(Item, score)``, best first. ``filter`` keeps the items whose
@@ -133,7 +139,9 @@ def search(
     ``{"label": {"$in": ["a", "b"]}}`` (``where``: its older name); a key no item has is a ``UserWarning``. ``offset`` skips the best hits first (paging);
     ``min_score`` keeps the hits scoring at least it (``HitList.below_min_score``: how many were
     cut); ``postprocess``: none, qe or kreciprocal. ``vectors`` (one vector or a list, e.g. from another
-    service that ran the index's model) are searched instead of or after the images: one HitList each."""
+    service that ran the index's model) are searched instead of or after the images: one HitList each.
+    ``min_probability`` keeps the hits whose ``probability`` of sharing the query's class (the model's
+    calibration) is at least it, a DataError on a model without calibration."""
     queries = [images] if isinstance(images, str | Path | Image.Image) else list(images or [])
     if not queries and vectors is None:
         raise DataError("search() needs at least one image, or vectors=")
@@ -148,11 +156,12 @@ def search(
         offset=offset,
         min_score=min_score,
         vectors=vectors,
+        min_probability=min_probability,
     )
     outcome = search_index(request, unreadable="raise")
     for warning in outcome.warnings:
         warnings.warn(warning, UserWarning, stacklevel=2)
-    return [HitList(query.hits, query.below_min_score) for query in outcome.queries]
+    return [HitList(query.hits, query.below_min_score, query.below_min_probability) for query in outcome.queries]
 
 
 def search_index(
@@ -174,7 +183,7 @@ def search_index(
             names, vectors = _embedded(embedder, request.images, outcome, batch_size, progress, unreadable)
             found = search_vectors(store, vectors, settings)
             outcome.queries += [
-                QueryHits(name, None, page.hits, page.below_min_score)
+                QueryHits(name, None, page.hits, page.below_min_score, page.below_min_probability)
                 for name, page in zip(names, found.pages, strict=True)
             ]
         outcome.warnings = found.warnings if embedder is not None else filter_warnings(store, settings.where)
@@ -182,14 +191,14 @@ def search_index(
             by_vector = vector_pages(store, request.vectors, settings)
             outcome.warnings += normalised_warning(by_vector.normalised, len(by_vector.pages))
             outcome.queries += [
-                QueryHits(f"vector {n}", None, page.hits, page.below_min_score)
+                QueryHits(f"vector {n}", None, page.hits, page.below_min_score, page.below_min_probability)
                 for n, page in enumerate(by_vector.pages, start=1)
             ]
         if request.item_ids:
             pages = similar_pages(store, request.item_ids, settings)
             items = [store.item(item_id) for item_id in request.item_ids]
             outcome.queries += [
-                QueryHits(item.path, item.id, page.hits, page.below_min_score)
+                QueryHits(item.path, item.id, page.hits, page.below_min_score, page.below_min_probability)
                 for item, page in zip(items, pages, strict=True)
             ]
     return outcome

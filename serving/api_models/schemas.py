@@ -49,6 +49,12 @@ class SearchHit(_Strict):
     id: int = Field(description="item id in the index")
     key: str | None = Field(None, description=_KEY)
     score: float = Field(description="higher is closer; see score_kind")
+    probability: float | None = Field(
+        None,
+        description="calibrated probability (0..1) that the hit shares the query's class, read off its score by "
+        "the model's calibration (fitted on its validation classes); null: the model has none, or the scores "
+        "were post-processed",
+    )
     label: str
     metadata: dict[str, Any] = Field(default_factory=dict, description=_METADATA)
     thumbnail_url: str
@@ -77,6 +83,7 @@ class _SearchEcho(_Strict):
         "binary searches); 'kreciprocal': 1 - the k-reciprocal re-ranking distance"
     )
     min_score: float | None = Field(None, description="the threshold asked for, if any")
+    min_probability: float | None = Field(None, description="the probability cut-off asked for, if any")
     warnings: list[str] = Field(
         default_factory=list, description="e.g. a filter key that no item has (the keys in use are named)"
     )
@@ -84,18 +91,21 @@ class _SearchEcho(_Strict):
 
 
 _BELOW = "how many of the k hits scored below min_score and were cut"
+_BELOW_PROBABILITY = "how many of the other hits had a probability below min_probability and were cut"
 
 
 class SearchResponse(_SearchEcho):
     """The answer to one query image (or stored item)."""
 
     below_min_score: int = Field(0, description=_BELOW)
+    below_min_probability: int = Field(0, description=_BELOW_PROBABILITY)
     results: list[SearchHit]
 
 
 class QueryResults(_Strict):
     image: str = Field(description="the query's file name as uploaded")
     below_min_score: int = Field(0, description=_BELOW)
+    below_min_probability: int = Field(0, description=_BELOW_PROBABILITY)
     results: list[SearchHit]
 
 

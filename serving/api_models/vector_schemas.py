@@ -61,12 +61,18 @@ class VectorSearchRequest(_Strict):
     vector: list[float] | None = Field(None, description=_VECTOR)
     vectors: list[list[float]] | None = Field(None, description="several query vectors: a batch search")
     k: int = Field(DEFAULT_K, description="number of results (1..k_max of the server)")
-    index: IndexKind = Field("float", description="'float' (cosine) or 'binary' (Hamming over the sign bits)")
+    kind: IndexKind | None = Field(
+        None, description="'float' (cosine, the default) or 'binary' (Hamming over the sign bits)"
+    )
+    index: IndexKind | None = Field(None, description="the older name of `kind`", deprecated=True)
     rerank: int | None = Field(None, description="binary only: re-rank this many Hamming candidates by cosine")
     filter: dict[str, Any] | None = Field(None, description=_FILTER)
     postprocess: PostprocessName = Field("none", description="'none', 'qe' or 'kreciprocal'")
     offset: int = Field(0, description="skip this many of the best hits first (paging)")
     min_score: float | None = Field(None, description="only hits scoring at least this (-1..1)")
+    min_probability: float | None = Field(
+        None, description="only hits at least this likely to share the query's class (0..1; a calibrated model)"
+    )
     model: str | None = Field(None, description=_MODEL)
 
 

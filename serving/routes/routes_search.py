@@ -63,6 +63,11 @@ _MIN_SCORE = (
     "only hits scoring at least this (-1..1, in the response's score_kind); below_min_score says how many of "
     "the k were cut"
 )
+_MIN_PROBABILITY = (
+    "only hits whose calibrated probability of sharing the query's class is at least this (0..1, the model's "
+    "calibration; refused with a 400 problem when the model has none); below_min_probability says how many "
+    "were cut"
+)
 _POSTPROCESS = (
     "'none' (default), 'qe' (alpha-query expansion: the query plus its top hits, searched again) or "
     "'kreciprocal' (the top candidates re-ranked by k-reciprocal Jaccard distance); parameters: the index's"
@@ -99,6 +104,10 @@ async def search(
     offset_form: int | None = Form(None, alias="offset", description="same as the query parameter offset"),
     min_score: float | None = Query(None, description=_MIN_SCORE),
     min_score_form: float | None = Form(None, alias="min_score", description="same as the query parameter min_score"),
+    min_probability: float | None = Query(None, description=_MIN_PROBABILITY),
+    min_probability_form: float | None = Form(
+        None, alias="min_probability", description="same as the query parameter min_probability"
+    ),
     services: Services = Depends(get_services),
 ) -> SearchResponse | BatchSearchResponse:
     start = time.perf_counter()
@@ -112,6 +121,7 @@ async def search(
         _first(postprocess_form, postprocess),
         _first(offset_form, offset),
         _first(min_score_form, min_score),
+        _first(min_probability_form, min_probability),
     )
     timings = Timings()
     pages = await search_images(services, image, settings, timings)
@@ -121,7 +131,12 @@ async def search(
     return BatchSearchResponse(
         **_echo(settings, pages[0].warnings, timings),
         batch=[
-            QueryResults(image=upload.filename or "", below_min_score=page.below_min_score, results=page.results)
+            QueryResults(
+                image=upload.filename or "",
+                below_min_score=page.below_min_score,
+                below_min_probability=page.below_min_probability,
+                results=page.results,
+            )
             for upload, page in zip(image, pages, strict=True)
         ],
     )
@@ -162,10 +177,13 @@ async def similar(
     postprocess: PostprocessName | None = Query(None, description=_POSTPROCESS),
     offset: int | None = Query(None, description=_OFFSET),
     min_score: float | None = Query(None, description=_MIN_SCORE),
+    min_probability: float | None = Query(None, description=_MIN_PROBABILITY),
     services: Services = Depends(get_services),
 ) -> SearchResponse:
     start = time.perf_counter()
-    settings = search_settings(services, k, _kind(kind, index), rerank, filter_, postprocess, offset, min_score)
+    settings = search_settings(
+        services, k, _kind(kind, index), rerank, filter_, postprocess, offset, min_score, min_probability
+    )
     timings = Timings()
     found = await search_similar(services, item_id, settings)
     timings.search_ms = timings.total_ms = round((time.perf_counter() - start) * 1000.0, 3)
@@ -181,6 +199,7 @@ def search_settings(
     postprocess: PostprocessName | None = None,
     offset: int | None = None,
     min_score: float | None = None,
+    min_probability: float | None = None,
 ) -> SearchSettings:
     """The HTTP parameters as ``SearchSettings`` (``filter`` is the ``where``), within the
     service's limits: ``k <= k_max``, ``k <= rerank <= RERANK_FACTOR * k_max`` and ``offset + k`` at most that
@@ -206,6 +225,7 @@ def search_settings(
             offset=offset or 0,
             min_score=min_score,
             filter_name="parameter 'filter'",
+            min_probability=min_probability,
         )
 
 
@@ -236,6 +256,7 @@ def _echo(settings: SearchSettings, warnings: list[str], timings: Timings) -> di
         "postprocess": settings.postprocess,
         "score_kind": settings.score_kind,
         "min_score": settings.min_score,
+        "min_probability": settings.min_probability,
         "warnings": warnings,
         "timings": timings,
     }
@@ -243,5 +264,8 @@ def _echo(settings: SearchSettings, warnings: list[str], timings: Timings) -> di
 
 def _response(settings: SearchSettings, found: FoundPage, timings: Timings) -> SearchResponse:
     return SearchResponse(
-        **_echo(settings, found.warnings, timings), below_min_score=found.below_min_score, results=found.results
+        **_echo(settings, found.warnings, timings),
+        below_min_score=found.below_min_score,
+        below_min_probability=found.below_min_probability,
+        results=found.results,
     )

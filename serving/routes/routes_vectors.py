@@ -48,7 +48,7 @@ from retrieval.serving.images.upload_storage import discard_item_upload
 from retrieval.serving.item_views import search_hit
 from retrieval.serving.query_pipeline import FoundPage, search_similar
 from retrieval.serving.routes.routes_keys import checked_key
-from retrieval.serving.routes.routes_search import _echo, _response, search_settings
+from retrieval.serving.routes.routes_search import _echo, _kind, _response, search_settings
 from retrieval.serving.service_state import Snapshot
 
 json_router = APIRouter(route_class=JsonBodyRoute)
@@ -151,8 +151,17 @@ async def search_by_vector(
             f"{len(queries)} vectors in one search exceed the limit of {services.settings.max_search_images} "
             "(max_search_images); send them in parts."
         )
+    kind = _kind(body.kind, body.index)
     settings = search_settings(
-        services, body.k, body.index, body.rerank, body.filter, body.postprocess, body.offset, body.min_score
+        services,
+        body.k,
+        kind,
+        body.rerank,
+        body.filter,
+        body.postprocess,
+        body.offset,
+        body.min_score,
+        body.min_probability,
     )
     timings = Timings()
     searched = time.perf_counter()
@@ -202,17 +211,21 @@ async def delete_by_filter(
 async def similar_by_key(
     key: str = Path(description="the item's key"),
     k: int | None = Query(None, description="number of results (1..k_max of the server)"),
-    index: schemas.IndexKind | None = Query(None, description="'float' or 'binary'"),
+    kind: schemas.IndexKind | None = Query(None, description="'float' or 'binary'"),
+    index: schemas.IndexKind | None = Query(None, description="the older name of `kind`", deprecated=True),
     rerank: int | None = Query(None, description="binary only: re-rank this many candidates by cosine"),
     filter_: str | None = Query(None, alias="filter", description="a JSON filter, as POST /search"),
     postprocess: schemas.PostprocessName | None = Query(None, description="'none', 'qe' or 'kreciprocal'"),
     offset: int | None = Query(None, description="skip this many of the best hits first"),
     min_score: float | None = Query(None, description="only hits scoring at least this"),
+    min_probability: float | None = Query(None, description="only hits at least this likely to share the class"),
     services: Services = Depends(get_services),
 ) -> SearchResponse:
     start = time.perf_counter()
     key = checked_key(key)
-    settings = search_settings(services, k, index, rerank, filter_, postprocess, offset, min_score)
+    settings = search_settings(
+        services, k, _kind(kind, index), rerank, filter_, postprocess, offset, min_score, min_probability
+    )
     item = await services.state.read(lambda snap: snap.store.item_by_key(key))
     found = await search_similar(services, item.id, settings)
     timings = Timings()
@@ -222,7 +235,12 @@ async def similar_by_key(
 
 def _found(page: HitPage, warnings: list[str], services: Services) -> FoundPage:
     shows = services.settings.shows_paths
-    return FoundPage([search_hit(item, score, shows) for item, score in page.hits], page.below_min_score, warnings)
+    return FoundPage(
+        [search_hit(hit.item, hit.score, shows, hit.probability) for hit in page.hits],
+        page.below_min_score,
+        warnings,
+        page.below_min_probability,
+    )
 
 
 @contextmanager

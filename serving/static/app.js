@@ -118,6 +118,21 @@ function span(className, text) {
   return element;
 }
 
+function percentText(probability) {
+  if (probability < 0.005) return "<1 %";
+  return probability > 0.995 ? ">99 %" : `${Math.round(probability * 100)} %`;
+}
+
+// The cut-off slider: shown once a response carries probabilities (a model with a calibration).
+function minProbability() {
+  return Number($("min-probability").value) / 100;
+}
+
+function showCutoff(body) {
+  const calibrated = body.results.some((hit) => hit.probability !== null && hit.probability !== undefined);
+  $("cutoff").hidden = !calibrated && minProbability() === 0;
+}
+
 function hitElement(hit, scoreKind) {
   const item = document.createElement("li");
   item.className = "hit";
@@ -136,6 +151,11 @@ function hitElement(hit, scoreKind) {
     : "cosine similarity (higher is closer)";
   const top = span("caption-top", "");
   top.append(span("item-id", `#${hit.id}`), score);
+  if (hit.probability !== null && hit.probability !== undefined) { // the model's calibration (docs/serving.md)
+    const chance = span("probability", `same class: ${percentText(hit.probability)}`);
+    chance.title = "calibrated probability that this hit shares the query's class";
+    top.append(chance);
+  }
   const label = span("label", "");
   label.append(...labelPieces(hit.label));
   button.append(img, top, label);
@@ -165,6 +185,7 @@ function showResults(body, query) {
   const grid = $("results");
   grid.replaceChildren(...body.results.map((hit) => hitElement(hit, body.score_kind)));
   grid.dataset.index = body.index;
+  showCutoff(body);
   grid.dataset.postprocess = body.postprocess;
   grid.dataset.query = query.kind === "item" ? `item:${query.id}` : "file";
   $("results-hint").hidden = !body.results.length;
@@ -260,6 +281,7 @@ function request(query, filter) {
   if (filter) params.set("filter", filter);
   if (state.offset) params.set("offset", String(state.offset)); // paging (docs/serving.md)
   if ($("qe").checked) params.set("postprocess", "qe"); // alpha-query expansion (docs/serving.md)
+  else if (minProbability() > 0) params.set("min_probability", String(minProbability()));
   if (query.kind === "item") return fetch(`/items/${query.id}/similar?${params}`);
   const form = new FormData();
   form.append("image", query.file, query.file.name);
@@ -499,5 +521,9 @@ $("next-page").addEventListener("click", () => turnPage(1));
 $("options").addEventListener("submit", (event) => event.preventDefault());
 window.addEventListener("popstate", (event) => restore(event.state, new URLSearchParams(location.search), true));
 $("qe").addEventListener("change", searchAgain);
+$("min-probability").addEventListener("input", () => {
+  $("min-probability-value").textContent = minProbability() ? `${Math.round(minProbability() * 100)} %` : "any";
+});
+$("min-probability").addEventListener("change", searchAgain);
 state.ready = showStatus();
 restore(history.state, new URLSearchParams(location.search), false);

@@ -20,6 +20,7 @@ from retrieval.training.export.onnx_export import (
     checkpoint_hashes,
     write_checked_export,
 )
+from retrieval.training.run.measures.calibration_fit import run_calibration
 from retrieval.training.run.outputs.run_dir import RunPaths
 from retrieval.training.run.outputs.run_model import load_run_model
 
@@ -53,7 +54,7 @@ def export_run(
         fp16=fp16,
         manifest_for=lambda onnx_bytes, precision: build_manifest(
             config, state, onnx_bytes, model.embedding_dim, precision, run_verdict(paths), sources
-        ),
+        ).model_copy(update={"calibration": run_calibration(paths.run_dir) if checkpoint == "best" else None}),
         int8=int8.for_run(config.data) if int8 is not None else None,
     )
 

@@ -42,7 +42,8 @@ class SearchSettings:
     """``k`` hits per query after skipping the best ``offset`` (paging), of the ``kind`` index
     (``"float"`` or ``"binary"``; ``rerank=N``: a binary shortlist of N re-ranked by float), among the
     items that pass ``where``, after ``postprocess`` (none, qe or kreciprocal), and of those only the
-    ones scoring at least ``min_score``. A bad value is a DataError naming it."""
+    ones scoring at least ``min_score`` and whose calibrated probability of sharing the query's class is at least
+    ``min_probability`` (``indexing.store.calibrated_hits``). A bad value is a DataError naming it."""
 
     k: int = 10
     kind: Literal["float", "binary"] = "float"
@@ -51,6 +52,7 @@ class SearchSettings:
     postprocess: str = "none"
     offset: int = 0
     min_score: float | None = None
+    min_probability: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", SearchKind.of(self.kind).value)  # the enum given: its name
@@ -73,6 +75,8 @@ class SearchSettings:
             raise DataError(
                 f"min_score must be between {low:g} and {high:g} (scores are similarities), got {self.min_score}"
             )
+        if self.min_probability is not None and not 0.0 <= self.min_probability <= 1.0:
+            raise DataError(f"min_probability must be between 0 and 1, got {self.min_probability}")
 
     @classmethod
     def parse(
@@ -86,11 +90,12 @@ class SearchSettings:
         offset: int = 0,
         min_score: float | None = None,
         filter_name: str = "filter",
+        min_probability: float | None = None,
     ) -> SearchSettings:
         """The settings with ``where`` given as JSON text, a mapping or a parsed filter; ``filter_name`` is
         how the entry point spells the filter in its error messages (``--filter``, ``parameter 'filter'``)."""
         item_filter = where if isinstance(where, ItemFilter) else parse_filter(where, filter_name)
-        return cls(k, kind, rerank, item_filter, postprocess, offset, min_score)  # type: ignore[arg-type]
+        return cls(k, kind, rerank, item_filter, postprocess, offset, min_score, min_probability)  # type: ignore[arg-type]
 
     @property
     def search_kind(self) -> SearchKind:

@@ -17,6 +17,7 @@ from retrieval.training.model.embedding_model import EmbeddingModel
 from retrieval.training.run.fitting.distributed import barrier
 from retrieval.training.run.fitting.trainer_parts import TrainerParts
 from retrieval.training.run.inputs.split_inputs import SplitInputs
+from retrieval.training.run.measures.calibration_fit import fit_run_calibration
 from retrieval.training.run.measures.reference import (
     PooledFeatures,
     fit_reduction,
@@ -133,6 +134,7 @@ class TrainerTests(TrainerParts):
         reference = self._reference_test()  # first: a model that only whitens it reuses its embeddings
         tested = self._metrics(self.test_inputs, model, test=True)
         result.update(tested.to_dict())
+        result["calibration"] = fit_run_calibration(self.val_inputs, self.test_inputs, model, self.paths.run_dir)
         if reference is not None:  # the starting backbone's pooled features: "pretrained" or "untrained"
             result[reference_name(self.cfg.model)] = reference[1]
         whitened = self._whitened_reference_test(result if int(best["epoch"]) == 0 else None)

@@ -101,6 +101,7 @@ class TrainedRun:
     test: TestMetrics | None  # None: every class trained (data.split none), nothing held out to test on
     verdict: TrainingVerdict | None  # str(run.verdict): its sentence; None: the run wrote none
     final_fit: FinalFit | None = None
+    calibration: Mapping[str, Any] | None = None  # test_metrics.json's calibration block (indexing.calibration)
 
     @classmethod
     def of(
@@ -114,7 +115,8 @@ class TrainedRun:
         """From the trainer's result: ``test`` is its test document (empty when nothing was tested)."""
         verdict = TrainingVerdict.model_validate(test["verdict"]) if test and test.get("verdict") else None
         metrics = TestMetrics.from_dict(test) if test and "float" in test else None
-        return cls(Path(run_dir), best_epoch, epochs_completed, metrics, verdict, final_fit)
+        calibration = test.get("calibration") if test else None
+        return cls(Path(run_dir), best_epoch, epochs_completed, metrics, verdict, final_fit, calibration)
 
 
 def epochs_text(count: int) -> str:

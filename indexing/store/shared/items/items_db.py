@@ -351,9 +351,23 @@ def _by_count(pairs: list[tuple[Scalar, int]]) -> list[tuple[Scalar, int]]:
     return sorted(pairs, key=lambda pair: (-pair[1], json.dumps(pair[0])))
 
 
-class Hit(NamedTuple):
-    """One ranked search result: the stored item and its score (higher is closer). A tuple, so
-    ``for item, score in hits`` reads it too."""
-
+class _ItemScore(NamedTuple):
     item: Item
     score: float
+
+
+class Hit(_ItemScore):
+    """One ranked search result: the stored item, its score (higher is closer) and ``probability``, the
+    calibrated chance that it shares the query's class (None: the model has no calibration, or the scores were
+    post-processed; ``retrieval.indexing.calibration``). A tuple of (item, score), so ``for item, score in
+    hits`` reads it too."""
+
+    probability: float | None
+
+    def __new__(cls, item: Item, score: float, probability: float | None = None) -> Hit:
+        hit = super().__new__(cls, item, score)
+        hit.probability = probability
+        return hit
+
+    def __repr__(self) -> str:
+        return f"Hit(item={self.item!r}, score={self.score!r}, probability={self.probability!r})"

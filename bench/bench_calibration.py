@@ -1,0 +1,87 @@
+"""Which calibration holds on classes it was not fitted on: the fits and base-rate handlings of issue 48,
+measured on one model's validation classes (fit) and test classes (measure), as ``retrieval train`` splits them.
+
+Rows: the chosen fit (isotonic by pool adjacent violators on each validation query's first 10 hits) and the
+alternatives of ``indexing.calibration.alternatives`` (every query-gallery pair, keeping the validation classes'
+base rate or moving it to the test gallery's by Bayes' rule on the odds; Platt's logistic fit). Each row: ECE over the test queries' first 10 hits (15 bins), and the precision realised and the
+recall kept at min_probability 0.8. The embeddings are cached in ``--cache`` (embedding is the slow part).
+
+    python bench/bench_calibration.py --model runs/cub50 --data ../shared/data/cub50 --cache /tmp/cub50.npz
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+import numpy as np
+
+from retrieval.indexing.calibration.alternatives import alternative_reports, figures
+from retrieval.indexing.calibration.fitting import fit_score_calibration
+from retrieval.indexing.calibration.held_out import held_out_reports
+from retrieval.indexing.calibration.pair_scores import LabelledSet
+from retrieval.indexing.usecases import embed
+
+
+def split_set(model: Path, data: Path, split: str, cache: Path | None) -> LabelledSet:
+    """The split's embeddings and labels (every image a query and a gallery item, as the run measures them)."""
+    stored = cache.with_suffix(f".{split}.npz") if cache is not None else None
+    if stored is not None and stored.is_file():
+        saved = np.load(stored)
+        embeddings, labels = saved["embeddings"], saved["labels"]
+    else:
+        table = embed(model, data, split=split, progress=False)
+        embeddings, labels = table.embeddings, np.array(table.labels)
+        if stored is not None:
+            np.savez(stored, embeddings=embeddings, labels=labels)
+    flags = np.ones(len(labels), bool)
+    return LabelledSet(embeddings, labels, flags, flags)
+
+
+def joined(parts: list[LabelledSet]) -> LabelledSet:
+    """One set of several splits (their classes are disjoint)."""
+    if len(parts) == 1:
+        return parts[0]
+    flags = np.concatenate([part.is_query for part in parts])
+    embeddings = np.concatenate([part.embeddings for part in parts])
+    return LabelledSet(embeddings, np.concatenate([part.labels for part in parts]), flags, flags.copy())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", type=Path, required=True)
+    parser.add_argument("--data", type=Path, required=True)
+    parser.add_argument("--cache", type=Path, default=None)
+    parser.add_argument(
+        "--fit-on",
+        default="val",
+        help="the splits fitted on, comma-separated: val (as retrieval train does), or val,train to see what more "
+        "classes give (fair only for --epochs 0 runs, which trained on nothing)",
+    )
+    args = parser.parse_args()
+    val = joined([split_set(args.model, args.data, split, args.cache) for split in args.fit_on.split(",")])
+    test = split_set(args.model, args.data, "test", args.cache)
+    print(
+        f"load {os.getloadavg()[0]:.1f}; fitted on {args.fit_on}: {len(np.unique(val.labels))} classes, {len(val.labels)} "
+        f"images, base rate {val.base_rate():.4f}; test: {len(np.unique(test.labels))} classes, "
+        f"{len(test.labels)} images, base rate {test.base_rate():.4f}"
+    )
+    calibration = fit_score_calibration(val)
+    if calibration is None:
+        raise SystemExit("no validation hit shares its query's class: nothing to fit")
+    rows = {
+        "isotonic on the first hits (chosen)": held_out_reports(calibration, test),
+        **alternative_reports(val, test),
+    }
+    print("| fit | kind | ECE | precision at 0.8 | recall kept at 0.8 |")
+    print("|---|---|---|---|---|")
+    for kind in ("float", "binary"):
+        for name, reports in rows.items():
+            shown = figures(reports[kind])
+            precision = "no hit kept" if shown["precision_at_0.8"] is None else f"{shown['precision_at_0.8']:.3f}"
+            print(f"| {name} | {kind} | {shown['ece']:.3f} | {precision} | {shown['recall_kept_at_0.8']:.3f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+"""Fit ``ScoreCalibration`` on labelled embeddings (the validation classes): a curve per score kind through
+each query's first hits, and what it rests on."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import get_args
+
+import numpy as np
+
+from retrieval.indexing.calibration.isotonic import fit_isotonic
+from retrieval.indexing.calibration.pair_scores import LabelledSet, top_hits
+from retrieval.indexing.calibration.score_calibration import (
+    HITS_PER_QUERY,
+    MIN_CALIBRATION_CLASSES,
+    CalibrationCurve,
+    CalibrationFit,
+    CalibrationKind,
+    ScoreCalibration,
+    calibration_sentence,
+)
+
+CurveFit = Callable[[np.ndarray, np.ndarray], CalibrationCurve]
+KINDS: tuple[CalibrationKind, ...] = get_args(CalibrationKind)
+
+
+def fit_score_calibration(
+    validation: LabelledSet, fit: CurveFit = fit_isotonic, k: int = HITS_PER_QUERY
+) -> ScoreCalibration | None:
+    """The calibration fitted on ``validation``'s first ``k`` hits per query; None when no hit shares its
+    query's class (nothing to fit)."""
+    curves: dict[CalibrationKind, CalibrationCurve] = {}
+    for kind in KINDS:
+        scores, same = top_hits(validation, kind, k)
+        if not same.any():
+            return None
+        curves[kind] = fit(scores, same)
+    classes = len(np.unique(validation.labels[validation.queries]))
+    queries = len(validation.queries)
+    record = CalibrationFit(
+        classes=classes, queries=queries, pairs=len(same), same_class_pairs=int(same.sum()), hits_per_query=k
+    )
+    return ScoreCalibration(
+        curves=curves,
+        fitted_on=record,
+        reliable=classes >= MIN_CALIBRATION_CLASSES,
+        sentence=calibration_sentence(record),
+    )

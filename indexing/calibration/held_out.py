@@ -1,0 +1,75 @@
+"""A calibration measured on classes it was not fitted on (the test classes): each query's first page of
+hits, their probabilities, and the report per score kind."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from retrieval.indexing.calibration.fitting import KINDS
+from retrieval.indexing.calibration.pair_scores import LabelledSet, top_hits
+from retrieval.indexing.calibration.reliability import CalibrationReport, calibration_report
+from retrieval.indexing.calibration.score_calibration import (
+    HITS_PER_QUERY,
+    NO_CALIBRATION,
+    CalibrationKind,
+    ScoreCalibration,
+)
+
+
+def held_out_reports(
+    calibration: ScoreCalibration, data: LabelledSet, k: int = HITS_PER_QUERY
+) -> dict[CalibrationKind, CalibrationReport]:
+    """Float and binary reports on ``data``'s first ``k`` hits per query."""
+    base_rate = data.base_rate()
+    reports: dict[CalibrationKind, CalibrationReport] = {}
+    for kind in KINDS:
+        scores, same = top_hits(data, kind, k)
+        reports[kind] = calibration_report(calibration.probabilities(kind, scores), same, base_rate)
+    return reports
+
+
+def calibration_document(
+    calibration: ScoreCalibration | None, reports: dict[CalibrationKind, CalibrationReport]
+) -> dict[str, object]:
+    """``metrics.json``'s ``calibration``: per kind its report (``ece`` first), and the fit's sentence."""
+    if calibration is None:
+        return {"available": False, "sentence": NO_CALIBRATION}
+    document: dict[str, object] = {kind: report.to_dict() for kind, report in reports.items()}
+    return {"available": True, "sentence": calibration.sentence, "reliable": calibration.reliable, **document}
+
+
+def labelled_set(
+    embeddings: np.ndarray, labels: np.ndarray, is_query: np.ndarray, is_gallery: np.ndarray
+) -> LabelledSet:
+    return LabelledSet(
+        np.asarray(embeddings), np.asarray(labels), np.asarray(is_query, bool), np.asarray(is_gallery, bool)
+    )
+
+
+def summary_lines(document: Mapping[str, Any] | None) -> list[str]:
+    """The terminal's lines for a ``calibration`` block (``test_metrics.json``'s or ``metrics.json``'s)."""
+    if not document:
+        return []
+    if not document.get("available"):
+        return [f"calibration: {document.get('sentence', NO_CALIBRATION)}"]
+    lines = [f"calibration: {document['sentence']}"]
+    others = document.get("alternatives") or {}
+    for kind in KINDS:
+        report = document.get(kind)
+        if isinstance(report, Mapping):
+            lines.append(f"calibration {kind:6s}: {_report_text(report)}")
+            costs = [f"{name} {figures[kind]['ece']:.3f}" for name, figures in others.items() if kind in figures]
+            if costs:
+                lines.append(f"  ECE of the alternatives on the same hits: {', '.join(costs)}")
+    return lines
+
+
+def _report_text(report: Mapping[str, Any]) -> str:
+    parts = [f"ECE {report['ece']:.3f} on {report['hits']} hits"]
+    for cut in report["cutoffs"]:
+        precision = "no hit kept" if cut["precision"] is None else f"precision {cut['precision']:.2f}"
+        parts.append(f"min_probability {cut['cutoff']:g}: {precision}, recall kept {cut['recall_kept']:.2f}")
+    return "; ".join(parts)

@@ -1,0 +1,103 @@
+"""(score, same class) pairs of queries against their gallery, as a search would score them.
+
+Float scores are inner products of the embeddings (cosines); binary scores ``1 - 2 * hamming / bits``, the
+cosine of the sign vectors (``indexing.search.binary``), both computed exactly here (no index). A query is never
+paired with itself. ``all_pairs`` samples queries when there would be more than ``MAX_PAIRS`` pairs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from retrieval.indexing.calibration.score_calibration import CalibrationKind
+from retrieval.indexing.search.binary import binarize
+
+MAX_PAIRS = 4_000_000
+QUERY_CHUNK = 512
+
+
+@dataclass(frozen=True)
+class LabelledSet:
+    """Embeddings with labels and the query / gallery flags of their records."""
+
+    embeddings: np.ndarray
+    labels: np.ndarray
+    is_query: np.ndarray
+    is_gallery: np.ndarray
+
+    @property
+    def queries(self) -> np.ndarray:
+        return np.flatnonzero(self.is_query)
+
+    @property
+    def gallery(self) -> np.ndarray:
+        return np.flatnonzero(self.is_gallery)
+
+    def vectors(self, kind: CalibrationKind) -> np.ndarray:
+        """What the ``kind`` score is an inner product of (divided by the width): embeddings, or +-1 signs."""
+        if kind == "float":
+            return np.asarray(self.embeddings, np.float32)
+        dim = self.embeddings.shape[1]
+        bits = np.unpackbits(binarize(np.asarray(self.embeddings, np.float32)), axis=1)[:, :dim]
+        return (bits.astype(np.float32) * 2 - 1) / np.sqrt(dim, dtype=np.float32)
+
+    def base_rate(self) -> float:
+        """The fraction of query-gallery pairs (a query not paired with itself) that share a class."""
+        gallery_labels = self.labels[self.gallery]
+        values, counts = np.unique(gallery_labels, return_counts=True)
+        per_label = dict(zip(values.tolist(), counts.tolist(), strict=True))
+        same = np.array([per_label.get(label, 0) for label in self.labels[self.queries].tolist()], np.float64)
+        same -= self.is_gallery[self.queries]  # itself
+        others = len(gallery_labels) - self.is_gallery[self.queries].astype(np.float64)
+        return float(same.sum() / max(others.sum(), 1.0))
+
+
+def score_rows(data: LabelledSet, kind: CalibrationKind, queries: np.ndarray) -> Iterator[tuple[np.ndarray, ...]]:
+    """Per chunk of ``queries``: (scores (q, g), same class (q, g), not itself (q, g)) against the gallery."""
+    vectors, gallery = data.vectors(kind), data.gallery
+    for start in range(0, len(queries), QUERY_CHUNK):
+        rows = queries[start : start + QUERY_CHUNK]
+        scores = vectors[rows] @ vectors[gallery].T
+        same = data.labels[rows][:, None] == data.labels[gallery][None, :]
+        yield scores, same, rows[:, None] != gallery[None, :]
+
+
+def all_pairs(data: LabelledSet, kind: CalibrationKind, seed: int = 0) -> tuple[np.ndarray, np.ndarray, int]:
+    """(scores, same class, queries used) of every query-gallery pair, of a seeded sample of queries when
+    there would be more than ``MAX_PAIRS``."""
+    queries = data.queries
+    most = max(1, MAX_PAIRS // max(len(data.gallery), 1))
+    if len(queries) > most:
+        queries = np.sort(np.random.default_rng(seed).choice(queries, most, replace=False))
+    scores, same = [], []
+    for chunk_scores, chunk_same, kept in score_rows(data, kind, queries):
+        scores.append(chunk_scores[kept])
+        same.append(chunk_same[kept])
+    return np.concatenate(scores), np.concatenate(same), len(queries)
+
+
+def top_hits(data: LabelledSet, kind: CalibrationKind, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(scores, same class) of each query's ``k`` best hits, flattened: what a search returns."""
+    scores, same = [], []
+    for chunk_scores, chunk_same, kept in score_rows(data, kind, data.queries):
+        masked = np.where(kept, chunk_scores, -np.inf)
+        depth = min(k, masked.shape[1] - 1) if masked.shape[1] > 1 else masked.shape[1]
+        best = np.argpartition(-masked, depth - 1, axis=1)[:, :depth] if depth else masked[:, :0].astype(int)
+        top = np.take_along_axis(masked, best, 1)
+        valid = np.isfinite(top)
+        scores.append(top[valid])
+        same.append(np.take_along_axis(chunk_same, best, 1)[valid])
+    return np.concatenate(scores), np.concatenate(same)
+
+
+def result_hits(
+    ids: np.ndarray, scores: np.ndarray, query_labels: np.ndarray, gallery_labels: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(scores, same class) of the real slots of search results (ids -1: padding)."""
+    valid = ids >= 0
+    labels = np.asarray(gallery_labels)[np.where(valid, ids, 0)]
+    same = labels == np.asarray(query_labels)[:, None]
+    return np.asarray(scores, np.float64)[valid], same[valid]

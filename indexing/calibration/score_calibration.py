@@ -1,0 +1,125 @@
+"""``ScoreCalibration``: ``model.json``'s map from a hit's score to the probability that it shares the query's
+class, fitted on the run's validation classes (``retrieval.training.run.measures.calibration_fit``).
+
+The curve is fitted on what a search shows: each validation query's first ``HITS_PER_QUERY`` hits. That is how
+the base rate is handled: the share of same-class pairs falls as 1 / (number of classes), but a query's first
+hits come from its own class and its few look-alike classes, not from all of them, so hits carry over from 5
+or 20 validation classes to 25 or 98 test classes where all pairs do not. The alternatives (every pair, with or
+without Bayes' rule on the odds to the test gallery's base rate, ``shift_base_rate``; Platt's logistic fit) are
+measured beside it on the same test hits (``alternatives``, docs/results.md).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from retrieval.indexing.common.errors import DataError
+
+CalibrationKind = Literal["float", "binary"]
+MAX_KNOTS = 256
+HITS_PER_QUERY = 10  # the hits of each query a fit and a report weigh: a first page of results
+MIN_CALIBRATION_CLASSES = 5  # the verdict's bar (training.run.measures.verdict.MIN_VALIDATION_CLASSES)
+_EDGE = 1e-6  # probabilities are kept inside (0, 1) so that the odds stay finite
+NO_CALIBRATION = (
+    "this model has no calibration (it was trained without validation classes, --split none), so hits carry no "
+    "probability; filter by score instead (min_score)"
+)
+
+
+class CalibrationCurve(BaseModel):
+    """A non-decreasing curve through ``(scores[i], probabilities[i])``, straight between knots, flat beyond."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    method: Literal["isotonic", "logistic"]
+    scores: list[float] = Field(description="knots, ascending")
+    probabilities: list[float] = Field(description="P(same class) at each knot, at the fitted base rate")
+
+    @model_validator(mode="after")
+    def _monotone(self) -> CalibrationCurve:
+        if len(self.scores) != len(self.probabilities) or not self.scores:
+            raise ValueError("a calibration curve needs as many probabilities as scores, at least one")
+        if np.any(np.diff(self.scores) < 0) or np.any(np.diff(self.probabilities) < 0):
+            raise ValueError("a calibration curve's scores and probabilities must both be non-decreasing")
+        return self
+
+    @classmethod
+    def of(
+        cls, method: Literal["isotonic", "logistic"], scores: np.ndarray, probabilities: np.ndarray, max_knots: int
+    ) -> CalibrationCurve:
+        """The curve through these knots, thinned to at most ``max_knots`` evenly spaced ones (both ends kept):
+        a subset of a monotone curve's knots is monotone too."""
+        if len(scores) > max_knots:
+            keep = np.unique(np.round(np.linspace(0, len(scores) - 1, max_knots)).astype(np.int64))
+            scores, probabilities = scores[keep], probabilities[keep]
+        values = np.clip(probabilities, _EDGE, 1 - _EDGE)
+        return cls(method=method, scores=[float(s) for s in scores], probabilities=[float(p) for p in values])
+
+    def __call__(self, scores: np.ndarray) -> np.ndarray:
+        """P(same class) of each score at the fitted base rate."""
+        return np.interp(np.asarray(scores, np.float64), self.scores, self.probabilities)
+
+
+class CalibrationFit(BaseModel):
+    """What the curves were fitted on: the validation classes' queries and their first hits in their gallery."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    classes: int = Field(ge=0)
+    queries: int = Field(ge=0)
+    pairs: int = Field(ge=0, description="(query, hit) pairs: each query's first hits, never itself")
+    same_class_pairs: int = Field(ge=0)
+    hits_per_query: int = Field(HITS_PER_QUERY, ge=1)
+
+    @property
+    def base_rate(self) -> float:
+        return self.same_class_pairs / self.pairs if self.pairs else 0.0
+
+
+class ScoreCalibration(BaseModel):
+    """The float and binary curves and what they rest on."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    split: str = "validation"
+    curves: dict[CalibrationKind, CalibrationCurve]
+    fitted_on: CalibrationFit
+    reliable: bool = Field(description="false: fitted on too few classes to carry over to other classes")
+    sentence: str
+
+    def probabilities(self, kind: CalibrationKind, scores: np.ndarray) -> np.ndarray:
+        """P(same class) of hits scoring ``scores`` of ``kind``."""
+        return self.curves[kind](scores)
+
+
+def shift_base_rate(probabilities: np.ndarray, fitted: float, target: float) -> np.ndarray:
+    """Bayes' rule on the odds: a likelihood ratio measured at base rate ``fitted`` applied at ``target``."""
+    p = np.clip(np.asarray(probabilities, np.float64), _EDGE, 1 - _EDGE)
+    if not 0 < fitted < 1 or not 0 < target < 1:
+        return p
+    odds = p / (1 - p) * (target / (1 - target)) / (fitted / (1 - fitted))
+    return odds / (1 + odds)
+
+
+def calibration_sentence(fit: CalibrationFit) -> str:
+    """One sentence for ``retrieval index info``, the train summary and model.json."""
+    basis = (
+        f"calibrated on {fit.classes} validation classes ({fit.queries} queries, their first {fit.hits_per_query} "
+        f"hits: {fit.pairs} pairs)"
+    )
+    if fit.classes >= MIN_CALIBRATION_CLASSES:
+        return basis
+    return (
+        f"unreliable calibration: it rests on {fit.classes} validation classes, too few for its probabilities to "
+        f"carry over to other classes (add classes or raise --val-fraction); {basis}"
+    )
+
+
+def require_calibration(calibration: ScoreCalibration | None) -> ScoreCalibration:
+    """The calibration, or the one sentence that refuses ``min_probability`` without it."""
+    if calibration is None:
+        raise DataError(f"min_probability cannot be applied: {NO_CALIBRATION}")
+    return calibration
