@@ -16,13 +16,13 @@ from serving_fixtures import query_png, serving_client
 from typer.testing import CliRunner
 
 from retrieval.cli.main import app
-from retrieval.indexing.calibration.score_calibration import (
+from retrieval.indexing.common.errors import DataError
+from retrieval.indexing.common.score_calibration import (
     NO_CALIBRATION,
     CalibrationCurve,
     CalibrationFit,
     ScoreCalibration,
 )
-from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.exported_model.model_manifest import ModelManifest, manifest_json
 from retrieval.indexing.store.build.builder import build_index
 from retrieval.indexing.usecases import search

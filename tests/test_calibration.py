@@ -11,7 +11,7 @@ from retrieval.indexing.calibration.isotonic import fit_isotonic, pool_adjacent_
 from retrieval.indexing.calibration.logistic import fit_logistic, logistic_parameters
 from retrieval.indexing.calibration.pair_scores import LabelledSet, all_pairs, top_hits
 from retrieval.indexing.calibration.reliability import at_cutoff, calibration_report, expected_calibration_error
-from retrieval.indexing.calibration.score_calibration import ScoreCalibration, shift_base_rate
+from retrieval.indexing.common.score_calibration import ScoreCalibration, shift_base_rate
 from retrieval.indexing.search.binary import binarize, hamming_to_similarity
 
 

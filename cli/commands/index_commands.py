@@ -14,7 +14,7 @@ from retrieval.cli.commands.shard_commands import echo_shard_report
 from retrieval.cli.options.backend_options import BackendOpt, CollectionOpt, MilvusUriOpt
 from retrieval.cli.options.index_options import BatchOpt, DataOpt, DbaOpt, ModelOpt, QuietOpt, ThreadsOpt
 from retrieval.indexing import usecases as api
-from retrieval.indexing.calibration.score_calibration import NO_CALIBRATION
+from retrieval.indexing.common.score_calibration import NO_CALIBRATION
 from retrieval.indexing.store.shared.index_directory.index_manifest import manifest_edit_problem
 
 MAX_LISTED_FAILURES = 10

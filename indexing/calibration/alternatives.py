@@ -13,7 +13,7 @@ from retrieval.indexing.calibration.isotonic import fit_isotonic
 from retrieval.indexing.calibration.logistic import fit_logistic
 from retrieval.indexing.calibration.pair_scores import LabelledSet, all_pairs, top_hits
 from retrieval.indexing.calibration.reliability import CalibrationReport, calibration_report
-from retrieval.indexing.calibration.score_calibration import HITS_PER_QUERY, CalibrationKind, shift_base_rate
+from retrieval.indexing.common.score_calibration import HITS_PER_QUERY, CalibrationKind, shift_base_rate
 
 Probabilities = Callable[[LabelledSet, LabelledSet, CalibrationKind, np.ndarray], np.ndarray]
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from retrieval.indexing.calibration.isotonic import fit_isotonic
 from retrieval.indexing.calibration.pair_scores import LabelledSet, top_hits
-from retrieval.indexing.calibration.score_calibration import (
+from retrieval.indexing.common.score_calibration import (
     HITS_PER_QUERY,
     MIN_CALIBRATION_CLASSES,
     CalibrationCurve,

@@ -11,7 +11,7 @@ import numpy as np
 from retrieval.indexing.calibration.fitting import KINDS
 from retrieval.indexing.calibration.pair_scores import LabelledSet, top_hits
 from retrieval.indexing.calibration.reliability import CalibrationReport, calibration_report
-from retrieval.indexing.calibration.score_calibration import (
+from retrieval.indexing.common.score_calibration import (
     HITS_PER_QUERY,
     NO_CALIBRATION,
     CalibrationKind,

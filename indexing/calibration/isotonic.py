@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from retrieval.indexing.calibration.score_calibration import MAX_KNOTS, CalibrationCurve
+from retrieval.indexing.common.score_calibration import MAX_KNOTS, CalibrationCurve
 
 
 def pool_adjacent_violators(values: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from retrieval.indexing.calibration.score_calibration import MAX_KNOTS, CalibrationCurve
+from retrieval.indexing.common.score_calibration import MAX_KNOTS, CalibrationCurve
 
 ITERATIONS = 50
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from retrieval.indexing.calibration.score_calibration import CalibrationKind
+from retrieval.indexing.common.score_calibration import CalibrationKind
 from retrieval.indexing.search.binary import binarize
 
 MAX_PAIRS = 4_000_000

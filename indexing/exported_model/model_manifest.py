@@ -15,8 +15,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from retrieval.indexing.calibration.score_calibration import ScoreCalibration
 from retrieval.indexing.common.artifact_names import MODEL_MANIFEST_NAME, MODEL_ONNX_NAME
+from retrieval.indexing.common.score_calibration import ScoreCalibration
 from retrieval.indexing.exported_model.training_verdict import TrainingVerdict
 
 MANIFEST_FORMAT_VERSION = 1

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from retrieval.indexing.calibration.score_calibration import CalibrationKind, ScoreCalibration, require_calibration
 from retrieval.indexing.common.errors import DataError
+from retrieval.indexing.common.score_calibration import CalibrationKind, ScoreCalibration, require_calibration
 from retrieval.indexing.store.shared.items.items_db import Hit
 from retrieval.indexing.store.shared.search_settings import SearchSettings
 

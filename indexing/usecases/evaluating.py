@@ -17,9 +17,9 @@ import numpy as np
 from retrieval.indexing.calibration.held_out import calibration_document, held_out_reports, labelled_set
 from retrieval.indexing.calibration.reliability import CalibrationReport
 from retrieval.indexing.calibration.reliability_plot import CALIBRATION_PLOT_NAME, save_reliability_plot
-from retrieval.indexing.calibration.score_calibration import CalibrationKind
 from retrieval.indexing.common.atomic_write import atomic_write_text
 from retrieval.indexing.common.errors import ConfigError
+from retrieval.indexing.common.score_calibration import CalibrationKind
 from retrieval.indexing.common.table_files import write_table
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.data.splits import select_split

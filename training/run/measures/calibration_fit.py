@@ -16,8 +16,8 @@ from retrieval.indexing.calibration.alternatives import alternative_reports, fig
 from retrieval.indexing.calibration.fitting import fit_score_calibration
 from retrieval.indexing.calibration.held_out import calibration_document, held_out_reports, labelled_set
 from retrieval.indexing.calibration.pair_scores import LabelledSet
-from retrieval.indexing.calibration.score_calibration import ScoreCalibration
 from retrieval.indexing.common.atomic_write import atomic_write_text
+from retrieval.indexing.common.score_calibration import ScoreCalibration
 from retrieval.training.run.inputs.split_inputs import SplitInputs
 
 CALIBRATION_NAME = "calibration.json"
