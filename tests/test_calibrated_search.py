@@ -26,7 +26,7 @@ from retrieval.indexing.common.score_calibration import (
 from retrieval.indexing.exported_model.model_manifest import ModelManifest, manifest_json
 from retrieval.indexing.store.build.builder import build_index
 from retrieval.indexing.usecases import search
-from retrieval.indexing.usecases.evaluating import evaluate_index_dir, save_evaluation
+from retrieval.indexing.usecases.evaluating import EvalRequest, run_eval, save_evaluation
 
 LINE = CalibrationCurve(method="isotonic", scores=[-1.0, 1.0], probabilities=[0.1, 0.9])
 CALIBRATION = ScoreCalibration(
@@ -96,7 +96,7 @@ def test_http_hits_carry_the_probability_and_the_form_cut_off_applies(calibrated
         assert all(hit["probability"] == pytest.approx(_expected(hit["score"])) for hit in body["results"])
         cut = body["results"][4]["probability"]
         response = client.post(
-            "/search?min_probability=0",
+            "/search",
             files={"image": ("q.png", query_png(), "image/png")},
             data={"k": "10", "min_probability": str(cut)},
         )
@@ -134,7 +134,7 @@ def test_min_probability_outside_0_to_1_is_refused(calibrated_index: Path, query
 def test_eval_reports_ece_and_cut_offs_on_the_evaluated_hits_and_draws_the_diagram(
     calibrated_index: Path, tmp_path: Path
 ) -> None:
-    evaluation = evaluate_index_dir(calibrated_index, grid=0, progress=False)
+    evaluation = run_eval(EvalRequest.of(index=calibrated_index, grid=0), progress=False)
     written = save_evaluation(evaluation, tmp_path)
     document = json.loads(written.metrics.read_text())["calibration"]
     assert document["available"] and written.calibration == tmp_path / "calibration.png"

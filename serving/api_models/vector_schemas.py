@@ -64,7 +64,7 @@ class VectorSearchRequest(_Strict):
     kind: IndexKind | None = Field(
         None, description="'float' (cosine, the default) or 'binary' (Hamming over the sign bits)"
     )
-    index: IndexKind | None = Field(None, description="the older name of `kind`", deprecated=True)
+    index: IndexKind | None = Field(None, description="the older name of `kind` (deprecated)")
     rerank: int | None = Field(None, description="binary only: re-rank this many Hamming candidates by cosine")
     filter: dict[str, Any] | None = Field(None, description=_FILTER)
     postprocess: PostprocessName = Field("none", description="'none', 'qe' or 'kreciprocal'")
