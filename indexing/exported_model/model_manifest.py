@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from retrieval.indexing.common.artifact_names import MODEL_MANIFEST_NAME, MODEL_ONNX_NAME
+from retrieval.indexing.exported_model.copy_threshold import CopyThreshold
 from retrieval.indexing.exported_model.training_verdict import TrainingVerdict
 
 MANIFEST_FORMAT_VERSION = 1
@@ -111,6 +112,12 @@ class ModelManifest(BaseModel):
         description="the training run's verdict: whether training beat the backbone it started from beyond the "
         "noise of the validation queries (the gain's interval, the counts it rests on), or that the starting "
         "backbone was kept, in one sentence and typed",
+    )
+    duplicates: CopyThreshold | None = Field(
+        None,
+        description="the similarity above which two images are copies, float and binary, measured at export on "
+        "synthetic copies of training images against distinct images of the same class (the default threshold of "
+        "`retrieval data duplicates` and `retrieval index duplicates`); None in older exports",
     )
     created_at: str
 

@@ -1,4 +1,5 @@
 """A run to ONNX: ``run_export`` (``retrieval export RUN``: one model or an ensemble), ``onnx_export``
 (one model to ``model.onnx`` + ``model.json``, checked against torch before anything is written),
 ``ensemble_export`` (the members joined into one graph), ``int8_export`` (the INT8 model, checked on
-the validation classes) and ``int8_quantization`` (onnxruntime's static quantization)."""
+the validation classes) ``int8_quantization`` (onnxruntime's static quantization) and ``copy_threshold_export`` (the copy
+threshold measured on the run's training images, added to ``model.json``)."""
