@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from retrieval.cli.commands.duplicate_commands import data_duplicates
 from retrieval.cli.options.index_options import QuietOpt
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.bad_images import scan_images
@@ -16,6 +17,7 @@ from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.data.sources import describe_layout, load_records
 from retrieval.indexing.data.splits import split_records
 from retrieval.indexing.data.synth.generator import generate_synthetic_dataset
+from retrieval.indexing.usecases.dataset_duplicates import SplitSettings, find_exact_copies
 from retrieval.training.run.measures.verdict import FEWER_ADVICE, MIN_VALIDATION_CLASSES, MIN_VALIDATION_QUERIES
 
 data_app = typer.Typer(
@@ -111,6 +113,9 @@ def check(
     _show_split(records, val_fraction=val_fraction, val_fold=None, num_folds=4)
     report = scan_images(records, progress=not quiet)
     typer.echo(report.summary(limit=20))
+    if len(records) > 1:
+        copies = find_exact_copies(records, split=SplitSettings(val_fraction=val_fraction), progress=not quiet)
+        typer.echo(f"{copies.summary()}; near copies too: retrieval data duplicates {path} --out DIR")
     typer.echo(MIRROR_ADVICE)
     if not report.ok:
         raise DataError(f"{len(report.bad)} unreadable images in {path}; fix or remove them")
@@ -121,6 +126,9 @@ MIRROR_ADVICE = (
     "by its mirror image (arrows, text, left- vs right-hand parts), that teaches the model to confuse them: "
     "turn it off with `retrieval train --set data.horizontal_flip=false` (docs/data.md)"
 )
+
+
+data_app.command("duplicates")(data_duplicates)
 
 
 def register(app: typer.Typer) -> None:

@@ -45,6 +45,13 @@ def search(
             "--min-score", help="only hits scoring at least this (-1..1); how many were cut is said on stderr"
         ),
     ] = None,
+    collapse_duplicates: Annotated[
+        bool,
+        typer.Option(
+            "--collapse-duplicates",
+            help="one hit per group of copies (the best ranked), copies by the model's measured copy threshold",
+        ),
+    ] = False,
     postprocess: Annotated[
         str,
         typer.Option(
@@ -87,6 +94,7 @@ def search(
         model=model,
         force=force,
         filter_name="--filter",
+        collapse_duplicates=collapse_duplicates,
     )
     bars = not quiet and len(images or []) > batch_size  # many images: progress bars; few: one line meanwhile
     with activity(f"opening {index_dir} and searching", enabled=not quiet and not bars):

@@ -12,6 +12,7 @@ pairs but stays one connected group (``copy_groups``).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import faiss
@@ -62,7 +63,7 @@ def near_copy_pairs(
     bits: int,
     threshold: float,
     *,
-    embeddings: np.ndarray | None = None,
+    embeddings: np.ndarray | Callable[[np.ndarray], np.ndarray] | None = None,
     float_threshold: float | None = None,
     k: int = DEFAULT_K,
     nprobe: int = NPROBE,
@@ -85,12 +86,18 @@ def near_copy_pairs(
     return recheck(embeddings, CopyPairs.of(first, second, np.zeros(len(first), np.float32)), float_threshold)
 
 
-def recheck(embeddings: np.ndarray, candidates: CopyPairs, threshold: float, block: int = 65536) -> CopyPairs:
+def recheck(
+    embeddings: np.ndarray | Callable[[np.ndarray], np.ndarray],
+    candidates: CopyPairs,
+    threshold: float,
+    block: int = 65536,
+) -> CopyPairs:
     """The candidates whose cosine similarity (rows of ``embeddings`` dotted) is at least ``threshold``."""
+    rows_of = embeddings if callable(embeddings) else embeddings.__getitem__
     scores = np.empty(len(candidates), np.float32)
     for start in range(0, len(candidates), block):
-        a = np.asarray(embeddings[candidates.first[start : start + block]], np.float32)
-        b = np.asarray(embeddings[candidates.second[start : start + block]], np.float32)
+        a = np.asarray(rows_of(candidates.first[start : start + block]), np.float32)
+        b = np.asarray(rows_of(candidates.second[start : start + block]), np.float32)
         scores[start : start + block] = np.einsum("ij,ij->i", a, b)
     keep = scores >= threshold
     return CopyPairs.of(candidates.first[keep], candidates.second[keep], scores[keep])

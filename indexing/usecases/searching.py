@@ -58,6 +58,7 @@ class SearchRequest:
         model: PathLike | None = None,
         force: bool = False,
         filter_name: str = "filter",
+        collapse_duplicates: bool = False,
     ) -> SearchRequest:
         """The request of the options as the commands and the Python API name them (``SearchSettings.parse``:
         a bad setting is a DataError before any image is embedded)."""
@@ -70,6 +71,7 @@ class SearchRequest:
             offset=offset,
             min_score=min_score,
             filter_name=filter_name,
+            collapse_duplicates=collapse_duplicates,
         )
         queries = tuple(image if isinstance(image, Image.Image) else Path(image) for image in images)
         given_model = Path(model) if model is not None else None
@@ -117,13 +119,15 @@ def search(
     postprocess: str = "none",
     offset: int = 0,
     min_score: float | None = None,
+    collapse_duplicates: bool = False,
 ) -> list[HitList]:
     """The ``k`` most similar items of each image (a path or a PIL image), embedded with the index's
     own model: per image a ``HitList`` of ``(Item, score)``, best first. ``where`` filters by label and
     metadata like the service's ``filter`` (docs/serving.md), e.g. ``{"label": {"$in": ["a", "b"]}}``;
     a key no item has is a ``UserWarning``. ``offset`` skips the best hits first (paging);
     ``min_score`` keeps the hits scoring at least it (``HitList.below_min_score``: how many were
-    cut); ``postprocess``: none, qe or kreciprocal."""
+    cut); ``postprocess``: none, qe or kreciprocal; ``collapse_duplicates``: one hit per group of copies
+    (the model's measured copy threshold)."""
     queries = [images] if isinstance(images, str | Path | Image.Image) else list(images)
     if not queries:
         raise DataError("search() needs at least one image")
@@ -137,6 +141,7 @@ def search(
         postprocess=postprocess,
         offset=offset,
         min_score=min_score,
+        collapse_duplicates=collapse_duplicates,
     )
     outcome = search_index(request, unreadable="raise")
     for warning in outcome.warnings:

@@ -61,6 +61,10 @@ _MIN_SCORE = (
     "only hits scoring at least this (-1..1, in the response's score_kind); below_min_score says how many of "
     "the k were cut"
 )
+_COLLAPSE = (
+    "one hit per group of copies (the best ranked; copies by the model's measured copy threshold, "
+    "GET /duplicates lists the groups)"
+)
 _POSTPROCESS = (
     "'none' (default), 'qe' (alpha-query expansion: the query plus its top hits, searched again) or "
     "'kreciprocal' (the top candidates re-ranked by k-reciprocal Jaccard distance); parameters: the index's"
@@ -95,6 +99,10 @@ async def search(
     offset_form: int | None = Form(None, alias="offset", description="same as the query parameter offset"),
     min_score: float | None = Query(None, description=_MIN_SCORE),
     min_score_form: float | None = Form(None, alias="min_score", description="same as the query parameter min_score"),
+    collapse_duplicates: bool | None = Query(None, description=_COLLAPSE),
+    collapse_duplicates_form: bool | None = Form(
+        None, alias="collapse_duplicates", description="same as the query parameter collapse_duplicates"
+    ),
     services: Services = Depends(get_services),
 ) -> SearchResponse | BatchSearchResponse:
     start = time.perf_counter()
@@ -108,6 +116,7 @@ async def search(
         _first(postprocess_form, postprocess),
         _first(offset_form, offset),
         _first(min_score_form, min_score),
+        collapse_duplicates=bool(_first(collapse_duplicates_form, collapse_duplicates)),
     )
     timings = Timings()
     pages = await search_images(services, image, settings, timings)
@@ -157,10 +166,13 @@ async def similar(
     postprocess: PostprocessName | None = Query(None, description=_POSTPROCESS),
     offset: int | None = Query(None, description=_OFFSET),
     min_score: float | None = Query(None, description=_MIN_SCORE),
+    collapse_duplicates: bool = Query(False, description=_COLLAPSE),
     services: Services = Depends(get_services),
 ) -> SearchResponse:
     start = time.perf_counter()
-    settings = search_settings(services, k, index, rerank, filter_, postprocess, offset, min_score)
+    settings = search_settings(
+        services, k, index, rerank, filter_, postprocess, offset, min_score, collapse_duplicates=collapse_duplicates
+    )
     timings = Timings()
     found = await search_similar(services, item_id, settings)
     timings.search_ms = timings.total_ms = round((time.perf_counter() - start) * 1000.0, 3)
@@ -176,6 +188,8 @@ def search_settings(
     postprocess: PostprocessName | None = None,
     offset: int | None = None,
     min_score: float | None = None,
+    *,
+    collapse_duplicates: bool = False,
 ) -> SearchSettings:
     """The HTTP parameters as ``SearchSettings`` (``index`` is the kind, ``filter`` the ``where``), within the
     service's limits: ``k <= k_max``, ``k <= rerank <= RERANK_FACTOR * k_max`` and ``offset + k`` at most that
@@ -201,6 +215,7 @@ def search_settings(
             offset=offset or 0,
             min_score=min_score,
             filter_name="parameter 'filter'",
+            collapse_duplicates=collapse_duplicates,
         )
 
 
