@@ -38,8 +38,8 @@ def test_the_four_copies_are_slight_changes() -> None:
     image = Image.fromarray(np.random.default_rng(0).integers(0, 255, (60, 80, 3), dtype=np.uint8))
     jpeg, small, cropped, recoloured = synthetic_copies(image, random.Random(0))
     assert jpeg.size == image.size and np.asarray(jpeg).tobytes() != image.tobytes()
-    assert 0.4 * 80 <= small.width <= 0.7 * 80
-    assert 0.84 * 80 <= cropped.width <= 0.94 * 80
+    assert 0.5 * 80 <= small.width <= 0.8 * 80
+    assert 0.92 * 80 <= cropped.width <= 0.98 * 80
     assert recoloured.size == image.size
 
 

@@ -36,18 +36,18 @@ BATCH = 32
 
 
 def synthetic_copies(image: Image.Image, rng: random.Random) -> list[Image.Image]:
-    """The four copies of ``image``: JPEG at quality 40-70, shrunk to 40-70 %, 3-8 % cropped off each
-    side, brightness and saturation changed by up to 15 %."""
+    """The four copies of ``image``: JPEG at quality 50-80, shrunk to 50-80 %, 1-4 % cropped off each
+    side, brightness and saturation changed by up to 10 %."""
     encoded = io.BytesIO()
-    image.save(encoded, format="JPEG", quality=rng.randint(40, 70))
+    image.save(encoded, format="JPEG", quality=rng.randint(50, 80))
     jpeg = Image.open(io.BytesIO(encoded.getvalue())).convert("RGB")
-    scale = rng.uniform(0.4, 0.7)
+    scale = rng.uniform(0.5, 0.8)
     small = image.resize((max(8, round(image.width * scale)), max(8, round(image.height * scale))))
     w, h = image.size
-    box = [rng.uniform(0.03, 0.08) for _ in range(4)]
+    box = [rng.uniform(0.01, 0.04) for _ in range(4)]
     cropped = image.crop((round(w * box[0]), round(h * box[1]), round(w * (1 - box[2])), round(h * (1 - box[3]))))
-    recoloured = ImageEnhance.Color(ImageEnhance.Brightness(image).enhance(rng.uniform(0.85, 1.15)))
-    return [jpeg, small, cropped, recoloured.enhance(rng.uniform(0.85, 1.15))]
+    recoloured = ImageEnhance.Color(ImageEnhance.Brightness(image).enhance(rng.uniform(0.9, 1.1)))
+    return [jpeg, small, cropped, recoloured.enhance(rng.uniform(0.9, 1.1))]
 
 
 def measure_copy_threshold(
