@@ -66,7 +66,7 @@ def data_duplicates(
         split=SplitSettings(val_fraction=val_fraction, val_fold=val_fold),
         progress=not quiet,
     )
-    typer.echo(f"threshold: {copies.thresholds.source}")
+    typer.echo(f"threshold: {copies.thresholds.source if copies.thresholds else '(exact copies only)'}")
     typer.echo(copies.summary())
     for path, reason in copies.unreadable[:10]:
         typer.secho(f"warning: skipped {path}: {reason}", fg=typer.colors.YELLOW, err=True)

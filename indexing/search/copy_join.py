@@ -106,16 +106,17 @@ def recheck(
 def _binary_index(codes: np.ndarray, nprobe: int) -> faiss.IndexBinary:
     dim = codes.shape[1] * 8
     if len(codes) < EXACT_BELOW:
-        index = faiss.IndexBinaryFlat(dim)
-    else:
-        nlist = int(math.sqrt(len(codes)))
-        index = faiss.IndexBinaryIVF(faiss.IndexBinaryFlat(dim), dim, nlist)
-        index.cp.niter = 10
-        index.nprobe = nprobe
-        sample = np.random.default_rng(0).choice(len(codes), min(len(codes), nlist * TRAIN_PER_CELL), replace=False)
-        index.train(codes[np.sort(sample)])
-    index.add(codes)
-    return index
+        flat = faiss.IndexBinaryFlat(dim)
+        flat.add(codes)
+        return flat
+    nlist = int(math.sqrt(len(codes)))
+    ivf = faiss.IndexBinaryIVF(faiss.IndexBinaryFlat(dim), dim, nlist)
+    ivf.cp.niter = 10
+    ivf.nprobe = nprobe
+    sample = np.random.default_rng(0).choice(len(codes), min(len(codes), nlist * TRAIN_PER_CELL), replace=False)
+    ivf.train(codes[np.sort(sample)])
+    ivf.add(codes)
+    return ivf
 
 
 def _join(
