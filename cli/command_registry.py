@@ -99,7 +99,7 @@ INDEX_COMMANDS: dict[str, CommandSource] = {  # ``retrieval index NAME``: the gr
         "Merge the base, every delta segment and no removed item into one new base, atomically.",
     ),
     "duplicates": CommandSource(
-        "retrieval.cli.commands.duplicate_commands",
+        "retrieval.cli.commands.index_commands",
         "Find the groups of near-duplicate items of an index (connected components of the pairs above the copy "
         "threshold), largest first, and write them as CSV, one row per item.",
     ),
