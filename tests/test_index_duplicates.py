@@ -126,3 +126,6 @@ def test_http_groups_pages_and_an_items_copies(planted_index: tuple[Path, float]
         assert client.get("/items/999999/duplicates", headers=headers).status_code == 404
         assert client.get("/duplicates", params={"threshold": 2}, headers=headers).status_code == 422
         assert client.get("/duplicates", params={"cursor": "bogus"}, headers=headers).status_code == 422
+        page = client.get("/").text  # the page's groups view and item copies
+        assert 'id="show-groups"' in page and "/static/duplicates.js" in page
+        assert "/duplicates?" in client.get("/static/duplicates.js").text

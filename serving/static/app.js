@@ -260,6 +260,7 @@ function request(query, filter) {
   if (filter) params.set("filter", filter);
   if (state.offset) params.set("offset", String(state.offset)); // paging (docs/serving.md)
   if ($("qe").checked) params.set("postprocess", "qe"); // alpha-query expansion (docs/serving.md)
+  if ($("collapse").checked) params.set("collapse_duplicates", "true"); // one hit per group of copies
   if (query.kind === "item") return fetch(`/items/${query.id}/similar?${params}`);
   const form = new FormData();
   form.append("image", query.file, query.file.name);
@@ -499,5 +500,6 @@ $("next-page").addEventListener("click", () => turnPage(1));
 $("options").addEventListener("submit", (event) => event.preventDefault());
 window.addEventListener("popstate", (event) => restore(event.state, new URLSearchParams(location.search), true));
 $("qe").addEventListener("change", searchAgain);
+$("collapse").addEventListener("change", searchAgain);
 state.ready = showStatus();
 restore(history.state, new URLSearchParams(location.search), false);
