@@ -12,16 +12,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from fastapi import APIRouter, Depends, Path, Query
-from pydantic import BaseModel, ConfigDict, Field
 
 from retrieval.indexing.common.errors import ConfigError, ItemNotFoundError
 from retrieval.indexing.usecases.index_duplicates import GroupCache, GroupFilter, item_duplicates
+from retrieval.serving.http import api_examples
 from retrieval.serving.http.problems import problem_responses
 from retrieval.serving.http.service_errors import InvalidParameterError, RequestTimeoutError, RetryLaterError
 from retrieval.serving.item_views import item_response, search_hit
 from retrieval.serving.routes.dependencies import Services, get_services
 from retrieval.serving.routes.routes_browse import make_cursor, read_cursor
-from retrieval.serving.routes.schemas import MAX_ITEM_ID, ItemResponse, SearchHit
+from retrieval.serving.routes.schemas import MAX_ITEM_ID, DuplicateGroup, DuplicateGroupsPage, ItemDuplicates
 from retrieval.serving.service_state import Snapshot
 
 router = APIRouter(tags=["duplicates"])
@@ -29,36 +29,20 @@ _COMMON = (InvalidParameterError, RetryLaterError, RequestTimeoutError)
 MAX_GROUPS_PAGE = 200
 _THRESHOLD = "cosine similarity in [-1, 1] above which two items are copies (default: the model's measured one)"
 _GROUPS = GroupCache()
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class DuplicateGroup(_Strict):
-    group: int = Field(description="the group's number, 1 for the largest")
-    size: int
-    items: list[ItemResponse] = Field(description="ascending ids")
-
-
-class DuplicateGroupsPage(_Strict):
-    threshold: float = Field(description="the cosine similarity the pairs reached")
-    groups_total: int = Field(description="groups of two items or more in the index (before the filters)")
-    duplicated_items: int = Field(description="items in those groups")
-    groups: list[DuplicateGroup] = Field(description="largest first")
-    next_cursor: str | None = Field(description="pass as cursor for the next page; null on the last page")
-
-
-class ItemDuplicates(_Strict):
-    item_id: int
-    threshold: float
-    duplicates: list[SearchHit] = Field(description="the item's copies, best first (the item itself left out)")
+_GROUPS_EXAMPLE = {
+    "threshold": 0.742,
+    "groups_total": 12,
+    "duplicated_items": 27,
+    "groups": [{"group": 1, "size": 2, "items": [api_examples.ITEM, {**api_examples.ITEM, "id": 18, "key": None}]}],
+    "next_cursor": "eyJiIjoiMWE2YjNjIiwiYSI6MX0",
+}
+_ITEM_EXAMPLE = {"item_id": 17, "threshold": 0.742, "duplicates": [{**api_examples.SEARCH["results"][0], "id": 18}]}
 
 
 @router.get(
     "/duplicates",
     response_model=DuplicateGroupsPage,
-    responses=problem_responses(*_COMMON),
+    responses={**api_examples.example(_GROUPS_EXAMPLE), **problem_responses(*_COMMON)},
     summary="Groups of near-duplicate items, largest first, page by page",
 )
 async def duplicate_groups(
@@ -99,7 +83,7 @@ async def duplicate_groups(
 @router.get(
     "/items/{item_id}/duplicates",
     response_model=ItemDuplicates,
-    responses=problem_responses(ItemNotFoundError, *_COMMON),
+    responses={**api_examples.example(_ITEM_EXAMPLE), **problem_responses(ItemNotFoundError, *_COMMON)},
     summary="The copies of a stored item (its neighbours above the copy threshold)",
 )
 async def duplicates_of_item(
