@@ -25,9 +25,11 @@ if TYPE_CHECKING:
         Item,
         build_index,
         config,
+        data_duplicates,
         embed,
         evaluate,
         export,
+        find_index_duplicates,
         search,
         study,
         train,
@@ -47,6 +49,7 @@ __all__ = [
     "train",
     "train_ensemble",
 ]
+__all__ += ["data_duplicates", "find_index_duplicates"]
 _HOMES = dict.fromkeys(__all__, "retrieval.pipeline")  # name -> the module that defines it
 
 

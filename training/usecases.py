@@ -54,18 +54,8 @@ from retrieval.training.study.runner import StudyOutcome, run_study
 from retrieval.training.study.study_state import StudySpec
 
 log = logging.getLogger(__name__)
-__all__ = [
-    "build_index",
-    "config",
-    "data_duplicates",
-    "embed",
-    "evaluate",
-    "export",
-    "search",
-    "study",
-    "train",
-    "train_ensemble",
-]
+__all__ = ["build_index", "config", "embed", "evaluate", "export", "search", "study", "train", "train_ensemble"]
+__all__ += ["data_duplicates"]
 PRETRAINED_MODEL_DIR = "model"
 
 
