@@ -150,7 +150,9 @@ def images(data: Path, model: Path, plants: int, seed: int) -> None:
         start = time.perf_counter()
         copies = find_dataset_duplicates(model, every, progress=False)
         ours_s = time.perf_counter() - start
-        ours = {(p.a, p.b) for p in copies.pairs}
+        position = {str(r.path): i for i, r in enumerate(every)}  # the copies' records are sorted by label
+        at = [position[str(r.path)] for r in copies.records]
+        ours = {(min(at[p.a], at[p.b]), max(at[p.a], at[p.b])) for p in copies.pairs}
         start = time.perf_counter()
         hashes = [imagehash.phash(open_rgb(r.path)) for r in every]
         bits = np.array([h.hash.flatten() for h in hashes], dtype=np.uint8)
