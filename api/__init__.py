@@ -26,9 +26,11 @@ if TYPE_CHECKING:
         add,
         build_index,
         config,
+        data_duplicates,
         embed,
         evaluate,
         export,
+        find_index_duplicates,
         search,
         study,
         train,
@@ -49,6 +51,7 @@ __all__ = [
     "train",
     "train_ensemble",
 ]
+__all__ += ["data_duplicates", "find_index_duplicates"]
 _HOMES = dict.fromkeys(__all__, "retrieval.pipeline")  # name -> the module that defines it
 
 

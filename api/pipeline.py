@@ -15,7 +15,7 @@ import inspect
 from typing import TYPE_CHECKING, Any
 
 from retrieval.indexing.store.shared.items.items_db import Hit, Item
-from retrieval.indexing.usecases import add, build_index, embed, evaluate, search
+from retrieval.indexing.usecases import add, build_index, embed, evaluate, find_index_duplicates, search
 
 TRAINING_API = "retrieval.training.usecases"
 """The module that defines the functions that need torch."""
@@ -49,10 +49,10 @@ class TorchFunction:
 
 
 if TYPE_CHECKING:  # the type checker sees the one definition
-    from retrieval.training.usecases import config, export, study, train, train_ensemble
+    from retrieval.training.usecases import config, data_duplicates, export, study, train, train_ensemble
 else:
-    config, export, study, train, train_ensemble = (
-        TorchFunction(name) for name in ("config", "export", "study", "train", "train_ensemble")
+    config, data_duplicates, export, study, train, train_ensemble = (
+        TorchFunction(name) for name in ("config", "data_duplicates", "export", "study", "train", "train_ensemble")
     )
 
 __all__ = [
@@ -69,3 +69,4 @@ __all__ = [
     "train",
     "train_ensemble",
 ]
+__all__ += ["data_duplicates", "find_index_duplicates"]  # copies in a dataset, groups of copies in an index

@@ -98,6 +98,11 @@ INDEX_COMMANDS: dict[str, CommandSource] = {  # ``retrieval index NAME``: the gr
         "retrieval.cli.commands.index_commands",
         "Merge the base, every delta segment and no removed item into one new base, atomically.",
     ),
+    "duplicates": CommandSource(
+        "retrieval.cli.commands.index_commands",
+        "Find the groups of near-duplicate items of an index (connected components of the pairs above the copy "
+        "threshold), largest first, and write them as CSV, one row per item.",
+    ),
     "merge": CommandSource(
         "retrieval.cli.commands.shard_commands",
         "Merge the N shard directories of `retrieval index build --shard I/N` into one index directory.",

@@ -40,6 +40,7 @@ from retrieval.serving.lifecycle import lifespan
 from retrieval.serving.routes import (
     routes_admin,
     routes_browse,
+    routes_duplicates,
     routes_health,
     routes_items,
     routes_keys,
@@ -57,6 +58,7 @@ ROUTERS = (
     routes_search.router,
     routes_items.router,
     routes_browse.router,
+    routes_duplicates.router,
     routes_admin.router,
     routes_health.router,
 )

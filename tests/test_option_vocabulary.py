@@ -32,6 +32,7 @@ VALUES: dict[str, Any] = {
     "epochs": 3,
     "batch_size": 12,
     "max_images_per_class": 7,
+    "exclude": "duplicates.txt",
     "images_per_class": 3,
     "lr": 0.003,
     "device": "cpu",

@@ -36,6 +36,8 @@ EXPECTED_PROBLEMS = {
     ("delete", "/items/by-key/{key}"): {401, 403, 404, 409, 422, 503, 504},
     ("get", "/labels"): {422, 503, 504},
     ("get", "/items"): {422, 503, 504},
+    ("get", "/duplicates"): {422, 503, 504},
+    ("get", "/items/{item_id}/duplicates"): {404, 422, 503, 504},
     ("post", "/admin/reload"): {401, 403, 503, 504},
     ("get", "/readyz"): {503},
     ("get", "/healthz"): set(),

@@ -11,6 +11,7 @@
     table = api.embed("runs/ns", "data/")       # -> EmbeddingTable (ids, paths, labels, embeddings)
     api.train_ensemble(cfg, "runs/ens", members=3)        # retrieval train --ensemble 3
     api.study("data/", ["normalized_softmax", "multi_similarity"], "study/", trials=4)  # retrieval study
+    copies = api.data_duplicates("data/", "dups/")          # retrieval data duplicates -> DatasetCopies
 
 Each function is a thin call of the implementation the matching command uses (``Trainer``,
 ``export_run``, ``train_ensemble``, ``run_study``), so the API and the CLI cannot drift apart. What
@@ -30,7 +31,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from retrieval.indexing.common.errors import ConfigError
+from retrieval.indexing.eval.dataset_copies import DatasetCopies
+from retrieval.indexing.search.copy_thresholds import check_threshold
 from retrieval.indexing.usecases import build_index, embed, evaluate, search
+from retrieval.indexing.usecases.dataset_duplicates import SplitSettings, find_dataset_duplicates
 from retrieval.indexing.usecases.inputs import PathLike
 from retrieval.training.config.config_checks import check_config, recipe_loss_warning
 from retrieval.training.config.config_resolver import resolve_config
@@ -42,6 +46,7 @@ from retrieval.training.ensemble.ensemble_training import EnsembleResult, read_e
 from retrieval.training.ensemble.ensemble_training import train_ensemble as _train_ensemble
 from retrieval.training.export.int8_export import Int8Request
 from retrieval.training.export.onnx_export import ExportResult
+from retrieval.training.export.pretrained_export import pretrained_export
 from retrieval.training.export.run_export import export_run
 from retrieval.training.run.fitting.distributed import DistContext
 from retrieval.training.run.fitting.final_fit import fit_run
@@ -52,6 +57,8 @@ from retrieval.training.study.study_state import StudySpec
 
 log = logging.getLogger(__name__)
 __all__ = ["build_index", "config", "embed", "evaluate", "export", "search", "study", "train", "train_ensemble"]
+__all__ += ["data_duplicates"]
+PRETRAINED_MODEL_DIR = "model"
 
 
 def config(recipe: str | None = None, **sections: Mapping[str, Any]) -> TrainConfig:
@@ -218,3 +225,26 @@ def export(
         raise ConfigError(f"unknown quantize {quantize!r}; the one choice is 'int8'")
     int8 = Int8Request(max_map_drop=max_map_drop, force=force) if quantize == "int8" else None
     return export_run(Path(run_dir), Path(out) if out is not None else None, fp16=fp16, int8=int8)
+
+
+def data_duplicates(
+    data: PathLike,
+    out: PathLike,
+    *,
+    model: PathLike | None = None,
+    threshold: float | None = None,
+    exclude_list: PathLike | None = None,
+    split: SplitSettings = SplitSettings(),
+    progress: bool = True,
+) -> DatasetCopies:
+    """``retrieval data duplicates``: the exact and near copies in ``data``, written to ``out``
+    (``duplicates.csv``, ``duplicates.png``; ``exclude_list``: the paths to leave out, one a line). ``model``
+    is an export or run directory; without it EfficientNet-Lite0's ImageNet weights (``out/model``, exported
+    once with its copy threshold measured on ``data``). ``threshold`` overrides the model's own."""
+    if threshold is not None:
+        check_threshold(threshold)
+    if model is None:
+        model = pretrained_export(Path(out) / PRETRAINED_MODEL_DIR, Path(data), split.val_fraction)
+    copies = find_dataset_duplicates(model, data, threshold=threshold, split=split, progress=progress)
+    copies.write(Path(out), Path(exclude_list) if exclude_list is not None else None)
+    return copies

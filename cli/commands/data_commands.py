@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from retrieval.cli.options.index_options import QuietOpt
+from retrieval.cli.options.index_options import QuietOpt, ThresholdOpt
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.bad_images import scan_images
 from retrieval.indexing.data.class_check import class_problems
@@ -16,6 +16,8 @@ from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.data.sources import describe_layout, load_records
 from retrieval.indexing.data.splits import split_records
 from retrieval.indexing.data.synth.generator import generate_synthetic_dataset
+from retrieval.indexing.eval.dataset_copies import CSV_NAME, GRID_NAME
+from retrieval.indexing.usecases.dataset_duplicates import SplitSettings, find_exact_copies
 from retrieval.training.run.measures.verdict import FEWER_ADVICE, MIN_VALIDATION_CLASSES, MIN_VALIDATION_QUERIES
 
 data_app = typer.Typer(
@@ -111,6 +113,9 @@ def check(
     _show_split(records, val_fraction=val_fraction, val_fold=None, num_folds=4)
     report = scan_images(records, progress=not quiet)
     typer.echo(report.summary(limit=20))
+    if len(records) > 1:
+        copies = find_exact_copies(records, split=SplitSettings(val_fraction=val_fraction), progress=not quiet)
+        typer.echo(f"{copies.summary()}; near copies too: retrieval data duplicates {path} --out DIR")
     typer.echo(MIRROR_ADVICE)
     if not report.ok:
         raise DataError(f"{len(report.bad)} unreadable images in {path}; fix or remove them")
@@ -121,6 +126,61 @@ MIRROR_ADVICE = (
     "by its mirror image (arrows, text, left- vs right-hand parts), that teaches the model to confuse them: "
     "turn it off with `retrieval train --set data.horizontal_flip=false` (docs/data.md)"
 )
+
+
+@data_app.command("duplicates")
+def data_duplicates(
+    data: Annotated[Path, typer.Argument(help="Dataset folder or CSV manifest.")],
+    out: Annotated[Path, typer.Option("--out", help="Folder for duplicates.csv and duplicates.png.")],
+    model: Annotated[
+        Path | None,
+        typer.Option(
+            "--model",
+            help="Export or run directory. [default: EfficientNet-Lite0's ImageNet weights, exported once to OUT/model]",
+            show_default=False,
+        ),
+    ] = None,
+    threshold: ThresholdOpt = None,
+    exclude_list: Annotated[
+        Path | None,
+        typer.Option(
+            "--exclude-list", help="Write the paths to leave out (all but one image of each group) to this file."
+        ),
+    ] = None,
+    val_fraction: Annotated[
+        float, typer.Option("--val-fraction", help="The split to check for leaks: as `retrieval train`'s.")
+    ] = 0.2,
+    val_fold: Annotated[int | None, typer.Option("--val-fold", help="As `retrieval train`'s.")] = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Find exact copies (the same decoded pixels) and near copies (embeddings above the copy threshold).
+
+    Counts them within a class, across classes (possible label noise) and across the class-disjoint split that
+    `retrieval train` makes with the same --val-fraction (a leak that inflates test MAP@R). Writes
+    OUT/duplicates.csv (path_a, path_b, score, kind, class_a, class_b, split_a, split_b) and OUT/duplicates.png
+    (the pairs side by side, leaks first). `retrieval train --exclude FILE` leaves out what --exclude-list wrote.
+    """
+    from retrieval.training.usecases import data_duplicates as run  # torch: only this command needs it
+
+    copies = run(
+        data,
+        out,
+        model=model,
+        threshold=threshold,
+        exclude_list=exclude_list,
+        split=SplitSettings(val_fraction=val_fraction, val_fold=val_fold),
+        progress=not quiet,
+    )
+    typer.echo(f"threshold: {copies.thresholds.source if copies.thresholds else '(exact copies only)'}")
+    typer.echo(copies.summary())
+    for path, reason in copies.unreadable[:10]:
+        typer.secho(f"warning: skipped {path}: {reason}", fg=typer.colors.YELLOW, err=True)
+    typer.echo(f"wrote {out / CSV_NAME}" + (f" and {out / GRID_NAME}" if copies.pairs else ""))
+    if exclude_list is not None:
+        typer.echo(
+            f"wrote {len(copies.excluded())} paths to leave out to {exclude_list}; "
+            f"next: retrieval train --data {data} --exclude {exclude_list} ..."
+        )
 
 
 def register(app: typer.Typer) -> None:

@@ -12,7 +12,7 @@ import typer
 
 from retrieval.cli.commands.shard_commands import echo_shard_report
 from retrieval.cli.options.backend_options import BackendOpt, CollectionOpt, MilvusUriOpt
-from retrieval.cli.options.index_options import BatchOpt, DataOpt, DbaOpt, ModelOpt, QuietOpt, ThreadsOpt
+from retrieval.cli.options.index_options import BatchOpt, DataOpt, DbaOpt, ModelOpt, QuietOpt, ThreadsOpt, ThresholdOpt
 from retrieval.indexing import usecases as api
 from retrieval.indexing.common.score_calibration import NO_CALIBRATION
 from retrieval.indexing.store.shared.index_directory.index_manifest import manifest_edit_problem
@@ -273,7 +273,22 @@ def compact(
     typer.echo(f"compaction {_policy_text(report.policy)}")
 
 
+def index_duplicates(
+    index_dir: Annotated[Path, typer.Argument(help="Index directory.")],
+    out: Annotated[Path, typer.Option("--out", help="CSV to write: group, size, id, key, path, label.")],
+    threshold: ThresholdOpt = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Find the groups of near-duplicate items of an index (connected components of the pairs above the copy
+    threshold), largest first, and write them as CSV, one row per item."""
+    found = api.find_index_duplicates(index_dir, out, threshold=threshold, progress=not quiet)
+    typer.echo(f"threshold: {found.thresholds.source}")
+    typer.echo(f"{found.summary()}; wrote {out}")
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``build``, ``info``, ``add``, ``remove`` and ``compact`` to the ``index`` group (``index_group``)."""
+    """Add ``build``, ``info``, ``add``, ``remove``, ``compact`` and ``duplicates`` to the ``index`` group
+    (``index_group``)."""
     for command in (build, info, add, remove, compact):
         app.command(command.__name__)(command)
+    app.command("duplicates")(index_duplicates)

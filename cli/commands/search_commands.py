@@ -67,6 +67,13 @@ def search(
             "the model's calibration, refused without one); how many were cut is said on stderr",
         ),
     ] = None,
+    collapse_duplicates: Annotated[
+        bool,
+        typer.Option(
+            "--collapse-duplicates",
+            help="one hit per group of copies (the best ranked), copies by the model's measured copy threshold",
+        ),
+    ] = False,
     postprocess: Annotated[
         str,
         typer.Option(
@@ -111,6 +118,7 @@ def search(
         filter_name="--filter",
         vectors=read_vector_file(vector) if vector is not None else None,
         min_probability=min_probability,
+        collapse_duplicates=collapse_duplicates,
     )
     bars = not quiet and len(images or []) > batch_size  # many images: progress bars; few: one line meanwhile
     with activity(f"opening {index_dir} and searching", enabled=not quiet and not bars):

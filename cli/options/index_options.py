@@ -22,3 +22,12 @@ DbaOpt = Annotated[
         help="database-side augmentation: store every vector as the weighted sum of itself and its top N neighbours",
     ),
 ]
+ThresholdOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--threshold",
+        help="Cosine similarity in [-1, 1] above which two images are copies. [default: the one the model's "
+        "model.json measured on synthetic copies]",
+        show_default=False,
+    ),
+]

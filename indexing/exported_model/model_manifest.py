@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from retrieval.indexing.common.artifact_names import MODEL_MANIFEST_NAME, MODEL_ONNX_NAME
 from retrieval.indexing.common.score_calibration import ScoreCalibration
+from retrieval.indexing.exported_model.copy_threshold import CopyThreshold
 from retrieval.indexing.exported_model.training_verdict import TrainingVerdict
 
 MANIFEST_FORMAT_VERSION = 1
@@ -117,6 +118,12 @@ class ModelManifest(BaseModel):
         None,
         description="P(same class) of a hit's score, fitted on the validation classes (indexing.calibration); "
         "None: no validation classes to fit on (--split none), so hits carry no probability",
+    )
+    duplicates: CopyThreshold | None = Field(
+        None,
+        description="the similarity above which two images are copies, float and binary, measured at export on "
+        "synthetic copies of training images against distinct images of the same class (the default threshold of "
+        "`retrieval data duplicates` and `retrieval index duplicates`); None in older exports",
     )
     created_at: str
 

@@ -11,6 +11,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from retrieval.indexing.exported_model.onnx_embedder import load_model_manifest
+from retrieval.indexing.exported_model.resolution import resolve_query_model
+from retrieval.indexing.search.copy_groups import collapse_copies
+from retrieval.indexing.search.copy_thresholds import copy_thresholds
 from retrieval.indexing.store.calibrated_hits import check_min_probability, with_probabilities
 from retrieval.indexing.store.shared.items.item_filter import ItemFilter
 from retrieval.indexing.store.shared.items.items_db import Hit
@@ -19,6 +23,8 @@ from retrieval.indexing.store.shared.search_settings import SearchSettings
 from retrieval.indexing.store.shared.store_protocol import Store
 
 MAX_KEYS_SHOWN = 50
+COLLAPSE_OVERFETCH = 4
+"""``collapse_duplicates`` fetches this many times the hits asked for, so that k remain after collapsing."""
 
 
 @dataclass(frozen=True)
@@ -42,7 +48,7 @@ def ranked_pages(
         raise ValueError(f"exclude has {len(dropped)} entries for {len(queries)} queries")
     calibration = store.manifest.model.calibration
     check_min_probability(calibration, settings)
-    depth = settings.depth
+    depth = settings.depth * (COLLAPSE_OVERFETCH if settings.collapse_duplicates else 1)
     if settings.postprocess != "none":
         results = postprocessed_search(store, queries, depth, settings, dropped)
         dropped = [None] * len(queries)  # already left out
@@ -50,7 +56,22 @@ def ranked_pages(
         wanted = depth + (1 if any(item_id is not None for item_id in dropped) else 0)
         results = store.search(queries, wanted, kind=settings.kind, rerank=settings.rerank, where=settings.where)
     rows = [store.hits(results, row, exclude=dropped[row], limit=depth) for row in range(len(queries))]
+    if settings.collapse_duplicates:
+        threshold = copy_threshold_of(store)
+        rows = [_collapsed(store, hits, threshold)[: settings.depth] for hits in rows]
     return [_page(with_probabilities(hits[settings.offset :], calibration, settings), settings) for hits in rows]
+
+
+def copy_threshold_of(store: Store) -> float:
+    """The cosine similarity above which two items of ``store`` are copies: its model's measured one."""
+    model_dir = resolve_query_model(store.index_dir, store.manifest.model_dir)
+    return copy_thresholds(load_model_manifest(model_dir).duplicates, None).cosine
+
+
+def _collapsed(store: Store, hits: list[Hit], threshold: float) -> list[Hit]:
+    """The best-ranked hit of each group of copies among ``hits``."""
+    vectors = store.embeddings_of([hit.item.id for hit in hits]) if hits else np.empty((0, 1), np.float32)
+    return [hits[i] for i in collapse_copies(np.asarray(vectors, np.float32), threshold)]
 
 
 def similar_pages(store: Store, item_ids: Sequence[int], settings: SearchSettings) -> list[HitPage]:

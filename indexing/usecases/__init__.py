@@ -9,7 +9,10 @@ both ``search`` and ``retrieval search`` run), ``evaluating`` (``evaluate``; ``e
 ``save_evaluation`` for ``retrieval eval``, with ``run_dir_of``: the training run of a ``--model``), ``embedding`` (``embed``; ``index_embeddings``,
 ``dataset_embeddings``), ``updating`` (``add_images``, ``remove_items``, ``compact_index``), ``vectors``
 (``add``, ``add_vectors``, ``vector_pages``: items in and searches by vectors made elsewhere, checked by
-``vector_input``), ``deleting`` (``delete_matching``: the items a filter selects) and
+``vector_input``), ``deleting`` (``delete_matching``: the items a filter selects),
+``dataset_duplicates`` (``find_dataset_duplicates``, ``find_exact_copies``: the copies in a dataset),
+``index_duplicates`` (``find_index_duplicates``, ``store_duplicate_groups``, ``item_duplicates``: copies in a
+gallery) and
 ``maintaining`` (``index_info``, ``index_generations``, ``snapshot_index``, ``verify_index``, ``rebuild_index``,
 ``switch_index``, ``rollback_index``).
 ``retrieval.training.usecases`` adds what needs torch (train, export, study). What a caller meets is one
@@ -56,6 +59,7 @@ from retrieval.indexing.usecases.building import (
     merge_index,
     run_build,
 )
+from retrieval.indexing.usecases.dataset_duplicates import SplitSettings, find_dataset_duplicates, find_exact_copies
 from retrieval.indexing.usecases.embedding import dataset_embeddings, embed, index_embeddings
 from retrieval.indexing.usecases.evaluating import (
     EvalRequest,
@@ -65,6 +69,12 @@ from retrieval.indexing.usecases.evaluating import (
     evaluate_index_dir,
     run_eval,
     save_evaluation,
+)
+from retrieval.indexing.usecases.index_duplicates import (
+    DuplicateGroups,
+    find_index_duplicates,
+    item_duplicates,
+    store_duplicate_groups,
 )
 from retrieval.indexing.usecases.maintaining import (
     index_generations,
@@ -95,6 +105,7 @@ __all__ = [
     "DEEP_SAMPLE",
     "DataError",
     "EvalRequest",
+    "DuplicateGroups",
     "Evaluation",
     "EvaluationReport",
     "FLOAT_KINDS",
@@ -110,6 +121,7 @@ __all__ = [
     "SearchOutcome",
     "SearchRequest",
     "ShardReport",
+    "SplitSettings",
     "TrainingVerdict",
     "UpgradeReport",
     "VectorAdd",
@@ -130,10 +142,14 @@ __all__ = [
     "evaluate",
     "evaluate_dataset",
     "evaluate_index_dir",
+    "find_dataset_duplicates",
+    "find_exact_copies",
+    "find_index_duplicates",
     "generate_synthetic_dataset",
     "index_embeddings",
     "index_generations",
     "index_info",
+    "item_duplicates",
     "index_target",
     "load_index_manifest",
     "load_params",
@@ -153,6 +169,7 @@ __all__ = [
     "search_index",
     "snapshot_index",
     "split_records",
+    "store_duplicate_groups",
     "switch_index",
     "table_suffix",
     "vector_pages",

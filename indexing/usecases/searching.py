@@ -65,6 +65,7 @@ class SearchRequest:
         filter_name: str = "filter",
         vectors: Any = None,
         min_probability: float | None = None,
+        collapse_duplicates: bool = False,
     ) -> SearchRequest:
         """The request of the options as the commands and the Python API name them (``SearchSettings.parse``:
         a bad setting is a DataError before any image is embedded)."""
@@ -78,6 +79,7 @@ class SearchRequest:
             min_score=min_score,
             filter_name=filter_name,
             min_probability=min_probability,
+            collapse_duplicates=collapse_duplicates,
         )
         queries = tuple(image if isinstance(image, Image.Image) else Path(image) for image in images)
         given_model = Path(model) if model is not None else None
@@ -132,6 +134,7 @@ def search(
     min_score: float | None = None,
     where: Mapping[str, Any] | None = None,
     min_probability: float | None = None,
+    collapse_duplicates: bool = False,
 ) -> list[HitList]:
     """The ``k`` most similar items of each image (a path or a PIL image), embedded with the index's
     own model: per image a ``HitList`` of ``(Item, score)``, best first. ``filter`` keeps the items whose
@@ -141,7 +144,8 @@ def search(
     cut); ``postprocess``: none, qe or kreciprocal. ``vectors`` (one vector or a list, e.g. from another
     service that ran the index's model) are searched instead of or after the images: one HitList each.
     ``min_probability`` keeps the hits whose ``probability`` of sharing the query's class (the model's
-    calibration) is at least it, a DataError on a model without calibration."""
+    calibration) is at least it, a DataError on a model without calibration; ``collapse_duplicates``: one hit
+    per group of copies (the model's measured copy threshold)."""
     queries = [images] if isinstance(images, str | Path | Image.Image) else list(images or [])
     if not queries and vectors is None:
         raise DataError("search() needs at least one image, or vectors=")
@@ -157,6 +161,7 @@ def search(
         min_score=min_score,
         vectors=vectors,
         min_probability=min_probability,
+        collapse_duplicates=collapse_duplicates,
     )
     outcome = search_index(request, unreadable="raise")
     for warning in outcome.warnings:

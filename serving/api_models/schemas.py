@@ -183,3 +183,24 @@ class ReadyResponse(_Strict):
     model_sha256: str
     embedding_dim: int
     k_max: int = Field(description="the largest k a search takes (offset + k may reach 10 x k_max: paging)")
+
+
+# GET /duplicates and GET /items/{id}/duplicates (routes_duplicates)
+class DuplicateGroup(_Strict):
+    group: int = Field(description="the group's number, 1 for the largest")
+    size: int
+    items: list[ItemResponse] = Field(description="ascending ids")
+
+
+class DuplicateGroupsPage(_Strict):
+    threshold: float = Field(description="the cosine similarity the pairs reached")
+    groups_total: int = Field(description="groups of two items or more in the index (before the filters)")
+    duplicated_items: int = Field(description="items in those groups")
+    groups: list[DuplicateGroup] = Field(description="largest first")
+    next_cursor: str | None = Field(description="pass as cursor for the next page; null on the last page")
+
+
+class ItemDuplicates(_Strict):
+    item_id: int
+    threshold: float
+    duplicates: list[SearchHit] = Field(description="the item's copies, best first (the item itself left out)")

@@ -68,6 +68,10 @@ _MIN_PROBABILITY = (
     "calibration; refused with a 400 problem when the model has none); below_min_probability says how many "
     "were cut"
 )
+_COLLAPSE = (
+    "one hit per group of copies (the best ranked; copies by the model's measured copy threshold, "
+    "GET /duplicates lists the groups)"
+)
 _POSTPROCESS = (
     "'none' (default), 'qe' (alpha-query expansion: the query plus its top hits, searched again) or "
     "'kreciprocal' (the top candidates re-ranked by k-reciprocal Jaccard distance); parameters: the index's"
@@ -108,6 +112,10 @@ async def search(
     min_probability_form: float | None = Form(
         None, alias="min_probability", description="same as the query parameter min_probability"
     ),
+    collapse_duplicates: bool | None = Query(None, description=_COLLAPSE),
+    collapse_duplicates_form: bool | None = Form(
+        None, alias="collapse_duplicates", description="same as the query parameter collapse_duplicates"
+    ),
     services: Services = Depends(get_services),
 ) -> SearchResponse | BatchSearchResponse:
     start = time.perf_counter()
@@ -122,6 +130,7 @@ async def search(
         _first(offset_form, offset),
         _first(min_score_form, min_score),
         _first(min_probability_form, min_probability),
+        collapse_duplicates=bool(_first(collapse_duplicates_form, collapse_duplicates)),
     )
     timings = Timings()
     pages = await search_images(services, image, settings, timings)
@@ -178,11 +187,21 @@ async def similar(
     offset: int | None = Query(None, description=_OFFSET),
     min_score: float | None = Query(None, description=_MIN_SCORE),
     min_probability: float | None = Query(None, description=_MIN_PROBABILITY),
+    collapse_duplicates: bool = Query(False, description=_COLLAPSE),
     services: Services = Depends(get_services),
 ) -> SearchResponse:
     start = time.perf_counter()
     settings = search_settings(
-        services, k, _kind(kind, index), rerank, filter_, postprocess, offset, min_score, min_probability
+        services,
+        k,
+        _kind(kind, index),
+        rerank,
+        filter_,
+        postprocess,
+        offset,
+        min_score,
+        min_probability,
+        collapse_duplicates=collapse_duplicates,
     )
     timings = Timings()
     found = await search_similar(services, item_id, settings)
@@ -200,6 +219,8 @@ def search_settings(
     offset: int | None = None,
     min_score: float | None = None,
     min_probability: float | None = None,
+    *,
+    collapse_duplicates: bool = False,
 ) -> SearchSettings:
     """The HTTP parameters as ``SearchSettings`` (``filter`` is the ``where``), within the
     service's limits: ``k <= k_max``, ``k <= rerank <= RERANK_FACTOR * k_max`` and ``offset + k`` at most that
@@ -226,6 +247,7 @@ def search_settings(
             min_score=min_score,
             filter_name="parameter 'filter'",
             min_probability=min_probability,
+            collapse_duplicates=collapse_duplicates,
         )
 
 

@@ -282,6 +282,7 @@ function request(query, filter) {
   if (state.offset) params.set("offset", String(state.offset)); // paging (docs/serving.md)
   if ($("qe").checked) params.set("postprocess", "qe"); // alpha-query expansion (docs/serving.md)
   else if (minProbability() > 0) params.set("min_probability", String(minProbability()));
+  if ($("collapse").checked) params.set("collapse_duplicates", "true"); // one hit per group of copies
   if (query.kind === "item") return fetch(`/items/${query.id}/similar?${params}`);
   const form = new FormData();
   form.append("image", query.file, query.file.name);
@@ -525,5 +526,6 @@ $("min-probability").addEventListener("input", () => {
   $("min-probability-value").textContent = minProbability() ? `${Math.round(minProbability() * 100)} %` : "any";
 });
 $("min-probability").addEventListener("change", searchAgain);
+$("collapse").addEventListener("change", searchAgain);
 state.ready = showStatus();
 restore(history.state, new URLSearchParams(location.search), false);

@@ -59,6 +59,7 @@ TRAIN_OPTIONS: dict[str, TrainOption] = {
         TrainOption("epochs", "trainer.epochs"),
         TrainOption("batch_size", "trainer.batch_size"),
         TrainOption("max_images_per_class", "data.max_images_per_class"),
+        TrainOption("exclude", "data.exclude"),
         TrainOption("images_per_class", "data.images_per_class"),
         TrainOption("lr", "optimizer.lr"),
         TrainOption("device", "trainer.device"),

@@ -52,6 +52,11 @@ class DataConfig(_Strict):
         description="keep at most this many images of each class, a deterministic subsample applied before "
         "splitting (so in every split); for quick runs",
     )
+    exclude: Path | None = Field(
+        None,
+        description="a file of image paths to leave out, one a line (`retrieval data duplicates --exclude-list` "
+        "writes one); the run logs how many it left out and lists them in RUN_DIR/excluded.txt",
+    )
     image_size: int = Field(224, gt=0, description="crop size; eval resizes the shorter side to image_size * 8/7")
     train_crop_scale: tuple[float, float] = (0.16, 1.0)
     horizontal_flip: bool = True

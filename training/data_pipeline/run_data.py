@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import functools
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from retrieval.indexing.common.errors import ConfigError, DataError
 from retrieval.indexing.data.bad_images import scan_images
+from retrieval.indexing.data.exclusion import drop_excluded, read_exclude_list
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import DatasetSplits
@@ -24,6 +26,7 @@ class RunData:
     splits: DatasetSplits
     train_label_index: dict[str, int]  # training classes -> 0..C-1, or their meta-class (data.meta_classes)
     eval_label_index: dict[str, int]  # every class -> an int, for metrics on val/test
+    excluded: list[Path] = field(default_factory=list)  # left out by data.exclude
 
     @property
     def num_train_labels(self) -> int:
@@ -35,7 +38,8 @@ def prepare_run_data(cfg: DataConfig, *, progress: bool, grouping_seed: int = 0)
     """Load, scan and split the data; ``grouping_seed`` draws the DREML grouping when ``cfg.meta_classes`` is set."""
     if cfg.path is None:
         raise ConfigError("no dataset given: pass --data PATH (an ImageFolder directory, a CSV or a dataset root)")
-    records = _drop_bad_images(capped_records(load_records(cfg.path), cfg), cfg.on_bad_image, progress)
+    records, excluded = _exclude(load_records(cfg.path), cfg.exclude)
+    records = _drop_bad_images(capped_records(records, cfg), cfg.on_bad_image, progress)
     splits = run_split(records, cfg)
     train_index = label_index(splits.train)
     if cfg.meta_classes is not None:
@@ -46,7 +50,19 @@ def prepare_run_data(cfg: DataConfig, *, progress: bool, grouping_seed: int = 0)
             cfg.meta_classes,
             grouping_seed,
         )
-    return RunData(splits, train_index, label_index(records))
+    return RunData(splits, train_index, label_index(records), excluded)
+
+
+def _exclude(records: list[ImageRecord], exclude: Path | None) -> tuple[list[ImageRecord], list[Path]]:
+    """The records not listed in ``exclude`` (``--exclude FILE``), and those left out, logged."""
+    if exclude is None:
+        return records, []
+    listed = read_exclude_list(exclude)
+    kept, excluded = drop_excluded(records, listed)
+    log.info("left out %d of %d images listed in %s", len(excluded), len(records), exclude)
+    if len(excluded) < len(listed):
+        log.warning("%d paths of %s are not in the data", len(listed) - len(excluded), exclude)
+    return kept, excluded
 
 
 def _drop_bad_images(records: list[ImageRecord], policy: str, progress: bool) -> list[ImageRecord]:

@@ -12,6 +12,7 @@ from typing import Literal
 
 from retrieval.indexing.common.errors import RetrievalError
 from retrieval.indexing.exported_model.training_verdict import TrainingVerdict
+from retrieval.training.export.copy_threshold_export import with_copy_threshold
 from retrieval.training.export.ensemble_export import export_ensemble
 from retrieval.training.export.int8_export import Int8Request
 from retrieval.training.export.onnx_export import (
@@ -47,7 +48,7 @@ def export_run(
     config, state, model = load_run_model(paths.run_dir, checkpoint)
     source = paths.best_checkpoint if checkpoint == "best" else paths.last_checkpoint
     sources = checkpoint_hashes(paths.run_dir, [source])
-    return write_checked_export(
+    result = write_checked_export(
         model,
         config.data.image_size,
         Path(out_dir) if out_dir is not None else paths.export_dir,
@@ -57,6 +58,7 @@ def export_run(
         ).model_copy(update={"calibration": run_calibration(paths.run_dir) if checkpoint == "best" else None}),
         int8=int8.for_run(config.data) if int8 is not None else None,
     )
+    return with_copy_threshold(result, config.data)
 
 
 def run_verdict(paths: RunPaths) -> TrainingVerdict | None:

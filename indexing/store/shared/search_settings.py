@@ -53,6 +53,8 @@ class SearchSettings:
     offset: int = 0
     min_score: float | None = None
     min_probability: float | None = None
+    collapse_duplicates: bool = False
+    """One hit per group of copies (the best ranked; copies: the model's measured copy threshold)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", SearchKind.of(self.kind).value)  # the enum given: its name
@@ -91,11 +93,12 @@ class SearchSettings:
         min_score: float | None = None,
         filter_name: str = "filter",
         min_probability: float | None = None,
+        collapse_duplicates: bool = False,
     ) -> SearchSettings:
         """The settings with ``where`` given as JSON text, a mapping or a parsed filter; ``filter_name`` is
         how the entry point spells the filter in its error messages (``--filter``, ``parameter 'filter'``)."""
         item_filter = where if isinstance(where, ItemFilter) else parse_filter(where, filter_name)
-        return cls(k, kind, rerank, item_filter, postprocess, offset, min_score, min_probability)  # type: ignore[arg-type]
+        return cls(k, kind, rerank, item_filter, postprocess, offset, min_score, min_probability, collapse_duplicates)  # type: ignore[arg-type]
 
     @property
     def search_kind(self) -> SearchKind:

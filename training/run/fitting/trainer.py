@@ -117,6 +117,9 @@ class Trainer(TrainerTests, TrainerCheckpoints):
             run_dir, enabled=cfg.trainer.tensorboard, main_process=self.ctx.is_main, resume=resume
         )  # likewise a missing tensorboard package
         self.data: RunData = prepare_run_data(cfg.data, progress=self.progress, grouping_seed=cfg.trainer.seed)
+        if cfg.data.exclude is not None and self.ctx.is_main:
+            self.paths.run_dir.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(self.paths.excluded, "".join(f"{path}\n" for path in self.data.excluded))
         self._build_model_and_loss()
         self._build_inputs()
         self._build_optimization()

@@ -55,7 +55,7 @@ def training_rows(cfg: TrainConfig, data: RunData, setup: RunSetup) -> list[Row]
     return [
         ("run", f"{setup.run_dir}{resumed}"),
         ("device", _device(setup)),
-        ("data", f"{cfg.data.path}: {_splits(data)}"),
+        ("data", f"{cfg.data.path}: {_splits(data)}{_excluded(cfg, data)}"),
         ("model", _model(cfg, setup)),
         ("loss", _loss(cfg.loss)),
         ("batches", _batches(cfg, setup)),
@@ -69,6 +69,12 @@ def _device(setup: RunSetup) -> str:
     kind = f"{str(precision.dtype).removeprefix('torch.')} autocast" if precision.enabled else "float32"
     processes = f", {setup.world_size} processes" if setup.world_size > 1 else ""
     return f"{setup.device} ({kind}){processes}"
+
+
+def _excluded(cfg: TrainConfig, data: RunData) -> str:
+    if cfg.data.exclude is None:
+        return ""
+    return f"; {len(data.excluded)} images left out ({cfg.data.exclude}, listed in excluded.txt)"
 
 
 def _splits(data: RunData) -> str:

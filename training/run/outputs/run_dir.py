@@ -7,6 +7,7 @@
       checkpoints/last.pt    checkpoint after the last completed epoch
       curves.png             training curves
       test_metrics.json      metrics on the test split
+      excluded.txt           with ``data.exclude``: the images the run left out, one path a line
       export/                model.onnx + model.json (``retrieval export``)
       selection/             with ``trainer.final_fit``: the class-disjoint fit that chose the epochs (a run
                              directory itself); the run's own model is then retrained on every class
@@ -115,6 +116,11 @@ class RunPaths:
         return self.run_dir / "test_metrics.json"
 
     @property
+    def excluded(self) -> Path:
+        """``data.exclude``: the images the run left out."""
+        return self.run_dir / "excluded.txt"
+
+    @property
     def export_dir(self) -> Path:
         return self.run_dir / RUN_EXPORT_SUBDIR
 
@@ -184,6 +190,7 @@ RUN_ARTIFACTS = (
     "metrics.jsonl",
     "curves.png",
     "test_metrics.json",
+    "excluded.txt",
     "whitening.json",
     "untrained_test_metrics.json",
     "ensemble.json",

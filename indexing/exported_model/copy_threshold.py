@@ -1,0 +1,52 @@
+"""The similarity above which two images are copies of one another, as measured for one model.
+
+``model.json``'s ``duplicates`` block: written at export (``search.copy_calibration`` measures it on
+synthetic copies of the run's training images), read by ``retrieval data duplicates`` and
+``retrieval index duplicates`` as their default threshold.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+COPY_KINDS = ("jpeg", "resize", "crop", "recolour")
+TARGET_COPY_RECALL = 0.99
+MAX_DISTINCT_RATE = 0.01
+
+
+class ThresholdRates(BaseModel):
+    """One threshold (float cosine or binary code similarity) and what it admits."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    threshold: float = Field(ge=-1.0, le=1.0)
+    copy_recall: float = Field(ge=0.0, le=1.0, description="share of the synthetic copies at or above it")
+    distinct_rate: float = Field(ge=0.0, le=1.0, description="share of distinct same-class pairs at or above it")
+
+    def sentence(self, copies: int, distinct_pairs: int) -> str:
+        return (
+            f"{self.threshold:.4f} (keeps {100 * self.copy_recall:.1f}% of {copies} synthetic copies, admits "
+            f"{100 * self.distinct_rate:.1f}% of {distinct_pairs} distinct same-class pairs)"
+        )
+
+
+class CopyThreshold(BaseModel):
+    """The measured copy thresholds of a model, float and binary, with their two rates each."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    float_threshold: ThresholdRates = Field(description="on the cosine similarity of the float embeddings")
+    binary_threshold: ThresholdRates = Field(description="on the similarity of the sign codes, 1 - 2 hamming / bits")
+    images: int = Field(ge=0, description="originals embedded")
+    copies: int = Field(ge=0, description="synthetic copies: " + ", ".join(COPY_KINDS) + " of each original")
+    distinct_pairs: int = Field(ge=0, description="pairs of distinct images of one class")
+    target_copy_recall: float = TARGET_COPY_RECALL
+    max_distinct_rate: float = MAX_DISTINCT_RATE
+    measured_on: str = Field("", description="the images the copies were made of")
+
+    def sentence(self) -> str:
+        """The thresholds and their rates in one line, as the commands print them."""
+        return (
+            f"copy threshold {self.float_threshold.sentence(self.copies, self.distinct_pairs)}; "
+            f"binary {self.binary_threshold.sentence(self.copies, self.distinct_pairs)}"
+        )

@@ -1,0 +1,47 @@
+"""The thresholds a duplicates search runs with: the model's measured ones, or the user's ``--threshold``."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from retrieval.indexing.common.errors import ConfigError
+from retrieval.indexing.exported_model.copy_threshold import CopyThreshold
+
+
+@dataclass(frozen=True)
+class CopyThresholds:
+    """The cosine similarity a pair must reach (``cosine``), the code similarity that admits a candidate
+    pair before the float re-check (``binary``), and where they come from, in words."""
+
+    cosine: float
+    binary: float
+    source: str
+
+
+def check_threshold(value: float) -> float:
+    """``value`` when it is a similarity in [-1, 1], else a ConfigError in one sentence."""
+    if not -1.0 <= value <= 1.0:
+        raise ConfigError(f"--threshold must be a cosine similarity in [-1, 1], got {value:g}")
+    return float(value)
+
+
+def binary_equivalent(cosine: float) -> float:
+    """The expected code similarity of two vectors at cosine ``cosine`` (sign agreement: 1 - 2 angle / pi)."""
+    return 1.0 - 2.0 * math.acos(max(-1.0, min(1.0, cosine))) / math.pi
+
+
+def copy_thresholds(measured: CopyThreshold | None, override: float | None) -> CopyThresholds:
+    """``override`` (checked) when given, else the measured thresholds; neither is a ConfigError."""
+    if override is not None:
+        cosine = check_threshold(override)
+        binary = binary_equivalent(cosine)
+        if measured is not None:
+            binary = min(binary, measured.binary_threshold.threshold)
+        return CopyThresholds(cosine, binary, f"--threshold {cosine:g}")
+    if measured is None:
+        raise ConfigError(
+            "the model's model.json holds no measured copy threshold (exported before it was measured); "
+            "re-export it with `retrieval export` or pass --threshold"
+        )
+    return CopyThresholds(measured.float_threshold.threshold, measured.binary_threshold.threshold, measured.sentence())

@@ -1,0 +1,109 @@
+"""``retrieval data duplicates``: the exact and near copies in a dataset, found with an exported model.
+
+Exact copies share their decoded pixels (``data.pixel_hash``); near copies are pairs whose embeddings
+clear the copy threshold (``search.copy_join``: a self-join on the binary codes, re-checked in float).
+Each pair is told within a class, across classes, and across the class-disjoint split that
+``retrieval train`` makes with the same ``--val-fraction`` / ``--val-fold`` (``eval.dataset_copies``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import combinations
+from pathlib import Path
+
+from retrieval.indexing.common.errors import DataError
+from retrieval.indexing.data.pixel_hash import exact_copy_sets, pixel_digests
+from retrieval.indexing.data.records import ImageRecord
+from retrieval.indexing.data.splits import split_records
+from retrieval.indexing.eval.dataset_copies import EXACT, NEAR, CopyPair, DatasetCopies
+from retrieval.indexing.exported_model.embedding_files import embedding_table
+from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.exported_model.resolution import resolve_export_dir
+from retrieval.indexing.search.binary import binarize
+from retrieval.indexing.search.copy_join import DEFAULT_K, near_copy_pairs
+from retrieval.indexing.search.copy_thresholds import copy_thresholds
+from retrieval.indexing.usecases.inputs import Data, PathLike, records_of
+
+NO_SPLIT = ""
+
+
+@dataclass(frozen=True)
+class SplitSettings:
+    """The split ``retrieval train`` would make (its ``--val-fraction``, ``--val-fold``, ``num_folds``)."""
+
+    val_fraction: float = 0.2
+    val_fold: int | None = None
+    num_folds: int = 4
+
+
+def find_dataset_duplicates(
+    model: PathLike,
+    data: Data,
+    *,
+    threshold: float | None = None,
+    split: SplitSettings = SplitSettings(),
+    k: int = DEFAULT_K,
+    progress: bool = True,
+) -> DatasetCopies:
+    """The copies among ``data``'s images by ``model`` (an export or run directory) at ``threshold``
+    (default: the one its ``model.json`` measured). A DataError when fewer than two images are given."""
+    records = _records(data)
+    embedder = OnnxEmbedder(resolve_export_dir(Path(model)))
+    thresholds = copy_thresholds(embedder.manifest.duplicates, threshold)
+    splits = split_names(records, split)
+    exact = dict.fromkeys(_exact_pairs(records, progress), 1.0)
+    embedded = embedding_table(embedder, records, progress=progress)
+    table = embedded.table
+    near = near_copy_pairs(
+        binarize(table.embeddings, embedder.manifest.binarization_threshold),
+        table.embeddings.shape[1],
+        thresholds.binary,
+        embeddings=table.embeddings,
+        float_threshold=thresholds.cosine,
+        k=k,
+        progress=progress,
+    )
+    scores = {
+        (min(table.ids[a], table.ids[b]), max(table.ids[a], table.ids[b])): float(s)
+        for a, b, s in zip(near.first, near.second, near.score)
+    }
+    pairs = [
+        CopyPair(a, b, score, EXACT if (a, b) in exact else NEAR, splits[a], splits[b])
+        for (a, b), score in sorted((scores | exact).items(), key=lambda item: (-item[1], item[0]))
+    ]
+    return DatasetCopies(records, pairs, thresholds, embedded.failures)
+
+
+def find_exact_copies(data: Data, *, split: SplitSettings = SplitSettings(), progress: bool = True) -> DatasetCopies:
+    """The exact copies among ``data``'s images alone (same decoded pixels; no model): what ``retrieval data
+    check`` counts."""
+    records = _records(data)
+    splits = split_names(records, split)
+    pairs = [CopyPair(a, b, 1.0, EXACT, splits[a], splits[b]) for a, b in _exact_pairs(records, progress)]
+    return DatasetCopies(records, pairs, None)
+
+
+def _records(data: Data) -> list[ImageRecord]:
+    records = records_of(data, "all")
+    if len(records) < 2:
+        named = data if isinstance(data, str | Path) else "the given records"
+        raise DataError(f"finding copies needs two images or more; {named} holds {len(records)}")
+    return records
+
+
+def _exact_pairs(records: list[ImageRecord], progress: bool) -> list[tuple[int, int]]:
+    digests = pixel_digests([record.path for record in records], progress=progress)
+    return [pair for members in exact_copy_sets(digests) for pair in combinations(members, 2)]
+
+
+def split_names(records: list[ImageRecord], settings: SplitSettings) -> list[str]:
+    """Each record's split (train, val or test) under ``settings``; empty names when the data cannot be split."""
+    try:
+        splits = split_records(
+            records, val_fraction=settings.val_fraction, val_fold=settings.val_fold, num_folds=settings.num_folds
+        )
+    except DataError:
+        return [NO_SPLIT] * len(records)
+    name = {id(r): part for part in ("train", "val", "test") for r in getattr(splits, part)}
+    return [name.get(id(record), NO_SPLIT) for record in records]

@@ -1,0 +1,67 @@
+"""The copy threshold: chosen between the copies' and the distinct pairs' scores, measured at export."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from test_export import write_run
+
+from retrieval.indexing.data.records import ImageRecord
+from retrieval.indexing.exported_model.model_manifest import ModelManifest
+from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.search.copy_calibration import choose_threshold, measure_copy_threshold, synthetic_copies
+from retrieval.training.config.train_config import TrainConfig
+from retrieval.training.export.run_export import export_run
+from retrieval.training.run.outputs.run_dir import write_run_config
+
+
+def test_threshold_sits_midway_when_copies_and_distinct_pairs_separate() -> None:
+    rates = choose_threshold(np.linspace(0.9, 1.0, 100), np.linspace(0.0, 0.5, 100))
+    assert rates.threshold == pytest.approx(0.7)
+    assert (rates.copy_recall, rates.distinct_rate) == (1.0, 0.0)
+
+
+def test_threshold_keeps_the_copies_when_the_scores_overlap() -> None:
+    copies, distinct = np.linspace(0.5, 1.0, 100), np.linspace(0.0, 0.8, 100)
+    rates = choose_threshold(copies, distinct)
+    assert rates.threshold == pytest.approx(0.5)
+    assert rates.copy_recall == 1.0
+    assert rates.distinct_rate == pytest.approx(np.mean(distinct >= 0.5))
+
+
+def test_the_four_copies_are_slight_changes() -> None:
+    image = Image.fromarray(np.random.default_rng(0).integers(0, 255, (60, 80, 3), dtype=np.uint8))
+    jpeg, small, cropped, recoloured = synthetic_copies(image, random.Random(0))
+    assert jpeg.size == image.size and np.asarray(jpeg).tobytes() != image.tobytes()
+    assert 0.5 * 80 <= small.width <= 0.8 * 80
+    assert 0.92 * 80 <= cropped.width <= 0.98 * 80
+    assert recoloured.size == image.size
+
+
+def test_measured_rates_are_those_of_the_threshold(tiny_model_dir: Path, gallery_records: list[ImageRecord]) -> None:
+    measured = measure_copy_threshold(OnnxEmbedder(tiny_model_dir), gallery_records, described_as="gallery")
+    assert measured.copies == 4 * measured.images
+    labels = [r.label for r in gallery_records]
+    assert measured.images == sum(min(6, labels.count(label)) for label in set(labels))
+    assert measured.distinct_pairs == sum(
+        n * (n - 1) // 2 for n in (min(6, labels.count(label)) for label in set(labels))
+    )
+    for rates in (measured.float_threshold, measured.binary_threshold):
+        assert rates.copy_recall >= 0.99 or rates.distinct_rate > 0.01
+    assert "synthetic copies" in measured.sentence()
+
+
+def test_export_stores_the_threshold_in_model_json(tmp_path: Path, synth_data: Path) -> None:
+    run = write_run(tmp_path / "run")
+    config = run.config.model_copy(update={"data": run.config.data.model_copy(update={"path": synth_data})})
+    write_run_config(run.run_dir, TrainConfig.model_validate(config.model_dump()))
+    result = export_run(run.run_dir)
+    stored = json.loads(result.manifest_path.read_text())["duplicates"]
+    assert stored == result.manifest.model_dump(mode="json")["duplicates"]
+    assert ModelManifest.load(result.manifest_path.parent).duplicates == result.manifest.duplicates
+    assert stored["images"] > 0 and stored["measured_on"].endswith(str(synth_data))

@@ -1,0 +1,45 @@
+"""An export's copy threshold: measured on synthetic copies of the run's training images and added to
+``model.json`` (``duplicates``), so that ``retrieval data duplicates`` and ``retrieval index duplicates``
+start from the model's own threshold instead of a guess."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+from retrieval.indexing.common.atomic_write import atomic_write_text
+from retrieval.indexing.common.errors import RetrievalError
+from retrieval.indexing.data.sources import load_records
+from retrieval.indexing.data.splits import every_class_split, split_records
+from retrieval.indexing.exported_model.model_manifest import manifest_json
+from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.search.copy_calibration import measure_copy_threshold
+from retrieval.training.config.train_config import DataConfig
+from retrieval.training.export.onnx_export import ExportResult
+
+log = logging.getLogger(__name__)
+
+
+def with_copy_threshold(result: ExportResult, data: DataConfig) -> ExportResult:
+    """``result`` with its ``model.json`` rewritten to hold the measured copy threshold; unchanged (with a
+    warning) when the run's data can no longer be read or is too small to measure on."""
+    try:
+        records = load_records(data.path) if data.path is not None else []
+        splits = (
+            every_class_split(records)
+            if data.split == "none"
+            else split_records(
+                records, val_fraction=data.val_fraction, val_fold=data.val_fold, num_folds=data.num_folds
+            )
+        )
+        embedder = OnnxEmbedder(result.manifest_path.parent)
+        threshold = measure_copy_threshold(
+            embedder, splits.train, described_as=f"{len(splits.train)} training images of {data.path}"
+        )
+    except (RetrievalError, OSError) as error:
+        log.warning("model.json holds no copy threshold (%s); pass --threshold to the duplicates commands", error)
+        return result
+    manifest = result.manifest.model_copy(update={"duplicates": threshold})
+    atomic_write_text(result.manifest_path, manifest_json(manifest))
+    log.info("%s", threshold.sentence())
+    return dataclasses.replace(result, manifest=manifest)
