@@ -130,7 +130,7 @@ def images(data: Path, model: Path, plants: int, seed: int) -> None:
     from retrieval.indexing.data.records import ImageRecord
     from retrieval.indexing.data.sources import load_records
     from retrieval.indexing.search.copy_calibration import synthetic_copies
-    from retrieval.indexing.usecases.dataset_duplicates import find_dataset_duplicates
+    from retrieval.indexing.usecases.duplicates.dataset_duplicates import find_dataset_duplicates
 
     records = load_records(data)
     rng = random.Random(seed)

@@ -10,9 +10,8 @@ both ``search`` and ``retrieval search`` run), ``evaluating`` (``evaluate``; ``e
 ``dataset_embeddings``), ``updating`` (``add_images``, ``remove_items``, ``compact_index``), ``vectors``
 (``add``, ``add_vectors``, ``vector_pages``: items in and searches by vectors made elsewhere, checked by
 ``vector_input``), ``deleting`` (``delete_matching``: the items a filter selects),
-``dataset_duplicates`` (``find_dataset_duplicates``, ``find_exact_copies``: the copies in a dataset),
-``index_duplicates`` (``find_index_duplicates``, ``store_duplicate_groups``, ``item_duplicates``: copies in a
-gallery) and
+``duplicates/`` (``find_dataset_duplicates``, ``find_exact_copies``: the copies in a dataset;
+``find_index_duplicates``, ``store_duplicate_groups``, ``item_duplicates``: copies in a gallery) and
 ``maintaining`` (``index_info``, ``index_generations``, ``snapshot_index``, ``verify_index``, ``rebuild_index``,
 ``switch_index``, ``rollback_index``).
 ``retrieval.training.usecases`` adds what needs torch (train, export, study). What a caller meets is one
@@ -59,7 +58,17 @@ from retrieval.indexing.usecases.building import (
     merge_index,
     run_build,
 )
-from retrieval.indexing.usecases.dataset_duplicates import SplitSettings, find_dataset_duplicates, find_exact_copies
+from retrieval.indexing.usecases.duplicates.dataset_duplicates import (
+    SplitSettings,
+    find_dataset_duplicates,
+    find_exact_copies,
+)
+from retrieval.indexing.usecases.duplicates.index_duplicates import (
+    DuplicateGroups,
+    find_index_duplicates,
+    item_duplicates,
+    store_duplicate_groups,
+)
 from retrieval.indexing.usecases.embedding import dataset_embeddings, embed, index_embeddings
 from retrieval.indexing.usecases.evaluating import (
     EvalRequest,
@@ -69,12 +78,6 @@ from retrieval.indexing.usecases.evaluating import (
     evaluate_index_dir,
     run_eval,
     save_evaluation,
-)
-from retrieval.indexing.usecases.index_duplicates import (
-    DuplicateGroups,
-    find_index_duplicates,
-    item_duplicates,
-    store_duplicate_groups,
 )
 from retrieval.indexing.usecases.maintaining import (
     index_generations,
