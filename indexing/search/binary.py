@@ -27,7 +27,7 @@ def binarize(embeddings: np.ndarray, threshold: float = 0.0) -> np.ndarray:
         raise DataError(
             f"binarize expects a 2-D float array of embeddings, got shape {values.shape} dtype {values.dtype}."
         )
-    return np.packbits(np.asarray(values > threshold, dtype=np.uint8), axis=1, bitorder=BIT_ORDER)
+    return np.packbits(values > threshold, axis=1, bitorder=BIT_ORDER)  # the booleans, with no uint8 copy
 
 
 def unpack_bits(codes: np.ndarray, dim: int) -> np.ndarray:
