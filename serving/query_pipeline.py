@@ -21,6 +21,7 @@ from fastapi import UploadFile
 
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.image_io import open_rgb_bytes
+from retrieval.indexing.exported_model.no_model import NoModel, no_model_error
 from retrieval.indexing.exported_model.preprocess import preprocess_image
 from retrieval.indexing.store.shared.search_settings import SearchSettings
 from retrieval.indexing.usecases.searching import search_vectors
@@ -119,6 +120,8 @@ async def embed_uploads(
     ``ServiceState.hold``), in one model call. Every image is checked and decoded before any is embedded,
     so a bad one among several fails the request (its error names it: "image 2 of 3 ...") with nothing
     embedded. Fills the decode/embed timings when given."""
+    if isinstance(snapshot.embedder, NoModel):  # an index built from vectors alone: refused before any read
+        raise no_model_error()
     settings = services.settings
     timings = timings if timings is not None else Timings()
     for number, upload in enumerate(uploads, 1):

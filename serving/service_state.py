@@ -36,6 +36,7 @@ import faiss
 
 from retrieval.indexing.common.artifact_names import INDEX_MODEL_SUBDIR
 from retrieval.indexing.common.directory_moves import moves_journal
+from retrieval.indexing.exported_model.no_model import NoModel, has_model
 from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.store.backends import open_store
 from retrieval.indexing.store.maintenance.load_checks import check_on_load
@@ -62,7 +63,7 @@ class _Usage:
 class Snapshot:
     """One consistent (model, index) pair; ``store`` may only be used on ``store_thread``."""
 
-    embedder: OnnxEmbedder
+    embedder: OnnxEmbedder | NoModel
     store: Store
     generation: int
     store_thread: ThreadPoolExecutor = field(compare=False, repr=False)
@@ -90,7 +91,7 @@ SWITCH_ATTEMPTS = 20  # loads tried while a switch renames the index directory (
 SWITCH_WAIT_S = 0.1  # between them: a switch's two renames take milliseconds
 
 
-def _open_pair(settings: ServeSettings) -> tuple[OnnxEmbedder, Store]:
+def _open_pair(settings: ServeSettings) -> tuple[OnnxEmbedder | NoModel, Store]:
     """The model and index of one generation. ``index rebuild`` (or ``switch``, ``rollback``) renames the
     index directory while the service may be reading it: a load during which the directory was replaced
     (or missing) may pair the old model with the new index, so it is made again, and a load that keeps
@@ -130,11 +131,13 @@ def _identity(index_dir: Path) -> tuple[int, int] | None:
     return found.st_dev, found.st_ino
 
 
-def _open_pair_once(settings: ServeSettings) -> tuple[OnnxEmbedder, Store]:
-    load_index_manifest(settings.index_dir)  # "not an index directory" before any model error
-    embedder = OnnxEmbedder(
-        settings.index_dir / INDEX_MODEL_SUBDIR, threads=settings.threads, spin_wait=settings.onnx_spin_wait
-    )
+def _open_pair_once(settings: ServeSettings) -> tuple[OnnxEmbedder | NoModel, Store]:
+    index = load_index_manifest(settings.index_dir)  # "not an index directory" before any model error
+    embedder: OnnxEmbedder | NoModel = NoModel(index.model, settings.index_dir)  # built from vectors alone
+    if has_model(index.model):
+        embedder = OnnxEmbedder(
+            settings.index_dir / INDEX_MODEL_SUBDIR, threads=settings.threads, spin_wait=settings.onnx_spin_wait
+        )
     try:
         check_on_load(settings.index_dir, embedder.manifest, verify=settings.verify_on_load)
         return embedder, open_store(settings.index_dir, expected_model_sha256=embedder.model_sha256)

@@ -167,3 +167,35 @@ def test_an_upsert_keeps_the_id_while_others_search(fresh_index: Path) -> None:
     assert len(mine) == 1 and mine[0]["label"] == "r1"  # the last write was the second vector
     assert abs(mine[0]["score"] - float(first @ second)) < 1e-2  # the old vector is gone: its score is the new one's
     assert [row["id"] for row in scroll].count(item_id) == 1 and len(scroll) == GALLERY_SIZE + 1
+
+
+def test_vectors_as_base64_float32_are_the_same_items_and_bad_ones_are_422(fresh_index: Path) -> None:
+    import base64
+
+    dim, _, _, _ = _index_facts(fresh_index)
+    vectors = _unit(2, dim, seed=5).astype("<f4")
+    b64 = [base64.b64encode(row.tobytes()).decode() for row in vectors]
+    with serving_client(fresh_index) as client:
+        added = client.post(
+            "/items",
+            json={"items": [{"vector_b64": b64[0], "key": "b"}, {"vector": vectors[1].tolist(), "key": "l"}]},
+            headers=AUTH,
+        )
+        assert added.status_code == 201, added.text
+        by_b64, by_list = added.json()["ids"]
+        found = client.post("/search", json={"vector": vectors[0].tolist(), "k": 1}).json()["results"][0]
+        assert found["id"] == by_b64 and abs(found["score"] - 1.0) < 1e-3
+        stored = client.get(f"/items/{by_b64}", params={"with_vectors": "true"}).json()["vector"]
+        assert np.allclose(stored, vectors[0], atol=1e-3)
+        bad = {
+            "both": {"vector": vectors[0].tolist(), "vector_b64": b64[0]},
+            "neither": {"key": "x"},
+            "not base64": {"vector_b64": "not base64!"},
+            "odd bytes": {"vector_b64": base64.b64encode(b"\x00" * 6).decode()},
+            "short": {"vector_b64": base64.b64encode(vectors[0, :-1].tobytes()).decode()},
+        }
+        for name, item in bad.items():
+            refused = client.post("/items", json={"items": [item]}, headers=AUTH)
+            assert refused.status_code == 422, (name, refused.text)
+            assert "item 1" in refused.json()["detail"] or "numbers" in refused.json()["detail"], name
+        assert client.get("/readyz").json()["count"] == GALLERY_SIZE + 2  # nothing of the refused written

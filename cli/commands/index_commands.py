@@ -12,7 +12,7 @@ import typer
 
 from retrieval.cli.commands.shard_commands import echo_shard_report
 from retrieval.cli.options.backend_options import BackendOpt, CollectionOpt, MilvusUriOpt
-from retrieval.cli.options.index_options import BatchOpt, DataOpt, DbaOpt, ModelOpt, QuietOpt, ThreadsOpt, ThresholdOpt
+from retrieval.cli.options.index_options import BatchOpt, DataOpt, DbaOpt, QuietOpt, ThreadsOpt, ThresholdOpt
 from retrieval.indexing import usecases as api
 from retrieval.indexing.common.score_calibration import NO_CALIBRATION
 from retrieval.indexing.store.shared.index_directory.index_manifest import manifest_edit_problem
@@ -32,9 +32,21 @@ def echo_failures(failures: Sequence[tuple[Path, str]]) -> None:
 
 
 def build(
-    model: ModelOpt,
-    data: DataOpt,
     out: Annotated[Path, typer.Option("--out", help="index directory to create (or replace)")],
+    model: Annotated[
+        Path | None, typer.Option("--model", help="export dir (model.onnx + model.json) or run dir")
+    ] = None,
+    data: Annotated[
+        Path | None, typer.Option("--data", help="dataset folder / CSV (any layout `retrieval data` reads)")
+    ] = None,
+    vectors: Annotated[
+        Path | None,
+        typer.Option("--vectors", help="EMB.npy: index these vectors alone, without --model/--data (no model)"),
+    ] = None,
+    items: Annotated[
+        Path | None,
+        typer.Option("--items", help="ITEMS.csv of --vectors: key, label, metadata columns (default EMB.items.csv)"),
+    ] = None,
     float_kind: Annotated[str, typer.Option("--float-kind", help=f"one of {', '.join(api.FLOAT_KINDS)}")] = "flat",
     binary_kind: Annotated[str, typer.Option("--binary-kind", help=f"one of {', '.join(api.BINARY_KINDS)}")] = "flat",
     batch_size: BatchOpt = 32,
@@ -61,11 +73,13 @@ def build(
         ),
     ] = None,
 ) -> None:
-    """Embed a dataset with an exported model and write a float + binary index directory."""
+    """Embed a dataset with an exported model (or take --vectors) and write a float + binary index directory."""
     request = api.BuildRequest(
         model=model,
         data=data,
         out=out,
+        vectors=vectors,
+        items=items,
         split=split,
         float_kind=float_kind,
         binary_kind=binary_kind,
@@ -83,6 +97,13 @@ def build(
         echo_failures(report.failures)
         return
     echo_failures(report.failures)
+    if vectors is not None:
+        typer.echo(
+            f"indexed {report.count} vectors of {report.num_labels} classes into {report.index_dir} "
+            f"({report.storage}, no model: it searches by vector) in {report.total_seconds:.1f} s"
+        )
+        typer.echo(f"next: retrieval search {out} --vector Q.npy   (or: retrieval serve --index {out})")
+        return
     typer.echo(
         f"indexed {report.count} images of {report.num_labels} classes into {report.index_dir} "
         f"({report.storage}, model {report.model_sha256[:12]}) "

@@ -27,7 +27,9 @@ def binarize(embeddings: np.ndarray, threshold: float = 0.0) -> np.ndarray:
         raise DataError(
             f"binarize expects a 2-D float array of embeddings, got shape {values.shape} dtype {values.dtype}."
         )
-    return np.packbits(np.asarray(values > threshold, dtype=np.uint8), axis=1, bitorder=BIT_ORDER)
+    if values.dtype == np.float16:  # widened first (exactly): numpy compares float16 slowly, element by element
+        values = values.astype(np.float32)
+    return np.packbits(values > threshold, axis=1, bitorder=BIT_ORDER)  # the booleans, with no uint8 copy
 
 
 def unpack_bits(codes: np.ndarray, dim: int) -> np.ndarray:

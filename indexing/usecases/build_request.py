@@ -26,11 +26,13 @@ class BuildRequest:
     ``target``: where the items go (``backends.index_target``; None: the files backend in ``out``);
     ``shard``: ``"I/N"`` builds only that shard of the dataset into ``out``, a shard directory for
     ``index merge``; ``dba``: augment every vector with its top ``dba`` neighbours (alpha-DBA);
-    ``postprocess_params``: the post-processing parameters recorded in the manifest.
+    ``postprocess_params``: the post-processing parameters recorded in the manifest; ``vectors``: a ``.npy``
+    of vectors to index instead of a model and a dataset (``items``: their CSV of keys, labels, metadata),
+    an index with no model (``vector_build``).
     """
 
-    model: Path
-    data: Data
+    model: Path | None
+    data: Data | None
     out: Path
     split: str = "all"
     float_kind: str = "flat"
@@ -42,9 +44,12 @@ class BuildRequest:
     shard: str | None = None
     dba: int | None = None
     postprocess_params: PostprocessParams | None = None
+    vectors: Path | None = None
+    items: Path | None = None
 
     def __post_init__(self) -> None:
         """The rules between options, refused in one sentence before anything is read."""
+        self._check_sources()
         if self.shard is None:
             return
         if self.target is not None and not isinstance(self.target, FilesTarget):  # a shard is files
@@ -52,6 +57,19 @@ class BuildRequest:
         if self.dba is not None or self.postprocess_params is not None:
             raise ConfigError("--dba and --postprocess-params apply to a whole index; build shards without them")
         self.data_path()  # a shard's item keys are relative to the dataset's path
+
+    def _check_sources(self) -> None:
+        """Either a model and a dataset, or ``vectors`` (with ``items``) alone, into a files-backend index."""
+        if self.vectors is None:
+            if self.items is not None:
+                raise ConfigError("--items names the items of --vectors; give --vectors too, or leave --items out")
+            if self.model is None or self.data is None:
+                raise ConfigError("give --model and --data (images to embed), or --vectors (an index of vectors alone)")
+            return
+        if self.model is not None or self.data is not None:
+            raise ConfigError("--vectors builds an index of vectors alone; give it without --model and --data")
+        if self.shard is not None or (self.target is not None and not isinstance(self.target, FilesTarget)):
+            raise ConfigError("--vectors writes a whole files-backend index; leave out --shard and --backend milvus")
 
     def data_path(self) -> Path:
         """The dataset's path; a list of records has none."""

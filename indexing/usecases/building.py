@@ -15,11 +15,16 @@ from retrieval.indexing.store.build.shard_merge import MergeReport, merge_shards
 from retrieval.indexing.store.build.shards import ShardReport, data_root, parse_shard
 from retrieval.indexing.usecases.build_request import BuildRequest
 from retrieval.indexing.usecases.inputs import Data, PathLike, records_of
+from retrieval.indexing.usecases.vector_build import build_from_vectors
 
 
 def run_build(request: BuildRequest) -> BuildReport | ShardReport:
     """The one index-build use case of ``retrieval index build``, ``build_index()`` and ``build_shard()``:
-    the shard directory ``request.shard`` of the dataset, else the whole index."""
+    the shard directory ``request.shard`` of the dataset, else the whole index (of ``request.vectors`` alone
+    when given)."""
+    if request.vectors is not None:
+        return build_from_vectors(request, request.vectors)
+    assert request.model is not None and request.data is not None  # BuildRequest's rules
     if request.shard is not None:
         return shards.build_shard(
             request.model,

@@ -13,6 +13,7 @@ from retrieval.indexing.data.image_io import open_rgb
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import select_split
+from retrieval.indexing.exported_model.no_model import has_model, no_model_error
 from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.exported_model.resolution import resolve_query_model
 from retrieval.indexing.store.shared.index_directory.index_manifest import load_index_manifest
@@ -33,6 +34,8 @@ def records_of(data: Data, split: str = "all") -> list[ImageRecord]:
 def query_embedder(index_dir: Path, model: Path | None = None, *, threads: int | None = None) -> OnnxEmbedder:
     """The embedder of an index's queries: ``model`` if given, else the index's own copy of its model."""
     manifest = load_index_manifest(index_dir)
+    if not has_model(manifest.model):
+        raise no_model_error()
     return OnnxEmbedder(resolve_query_model(index_dir, manifest.model_dir, model), threads=threads)
 
 

@@ -14,6 +14,8 @@ is a ModelMismatchError naming both.
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,6 +72,18 @@ def checked_vectors(values: Any, dim: int, *, what: str = "vector") -> CheckedVe
         vectors = vectors.copy()  # never the caller's array
         vectors[off] = (vectors[off] / norms[off, None]).astype(np.float32)
     return CheckedVectors(np.ascontiguousarray(vectors), int(off.sum()))
+
+
+def decoded_vector(text: str, number: int) -> np.ndarray:
+    """The float32 values of item ``number``'s ``vector_b64`` (base64 of the little-endian float32 bytes,
+    4 per value: ``base64.b64encode(vector.astype("<f4").tobytes())``), or a DataError naming the item."""
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise DataError(f"item {number}: vector_b64 is not base64 text") from None
+    if len(raw) % 4:
+        raise DataError(f"item {number}: vector_b64 holds {len(raw)} bytes, not 4 per float32 value")
+    return np.frombuffer(raw, dtype="<f4")
 
 
 def check_model(model: str | None, index_model: str) -> None:

@@ -183,6 +183,9 @@ class ReadyResponse(_Strict):
     model_sha256: str
     embedding_dim: int
     k_max: int = Field(description="the largest k a search takes (offset + k may reach 10 x k_max: paging)")
+    has_model: bool = Field(
+        True, description="false: the index was built from vectors alone; it searches by vector only"
+    )
 
 
 # GET /duplicates and GET /items/{id}/duplicates (routes_duplicates)

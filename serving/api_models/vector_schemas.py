@@ -28,7 +28,13 @@ _FILTER = 'only items that match this filter object (docs/serving.md, "Filters")
 
 
 class VectorItem(_Strict):
-    vector: list[float] = Field(description=_VECTOR)
+    vector: list[float] | None = Field(None, description=f"{_VECTOR}; or send vector_b64")
+    vector_b64: str | None = Field(
+        None,
+        description="the embedding as base64 of its little-endian float32 bytes (Python: "
+        "base64.b64encode(v.astype('<f4').tobytes())): a quarter of the JSON text, parsed without a number "
+        "per value; send it or 'vector'",
+    )
     key: str | None = Field(None, description="the item's own id (unique per index); in use: a 409 on POST /items")
     label: str | None = Field(None, description="the item's class label; none: 'unlabelled'")
     metadata: dict[str, Any] = Field(default_factory=dict, description="as the form's 'metadata', one object")
@@ -100,6 +106,7 @@ ADD_VECTORS_EXAMPLE: dict[str, Any] = {
     "items": [
         {"vector": [0.12, -0.05, 0.33], "key": "sku-4711", "label": "boot", "metadata": {"shop": "berlin"}},
         {"vector": [0.02, 0.41, -0.18], "label": "shoe"},
+        {"vector_b64": "j8L1PM3MTD0K1yM+", "label": "sock"},
     ],
     "model": "3f9a0c1d5e7b",
 }

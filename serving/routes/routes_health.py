@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 
+from retrieval.indexing.exported_model.no_model import has_model
 from retrieval.serving.api_models.schemas import HealthResponse, ReadyResponse
 from retrieval.serving.dependencies import Services, get_services
 from retrieval.serving.http import api_examples
@@ -37,6 +38,7 @@ async def readyz(services: Services = Depends(get_services)) -> ReadyResponse:
         model_sha256=snapshot.embedder.model_sha256,
         embedding_dim=snapshot.embedder.dim,
         k_max=services.settings.k_max,
+        has_model=has_model(snapshot.embedder.manifest),
     )
 
 

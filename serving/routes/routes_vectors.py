@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
 
@@ -22,7 +23,7 @@ from retrieval.indexing.common.errors import (
 )
 from retrieval.indexing.store.item_search import HitPage
 from retrieval.indexing.usecases.deleting import delete_matching
-from retrieval.indexing.usecases.vector_input import DEFAULT_LABEL
+from retrieval.indexing.usecases.vector_input import DEFAULT_LABEL, decoded_vector
 from retrieval.indexing.usecases.vectors import VectorAdd, add_vectors_to, vector_pages
 from retrieval.serving.api_models import vector_schemas as schemas
 from retrieval.serving.api_models.schemas import (
@@ -97,7 +98,7 @@ async def add_items_by_vector(
     if len(body.items) > limit:
         raise PayloadTooLargeError(f"{len(body.items)} items in one request exceed the limit of {limit}; send parts.")
     wanted = VectorAdd(
-        vectors=[item.vector for item in body.items],
+        vectors=_item_vectors(body.items),
         labels=[item.label if item.label is not None else DEFAULT_LABEL for item in body.items],
         keys=[item.key for item in body.items],
         metadata=[item.metadata for item in body.items],
@@ -241,6 +242,17 @@ def _found(page: HitPage, warnings: list[str], services: Services) -> FoundPage:
         warnings,
         page.below_min_probability,
     )
+
+
+def _item_vectors(items: list[schemas.VectorItem]) -> list[Any]:
+    """Each item's vector: its ``vector``, or its ``vector_b64`` decoded (one of them, else a 422)."""
+    vectors: list[Any] = []
+    with _as_invalid_parameters():
+        for number, item in enumerate(items, start=1):
+            if (item.vector is None) == (item.vector_b64 is None):
+                raise DataError(f"item {number}: send one of 'vector' and 'vector_b64', not both or neither")
+            vectors.append(item.vector if item.vector_b64 is None else decoded_vector(item.vector_b64, number))
+    return vectors
 
 
 @contextmanager

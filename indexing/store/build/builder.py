@@ -71,17 +71,43 @@ def build_index(
     embedder = OnnxEmbedder(resolve_export_dir(model_dir), threads=threads)
     kept, embeddings, failures = embed_records(embedder, records, batch_size=batch_size, progress=progress)
     embed_seconds = time.perf_counter() - started
-    manifest = write_index(Path(out_dir), embedder, kept, embeddings, kinds, progress=progress, target=target)
+    built = Built(embedder, kept, embeddings, embed_seconds, started, failures)
+    return write_built(Path(out_dir), built, kinds, progress=progress, target=target)
+
+
+@dataclass(frozen=True)
+class Built:
+    """Items and their vectors, ready to be written: embedded from images (``build_index``) or read from a
+    vector file (``index build --vectors``, whose ``model`` is a ``NoModel``)."""
+
+    model: IndexedModel
+    records: Sequence[ImageRecord]
+    vectors: np.ndarray
+    embed_seconds: float
+    started: float
+    failures: list[tuple[Path, str]] = field(default_factory=list)
+
+
+def write_built(
+    out_dir: Path,
+    built: Built,
+    kinds: tuple[IndexKind, IndexKind],
+    *,
+    progress: bool = False,
+    target: IndexTarget | None = None,
+) -> BuildReport:
+    """Write the index of ``built`` through ``target`` and report it."""
+    manifest = write_index(out_dir, built.model, built.records, built.vectors, kinds, progress=progress, target=target)
     return BuildReport(
-        Path(out_dir),
+        out_dir,
         manifest.count,
         manifest.num_labels,
-        float_kind,
-        binary_kind,
-        embedder.model_sha256,
-        embed_seconds,
-        time.perf_counter() - started,
-        failures,
+        kinds[0].name,
+        kinds[1].name,
+        built.model.model_sha256,
+        built.embed_seconds,
+        time.perf_counter() - built.started,
+        list(built.failures),
         backend_of(manifest).describe(manifest),
     )
 

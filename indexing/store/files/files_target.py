@@ -18,6 +18,7 @@ from retrieval.indexing.common.artifact_names import INDEX_MODEL_SUBDIR, ITEMS_D
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.exported_model.model_manifest import model_files_sha256
+from retrieval.indexing.exported_model.no_model import has_model
 from retrieval.indexing.search.binary import binarize
 from retrieval.indexing.search.postprocess import augment_database
 from retrieval.indexing.search.postprocess_params import IndexPostprocess
@@ -107,9 +108,11 @@ def write_index_files(
     float_index = build_float_index(kinds[0], vectors, ids, progress=progress)
     binary_index = build_binary_index(kinds[1], binarize(vectors, threshold), ids, vectors.shape[1], progress=progress)
     write_faiss_files(index_dir, float_index, binary_index)
-    copy_model(model, index_dir / INDEX_MODEL_SUBDIR)
     manifest = _manifest(model, kinds, dim=vectors.shape[1], count=len(ids), num_labels=num_labels)
-    model_files = model_files_sha256(index_dir / INDEX_MODEL_SUBDIR, model.manifest)
+    model_files = None  # an index built from vectors alone has no model to copy
+    if has_model(model.manifest):
+        copy_model(model, index_dir / INDEX_MODEL_SUBDIR)
+        model_files = model_files_sha256(index_dir / INDEX_MODEL_SUBDIR, model.manifest)
     manifest = manifest.model_copy(update={"postprocess": postprocess, "model_files_sha256": model_files})
     return save_index_manifest(index_dir, manifest)
 

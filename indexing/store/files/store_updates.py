@@ -216,7 +216,7 @@ class StoreUpdates:
         info = SegmentInfo(delta_name(generation), self._set.next_row, len(records))
         directory = segment_dir(self.index_dir, info.name)
         write_embeddings(directory, vectors)
-        new_labels = {record.label for record in records if not self._db.has_label(record.label)}
+        new_labels = {label for label in {record.label for record in records} if not self._db.has_label(label)}
         with self._db.transaction():
             self._db.delete(replaced.tolist())
             ids = self._db.insert(records, range(info.first_row, info.end_row), given if given is not None else kept)

@@ -18,6 +18,7 @@ import numpy as np
 from retrieval.indexing.common.artifact_names import INDEX_MODEL_SUBDIR
 from retrieval.indexing.common.errors import RetrievalError
 from retrieval.indexing.exported_model.model_manifest import ModelManifest, model_files_sha256
+from retrieval.indexing.exported_model.no_model import has_model
 from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder, l2_normalize
 from retrieval.indexing.store.files.segment_storage.segment_set import SegmentSet
 from retrieval.indexing.store.shared.index_directory.index_manifest import IndexManifest
@@ -29,6 +30,9 @@ DEEP_SAMPLE = 32  # stored images embedded again by `verify --deep`
 
 def model_copy_problem(index_dir: Path, manifest: IndexManifest, notes: list[str]) -> str | None:
     """Why the model copy cannot serve the index's searches (see the module); None when it can."""
+    if not has_model(manifest.model):
+        notes.append("built from vectors alone: no model copy to check (it answers searches by vector only)")
+        return None
     model_dir = Path(index_dir) / INDEX_MODEL_SUBDIR
     try:
         embedder = OnnxEmbedder(model_dir, threads=1, providers="cpu")
@@ -62,8 +66,10 @@ def reembedding_problem(
 ) -> str | None:
     """Embed up to ``sample`` stored images again with the model copy; the first item whose stored vector
     differs from its new embedding, as a sentence (None: all agree)."""
-    if manifest.postprocess.dba is not None:
-        notes.append("the stored vectors carry a DBA augmentation: --deep does not embed them again")
+    if manifest.postprocess.dba is not None or not has_model(manifest.model):
+        notes.append(
+            "--deep: the stored vectors carry a DBA augmentation or the index has no model; not embedded again"
+        )
         return None
     items = [item for item in db.items(_spread(segments.ids, sample * 4)) if item and Path(item.path).is_file()]
     items = items[:sample]

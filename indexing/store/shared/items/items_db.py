@@ -198,24 +198,17 @@ class ItemsDb:
         given = list(ids) if ids is not None else [None] * len(records)
         if not self._keyed and any(record.key is not None for record in records):
             self._add_key_column()
+        columns, marks = "id, path, label, split, is_query, is_gallery, metadata, row", "?,?,?,?,?,?,?,?"
+        if self._keyed:
+            columns, marks = f"{columns}, key", f"{marks},?"
+        statement = f"INSERT INTO items ({columns}) VALUES ({marks})"
+        rows_values = self._values(records, rows, given)
+        if all(item_id is None for item_id in given) and (bulk := self._insert_new(statement, rows_values)):
+            return bulk
         inserted = []
-        for record, row, item_id in zip(records, rows, given, strict=True):
-            _check_text(record)
-            values: tuple[Any, ...] = (
-                item_id,
-                stored_path(record.path, self.root),
-                record.label,
-                record.split,
-                int(record.is_query),
-                int(record.is_gallery),
-                json.dumps(record.metadata, default=str, sort_keys=True),
-                int(row),
-            )
-            columns, marks = "id, path, label, split, is_query, is_gallery, metadata, row", "?,?,?,?,?,?,?,?"
-            if self._keyed:
-                columns, marks, values = f"{columns}, key", f"{marks},?", (*values, record.key)
+        for record, values, item_id in zip(records, rows_values, given, strict=True):
             try:
-                cursor = self._db.execute(f"INSERT INTO items ({columns}) VALUES ({marks})", values)
+                cursor = self._db.execute(statement, values)
             except sqlite3.IntegrityError:
                 taken = (
                     f"the key {record.key!r}" if record.key is not None and item_id is None else f"item id {item_id}"
@@ -223,6 +216,38 @@ class ItemsDb:
                 raise DataError(f"{taken} is already in {self.path}") from None
             inserted.append(int(cursor.lastrowid or 0))  # set by every INSERT
         return inserted
+
+    def _values(
+        self, records: Sequence[ImageRecord], rows: Sequence[int], given: Sequence[int | None]
+    ) -> list[tuple[Any, ...]]:
+        """The column values of each record (its text checked), ``key`` last when the table has keys."""
+        paths: dict[Path, str] = {}  # items added by vector share one path: made relative once
+        result = []
+        for record, row, item_id in zip(records, rows, given, strict=True):
+            _check_text(record)
+            if (path := paths.get(record.path)) is None:
+                path = paths[record.path] = stored_path(record.path, self.root)
+            metadata = json.dumps(record.metadata, default=str, sort_keys=True)
+            values = (item_id, path, record.label, record.split, int(record.is_query), int(record.is_gallery))
+            result.append((*values, metadata, int(row), *((record.key,) if self._keyed else ())))
+        return result
+
+    def _insert_new(self, statement: str, rows_values: list[tuple[Any, ...]]) -> list[int] | None:
+        """Insert items that take new ids in one ``executemany``: AUTOINCREMENT gives them the ids after
+        ``last_id``, in order. None, with nothing inserted, when a key is in use (the row-by-row insert then
+        names it)."""
+        first = self.last_id + 1
+        self._db.execute("SAVEPOINT bulk_insert")
+        try:
+            self._db.executemany(statement, rows_values)
+        except sqlite3.IntegrityError:
+            self._db.execute("ROLLBACK TO bulk_insert")
+            self._db.execute("RELEASE bulk_insert")
+            return None
+        self._db.execute("RELEASE bulk_insert")
+        if self.last_id != first + len(rows_values) - 1:  # never: AUTOINCREMENT counts on from last_id
+            raise IndexFormatError(f"{self.path} gave unexpected ids to new items; run `retrieval index verify`")
+        return list(range(first, first + len(rows_values)))
 
     @property
     def last_id(self) -> int:
