@@ -9,7 +9,7 @@ both ``search`` and ``retrieval search`` run), ``evaluating`` (``evaluate``; ``e
 ``save_evaluation`` for ``retrieval eval``, with ``run_dir_of``: the training run of a ``--model``), ``embedding`` (``embed``; ``index_embeddings``,
 ``dataset_embeddings``), ``updating`` (``add_images``, ``remove_items``, ``compact_index``), ``vectors``
 (``add``, ``add_vectors``, ``vector_pages``: items in and searches by vectors made elsewhere, checked by
-``vector_input``), ``deleting`` (``delete_matching``: the items a filter selects),
+``vector_input``; ``vector_build``: an index built from vectors alone), ``deleting`` (``delete_matching``: the items a filter selects),
 ``duplicates/`` (``find_dataset_duplicates``, ``find_exact_copies``: the copies in a dataset;
 ``find_index_duplicates``, ``store_duplicate_groups``, ``item_duplicates``: copies in a gallery) and
 ``maintaining`` (``index_info``, ``index_generations``, ``snapshot_index``, ``verify_index``, ``rebuild_index``,
