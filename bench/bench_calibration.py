@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
+from quick_mode import parse_quick
 
 from retrieval.indexing.calibration.alternatives import alternative_reports, figures
 from retrieval.indexing.calibration.fitting import fit_score_calibration
@@ -50,8 +52,8 @@ def joined(parts: list[LabelledSet]) -> LabelledSet:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", type=Path, required=True)
-    parser.add_argument("--data", type=Path, required=True)
+    parser.add_argument("--model", type=Path, help="a run or export (none: a random-weights stand-in run)")
+    parser.add_argument("--data", type=Path, help="its dataset (with --model)")
     parser.add_argument("--cache", type=Path, default=None)
     parser.add_argument(
         "--fit-on",
@@ -59,7 +61,23 @@ def main() -> None:
         help="the splits fitted on, comma-separated: val (as retrieval train does), or val,train to see what more "
         "classes give (fair only for --epochs 0 runs, which trained on nothing)",
     )
-    args = parser.parse_args()
+    args = parse_quick(parser)
+    if (args.model is None) != (args.data is None):
+        raise SystemExit("give --model and --data together (or neither: a random-weights stand-in)")
+    with tempfile.TemporaryDirectory() as scratch:
+        if args.model is None:
+            from stand_in_run import NOTICE, stand_in_run
+
+            from retrieval.training.export.run_export import export_run
+
+            print(NOTICE)
+            args.model, args.data = stand_in_run(Path(scratch) / "stand-in", args.quick)
+            export_run(args.model)
+        compare(args)
+
+
+def compare(args: argparse.Namespace) -> None:
+    """Fit on ``--fit-on``, measure every fit on the test classes, print the table."""
     val = joined([split_set(args.model, args.data, split, args.cache) for split in args.fit_on.split(",")])
     test = split_set(args.model, args.data, "test", args.cache)
     print(

@@ -198,7 +198,8 @@ def _planted_row(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="mode", required=True)
+    parser.add_argument("--quick", action="store_true", help="the scale mode at tiny sizes (the suite's smoke run)")
+    sub = parser.add_subparsers(dest="mode")
     s = sub.add_parser("scale")
     s.add_argument("--sizes", default="100000")
     s.add_argument("--sklearn-sizes", default="10000,20000")
@@ -208,6 +209,10 @@ def main() -> None:
     i.add_argument("--plants", type=int, default=100)
     i.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
+    if args.mode is None and args.quick:
+        args.mode, args.sizes, args.sklearn_sizes = "scale", "2000", "1000"
+    elif args.mode is None:
+        parser.error("choose a mode: scale or images (or --quick)")
     if args.mode == "scale":
         print("| method | items | seconds | peak MB | recall | precision | note |\n|---|---|---|---|---|---|---|")
         scale([int(n) for n in args.sizes.split(",") if n], [int(n) for n in args.sklearn_sizes.split(",") if n])

@@ -246,8 +246,10 @@ def main() -> None:
     print(f"{args.items:,} x {DIM}-d vectors, batches of {args.batch:,}; {args.queries} queries per search kind")
     print(f"(the client's json.dumps of a batch, not in the HTTP rate: {encode_s:.2f} s per 1,000 vectors)")
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-    for row in table:
-        print(" | ".join(cell.ljust(width) for cell, width in zip(row, widths)))
+    for number, row in enumerate(table):
+        print("| " + " | ".join(cell.ljust(width) for cell, width in zip(row, widths)) + " |")
+        if number == 0:
+            print("|" + "|".join("-" * (width + 2) for width in widths) + "|")
 
 
 if __name__ == "__main__":

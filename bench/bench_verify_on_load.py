@@ -68,7 +68,7 @@ def _build(size: int, export: Any, root: Path) -> Path:
     import numpy as np
 
     from retrieval.indexing.store.build.builder import write_index
-    from retrieval.indexing.store.files.faiss_search.faiss_kinds import binary_kind, float_kind
+    from retrieval.indexing.store.files.faiss_kinds import binary_kind, float_kind
 
     out = root / f"index-{size}"
     vectors = random_unit(np.random.default_rng(size), size, DIM)

@@ -15,6 +15,7 @@ import torch
 from serving_fixtures import serving_client
 
 from retrieval import build_index, evaluate, export, search, train
+from retrieval.indexing.data.bad_images import MIN_IMAGE_SIDE
 from retrieval.indexing.data.synth.generator import generate_synthetic_dataset
 from retrieval.indexing.exported_model.model_manifest import Quantization
 from retrieval.training.config.train_config import ModelConfig
@@ -109,7 +110,8 @@ def test_every_listed_transformer_trains_exports_indexes_serves_and_evaluates(
     monkeypatch.setattr(timm_trunks, "build_vit_trunk", two_blocks)
     size = PATCH_GRID_SIZE[int(name.split("vit")[-1][1:3])]  # dinov2_vitb14_reg -> 14
     data = tmp_path / "data"
-    generate_synthetic_dataset(data, classes=8, per_class=4, size=size, seed=0, progress=False)
+    # images at least MIN_IMAGE_SIDE (training leaves smaller ones out, as `data check` says), cropped to `size`
+    generate_synthetic_dataset(data, classes=8, per_class=4, size=max(size, MIN_IMAGE_SIDE), seed=0, progress=False)
     pooling = POOLING[name.split("_")[0]]
     mean = get_backbone(name).normalization.mean
     run_dir, exported = _one_epoch_exported(data, tmp_path, name, pooling, 16, size, mean=mean)
