@@ -7,7 +7,6 @@ manifest last) is written in a staging directory and swapped in (``shared.index_
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,9 +27,10 @@ from retrieval.indexing.store.shared.index_directory.index_dir import (
     IndexedModel,
     check_out_dir,
     copy_model,
+    fresh_manifest,
     staged_index_dir,
 )
-from retrieval.indexing.store.shared.index_directory.index_manifest import IndexManifest, save_index_manifest, utc_now
+from retrieval.indexing.store.shared.index_directory.index_manifest import IndexManifest, save_index_manifest
 from retrieval.indexing.store.shared.items.items_db import ItemsDb
 
 
@@ -108,29 +108,8 @@ def write_index_files(
     binary_index = build_binary_index(kinds[1], binarize(vectors, threshold), ids, vectors.shape[1], progress=progress)
     write_faiss_files(index_dir, float_index, binary_index)
     copy_model(model, index_dir / INDEX_MODEL_SUBDIR)
-    manifest = _manifest(model, kinds, dim=vectors.shape[1], count=len(ids), num_labels=num_labels)
+    names = (kinds[0].name, kinds[1].name)
+    manifest = fresh_manifest(model, dim=vectors.shape[1], kinds=names, count=len(ids), num_labels=num_labels)
     model_files = model_files_sha256(index_dir / INDEX_MODEL_SUBDIR, model.manifest)
     manifest = manifest.model_copy(update={"postprocess": postprocess, "model_files_sha256": model_files})
     return save_index_manifest(index_dir, manifest)
-
-
-def _manifest(
-    model: IndexedModel, kinds: tuple[IndexKind, IndexKind], *, dim: int, count: int, num_labels: int
-) -> IndexManifest:
-    now = utc_now()
-    return IndexManifest(
-        model_sha256=model.model_sha256,
-        model=model.manifest,
-        model_dir=str(model.export_dir.resolve()),
-        dim=dim,
-        bits=dim,
-        binarization_threshold=model.manifest.binarization_threshold,
-        float_kind=kinds[0].name,
-        binary_kind=kinds[1].name,
-        count=count,
-        num_labels=num_labels,
-        generation=0,
-        created_at=now,
-        build_id=uuid.uuid4().hex,
-        updated_at=now,
-    )

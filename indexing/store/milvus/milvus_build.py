@@ -8,7 +8,6 @@ that index's items at once: build into a new ``--collection`` to keep serving th
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -33,9 +32,10 @@ from retrieval.indexing.store.shared.index_directory.index_dir import (
     IndexedModel,
     check_out_dir,
     copy_model,
+    fresh_manifest,
     staged_index_dir,
 )
-from retrieval.indexing.store.shared.index_directory.index_manifest import IndexManifest, save_index_manifest, utc_now
+from retrieval.indexing.store.shared.index_directory.index_manifest import IndexManifest, save_index_manifest
 
 INSERT_BATCH = 512  # rows per insert: 512 x 2048-d float32 is 4 MiB, far below gRPC's 64 MiB message limit
 FLOAT_KIND, BINARY_KIND = "milvus:FLAT", "milvus:BIN_FLAT"
@@ -108,22 +108,12 @@ def _create(client: object, target: MilvusTarget, dim: int) -> None:
 
 
 def _manifest(model: IndexedModel, records: Sequence[ImageRecord], dim: int, target: MilvusTarget) -> IndexManifest:
-    now = utc_now()
-    return IndexManifest(
-        model_sha256=model.model_sha256,
-        model=model.manifest,
-        model_dir=str(model.export_dir.resolve()),
+    return fresh_manifest(
+        model,
         dim=dim,
-        bits=dim,
-        binarization_threshold=model.manifest.binarization_threshold,
-        float_kind=FLOAT_KIND,
-        binary_kind=BINARY_KIND,
+        kinds=(FLOAT_KIND, BINARY_KIND),
         count=len(records),
         num_labels=len({record.label for record in records}),
-        generation=0,
-        created_at=now,
-        build_id=uuid.uuid4().hex,
-        updated_at=now,
         backend="milvus",
         milvus_uri=target.uri,
         milvus_collection=target.collection,

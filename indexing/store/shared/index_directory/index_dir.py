@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import os
 import shutil
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from retrieval.indexing.common.artifact_names import INDEX_MANIFEST_NAME, MODEL_MANIFEST_NAME
 from retrieval.indexing.common.atomic_write import atomic_write_bytes, remove_dead_writers_leftovers, replace_directory
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.exported_model.model_manifest import ModelManifest
+from retrieval.indexing.store.shared.index_directory.index_manifest import IndexManifest, utc_now
 from retrieval.indexing.store.shared.index_directory.write_lock import exclusive_writer
 
 
@@ -64,3 +66,28 @@ def staged_index_dir(out_dir: Path) -> Iterator[Path]:
             replace_directory(staging, out_dir)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def fresh_manifest(
+    model: IndexedModel, *, dim: int, kinds: tuple[str, str], count: int, num_labels: int, **backend: Any
+) -> IndexManifest:
+    """The manifest of a newly written index (generation 0) of ``count`` items, whichever backend holds
+    them: ``kinds`` names the float and binary kinds, ``backend`` the backend's own fields."""
+    now = utc_now()
+    return IndexManifest(
+        model_sha256=model.model_sha256,
+        model=model.manifest,
+        model_dir=str(model.export_dir.resolve()),
+        dim=dim,
+        bits=dim,
+        binarization_threshold=model.manifest.binarization_threshold,
+        float_kind=kinds[0],
+        binary_kind=kinds[1],
+        count=count,
+        num_labels=num_labels,
+        generation=0,
+        created_at=now,
+        build_id=uuid.uuid4().hex,
+        updated_at=now,
+        **backend,
+    )
