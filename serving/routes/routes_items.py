@@ -13,7 +13,6 @@ from pydantic import Field
 from retrieval.indexing.common.errors import (
     DataError,
     IndexChangedError,
-    IndexNotWritableError,
     ItemNotFoundError,
     KeyConflictError,
 )
@@ -22,14 +21,18 @@ from retrieval.indexing.store.shared.items.item_filter import MAX_JSON_BYTES, MA
 from retrieval.indexing.usecases.updating import add_embedded, check_new_keys
 from retrieval.serving.api_models.schemas import MAX_ITEM_ID, AddItemsResponse, DeleteItemResponse, ItemResponse
 from retrieval.serving.api_models.vector_schemas import WITH_VECTORS, ItemWithVector
-from retrieval.serving.dependencies import API_KEY_ERRORS, Services, get_services, require_api_key
+from retrieval.serving.dependencies import (
+    COMMON_CAUSES,
+    WRITE_CAUSES,
+    Services,
+    get_services,
+    require_api_key,
+)
 from retrieval.serving.http import api_examples
 from retrieval.serving.http.problems import problem_responses
 from retrieval.serving.http.service_errors import (
     InvalidParameterError,
     PayloadTooLargeError,
-    RequestTimeoutError,
-    RetryLaterError,
     UnsupportedMediaTypeError,
     invalid_parameters,
 )
@@ -47,16 +50,14 @@ from retrieval.serving.routes.strict_forms import StrictFormRoute
 from retrieval.serving.service_state import Snapshot
 
 router = APIRouter(tags=["items"], route_class=StrictFormRoute)  # form text must decode: 400, not mojibake
-_COMMON = (RetryLaterError, InvalidParameterError, RequestTimeoutError)
-ITEM_PROBLEMS = problem_responses(ItemNotFoundError, *_COMMON)
+ITEM_PROBLEMS = problem_responses(ItemNotFoundError, *COMMON_CAUSES)
 NOT_MODIFIED: dict[int | str, dict[str, Any]] = {
     304: {"description": "Not Modified: the If-None-Match header named the current ETag"}
 }
-_WRITE_CAUSES = (IndexChangedError, IndexNotWritableError, *API_KEY_ERRORS, *_COMMON)
 ADD_PROBLEMS = problem_responses(
-    DataError, KeyConflictError, *_WRITE_CAUSES, PayloadTooLargeError, UnsupportedMediaTypeError
+    DataError, KeyConflictError, *WRITE_CAUSES, PayloadTooLargeError, UnsupportedMediaTypeError
 )
-DELETE_PROBLEMS = problem_responses(ItemNotFoundError, *_WRITE_CAUSES)
+DELETE_PROBLEMS = problem_responses(ItemNotFoundError, *WRITE_CAUSES)
 THUMBNAIL_CACHE = "public, max-age=3600"
 
 
