@@ -7,7 +7,6 @@ manifest last) is written in a staging directory and swapped in (``shared.index_
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,7 +14,6 @@ import numpy as np
 
 from retrieval.indexing.common.artifact_names import INDEX_MODEL_SUBDIR, ITEMS_DB_NAME
 from retrieval.indexing.common.errors import ConfigError
-from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.exported_model.model_manifest import model_files_sha256
 from retrieval.indexing.search.binary import binarize
 from retrieval.indexing.search.postprocess import augment_database
@@ -24,7 +22,7 @@ from retrieval.indexing.store.files.faiss_kinds import IndexKind, build_binary_i
 from retrieval.indexing.store.files.raw_vectors import write_raw
 from retrieval.indexing.store.files.segment_storage.segment_files import write_embeddings, write_faiss_files
 from retrieval.indexing.store.shared.index_directory.index_dir import (
-    IndexedModel,
+    IndexContents,
     check_out_dir,
     copy_model,
     fresh_manifest,
@@ -49,21 +47,12 @@ class FilesTarget:
         return cls()
 
     def write(
-        self,
-        out_dir: Path,
-        model: IndexedModel,
-        records: Sequence[ImageRecord],
-        embeddings: np.ndarray,
-        kinds: tuple[IndexKind, IndexKind],
-        *,
-        progress: bool = False,
+        self, out_dir: Path, contents: IndexContents[tuple[IndexKind, IndexKind]], *, progress: bool = False
     ) -> IndexManifest:
         """Write all files in a staging directory, then swap it in place of ``out_dir``."""
         check_out_dir(out_dir)
         with staged_index_dir(out_dir) as staging:
-            manifest = write_index_files(
-                staging, model, records, embeddings, kinds, progress=progress, postprocess=self.postprocess
-            )
+            manifest = write_index_files(staging, contents, progress=progress, postprocess=self.postprocess)
         return manifest
 
 
@@ -79,19 +68,17 @@ def summary(manifest: IndexManifest) -> str:
 
 def write_index_files(
     index_dir: Path,
-    model: IndexedModel,
-    records: Sequence[ImageRecord],
-    embeddings: np.ndarray,
-    kinds: tuple[IndexKind, IndexKind],
+    contents: IndexContents[tuple[IndexKind, IndexKind]],
     *,
     progress: bool = False,
     postprocess: IndexPostprocess | None = None,
 ) -> IndexManifest:
     """Every file of a fresh index (generation 0) in ``index_dir``; the manifest is written last. With
     ``postprocess.dba`` the stored and indexed vectors are the augmented ones, the raw ones go to ``raw/``."""
+    model, records, kinds = contents.model, contents.records, contents.kinds
     index_dir.mkdir(parents=True, exist_ok=False)
     postprocess = postprocess or IndexPostprocess()
-    raw = np.asarray(embeddings, dtype=np.float32)
+    raw = np.asarray(contents.embeddings, dtype=np.float32)
     vectors = augment_database(raw, postprocess.dba).vectors if postprocess.dba else raw
     write_embeddings(index_dir, vectors)
     db = ItemsDb.create(index_dir / ITEMS_DB_NAME)

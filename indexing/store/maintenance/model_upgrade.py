@@ -42,6 +42,7 @@ from retrieval.indexing.store.maintenance.generations import (
     promote,
     restore_previous,
 )
+from retrieval.indexing.store.shared.index_directory.index_dir import IndexContents
 from retrieval.indexing.store.shared.index_directory.index_manifest import IndexManifest, load_index_manifest
 from retrieval.indexing.store.shared.index_directory.write_lock import exclusive_writer
 
@@ -170,7 +171,7 @@ def _start_generation(target: Path, embedder: OnnxEmbedder) -> None:
         _log.warning("discarding the next generation %s: %s", target, reason)
         shutil.rmtree(target)
     kinds = (float_kind("flat"), binary_kind("flat"))  # the live kinds come with the last compaction
-    FilesTarget().write(target, embedder, [], np.zeros((0, embedder.dim), np.float32), kinds)
+    FilesTarget().write(target, IndexContents(embedder, [], np.zeros((0, embedder.dim), np.float32), kinds))
 
 
 def _compact_like(target: Path, live: IndexManifest) -> None:

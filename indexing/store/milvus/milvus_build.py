@@ -29,6 +29,7 @@ from retrieval.indexing.store.milvus.milvus_client import (
 )
 from retrieval.indexing.store.milvus.milvus_rows import item_rows, save_next_id
 from retrieval.indexing.store.shared.index_directory.index_dir import (
+    IndexContents,
     IndexedModel,
     check_out_dir,
     copy_model,
@@ -56,20 +57,12 @@ class MilvusTarget:
         name = collection or "retrieval_" + "".join(c if c.isalnum() else "_" for c in Path(out_dir).resolve().name)
         return cls(normalized_uri(uri), check_collection_name(name))
 
-    def write(
-        self,
-        out_dir: Path,
-        model: IndexedModel,
-        records: Sequence[ImageRecord],
-        embeddings: np.ndarray,
-        kinds: object,
-        *,
-        progress: bool = False,
-    ) -> IndexManifest:
+    def write(self, out_dir: Path, contents: IndexContents[object], *, progress: bool = False) -> IndexManifest:
         """Fill the collection, then write and swap in the index directory that names it (the faiss
-        ``kinds`` do not apply: Milvus searches FLAT and BIN_FLAT)."""
+        ``contents.kinds`` do not apply: Milvus searches FLAT and BIN_FLAT)."""
         check_out_dir(out_dir)
-        vectors = np.asarray(embeddings, dtype=np.float32)
+        model, records = contents.model, contents.records
+        vectors = np.asarray(contents.embeddings, dtype=np.float32)
         self._fill(model, records, vectors)
         manifest = _manifest(model, records, vectors.shape[1], self)
         with staged_index_dir(out_dir) as staging:

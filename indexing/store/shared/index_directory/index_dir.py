@@ -11,14 +11,18 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
+
+import numpy as np
 
 from retrieval.indexing.common.artifact_names import INDEX_MANIFEST_NAME, MODEL_MANIFEST_NAME
 from retrieval.indexing.common.atomic_write import atomic_write_bytes, remove_dead_writers_leftovers, replace_directory
 from retrieval.indexing.common.errors import ConfigError
+from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.exported_model.model_manifest import ModelManifest
 from retrieval.indexing.store.shared.index_directory.index_manifest import IndexManifest, utc_now
 from retrieval.indexing.store.shared.index_directory.write_lock import exclusive_writer
@@ -35,6 +39,20 @@ class IndexedModel(Protocol):
 
     @property
     def export_dir(self) -> Path: ...
+
+
+KindsT = TypeVar("KindsT", covariant=True)
+
+
+@dataclass(frozen=True)
+class IndexContents(Generic[KindsT]):
+    """What a new index directory is written from, whichever backend holds its items: the model, the
+    items' records and their (n, d) embeddings (row i is record i), and the index kinds (float, binary)."""
+
+    model: IndexedModel
+    records: Sequence[ImageRecord]
+    embeddings: np.ndarray
+    kinds: KindsT
 
 
 def check_out_dir(out_dir: Path) -> None:
