@@ -67,8 +67,8 @@ class UpgradeReport:
 
 
 def rebuild_index(
-    index_dir: Path,
-    model: Path,
+    index_dir: str | Path,
+    model: str | Path,
     *,
     batch_size: int = 32,
     threads: int | None = None,
@@ -78,8 +78,10 @@ def rebuild_index(
 ) -> UpgradeReport:
     """Re-embed every item of ``index_dir`` with ``model`` into its next generation, then (``switch``)
     make that generation live, keeping ``keep`` previous generations (see the module). With the live
-    model it changes nothing: the report says why (``unchanged``)."""
+    model it changes nothing: the report says why (``unchanged``). The use case ``rebuild_index`` of
+    ``index rebuild`` and the Python API (``usecases.maintaining`` re-exports it)."""
     started = time.perf_counter()
+    index_dir, model = Path(index_dir), Path(model)
     live = _files_index(index_dir)
     embedder = OnnxEmbedder(resolve_export_dir(model), threads=threads)
     if embedder.model_sha256 == live.model_sha256:
