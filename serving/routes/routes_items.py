@@ -37,12 +37,7 @@ from retrieval.serving.http.service_errors import (
     invalid_parameters,
 )
 from retrieval.serving.images.item_images import SHOWN_AS_STORED, image_response
-from retrieval.serving.images.upload_storage import (
-    discard_item_upload,
-    discard_unused_uploads,
-    store_upload,
-    upload_path,
-)
+from retrieval.serving.images.upload_storage import discard_item_upload, stored_uploads
 from retrieval.serving.item_views import item_view, stored_with_vector
 from retrieval.serving.query_pipeline import embed_upload
 from retrieval.serving.routes.form_fields import renamed_field
@@ -190,17 +185,12 @@ async def add_items(
             )
         if idempotency_key is not None and (first := current.store.recall(idempotency_key)) is not None:
             return AddItemsResponse(**first)  # a concurrent retry committed first
-        new = [path for item in embedded if not (path := upload_path(settings.index_dir, item.data)).is_file()]
-        paths = [store_upload(settings.index_dir, item.data) for item in embedded]
-        records = [
-            ImageRecord(path=path, label=label, metadata={"filename": upload.filename or "", **more}, key=key)
-            for path, label, upload, more, key in zip(paths, labels, uploads, extra, keys, strict=True)
-        ]
-        try:
+        with stored_uploads(settings.index_dir, current.store, [item.data for item in embedded]) as paths:
+            records = [
+                ImageRecord(path=path, label=label, metadata={"filename": upload.filename or "", **more}, key=key)
+                for path, label, upload, more, key in zip(paths, labels, uploads, extra, keys, strict=True)
+            ]
             added = add_embedded(current.store, records, embeddings, idempotency_key=idempotency_key)
-        except BaseException:
-            discard_unused_uploads(settings.index_dir, new, current.store.paths_in_use([str(p) for p in new]))
-            raise
         return AddItemsResponse(ids=added.ids, count=added.count)
 
     return await services.state.write(add)

@@ -30,12 +30,7 @@ from retrieval.serving.http.service_errors import (
     UnsupportedMediaTypeError,
     invalid_parameters,
 )
-from retrieval.serving.images.upload_storage import (
-    discard_item_upload,
-    discard_unused_uploads,
-    store_upload,
-    upload_path,
-)
+from retrieval.serving.images.upload_storage import discard_item_upload, stored_uploads
 from retrieval.serving.item_views import item_response
 from retrieval.serving.query_pipeline import embed_upload
 from retrieval.serving.routes.strict_forms import StrictFormRoute
@@ -105,16 +100,10 @@ async def put_by_key(
             )
         old_id = current.store.ids_of_keys([key]).get(key)
         old_path = current.store.item(old_id).path if old_id is not None else None
-        new = upload_path(index_dir, embedded.data)
-        created = not new.is_file()
-        path = store_upload(index_dir, embedded.data)
-        record = ImageRecord(path=path, label=label, metadata={"filename": image.filename or "", **extra}, key=key)
-        try:
+        with stored_uploads(index_dir, current.store, [embedded.data]) as (path,):
+            item_metadata = {"filename": image.filename or "", **extra}
+            record = ImageRecord(path=path, label=label, metadata=item_metadata, key=key)
             (new_id,) = current.store.add([record], embedded.vector[None], replace=True)
-        except BaseException:
-            if created:
-                discard_unused_uploads(index_dir, [new], current.store.paths_in_use([str(new)]))
-            raise
         if old_path is not None:
             discard_item_upload(index_dir, current.store, old_path)
         return PutItemResponse(id=new_id, key=key, replaced=old_id, count=current.store.count)
