@@ -26,6 +26,14 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 
+class SearchOptions(TypedDict, total=False):
+    """The keyword options of ``Store.search`` (``StoreBase.search`` defines them)."""
+
+    kind: KindName
+    rerank: int | None
+    where: ItemFilter | None
+
+
 class AddOptions(TypedDict, total=False):
     """The keyword options of ``Store.add``, declared once for the protocol and its implementations."""
 
@@ -51,16 +59,8 @@ class Store(Protocol):
     @property
     def dim(self) -> int: ...
 
-    def search(
-        self,
-        vectors: np.ndarray,
-        k: int,
-        *,
-        kind: KindName = "float",
-        rerank: int | None = None,
-        where: ItemFilter | None = None,
-    ) -> SearchResults:
-        """Top-``k`` item ids per query row, best first (see ``StoreBase.search``)."""
+    def search(self, vectors: np.ndarray, k: int, **options: Unpack[SearchOptions]) -> SearchResults:
+        """Top-``k`` item ids per query row, best first (see ``StoreBase.search``: its defaults)."""
         ...
 
     def is_exact(self, kind: SearchKind) -> bool:
