@@ -18,6 +18,7 @@ from retrieval.indexing.common.errors import (
 )
 from retrieval.indexing.data.records import MAX_KEY_CHARS, MAX_LABEL_CHARS, ImageRecord, item_key, label_problem
 from retrieval.indexing.store.shared.items.item_filter import MAX_JSON_BYTES, MAX_KEYS, Scalar, parse_metadata_for
+from retrieval.indexing.store.shared.items.items_db import Item
 from retrieval.indexing.usecases.updating import add_embedded, check_new_keys
 from retrieval.serving.api_models.schemas import MAX_ITEM_ID, AddItemsResponse, DeleteItemResponse, ItemResponse
 from retrieval.serving.api_models.vector_schemas import WITH_VECTORS, ItemWithVector
@@ -71,6 +72,13 @@ async def get_item(
     return item_view(record, services.settings.shows_paths, vector)
 
 
+async def stored_record(
+    item_id: int = Path(ge=1, le=MAX_ITEM_ID, description="item id"), services: Services = Depends(get_services)
+) -> Item:
+    """The stored item whose thumbnail or image a route sends (a dependency: the path's ``item_id``)."""
+    return await services.state.read(lambda snap: snap.store.item(item_id))
+
+
 @router.get(
     "/items/{item_id}/thumbnail",
     responses={
@@ -82,11 +90,8 @@ async def get_item(
     summary="A small JPEG of a stored item",
 )
 async def get_thumbnail(
-    request: Request,
-    item_id: int = Path(ge=1, le=MAX_ITEM_ID, description="item id"),
-    services: Services = Depends(get_services),
+    request: Request, record: Item = Depends(stored_record), services: Services = Depends(get_services)
 ) -> Response:
-    record = await services.state.read(lambda snap: snap.store.item(item_id))
     thumb = await services.thumbnails.thumbnail_for(record)
     headers = {"Cache-Control": THUMBNAIL_CACHE, "ETag": thumb.etag}
     if request.headers.get("if-none-match") == thumb.etag:
@@ -105,11 +110,8 @@ async def get_thumbnail(
     summary="A stored item's image at full size",
 )
 async def get_image(
-    request: Request,
-    item_id: int = Path(ge=1, le=MAX_ITEM_ID, description="item id"),
-    services: Services = Depends(get_services),
+    request: Request, record: Item = Depends(stored_record), services: Services = Depends(get_services)
 ) -> Response:
-    record = await services.state.read(lambda snap: snap.store.item(item_id))
     response = await image_response(record, services.settings, services.decode_limiter)
     if request.headers.get("if-none-match") == response.headers["etag"]:
         return Response(status_code=304, headers={key: response.headers[key] for key in ("etag", "cache-control")})
