@@ -5,7 +5,8 @@
 there once: here each is a ``TorchFunction`` that imports that module (and so torch) only when it is called
 or its signature is read, so a notebook that only searches an index never loads torch. Each returns a typed
 result: ``TrainedRun``, ``ExportResult``, ``BuildReport``, per image a list of ``Hit(item, score)``,
-``EvaluationReport``, ``EmbeddingTable``.
+``EvaluationReport``, ``EmbeddingTable``. The names are listed once, in ``api/__init__.py``'s ``__all__``; here each
+is re-exported by name (``import X as X``).
 """
 
 from __future__ import annotations
@@ -14,8 +15,14 @@ import importlib
 import inspect
 from typing import TYPE_CHECKING, Any
 
-from retrieval.indexing.store.shared.items.items_db import Hit, Item
-from retrieval.indexing.usecases import add, build_index, embed, evaluate, find_index_duplicates, search
+from retrieval.indexing.store.shared.items.items_db import Hit as Hit
+from retrieval.indexing.store.shared.items.items_db import Item as Item
+from retrieval.indexing.usecases import add as add
+from retrieval.indexing.usecases import build_index as build_index
+from retrieval.indexing.usecases import embed as embed
+from retrieval.indexing.usecases import evaluate as evaluate
+from retrieval.indexing.usecases import find_index_duplicates as find_index_duplicates
+from retrieval.indexing.usecases import search as search
 
 TRAINING_API = "retrieval.training.usecases"
 """The module that defines the functions that need torch."""
@@ -49,24 +56,13 @@ class TorchFunction:
 
 
 if TYPE_CHECKING:  # the type checker sees the one definition
-    from retrieval.training.usecases import config, data_duplicates, export, study, train, train_ensemble
+    from retrieval.training.usecases import config as config
+    from retrieval.training.usecases import data_duplicates as data_duplicates
+    from retrieval.training.usecases import export as export
+    from retrieval.training.usecases import study as study
+    from retrieval.training.usecases import train as train
+    from retrieval.training.usecases import train_ensemble as train_ensemble
 else:
     config, data_duplicates, export, study, train, train_ensemble = (
         TorchFunction(name) for name in ("config", "data_duplicates", "export", "study", "train", "train_ensemble")
     )
-
-__all__ = [
-    "Hit",
-    "Item",
-    "add",
-    "build_index",
-    "config",
-    "embed",
-    "evaluate",
-    "export",
-    "search",
-    "study",
-    "train",
-    "train_ensemble",
-]
-__all__ += ["data_duplicates", "find_index_duplicates"]  # copies in a dataset, groups of copies in an index

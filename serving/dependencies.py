@@ -9,10 +9,17 @@ import anyio
 from fastapi import Depends, Request, Security
 from fastapi.security import APIKeyHeader
 
+from retrieval.indexing.common.errors import IndexChangedError, IndexNotWritableError
 from retrieval.serving.batcher import MicroBatcher
 from retrieval.serving.http.admission import EmbedAdmission
 from retrieval.serving.http.prometheus import ServiceMetrics
-from retrieval.serving.http.service_errors import ForbiddenError, MissingApiKeyError
+from retrieval.serving.http.service_errors import (
+    ForbiddenError,
+    InvalidParameterError,
+    MissingApiKeyError,
+    RequestTimeoutError,
+    RetryLaterError,
+)
 from retrieval.serving.images.thumbnails import ThumbnailMaker
 from retrieval.serving.service_state import ServiceState
 from retrieval.serving.settings import ServeSettings
@@ -20,6 +27,10 @@ from retrieval.serving.settings import ServeSettings
 API_KEY_HEADER = "X-API-Key"
 API_KEY_ERRORS = (MissingApiKeyError, ForbiddenError)
 """What ``require_api_key`` raises: no key sent (401), or a wrong key or writes disabled (403)."""
+COMMON_CAUSES = (RetryLaterError, InvalidParameterError, RequestTimeoutError)
+"""The problems any route may answer (the OpenAPI responses of every route list them)."""
+WRITE_CAUSES = (IndexChangedError, IndexNotWritableError, *API_KEY_ERRORS, *COMMON_CAUSES)
+"""The problems of a route that writes the index (behind the API key)."""
 _api_key_header = APIKeyHeader(name=API_KEY_HEADER, auto_error=False, description="required for writes and reloads")
 
 

@@ -12,7 +12,15 @@ import typer
 
 from retrieval.cli.commands.shard_commands import echo_shard_report
 from retrieval.cli.options.backend_options import BackendOpt, CollectionOpt, MilvusUriOpt
-from retrieval.cli.options.index_options import BatchOpt, DataOpt, DbaOpt, QuietOpt, ThreadsOpt, ThresholdOpt
+from retrieval.cli.options.index_options import (
+    BatchOpt,
+    DataOpt,
+    DbaOpt,
+    IndexArg,
+    QuietOpt,
+    ThreadsOpt,
+    ThresholdOpt,
+)
 from retrieval.indexing import usecases as api
 from retrieval.indexing.common.score_calibration import NO_CALIBRATION
 from retrieval.indexing.store.shared.index_directory.index_manifest import manifest_edit_problem
@@ -114,7 +122,7 @@ def build(
     )
 
 
-def info(index_dir: Annotated[Path, typer.Argument(help="index directory")]) -> None:
+def info(index_dir: IndexArg) -> None:
     """Show what an index holds and how it was built."""
     manifest = api.index_info(index_dir)
     sizes = {p.name: p.stat().st_size for p in Path(index_dir).iterdir() if p.is_file()}
@@ -151,7 +159,7 @@ def info(index_dir: Annotated[Path, typer.Argument(help="index directory")]) -> 
 
 
 def add(
-    index_dir: Annotated[Path, typer.Argument(help="index directory")],
+    index_dir: IndexArg,
     data: DataOpt,
     batch_size: BatchOpt = 32,
     threads: ThreadsOpt = None,
@@ -206,7 +214,7 @@ def add(
 
 
 def remove(
-    index_dir: Annotated[Path, typer.Argument(help="index directory")],
+    index_dir: IndexArg,
     ids: Annotated[list[int] | None, typer.Argument(help="item ids to remove")] = None,
     keys: Annotated[
         list[str] | None, typer.Option("--key", help="remove the item carrying this key (repeat for several)")
@@ -250,7 +258,7 @@ def _policy_text(policy: api.CompactionPolicy) -> str:
 
 
 def compact(
-    index_dir: Annotated[Path, typer.Argument(help="index directory")],
+    index_dir: IndexArg,
     max_delta_segments: Annotated[
         int | None, typer.Option("--max-delta-segments", min=1, help="merge the smallest deltas past this many")
     ] = None,

@@ -10,7 +10,7 @@ import typer
 
 from retrieval.cli.activity import activity
 from retrieval.cli.commands.index_commands import echo_failures
-from retrieval.cli.options.index_options import BatchOpt, QuietOpt, ThreadsOpt
+from retrieval.cli.options.index_options import BatchOpt, IndexArg, QuietOpt, ThreadsOpt
 from retrieval.cli.search_output import csv_document, json_document, table_text
 from retrieval.indexing import usecases as api
 from retrieval.indexing.common.atomic_write import atomic_write_text
@@ -22,7 +22,7 @@ Format = Literal["table", "json", "csv"]
 
 
 def search(
-    index_dir: Annotated[Path, typer.Argument(help="index directory")],
+    index_dir: IndexArg,
     images: Annotated[list[Path] | None, typer.Argument(help="query images (embedded in batches)")] = None,
     item_ids: Annotated[
         list[int] | None, typer.Option("--id", help="search by a stored item, itself left out (repeatable)")

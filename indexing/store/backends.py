@@ -9,15 +9,12 @@ targets ``IndexTarget``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-import numpy as np
-
 from retrieval.indexing.common.registry import Registry
-from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.store.files import files_target
 from retrieval.indexing.store.files.faiss_kinds import IndexKind
 from retrieval.indexing.store.files.files_target import FilesTarget
@@ -25,7 +22,7 @@ from retrieval.indexing.store.files.index_store import IndexStore
 from retrieval.indexing.store.milvus import milvus_build
 from retrieval.indexing.store.milvus.milvus_build import MilvusTarget
 from retrieval.indexing.store.milvus.milvus_store import MilvusStore
-from retrieval.indexing.store.shared.index_directory.index_dir import IndexedModel
+from retrieval.indexing.store.shared.index_directory.index_dir import IndexContents
 from retrieval.indexing.store.shared.index_directory.index_manifest import IndexManifest, load_index_manifest
 from retrieval.indexing.store.shared.store_protocol import Store
 
@@ -41,16 +38,9 @@ class IndexTarget(Protocol):
     """Where a new index is written: ``FilesTarget`` or ``MilvusTarget``."""
 
     def write(
-        self,
-        out_dir: Path,
-        model: IndexedModel,
-        records: Sequence[ImageRecord],
-        embeddings: np.ndarray,
-        kinds: tuple[IndexKind, IndexKind],
-        *,
-        progress: bool = False,
+        self, out_dir: Path, contents: IndexContents[tuple[IndexKind, IndexKind]], *, progress: bool = False
     ) -> IndexManifest:
-        """Write the index of ``records`` (rows of ``embeddings``) and swap its directory in at ``out_dir``."""
+        """Write the index of ``contents`` and swap its directory in at ``out_dir``."""
         ...
 
 

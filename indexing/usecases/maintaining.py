@@ -9,12 +9,12 @@ from pathlib import Path
 from retrieval.indexing.store.backends import FILES
 from retrieval.indexing.store.files.index_store import committed_manifest
 from retrieval.indexing.store.maintenance import index_snapshot, index_verify, model_upgrade
-from retrieval.indexing.store.maintenance.generation_sync import Progress
 from retrieval.indexing.store.maintenance.generations import KEEP_PREVIOUS, Generation, generations
 from retrieval.indexing.store.maintenance.index_snapshot import SnapshotReport
 from retrieval.indexing.store.maintenance.index_verify import VerifyReport
 from retrieval.indexing.store.maintenance.model_check import DEEP_SAMPLE
 from retrieval.indexing.store.maintenance.model_upgrade import UpgradeReport
+from retrieval.indexing.store.maintenance.model_upgrade import rebuild_index as rebuild_index
 from retrieval.indexing.store.shared.index_directory.index_manifest import IndexManifest, load_index_manifest
 from retrieval.indexing.usecases.inputs import PathLike
 
@@ -41,29 +41,6 @@ def verify_index(index_dir: PathLike, *, deep: bool = False, sample: int = DEEP_
     """Check every file, id, vector and record; an ``IndexFormatError`` names the first problem. ``deep``
     also embeds up to ``sample`` stored images again and compares them with their stored vectors."""
     return index_verify.verify_index(Path(index_dir), deep=deep, sample=sample)
-
-
-def rebuild_index(
-    index_dir: PathLike,
-    model: PathLike,
-    *,
-    batch_size: int = 32,
-    threads: int | None = None,
-    switch: bool = True,
-    progress: Progress | None = None,
-    keep: int = KEEP_PREVIOUS,
-) -> UpgradeReport:
-    """Re-embed every item with ``model`` beside the live index, then (``switch``) make it live, keeping
-    ``keep`` previous generations; with the live model nothing is done (``report.unchanged`` says so)."""
-    return model_upgrade.rebuild_index(
-        Path(index_dir),
-        Path(model),
-        batch_size=batch_size,
-        threads=threads,
-        switch=switch,
-        progress=progress,
-        keep=keep,
-    )
 
 
 def switch_index(

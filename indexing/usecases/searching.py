@@ -10,7 +10,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 from PIL import Image
@@ -19,12 +19,14 @@ from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.store.backends import open_store
 from retrieval.indexing.store.item_search import Hit, HitPage, filter_warnings, ranked_pages, similar_pages
-from retrieval.indexing.store.shared.items.item_filter import ItemFilter
-from retrieval.indexing.store.shared.search_settings import SearchSettings, aliased
+from retrieval.indexing.store.shared.search_settings import SearchSettings, SettingsOptions, aliased
 from retrieval.indexing.store.shared.store_protocol import Store
 from retrieval.indexing.usecases.inputs import ImageLike, PathLike, embed_images, query_embedder
 from retrieval.indexing.usecases.vector_input import normalised_warning
 from retrieval.indexing.usecases.vectors import vector_pages
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 Unreadable = Literal["report", "raise"]
 """An image that cannot be read: listed in ``SearchOutcome.failures`` (an error only when none can be read:
@@ -53,34 +55,14 @@ class SearchRequest:
         images: Sequence[ImageLike] = (),
         item_ids: Sequence[int] = (),
         *,
-        k: int = 10,
-        kind: str = "float",
-        rerank: int | None = None,
-        where: str | Mapping[str, Any] | ItemFilter | None = None,
-        postprocess: str = "none",
-        offset: int = 0,
-        min_score: float | None = None,
         model: PathLike | None = None,
         force: bool = False,
-        filter_name: str = "filter",
         vectors: Any = None,
-        min_probability: float | None = None,
-        collapse_duplicates: bool = False,
+        **options: Unpack[SettingsOptions],
     ) -> SearchRequest:
-        """The request of the options as the commands and the Python API name them (``SearchSettings.parse``:
-        a bad setting is a DataError before any image is embedded)."""
-        settings = SearchSettings.parse(
-            k=k,
-            kind=kind,
-            rerank=rerank,
-            where=where,
-            postprocess=postprocess,
-            offset=offset,
-            min_score=min_score,
-            filter_name=filter_name,
-            min_probability=min_probability,
-            collapse_duplicates=collapse_duplicates,
-        )
+        """The request of the options as the commands and the Python API name them: ``options`` are
+        ``SearchSettings.parse``'s (a bad setting is a DataError before any image is embedded)."""
+        settings = SearchSettings.parse(**options)
         queries = tuple(image if isinstance(image, Image.Image) else Path(image) for image in images)
         given_model = Path(model) if model is not None else None
         given_vectors = None if vectors is None else np.asarray(vectors)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import io
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from PIL import Image
@@ -60,3 +62,16 @@ def store_upload(index_dir: Path, data: bytes) -> Path:
             "mount the index directory writable to add items"
         ) from None
     return target
+
+
+@contextmanager
+def stored_uploads(index_dir: Path, store: Store, images: Sequence[bytes]) -> Iterator[list[Path]]:
+    """Store the uploaded ``images`` of an add (``store_upload``) and yield their paths; when the add in the
+    block fails, the files it created are deleted again unless an item points to them."""
+    new = [path for data in images if not (path := upload_path(index_dir, data)).is_file()]
+    paths = [store_upload(index_dir, data) for data in images]
+    try:
+        yield paths
+    except BaseException:
+        discard_unused_uploads(index_dir, new, store.paths_in_use([str(path) for path in new]))
+        raise

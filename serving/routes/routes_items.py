@@ -13,33 +13,32 @@ from pydantic import Field
 from retrieval.indexing.common.errors import (
     DataError,
     IndexChangedError,
-    IndexNotWritableError,
     ItemNotFoundError,
     KeyConflictError,
 )
 from retrieval.indexing.data.records import MAX_KEY_CHARS, MAX_LABEL_CHARS, ImageRecord, item_key, label_problem
 from retrieval.indexing.store.shared.items.item_filter import MAX_JSON_BYTES, MAX_KEYS, Scalar, parse_metadata_for
+from retrieval.indexing.store.shared.items.items_db import Item
 from retrieval.indexing.usecases.updating import add_embedded, check_new_keys
 from retrieval.serving.api_models.schemas import MAX_ITEM_ID, AddItemsResponse, DeleteItemResponse, ItemResponse
 from retrieval.serving.api_models.vector_schemas import WITH_VECTORS, ItemWithVector
-from retrieval.serving.dependencies import API_KEY_ERRORS, Services, get_services, require_api_key
+from retrieval.serving.dependencies import (
+    COMMON_CAUSES,
+    WRITE_CAUSES,
+    Services,
+    get_services,
+    require_api_key,
+)
 from retrieval.serving.http import api_examples
 from retrieval.serving.http.problems import problem_responses
 from retrieval.serving.http.service_errors import (
     InvalidParameterError,
     PayloadTooLargeError,
-    RequestTimeoutError,
-    RetryLaterError,
     UnsupportedMediaTypeError,
     invalid_parameters,
 )
 from retrieval.serving.images.item_images import SHOWN_AS_STORED, image_response
-from retrieval.serving.images.upload_storage import (
-    discard_item_upload,
-    discard_unused_uploads,
-    store_upload,
-    upload_path,
-)
+from retrieval.serving.images.upload_storage import discard_item_upload, stored_uploads
 from retrieval.serving.item_views import item_view, stored_with_vector
 from retrieval.serving.query_pipeline import embed_upload
 from retrieval.serving.routes.form_fields import renamed_field
@@ -47,16 +46,14 @@ from retrieval.serving.routes.strict_forms import StrictFormRoute
 from retrieval.serving.service_state import Snapshot
 
 router = APIRouter(tags=["items"], route_class=StrictFormRoute)  # form text must decode: 400, not mojibake
-_COMMON = (RetryLaterError, InvalidParameterError, RequestTimeoutError)
-ITEM_PROBLEMS = problem_responses(ItemNotFoundError, *_COMMON)
+ITEM_PROBLEMS = problem_responses(ItemNotFoundError, *COMMON_CAUSES)
 NOT_MODIFIED: dict[int | str, dict[str, Any]] = {
     304: {"description": "Not Modified: the If-None-Match header named the current ETag"}
 }
-_WRITE_CAUSES = (IndexChangedError, IndexNotWritableError, *API_KEY_ERRORS, *_COMMON)
 ADD_PROBLEMS = problem_responses(
-    DataError, KeyConflictError, *_WRITE_CAUSES, PayloadTooLargeError, UnsupportedMediaTypeError
+    DataError, KeyConflictError, *WRITE_CAUSES, PayloadTooLargeError, UnsupportedMediaTypeError
 )
-DELETE_PROBLEMS = problem_responses(ItemNotFoundError, *_WRITE_CAUSES)
+DELETE_PROBLEMS = problem_responses(ItemNotFoundError, *WRITE_CAUSES)
 THUMBNAIL_CACHE = "public, max-age=3600"
 
 
@@ -75,6 +72,13 @@ async def get_item(
     return item_view(record, services.settings.shows_paths, vector)
 
 
+async def stored_record(
+    item_id: int = Path(ge=1, le=MAX_ITEM_ID, description="item id"), services: Services = Depends(get_services)
+) -> Item:
+    """The stored item whose thumbnail or image a route sends (a dependency: the path's ``item_id``)."""
+    return await services.state.read(lambda snap: snap.store.item(item_id))
+
+
 @router.get(
     "/items/{item_id}/thumbnail",
     responses={
@@ -86,11 +90,8 @@ async def get_item(
     summary="A small JPEG of a stored item",
 )
 async def get_thumbnail(
-    request: Request,
-    item_id: int = Path(ge=1, le=MAX_ITEM_ID, description="item id"),
-    services: Services = Depends(get_services),
+    request: Request, record: Item = Depends(stored_record), services: Services = Depends(get_services)
 ) -> Response:
-    record = await services.state.read(lambda snap: snap.store.item(item_id))
     thumb = await services.thumbnails.thumbnail_for(record)
     headers = {"Cache-Control": THUMBNAIL_CACHE, "ETag": thumb.etag}
     if request.headers.get("if-none-match") == thumb.etag:
@@ -109,11 +110,8 @@ async def get_thumbnail(
     summary="A stored item's image at full size",
 )
 async def get_image(
-    request: Request,
-    item_id: int = Path(ge=1, le=MAX_ITEM_ID, description="item id"),
-    services: Services = Depends(get_services),
+    request: Request, record: Item = Depends(stored_record), services: Services = Depends(get_services)
 ) -> Response:
-    record = await services.state.read(lambda snap: snap.store.item(item_id))
     response = await image_response(record, services.settings, services.decode_limiter)
     if request.headers.get("if-none-match") == response.headers["etag"]:
         return Response(status_code=304, headers={key: response.headers[key] for key in ("etag", "cache-control")})
@@ -189,17 +187,12 @@ async def add_items(
             )
         if idempotency_key is not None and (first := current.store.recall(idempotency_key)) is not None:
             return AddItemsResponse(**first)  # a concurrent retry committed first
-        new = [path for item in embedded if not (path := upload_path(settings.index_dir, item.data)).is_file()]
-        paths = [store_upload(settings.index_dir, item.data) for item in embedded]
-        records = [
-            ImageRecord(path=path, label=label, metadata={"filename": upload.filename or "", **more}, key=key)
-            for path, label, upload, more, key in zip(paths, labels, uploads, extra, keys, strict=True)
-        ]
-        try:
+        with stored_uploads(settings.index_dir, current.store, [item.data for item in embedded]) as paths:
+            records = [
+                ImageRecord(path=path, label=label, metadata={"filename": upload.filename or "", **more}, key=key)
+                for path, label, upload, more, key in zip(paths, labels, uploads, extra, keys, strict=True)
+            ]
             added = add_embedded(current.store, records, embeddings, idempotency_key=idempotency_key)
-        except BaseException:
-            discard_unused_uploads(settings.index_dir, new, current.store.paths_in_use([str(p) for p in new]))
-            raise
         return AddItemsResponse(ids=added.ids, count=added.count)
 
     return await services.state.write(add)

@@ -11,35 +11,32 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, File, Form, Path, Response, UploadFile
 
-from retrieval.indexing.common.errors import DataError, IndexChangedError, IndexNotWritableError, ItemNotFoundError
+from retrieval.indexing.common.errors import DataError, IndexChangedError, ItemNotFoundError
 from retrieval.indexing.data.records import MAX_KEY_CHARS, ImageRecord, item_key, label_problem
 from retrieval.indexing.store.shared.items.item_filter import parse_metadata
 from retrieval.serving.api_models.schemas import DeleteItemResponse, ItemResponse, PutItemResponse
-from retrieval.serving.dependencies import API_KEY_ERRORS, Services, get_services, require_api_key
+from retrieval.serving.dependencies import (
+    COMMON_CAUSES,
+    WRITE_CAUSES,
+    Services,
+    get_services,
+    require_api_key,
+)
 from retrieval.serving.http import api_examples
 from retrieval.serving.http.problems import problem_responses
 from retrieval.serving.http.service_errors import (
     InvalidParameterError,
     PayloadTooLargeError,
-    RequestTimeoutError,
-    RetryLaterError,
     UnsupportedMediaTypeError,
     invalid_parameters,
 )
-from retrieval.serving.images.upload_storage import (
-    discard_item_upload,
-    discard_unused_uploads,
-    store_upload,
-    upload_path,
-)
+from retrieval.serving.images.upload_storage import discard_item_upload, stored_uploads
 from retrieval.serving.item_views import item_response
 from retrieval.serving.query_pipeline import embed_upload
 from retrieval.serving.routes.strict_forms import StrictFormRoute
 from retrieval.serving.service_state import Snapshot
 
 router = APIRouter(tags=["items"], route_class=StrictFormRoute)
-_COMMON = (RetryLaterError, InvalidParameterError, RequestTimeoutError)
-_WRITES = (IndexChangedError, IndexNotWritableError, *API_KEY_ERRORS, *_COMMON)
 _KEY = f"the item's key (1..{MAX_KEY_CHARS} characters of one line; may hold '/')"
 KEY_PATH = "/items/by-key/{key:path}"
 
@@ -53,7 +50,7 @@ def checked_key(key: str) -> str:
 @router.get(
     KEY_PATH,
     response_model=ItemResponse,
-    responses={**api_examples.example(api_examples.ITEM), **problem_responses(ItemNotFoundError, *_COMMON)},
+    responses={**api_examples.example(api_examples.ITEM), **problem_responses(ItemNotFoundError, *COMMON_CAUSES)},
     summary="The item carrying a key",
 )
 async def get_by_key(key: str = Path(description=_KEY), services: Services = Depends(get_services)) -> ItemResponse:
@@ -72,7 +69,7 @@ async def get_by_key(key: str = Path(description=_KEY), services: Services = Dep
             "description": "Created: no item carried the key",
             "content": {"application/json": {"example": {**api_examples.PUT_ITEM, "replaced": None}}},
         },
-        **problem_responses(DataError, *_WRITES, PayloadTooLargeError, UnsupportedMediaTypeError),
+        **problem_responses(DataError, *WRITE_CAUSES, PayloadTooLargeError, UnsupportedMediaTypeError),
     },
     dependencies=[Depends(require_api_key)],
     summary="Create or replace the item carrying a key: image, label and metadata in one write (API key)",
@@ -103,16 +100,10 @@ async def put_by_key(
             )
         old_id = current.store.ids_of_keys([key]).get(key)
         old_path = current.store.item(old_id).path if old_id is not None else None
-        new = upload_path(index_dir, embedded.data)
-        created = not new.is_file()
-        path = store_upload(index_dir, embedded.data)
-        record = ImageRecord(path=path, label=label, metadata={"filename": image.filename or "", **extra}, key=key)
-        try:
+        with stored_uploads(index_dir, current.store, [embedded.data]) as (path,):
+            item_metadata = {"filename": image.filename or "", **extra}
+            record = ImageRecord(path=path, label=label, metadata=item_metadata, key=key)
             (new_id,) = current.store.add([record], embedded.vector[None], replace=True)
-        except BaseException:
-            if created:
-                discard_unused_uploads(index_dir, [new], current.store.paths_in_use([str(new)]))
-            raise
         if old_path is not None:
             discard_item_upload(index_dir, current.store, old_path)
         return PutItemResponse(id=new_id, key=key, replaced=old_id, count=current.store.count)
@@ -125,7 +116,7 @@ async def put_by_key(
 @router.delete(
     KEY_PATH,
     response_model=DeleteItemResponse,
-    responses={**api_examples.example(api_examples.DELETE_ITEM), **problem_responses(ItemNotFoundError, *_WRITES)},
+    responses={**api_examples.example(api_examples.DELETE_ITEM), **problem_responses(ItemNotFoundError, *WRITE_CAUSES)},
     dependencies=[Depends(require_api_key)],
     summary="Remove the item carrying a key (API key)",
 )

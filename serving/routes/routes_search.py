@@ -23,14 +23,12 @@ from retrieval.serving.api_models.schemas import (
     SearchResponse,
     Timings,
 )
-from retrieval.serving.dependencies import Services, get_services
+from retrieval.serving.dependencies import COMMON_CAUSES, Services, get_services
 from retrieval.serving.http import api_examples
 from retrieval.serving.http.problems import problem_responses
 from retrieval.serving.http.service_errors import (
     InvalidParameterError,
     PayloadTooLargeError,
-    RequestTimeoutError,
-    RetryLaterError,
     UnsupportedMediaTypeError,
     invalid_parameters,
 )
@@ -39,9 +37,8 @@ from retrieval.serving.routes.strict_forms import StrictFormRoute
 
 T = TypeVar("T")
 router = APIRouter(tags=["search"], route_class=StrictFormRoute)
-_COMMON = (RetryLaterError, InvalidParameterError, RequestTimeoutError)
-UPLOAD_PROBLEMS = problem_responses(DataError, PayloadTooLargeError, UnsupportedMediaTypeError, *_COMMON)
-SIMILAR_PROBLEMS = problem_responses(ItemNotFoundError, *_COMMON)
+UPLOAD_PROBLEMS = problem_responses(DataError, PayloadTooLargeError, UnsupportedMediaTypeError, *COMMON_CAUSES)
+SIMILAR_PROBLEMS = problem_responses(ItemNotFoundError, *COMMON_CAUSES)
 
 _IMAGE = (
     "the query image (JPEG, PNG, WebP, GIF, BMP, TIFF); send the field several times for a batch search (at most "

@@ -15,8 +15,6 @@ from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
 
 from retrieval.indexing.common.errors import (
     DataError,
-    IndexChangedError,
-    IndexNotWritableError,
     ItemNotFoundError,
     KeyConflictError,
     ModelMismatchError,
@@ -33,7 +31,13 @@ from retrieval.serving.api_models.schemas import (
     SearchResponse,
     Timings,
 )
-from retrieval.serving.dependencies import API_KEY_ERRORS, Services, get_services, require_api_key
+from retrieval.serving.dependencies import (
+    COMMON_CAUSES,
+    WRITE_CAUSES,
+    Services,
+    get_services,
+    require_api_key,
+)
 from retrieval.serving.http import api_examples
 from retrieval.serving.http.json_bodies import JsonBody
 from retrieval.serving.http.json_body_route import JsonBodyRoute, json_body
@@ -41,8 +45,6 @@ from retrieval.serving.http.problems import problem_responses
 from retrieval.serving.http.service_errors import (
     InvalidParameterError,
     PayloadTooLargeError,
-    RequestTimeoutError,
-    RetryLaterError,
     invalid_parameters,
 )
 from retrieval.serving.images.upload_storage import discard_item_upload
@@ -54,8 +56,6 @@ from retrieval.serving.service_state import Snapshot
 
 json_router = APIRouter(route_class=JsonBodyRoute)
 router = APIRouter(tags=["items"])
-_COMMON = (RetryLaterError, InvalidParameterError, RequestTimeoutError)
-_WRITES = (IndexChangedError, IndexNotWritableError, *API_KEY_ERRORS, *_COMMON)
 JSON_BODIES = (
     JsonBody(
         "/items",
@@ -183,7 +183,7 @@ async def search_by_vector(
 @router.post(
     "/items/delete",
     response_model=schemas.DeleteByFilterResponse,
-    responses={**api_examples.example(schemas.DELETE_ANSWER_EXAMPLE), **problem_responses(*_WRITES)},
+    responses={**api_examples.example(schemas.DELETE_ANSWER_EXAMPLE), **problem_responses(*WRITE_CAUSES)},
     openapi_extra=JsonBody.request_body_of(schemas.DeleteByFilterRequest, {"by filter": schemas.DELETE_EXAMPLE}),
     dependencies=[Depends(require_api_key)],
     summary="Delete every item that passes a filter; dry_run counts them (API key)",
@@ -206,7 +206,7 @@ async def delete_by_filter(
 @router.get(
     "/items/by-key/{key:path}/similar",
     response_model=SearchResponse,
-    responses={**api_examples.example(api_examples.SEARCH), **problem_responses(ItemNotFoundError, *_COMMON)},
+    responses={**api_examples.example(api_examples.SEARCH), **problem_responses(ItemNotFoundError, *COMMON_CAUSES)},
     summary="Find the items most similar to the item carrying a key (the item itself excluded)",
 )
 async def similar_by_key(

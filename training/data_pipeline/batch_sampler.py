@@ -22,13 +22,28 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, TypedDict
 
 import numpy as np
 
 from retrieval.indexing.common.errors import DataError
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
 SmallClasses = Literal["drop", "pad"]
+
+
+class SamplerOptions(TypedDict, total=False):
+    """The keyword options of ``ClassBalancedBatchSampler`` that ``make_batch_sampler`` passes on."""
+
+    batches_per_epoch: int | None
+    seed: int
+    rank: int
+    world_size: int
+    class_names: Mapping[int, str] | None
+    small_classes: SmallClasses
+
 
 log = logging.getLogger(__name__)
 
@@ -188,18 +203,10 @@ class ClassBalancedBatchSampler:
 
 
 def make_batch_sampler(
-    batch_size: int,
-    images_per_class: int,
-    labels: Sequence[int],
-    *,
-    batches_per_epoch: int | None = None,
-    seed: int = 0,
-    rank: int = 0,
-    world_size: int = 1,
-    class_names: Mapping[int, str] | None = None,
-    small_classes: SmallClasses = "drop",
+    batch_size: int, images_per_class: int, labels: Sequence[int], **options: Unpack[SamplerOptions]
 ) -> ClassBalancedBatchSampler:
-    """A class-balanced sampler with C = ``batch_size // images_per_class`` classes per batch."""
+    """A class-balanced sampler with C = ``batch_size // images_per_class`` classes per batch; ``options``
+    are the sampler's own (``ClassBalancedBatchSampler``'s defaults)."""
     M = images_per_class
     if batch_size % M:
         lower, upper = batch_size // M * M, (batch_size // M + 1) * M
@@ -213,17 +220,7 @@ def make_batch_sampler(
             f"batch size {batch_size} with {M} images per class holds only {batch_size // M} class per batch "
             f"but pair losses need at least 2; set trainer.batch_size to at least {2 * M}"
         )
-    return ClassBalancedBatchSampler(
-        labels,
-        classes_per_batch=batch_size // M,
-        images_per_class=M,
-        batches_per_epoch=batches_per_epoch,
-        seed=seed,
-        rank=rank,
-        world_size=world_size,
-        class_names=class_names,
-        small_classes=small_classes,
-    )
+    return ClassBalancedBatchSampler(labels, classes_per_batch=batch_size // M, images_per_class=M, **options)
 
 
 class ShuffleBatchSampler:

@@ -33,16 +33,11 @@ from retrieval.training.run.outputs.run_model import load_run_model
 
 
 def export_ensemble(
-    run_dir: Path,
-    out_dir: Path | None = None,
-    *,
-    fp16: bool = False,
-    checkpoint: Literal["best", "last"] = "best",
-    int8: Int8Request | None = None,
+    paths: RunPaths, out: Path, *, fp16: bool, checkpoint: Literal["best", "last"], int8: Int8Request | None
 ) -> ExportResult:
-    """Join the members' ``checkpoint`` models into one parity-checked ONNX export (default run_dir/export);
-    ``int8`` quantizes it (calibrated and checked on member 0's data splits, which all members share)."""
-    paths = RunPaths(run_dir)
+    """Join the members' ``checkpoint`` models into one parity-checked ONNX export in ``out`` (``export_run``
+    chose it and the options); ``int8`` quantizes it (calibrated and checked on member 0's data splits, which
+    all members share)."""
     spec = read_ensemble_spec(paths.run_dir)
     if spec is None:
         raise RetrievalError(f"{paths.run_dir} is not an ensemble run (it has no {paths.ensemble_spec.name})")
@@ -63,7 +58,6 @@ def export_ensemble(
         manifest = build_manifest(configs[0], summary, onnx_bytes, model.embedding_dim, precision, None, sources)
         return manifest.model_copy(update={"config_hash": ensemble_hash, "ensemble_members": count})
 
-    out = Path(out_dir) if out_dir is not None else paths.export_dir
     request = int8.for_run(configs[0].data) if int8 is not None else None
     return write_checked_export(
         model, configs[0].data.image_size, out, fp16=fp16, manifest_for=manifest_for, int8=request

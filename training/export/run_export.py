@@ -43,15 +43,16 @@ def export_run(
         raise RetrievalError(
             f"run directory {paths.run_dir} does not exist; pass the directory `retrieval train` wrote"
         )
+    out = Path(out_dir) if out_dir is not None else paths.export_dir
     if paths.ensemble_spec.is_file():
-        return export_ensemble(paths.run_dir, out_dir, fp16=fp16, checkpoint=checkpoint, int8=int8)
+        return export_ensemble(paths, out, fp16=fp16, checkpoint=checkpoint, int8=int8)
     config, state, model = load_run_model(paths.run_dir, checkpoint)
     source = paths.best_checkpoint if checkpoint == "best" else paths.last_checkpoint
     sources = checkpoint_hashes(paths.run_dir, [source])
     result = write_checked_export(
         model,
         config.data.image_size,
-        Path(out_dir) if out_dir is not None else paths.export_dir,
+        out,
         fp16=fp16,
         manifest_for=lambda onnx_bytes, precision: build_manifest(
             config, state, onnx_bytes, model.embedding_dim, precision, run_verdict(paths), sources

@@ -17,13 +17,12 @@ from pytorch_metric_learning.miners import BaseMiner
 from pytorch_metric_learning.regularizers import ZeroMeanRegularizer
 
 from retrieval.indexing.common.errors import ConfigError
-from retrieval.training.losses.base import EmbeddingLoss
 from retrieval.training.losses.native.facility_location import FacilityLocationLoss
 from retrieval.training.losses.native.group_loss import GroupLoss
 from retrieval.training.losses.native.npairs import build_npairs
 from retrieval.training.losses.native.prototypical import PrototypicalLoss
 from retrieval.training.losses.pml_adapter import PmlPairLoss
-from retrieval.training.losses.registry import LossSpec, register_loss
+from retrieval.training.losses.registry import family_spec, register_loss
 
 TRIPLET_MINING = {"semihard": "semi_hard_triplet", "hard": "hard_triplet", "all": None}
 
@@ -138,27 +137,7 @@ def _build_facility_location(
     return FacilityLocationLoss(gamma, pam_iterations)
 
 
-def _spec(
-    name: str,
-    description: str,
-    params: dict[str, Any],
-    paper: str,
-    builder: Callable[..., EmbeddingLoss],
-    miner: str | None = None,
-    **extra: Any,
-) -> LossSpec:
-    return LossSpec(
-        name=name,
-        description=description,
-        sampler="balanced",
-        default_params=params,
-        default_miner=miner,
-        paper=paper,
-        builder=builder,
-        family="pair",
-        **extra,
-    )
-
+_spec = family_spec("pair", "balanced")
 
 for _spec_ in (
     _spec(

@@ -13,11 +13,10 @@ from typing import Any
 from pytorch_metric_learning import losses as pml
 from pytorch_metric_learning.miners import BaseMiner
 
-from retrieval.training.losses.base import EmbeddingLoss
 from retrieval.training.losses.native.normalized_softmax import NormalizedSoftmaxLoss
 from retrieval.training.losses.native.proxy_triplet import ProxyTripletLoss
 from retrieval.training.losses.pml_adapter import PmlProxyLoss
-from retrieval.training.losses.registry import LossSpec, register_loss
+from retrieval.training.losses.registry import family_spec, register_loss
 
 
 def _proxy_builder(pml_class: type[pml.BaseMetricLossFunction]) -> Callable[..., PmlProxyLoss]:
@@ -42,26 +41,7 @@ def _build_proxy_triplet(
     return ProxyTripletLoss(num_classes, embedding_dim, margin=margin)
 
 
-def _spec(
-    name: str,
-    description: str,
-    params: dict[str, Any],
-    paper: str,
-    builder: Callable[..., EmbeddingLoss],
-    **extra: Any,
-) -> LossSpec:
-    return LossSpec(
-        name=name,
-        description=description,
-        sampler="shuffle",
-        default_params=params,
-        default_miner=None,
-        paper=paper,
-        builder=builder,
-        family="proxy",
-        **extra,
-    )
-
+_spec = family_spec("proxy", "shuffle")
 
 for _spec_ in (
     _spec(

@@ -56,6 +56,35 @@ def register_loss(spec: LossSpec) -> None:
     LOSSES.register(spec.name, spec)
 
 
+def family_spec(family: str, sampler: Literal["balanced", "shuffle"]) -> Callable[..., LossSpec]:
+    """The spec builder of one family's table (``pair_losses``, ``proxy_losses``): a row gives the name, the
+    description, the default params, the paper and the builder, then the default miner and any other
+    ``LossSpec`` field by keyword; the family and its batch sampler are the table's."""
+
+    def spec(
+        name: str,
+        description: str,
+        params: dict[str, Any],
+        paper: str,
+        builder: Callable[..., EmbeddingLoss],
+        miner: str | None = None,
+        **extra: Any,
+    ) -> LossSpec:
+        return LossSpec(
+            name=name,
+            description=description,
+            sampler=sampler,
+            default_params=params,
+            default_miner=miner,
+            paper=paper,
+            builder=builder,
+            family=family,
+            **extra,
+        )
+
+    return spec
+
+
 def available_losses() -> list[LossSpec]:
     """All registered losses, sorted by name."""
     return LOSSES.entries()

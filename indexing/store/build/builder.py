@@ -23,7 +23,7 @@ from retrieval.indexing.search.postprocess_params import IndexPostprocess
 from retrieval.indexing.store.backends import IndexTarget, backend_of
 from retrieval.indexing.store.files.faiss_kinds import IndexKind, binary_kind, float_kind
 from retrieval.indexing.store.files.files_target import FilesTarget
-from retrieval.indexing.store.shared.index_directory.index_dir import IndexedModel, check_out_dir
+from retrieval.indexing.store.shared.index_directory.index_dir import IndexContents, IndexedModel, check_out_dir
 from retrieval.indexing.store.shared.index_directory.index_manifest import IndexManifest
 from retrieval.indexing.store.shared.store_checks import validate_records
 
@@ -141,4 +141,4 @@ def write_index(
 ) -> IndexManifest:
     """Write the index of ``records`` through ``target`` (the files backend when None)."""
     chosen = target if target is not None else FilesTarget()
-    return chosen.write(out_dir, model, records, embeddings, kinds, progress=progress)
+    return chosen.write(out_dir, IndexContents(model, records, embeddings, kinds), progress=progress)

@@ -7,8 +7,6 @@ manifest last) is written in a staging directory and swapped in (``shared.index_
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,7 +14,6 @@ import numpy as np
 
 from retrieval.indexing.common.artifact_names import INDEX_MODEL_SUBDIR, ITEMS_DB_NAME
 from retrieval.indexing.common.errors import ConfigError
-from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.exported_model.model_manifest import model_files_sha256
 from retrieval.indexing.exported_model.no_model import has_model
 from retrieval.indexing.search.binary import binarize
@@ -26,12 +23,13 @@ from retrieval.indexing.store.files.faiss_kinds import IndexKind, build_binary_i
 from retrieval.indexing.store.files.raw_vectors import write_raw
 from retrieval.indexing.store.files.segment_storage.segment_files import write_embeddings, write_faiss_files
 from retrieval.indexing.store.shared.index_directory.index_dir import (
-    IndexedModel,
+    IndexContents,
     check_out_dir,
     copy_model,
+    fresh_manifest,
     staged_index_dir,
 )
-from retrieval.indexing.store.shared.index_directory.index_manifest import IndexManifest, save_index_manifest, utc_now
+from retrieval.indexing.store.shared.index_directory.index_manifest import IndexManifest, save_index_manifest
 from retrieval.indexing.store.shared.items.items_db import ItemsDb
 
 
@@ -50,21 +48,12 @@ class FilesTarget:
         return cls()
 
     def write(
-        self,
-        out_dir: Path,
-        model: IndexedModel,
-        records: Sequence[ImageRecord],
-        embeddings: np.ndarray,
-        kinds: tuple[IndexKind, IndexKind],
-        *,
-        progress: bool = False,
+        self, out_dir: Path, contents: IndexContents[tuple[IndexKind, IndexKind]], *, progress: bool = False
     ) -> IndexManifest:
         """Write all files in a staging directory, then swap it in place of ``out_dir``."""
         check_out_dir(out_dir)
         with staged_index_dir(out_dir) as staging:
-            manifest = write_index_files(
-                staging, model, records, embeddings, kinds, progress=progress, postprocess=self.postprocess
-            )
+            manifest = write_index_files(staging, contents, progress=progress, postprocess=self.postprocess)
         return manifest
 
 
@@ -80,19 +69,17 @@ def summary(manifest: IndexManifest) -> str:
 
 def write_index_files(
     index_dir: Path,
-    model: IndexedModel,
-    records: Sequence[ImageRecord],
-    embeddings: np.ndarray,
-    kinds: tuple[IndexKind, IndexKind],
+    contents: IndexContents[tuple[IndexKind, IndexKind]],
     *,
     progress: bool = False,
     postprocess: IndexPostprocess | None = None,
 ) -> IndexManifest:
     """Every file of a fresh index (generation 0) in ``index_dir``; the manifest is written last. With
     ``postprocess.dba`` the stored and indexed vectors are the augmented ones, the raw ones go to ``raw/``."""
+    model, records, kinds = contents.model, contents.records, contents.kinds
     index_dir.mkdir(parents=True, exist_ok=False)
     postprocess = postprocess or IndexPostprocess()
-    raw = np.asarray(embeddings, dtype=np.float32)
+    raw = np.asarray(contents.embeddings, dtype=np.float32)
     vectors = augment_database(raw, postprocess.dba).vectors if postprocess.dba else raw
     write_embeddings(index_dir, vectors)
     db = ItemsDb.create(index_dir / ITEMS_DB_NAME)
@@ -108,32 +95,11 @@ def write_index_files(
     float_index = build_float_index(kinds[0], vectors, ids, progress=progress)
     binary_index = build_binary_index(kinds[1], binarize(vectors, threshold), ids, vectors.shape[1], progress=progress)
     write_faiss_files(index_dir, float_index, binary_index)
-    manifest = _manifest(model, kinds, dim=vectors.shape[1], count=len(ids), num_labels=num_labels)
+    names = (kinds[0].name, kinds[1].name)
+    manifest = fresh_manifest(model, dim=vectors.shape[1], kinds=names, count=len(ids), num_labels=num_labels)
     model_files = None  # an index built from vectors alone has no model to copy
     if has_model(model.manifest):
         copy_model(model, index_dir / INDEX_MODEL_SUBDIR)
         model_files = model_files_sha256(index_dir / INDEX_MODEL_SUBDIR, model.manifest)
     manifest = manifest.model_copy(update={"postprocess": postprocess, "model_files_sha256": model_files})
     return save_index_manifest(index_dir, manifest)
-
-
-def _manifest(
-    model: IndexedModel, kinds: tuple[IndexKind, IndexKind], *, dim: int, count: int, num_labels: int
-) -> IndexManifest:
-    now = utc_now()
-    return IndexManifest(
-        model_sha256=model.model_sha256,
-        model=model.manifest,
-        model_dir=str(model.export_dir.resolve()),
-        dim=dim,
-        bits=dim,
-        binarization_threshold=model.manifest.binarization_threshold,
-        float_kind=kinds[0].name,
-        binary_kind=kinds[1].name,
-        count=count,
-        num_labels=num_labels,
-        generation=0,
-        created_at=now,
-        build_id=uuid.uuid4().hex,
-        updated_at=now,
-    )

@@ -24,7 +24,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -60,8 +60,14 @@ from retrieval.indexing.store.shared.index_directory.write_lock import (
 from retrieval.indexing.store.shared.items.item_filter import ItemFilter, Scalar
 from retrieval.indexing.store.shared.items.items_db import Item, ItemsDb
 from retrieval.indexing.store.shared.store_base import StoreBase
+from retrieval.indexing.store.shared.store_protocol import AddOptions
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 _log = logging.getLogger(__name__)
+
+
 _OPEN_ATTEMPTS = 3  # an update committing while we read is retried (its files moved under us)
 Allowed = np.ndarray | None
 """The ids a search may return (ascending; a filter's matches), or None for every live item."""
@@ -69,6 +75,12 @@ _REMEMBERED_FILTERS = 32
 """Filters whose matches a store keeps for its current generation (a service sees the same few often)."""
 _REMEMBERED_IDS = 1 << 22
 """At most this many matching ids kept in all (32 MiB)."""
+
+
+class FilesAddOptions(AddOptions, total=False):
+    """``Store.add``'s options and the files backend's own: ``ids`` for the items instead of new ones."""
+
+    ids: Sequence[int] | None
 
 
 class IndexStore(StoreBase[Allowed]):
@@ -153,17 +165,11 @@ class IndexStore(StoreBase[Allowed]):
 
     # ----- updating (``StoreUpdates``) -------------------------------------------------------
     def add(
-        self,
-        records: Sequence[ImageRecord],
-        embeddings: np.ndarray,
-        *,
-        idempotency_key: str | None = None,
-        replace: bool = False,
-        ids: Sequence[int] | None = None,
+        self, records: Sequence[ImageRecord], embeddings: np.ndarray, **options: Unpack[FilesAddOptions]
     ) -> list[int]:
         """Add items with their (n, d) embeddings as a new delta segment; returns the new item ids
         (``StoreUpdates.add``: idempotency, ``replace``, given ``ids``)."""
-        return self._updates.add(records, embeddings, idempotency_key=idempotency_key, replace=replace, ids=ids)
+        return self._updates.add(records, embeddings, **options)
 
     def remove(self, ids: Sequence[int]) -> int:
         """Remove items by id (unknown ids are ignored); returns how many were removed."""

@@ -42,6 +42,7 @@ from retrieval.indexing.store.maintenance.generations import (
     promote,
     restore_previous,
 )
+from retrieval.indexing.store.shared.index_directory.index_dir import IndexContents
 from retrieval.indexing.store.shared.index_directory.index_manifest import IndexManifest, load_index_manifest
 from retrieval.indexing.store.shared.index_directory.write_lock import exclusive_writer
 
@@ -66,8 +67,8 @@ class UpgradeReport:
 
 
 def rebuild_index(
-    index_dir: Path,
-    model: Path,
+    index_dir: str | Path,
+    model: str | Path,
     *,
     batch_size: int = 32,
     threads: int | None = None,
@@ -77,8 +78,10 @@ def rebuild_index(
 ) -> UpgradeReport:
     """Re-embed every item of ``index_dir`` with ``model`` into its next generation, then (``switch``)
     make that generation live, keeping ``keep`` previous generations (see the module). With the live
-    model it changes nothing: the report says why (``unchanged``)."""
+    model it changes nothing: the report says why (``unchanged``). The use case ``rebuild_index`` of
+    ``index rebuild`` and the Python API (``usecases.maintaining`` re-exports it)."""
     started = time.perf_counter()
+    index_dir, model = Path(index_dir), Path(model)
     live = _files_index(index_dir)
     embedder = OnnxEmbedder(resolve_export_dir(model), threads=threads)
     if embedder.model_sha256 == live.model_sha256:
@@ -170,7 +173,7 @@ def _start_generation(target: Path, embedder: OnnxEmbedder) -> None:
         _log.warning("discarding the next generation %s: %s", target, reason)
         shutil.rmtree(target)
     kinds = (float_kind("flat"), binary_kind("flat"))  # the live kinds come with the last compaction
-    FilesTarget().write(target, embedder, [], np.zeros((0, embedder.dim), np.float32), kinds)
+    FilesTarget().write(target, IndexContents(embedder, [], np.zeros((0, embedder.dim), np.float32), kinds))
 
 
 def _compact_like(target: Path, live: IndexManifest) -> None:

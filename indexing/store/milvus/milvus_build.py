@@ -8,7 +8,6 @@ that index's items at once: build into a new ``--collection`` to keep serving th
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -30,12 +29,14 @@ from retrieval.indexing.store.milvus.milvus_client import (
 )
 from retrieval.indexing.store.milvus.milvus_rows import item_rows, save_next_id
 from retrieval.indexing.store.shared.index_directory.index_dir import (
+    IndexContents,
     IndexedModel,
     check_out_dir,
     copy_model,
+    fresh_manifest,
     staged_index_dir,
 )
-from retrieval.indexing.store.shared.index_directory.index_manifest import IndexManifest, save_index_manifest, utc_now
+from retrieval.indexing.store.shared.index_directory.index_manifest import IndexManifest, save_index_manifest
 
 INSERT_BATCH = 512  # rows per insert: 512 x 2048-d float32 is 4 MiB, far below gRPC's 64 MiB message limit
 FLOAT_KIND, BINARY_KIND = "milvus:FLAT", "milvus:BIN_FLAT"
@@ -56,20 +57,12 @@ class MilvusTarget:
         name = collection or "retrieval_" + "".join(c if c.isalnum() else "_" for c in Path(out_dir).resolve().name)
         return cls(normalized_uri(uri), check_collection_name(name))
 
-    def write(
-        self,
-        out_dir: Path,
-        model: IndexedModel,
-        records: Sequence[ImageRecord],
-        embeddings: np.ndarray,
-        kinds: object,
-        *,
-        progress: bool = False,
-    ) -> IndexManifest:
+    def write(self, out_dir: Path, contents: IndexContents[object], *, progress: bool = False) -> IndexManifest:
         """Fill the collection, then write and swap in the index directory that names it (the faiss
-        ``kinds`` do not apply: Milvus searches FLAT and BIN_FLAT)."""
+        ``contents.kinds`` do not apply: Milvus searches FLAT and BIN_FLAT)."""
         check_out_dir(out_dir)
-        vectors = np.asarray(embeddings, dtype=np.float32)
+        model, records = contents.model, contents.records
+        vectors = np.asarray(contents.embeddings, dtype=np.float32)
         self._fill(model, records, vectors)
         manifest = _manifest(model, records, vectors.shape[1], self)
         with staged_index_dir(out_dir) as staging:
@@ -108,22 +101,12 @@ def _create(client: object, target: MilvusTarget, dim: int) -> None:
 
 
 def _manifest(model: IndexedModel, records: Sequence[ImageRecord], dim: int, target: MilvusTarget) -> IndexManifest:
-    now = utc_now()
-    return IndexManifest(
-        model_sha256=model.model_sha256,
-        model=model.manifest,
-        model_dir=str(model.export_dir.resolve()),
+    return fresh_manifest(
+        model,
         dim=dim,
-        bits=dim,
-        binarization_threshold=model.manifest.binarization_threshold,
-        float_kind=FLOAT_KIND,
-        binary_kind=BINARY_KIND,
+        kinds=(FLOAT_KIND, BINARY_KIND),
         count=len(records),
         num_labels=len({record.label for record in records}),
-        generation=0,
-        created_at=now,
-        build_id=uuid.uuid4().hex,
-        updated_at=now,
         backend="milvus",
         milvus_uri=target.uri,
         milvus_collection=target.collection,

@@ -24,7 +24,7 @@ import json
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -70,6 +70,10 @@ from retrieval.indexing.store.shared.items.item_filter import ItemFilter, Scalar
 from retrieval.indexing.store.shared.items.items_db import Item
 from retrieval.indexing.store.shared.store_base import StoreBase
 from retrieval.indexing.store.shared.store_checks import check_keys_free, checked_additions
+from retrieval.indexing.store.shared.store_protocol import AddOptions
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 _ITEM_FIELDS = ["id", "path", "label", "split", "is_query", "is_gallery", "metadata"]
 _CHUNK = 1000  # ids per query: keeps the expression and the reply small
@@ -284,16 +288,10 @@ class MilvusStore(StoreBase[str]):
         return found
 
     # ----- updating ----------------------------------------------------------------------
-    def add(
-        self,
-        records: Sequence[ImageRecord],
-        embeddings: np.ndarray,
-        *,
-        idempotency_key: str | None = None,
-        replace: bool = False,
-    ) -> list[int]:
+    def add(self, records: Sequence[ImageRecord], embeddings: np.ndarray, **options: Unpack[AddOptions]) -> list[int]:
         """Add items with their (n, d) embeddings; returns the new item ids (see the module docstring). A
         record key in use is a KeyConflictError unless ``replace``: the item holding it is then removed."""
+        replace, idempotency_key = options.get("replace", False), options.get("idempotency_key")
         vectors = checked_additions(records, embeddings, self.dim)
         if not records:
             return []

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypedDict, TypeVar
 
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.search.kinds import SearchKind
@@ -128,3 +128,18 @@ def aliased(name: str, value: T | None, alias: str, alias_value: T | None) -> T 
 
 def _whole(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+class SettingsOptions(TypedDict, total=False):
+    """``SearchSettings.parse``'s keyword options, for a request that passes them on (``SearchRequest.of``)."""
+
+    k: int
+    kind: str
+    rerank: int | None
+    where: str | Mapping[str, Any] | ItemFilter | None
+    postprocess: str
+    offset: int
+    min_score: float | None
+    filter_name: str
+    min_probability: float | None
+    collapse_duplicates: bool

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, runtime_checkable
 
 import numpy as np
 
@@ -21,6 +21,24 @@ from retrieval.indexing.store.shared.index_directory.compaction import Compactio
 from retrieval.indexing.store.shared.index_directory.index_manifest import IndexManifest
 from retrieval.indexing.store.shared.items.item_filter import ItemFilter, Scalar
 from retrieval.indexing.store.shared.items.items_db import Hit, Item
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+
+class SearchOptions(TypedDict, total=False):
+    """The keyword options of ``Store.search`` (``StoreBase.search`` defines them)."""
+
+    kind: KindName
+    rerank: int | None
+    where: ItemFilter | None
+
+
+class AddOptions(TypedDict, total=False):
+    """The keyword options of ``Store.add``, declared once for the protocol and its implementations."""
+
+    idempotency_key: str | None  # the ids and count are remembered under it: a retry is answered by ``recall``
+    replace: bool  # a record key in use replaces the item holding it instead of a KeyConflictError
 
 
 @runtime_checkable
@@ -41,16 +59,8 @@ class Store(Protocol):
     @property
     def dim(self) -> int: ...
 
-    def search(
-        self,
-        vectors: np.ndarray,
-        k: int,
-        *,
-        kind: KindName = "float",
-        rerank: int | None = None,
-        where: ItemFilter | None = None,
-    ) -> SearchResults:
-        """Top-``k`` item ids per query row, best first (see ``StoreBase.search``)."""
+    def search(self, vectors: np.ndarray, k: int, **options: Unpack[SearchOptions]) -> SearchResults:
+        """Top-``k`` item ids per query row, best first (see ``StoreBase.search``: its defaults)."""
         ...
 
     def is_exact(self, kind: SearchKind) -> bool:
@@ -101,14 +111,7 @@ class Store(Protocol):
 
     def embeddings_of(self, ids: Sequence[int] | np.ndarray) -> np.ndarray: ...
 
-    def add(
-        self,
-        records: Sequence[ImageRecord],
-        embeddings: np.ndarray,
-        *,
-        idempotency_key: str | None = None,
-        replace: bool = False,
-    ) -> list[int]:
+    def add(self, records: Sequence[ImageRecord], embeddings: np.ndarray, **options: Unpack[AddOptions]) -> list[int]:
         """New ids of the added items; a record key in use is a KeyConflictError unless ``replace``, which
         removes the item holding it (files: in the same transaction)."""
         ...

@@ -10,15 +10,21 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+import uuid
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Generic, Protocol, TypeVar
+
+import numpy as np
 
 from retrieval.indexing.common.artifact_names import INDEX_MANIFEST_NAME, MODEL_MANIFEST_NAME
 from retrieval.indexing.common.atomic_write import atomic_write_bytes, remove_dead_writers_leftovers, replace_directory
 from retrieval.indexing.common.errors import ConfigError
+from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.exported_model.model_manifest import ModelManifest
+from retrieval.indexing.store.shared.index_directory.index_manifest import IndexManifest, utc_now
 from retrieval.indexing.store.shared.index_directory.write_lock import exclusive_writer
 
 
@@ -33,6 +39,20 @@ class IndexedModel(Protocol):
 
     @property
     def export_dir(self) -> Path: ...
+
+
+KindsT = TypeVar("KindsT", covariant=True)
+
+
+@dataclass(frozen=True)
+class IndexContents(Generic[KindsT]):
+    """What a new index directory is written from, whichever backend holds its items: the model, the
+    items' records and their (n, d) embeddings (row i is record i), and the index kinds (float, binary)."""
+
+    model: IndexedModel
+    records: Sequence[ImageRecord]
+    embeddings: np.ndarray
+    kinds: KindsT
 
 
 def check_out_dir(out_dir: Path) -> None:
@@ -64,3 +84,28 @@ def staged_index_dir(out_dir: Path) -> Iterator[Path]:
             replace_directory(staging, out_dir)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def fresh_manifest(
+    model: IndexedModel, *, dim: int, kinds: tuple[str, str], count: int, num_labels: int, **backend: Any
+) -> IndexManifest:
+    """The manifest of a newly written index (generation 0) of ``count`` items, whichever backend holds
+    them: ``kinds`` names the float and binary kinds, ``backend`` the backend's own fields."""
+    now = utc_now()
+    return IndexManifest(
+        model_sha256=model.model_sha256,
+        model=model.manifest,
+        model_dir=str(model.export_dir.resolve()),
+        dim=dim,
+        bits=dim,
+        binarization_threshold=model.manifest.binarization_threshold,
+        float_kind=kinds[0],
+        binary_kind=kinds[1],
+        count=count,
+        num_labels=num_labels,
+        generation=0,
+        created_at=now,
+        build_id=uuid.uuid4().hex,
+        updated_at=now,
+        **backend,
+    )
