@@ -82,7 +82,7 @@ COMMANDS: dict[str, CommandSource] = {
 INDEX_COMMANDS: dict[str, CommandSource] = {  # ``retrieval index NAME``: the group loads each module when named
     "build": CommandSource(
         "retrieval.cli.commands.index_commands",
-        "Embed a dataset with an exported model and write a float + binary index directory.",
+        "Embed a dataset with an exported model (or take --vectors) and write a float + binary index directory.",
     ),
     "info": CommandSource("retrieval.cli.commands.index_commands", "Show what an index holds and how it was built."),
     "add": CommandSource(
