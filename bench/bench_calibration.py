@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
+from given_run import model_and_data
 from quick_mode import parse_quick
 
 from retrieval.indexing.calibration.alternatives import alternative_reports, figures
@@ -62,17 +62,7 @@ def main() -> None:
         "classes give (fair only for --epochs 0 runs, which trained on nothing)",
     )
     args = parse_quick(parser)
-    if (args.model is None) != (args.data is None):
-        raise SystemExit("give --model and --data together (or neither: a random-weights stand-in)")
-    with tempfile.TemporaryDirectory() as scratch:
-        if args.model is None:
-            from stand_in_run import NOTICE, stand_in_run
-
-            from retrieval.training.export.run_export import export_run
-
-            print(NOTICE)
-            args.model, args.data = stand_in_run(Path(scratch) / "stand-in", args.quick)
-            export_run(args.model)
+    with model_and_data(args):
         compare(args)
 
 

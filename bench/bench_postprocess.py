@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +31,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as every `retrieval` comm
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "20")
 
 import numpy as np  # noqa: E402
+from given_run import model_and_data  # noqa: E402
 from quick_mode import parse_quick  # noqa: E402
 
 from retrieval.indexing.data.sources import load_records  # noqa: E402
@@ -141,18 +141,8 @@ def summary(method: str, params: PostprocessParams) -> str:
 
 def main() -> None:
     args = parse_args()
-    if (args.model is None) != (args.data is None):
-        raise SystemExit("give --model and --data together (or neither: a random-weights stand-in)")
-    with tempfile.TemporaryDirectory() as scratch:
-        if args.model is None:
-            from stand_in_run import NOTICE, stand_in_run
-
-            from retrieval.training.export.run_export import export_run
-
-            print(NOTICE)
-            args.model, args.data = stand_in_run(Path(scratch) / "stand-in", args.quick)
-            export_run(args.model)
-        args.out = args.out or Path(scratch) / "out"
+    with model_and_data(args) as scratch:
+        args.out = args.out or scratch / "out"
         compare(args)
 
 

@@ -1,4 +1,4 @@
-"""A stand-in for a trained run, for the benchmarks that measure one (``bench_int8.py``, ``bench_postprocess.py``,
+"""A stand-in for a trained run, for the benchmarks that measure one (``bench_int8.py``, ``bench_postprocess.py``, ``bench_calibration.py``,
 ``bench_int8_cpu_kinds.py``) when none is given, as in ``make bench`` and in their ``--quick`` runs.
 
 A random-weights resnet18 on a generated dataset, its BatchNorm statistics taken from its training images as
