@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -56,17 +57,23 @@ def export_tiny_model(export_dir: Path, dim: int = TINY_DIM, seed: int = 0) -> P
             output_names=["embeddings"],
             dynamic_axes={"images": {0: "batch"}, "embeddings": {0: "batch"}},
         )
-    manifest = ModelManifest(
-        onnx_sha256=file_sha256(onnx_path),
+    manifest = tiny_manifest(dim, onnx_sha256=file_sha256(onnx_path))
+    (export_dir / "model.json").write_text(manifest_json(manifest))
+    return export_dir
+
+
+def tiny_manifest(dim: int = TINY_DIM, *, onnx_sha256: str = "0" * 64, **fields: Any) -> ModelManifest:
+    """The ``model.json`` of the tiny convolutional model (``fields``: any others, e.g. a verdict)."""
+    return ModelManifest(
+        onnx_sha256=onnx_sha256,
         embedding_dim=dim,
         preprocessing=TINY_PREP,
         backbone="tiny-conv",
         loss="none",
         config_hash="test",
         created_at=dt.datetime.now(dt.timezone.utc).isoformat(),
+        **fields,
     )
-    (export_dir / "model.json").write_text(manifest_json(manifest))
-    return export_dir
 
 
 def class_colour(index: int) -> tuple[int, int, int]:

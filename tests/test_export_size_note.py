@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
-from index_fixtures import TINY_PREP
+from index_fixtures import tiny_manifest
 
 from retrieval.indexing.exported_model.model_manifest import ModelManifest
 from retrieval.indexing.exported_model.training_verdict import TrainingVerdict
@@ -13,17 +12,7 @@ from retrieval.training.export.size_note import size_note
 
 
 def _manifest(dim: int, verdict: TrainingVerdict | None = None, **fields: Any) -> ModelManifest:
-    return ModelManifest(
-        onnx_sha256="0" * 64,
-        embedding_dim=dim,
-        preprocessing=TINY_PREP,
-        backbone="tiny-conv",
-        loss="none",
-        config_hash="test",
-        created_at=dt.datetime.now(dt.timezone.utc).isoformat(),
-        verdict=verdict,
-        **fields,
-    )
+    return tiny_manifest(dim, verdict=verdict, **fields)
 
 
 KEPT_BACKBONE = TrainingVerdict(sentence="kept", decision="reference", best_epoch=0, candidate_epoch=3)
