@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from retrieval.indexing.common.artifact_names import MODEL_MANIFEST_NAME, MODEL_ONNX_NAME
 from retrieval.indexing.common.score_calibration import ScoreCalibration
 from retrieval.indexing.exported_model.copy_threshold import CopyThreshold
+from retrieval.indexing.exported_model.text_side import TextSide
 from retrieval.indexing.exported_model.training_verdict import TrainingVerdict
 
 MANIFEST_FORMAT_VERSION = 1
@@ -124,6 +125,14 @@ class ModelManifest(BaseModel):
         description="the similarity above which two images are copies, float and binary, measured at export on "
         "synthetic copies of training images against distinct images of the same class (the default threshold of "
         "`retrieval data duplicates` and `retrieval index duplicates`); None in older exports",
+    )
+    text: TextSide | None = Field(
+        None, description="the text tower beside the image model (CLIP/SigLIP, training-free); None: no text queries"
+    )
+    text_dropped: str | None = Field(
+        None,
+        description="why a model whose backbone has a text tower carries none (a training, whitening or ITQ stage "
+        "changed the image space), in one sentence",
     )
     created_at: str
 
