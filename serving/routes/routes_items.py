@@ -22,13 +22,7 @@ from retrieval.indexing.store.shared.items.items_db import Item
 from retrieval.indexing.usecases.updating import add_embedded, check_new_keys
 from retrieval.serving.api_models.schemas import MAX_ITEM_ID, AddItemsResponse, DeleteItemResponse, ItemResponse
 from retrieval.serving.api_models.vector_schemas import WITH_VECTORS, ItemWithVector
-from retrieval.serving.dependencies import (
-    COMMON_CAUSES,
-    WRITE_CAUSES,
-    Services,
-    get_services,
-    require_api_key,
-)
+from retrieval.serving.dependencies import COMMON_CAUSES, WRITE_CAUSES, Services, get_services, require_api_key
 from retrieval.serving.http import api_examples
 from retrieval.serving.http.problems import problem_responses
 from retrieval.serving.http.service_errors import (

@@ -15,13 +15,7 @@ from retrieval.indexing.common.errors import DataError, IndexChangedError, ItemN
 from retrieval.indexing.data.records import MAX_KEY_CHARS, ImageRecord, item_key, label_problem
 from retrieval.indexing.store.shared.items.item_filter import parse_metadata
 from retrieval.serving.api_models.schemas import DeleteItemResponse, ItemResponse, PutItemResponse
-from retrieval.serving.dependencies import (
-    COMMON_CAUSES,
-    WRITE_CAUSES,
-    Services,
-    get_services,
-    require_api_key,
-)
+from retrieval.serving.dependencies import COMMON_CAUSES, WRITE_CAUSES, Services, get_services, require_api_key
 from retrieval.serving.http import api_examples
 from retrieval.serving.http.problems import problem_responses
 from retrieval.serving.http.service_errors import (

@@ -31,13 +31,7 @@ from retrieval.serving.api_models.schemas import (
     SearchResponse,
     Timings,
 )
-from retrieval.serving.dependencies import (
-    COMMON_CAUSES,
-    WRITE_CAUSES,
-    Services,
-    get_services,
-    require_api_key,
-)
+from retrieval.serving.dependencies import COMMON_CAUSES, WRITE_CAUSES, Services, get_services, require_api_key
 from retrieval.serving.http import api_examples
 from retrieval.serving.http.json_bodies import JsonBody
 from retrieval.serving.http.json_body_route import JsonBodyRoute, json_body
