@@ -17,7 +17,10 @@ from retrieval.cli.options.index_options import (
     DataOpt,
     DbaOpt,
     IndexArg,
+    KeysOpt,
     QuietOpt,
+    ServedParamsOpt,
+    ShardOpt,
     ThreadsOpt,
     ThresholdOpt,
 )
@@ -64,22 +67,9 @@ def build(
     backend: BackendOpt = "files",
     milvus_uri: MilvusUriOpt = None,
     collection: CollectionOpt = None,
-    shard: Annotated[
-        str | None,
-        typer.Option(
-            "--shard",
-            help="I/N: embed only shard I of N (from 0; stable by path) into --out, a shard directory for "
-            "`retrieval index merge`",
-        ),
-    ] = None,
+    shard: ShardOpt = None,
     dba: DbaOpt = None,
-    postprocess_params: Annotated[
-        str | None,
-        typer.Option(
-            "--postprocess-params",
-            help="JSON or a JSON file: the parameters of qe, kreciprocal and dba (alpha) this index serves with",
-        ),
-    ] = None,
+    postprocess_params: ServedParamsOpt = None,
 ) -> None:
     """Embed a dataset with an exported model (or take --vectors) and write a float + binary index directory."""
     request = api.BuildRequest(
@@ -173,14 +163,7 @@ def add(
     ] = None,
     quiet: QuietOpt = False,
     dba: DbaOpt = None,
-    keys: Annotated[
-        Path | None,
-        typer.Option(
-            "--keys",
-            help="CSV file with the columns path,key: each listed image's own id (unique per index); a CSV "
-            "manifest's key column does the same",
-        ),
-    ] = None,
+    keys: KeysOpt = None,
     replace_keyed: Annotated[
         bool,
         typer.Option("--replace", help="an image whose key an item already carries replaces that item (upsert)"),

@@ -11,6 +11,9 @@ import typer
 from retrieval.cli.options.index_options import BatchOpt, IndexArg, ModelOpt, QuietOpt, ThreadsOpt
 from retrieval.indexing import usecases as api
 
+NoSwitchOpt = Annotated[
+    bool, typer.Option("--no-switch", help="stop before the switch; `retrieval index switch` makes it live")
+]
 KeepOpt = Annotated[
     int,
     typer.Option(
@@ -67,9 +70,7 @@ def rebuild(
     model: ModelOpt,
     batch_size: BatchOpt = 32,
     threads: ThreadsOpt = None,
-    no_switch: Annotated[
-        bool, typer.Option("--no-switch", help="stop before the switch; `retrieval index switch` makes it live")
-    ] = False,
+    no_switch: NoSwitchOpt = False,
     keep_previous: KeepOpt = api.KEEP_PREVIOUS,
     quiet: QuietOpt = False,
 ) -> None:

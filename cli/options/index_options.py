@@ -31,3 +31,26 @@ ThresholdOpt = Annotated[
         show_default=False,
     ),
 ]
+ShardOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--shard",
+        help="I/N: embed only shard I of N (from 0; stable by path) into --out, a shard directory for "
+        "`retrieval index merge`",
+    ),
+]
+ServedParamsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--postprocess-params",
+        help="JSON or a JSON file: the parameters of qe, kreciprocal and dba (alpha) this index serves with",
+    ),
+]
+KeysOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--keys",
+        help="CSV file with the columns path,key: each listed image's own id (unique per index); a CSV "
+        "manifest's key column does the same",
+    ),
+]
