@@ -7,7 +7,7 @@ an ``EmbeddingLoss``; ``available_losses()`` lists the registered ``LossSpec``s 
 Modules: ``base`` (the ``EmbeddingLoss`` interface), ``registry`` (names -> builders), ``params`` (user
 parameters over a spec's defaults), ``miners`` (the miner registry), ``pml_adapter`` (a
 pytorch-metric-learning loss as an ``EmbeddingLoss``), ``pair_losses`` and ``proxy_losses`` (the two
-families, registered with their papers' defaults), and the losses written here in pml's interface:
+families' builders, registered with their rows of ``loss_table.yaml``: descriptions, papers' defaults, search ranges), and the losses written here in pml's interface:
 ``native.normalized_softmax``, ``native.npairs``, ``native.proxy_triplet``, ``native.prototypical``, ``native.facility_location`` and
 ``native.group_loss``.
 """

@@ -3,15 +3,18 @@
 ``build_loss("triplet", num_classes=100, embedding_dim=512)`` merges the caller's params
 over the spec's defaults (the defaults list every accepted parameter), resolves the
 miner ("default" = the spec's, None or "none" = none, else a miner-registry name) and calls the
-builder. The built-in losses are registered by ``pair_losses`` and ``proxy_losses``.
+builder. The built-in losses are the rows of ``loss_table.yaml``, registered with their builders by
+``pair_losses`` and ``proxy_losses``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
+import yaml
 from pytorch_metric_learning.miners import BaseMiner
 
 from retrieval.indexing.common.errors import ConfigError
@@ -56,33 +59,48 @@ def register_loss(spec: LossSpec) -> None:
     LOSSES.register(spec.name, spec)
 
 
-def family_spec(family: str, sampler: Literal["balanced", "shuffle"]) -> Callable[..., LossSpec]:
-    """The spec builder of one family's table (``pair_losses``, ``proxy_losses``): a row gives the name, the
-    description, the default params, the paper and the builder, then the default miner and any other
-    ``LossSpec`` field by keyword; the family and its batch sampler are the table's."""
+LOSS_TABLE = Path(__file__).with_name("loss_table.yaml")  # each built-in loss's description, defaults, ranges
 
-    def spec(
-        name: str,
-        description: str,
-        params: dict[str, Any],
-        paper: str,
-        builder: Callable[..., EmbeddingLoss],
-        miner: str | None = None,
-        **extra: Any,
-    ) -> LossSpec:
-        return LossSpec(
-            name=name,
-            description=description,
-            sampler=sampler,
-            default_params=params,
-            default_miner=miner,
-            paper=paper,
-            builder=builder,
-            family=family,
-            **extra,
-        )
 
-    return spec
+def register_family(
+    family: str,
+    sampler: Literal["balanced", "shuffle"],
+    builders: dict[str, Callable[..., EmbeddingLoss]],
+    choose_default_miner: dict[str, MinerChoice] | None = None,
+) -> None:
+    """Register the losses of ``family`` in ``loss_table.yaml`` (``pair_losses``, ``proxy_losses``): a row gives
+    the description, the paper, the default params and any other ``LossSpec`` field; the code gives each row's
+    builder (one for every row, no other) and any ``choose_default_miner``; the family's batch sampler is the
+    caller's."""
+    rows = yaml.safe_load(LOSS_TABLE.read_text(encoding="utf-8"))[family]
+    if set(rows) != set(builders):
+        raise RuntimeError(f"{family} losses: {LOSS_TABLE.name} lists {sorted(rows)}, the builders {sorted(builders)}")
+    for name, row in rows.items():
+        register_loss(_row_spec(name, row, family, sampler, builders[name], (choose_default_miner or {}).get(name)))
+
+
+def _row_spec(
+    name: str,
+    row: dict[str, Any],
+    family: str,
+    sampler: Literal["balanced", "shuffle"],
+    builder: Callable[..., EmbeddingLoss],
+    choose_default_miner: MinerChoice | None,
+) -> LossSpec:
+    """One ``loss_table.yaml`` row as a ``LossSpec`` (a search range's list as the tuple ``SearchSpace`` holds)."""
+    return LossSpec(
+        name=name,
+        description=row["description"],
+        sampler=sampler,
+        default_params=row["params"],
+        default_miner=row.get("miner"),
+        paper=row["paper"],
+        builder=builder,
+        family=family,
+        accepts_miner=row.get("accepts_miner", True),
+        choose_default_miner=choose_default_miner,
+        search_space={param: tuple(span) for param, span in row.get("search_space", {}).items()},
+    )
 
 
 def available_losses() -> list[LossSpec]:
