@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, TypedDict
 
 from retrieval.indexing.search.postprocess_params import PostprocessParams
 from retrieval.indexing.store.backends import FILES, IndexTarget, index_target
@@ -16,6 +17,9 @@ from retrieval.indexing.store.build.shards import ShardReport, data_root, parse_
 from retrieval.indexing.usecases.build_request import BuildRequest
 from retrieval.indexing.usecases.inputs import Data, PathLike, records_of
 from retrieval.indexing.usecases.vector_build import build_from_vectors
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 
 def run_build(request: BuildRequest) -> BuildReport | ShardReport:
@@ -52,20 +56,27 @@ def run_build(request: BuildRequest) -> BuildReport | ShardReport:
     )
 
 
+class BuildOptions(TypedDict, total=False):
+    """What ``build_index`` and ``build_shard`` pass on to ``BuildRequest`` as they were given (its defaults:
+    ``split`` "all", the kinds "flat", ``batch_size`` 32, all cores, ``progress`` True)."""
+
+    split: str
+    float_kind: str
+    binary_kind: str
+    batch_size: int
+    threads: int | None
+    progress: bool
+
+
 def build_index(
     model: PathLike,
     data: Data,
     out: PathLike,
     *,
-    split: str = "all",
-    float_kind: str = "flat",
-    binary_kind: str = "flat",
-    batch_size: int = 32,
-    threads: int | None = None,
-    progress: bool = True,
     target: IndexTarget | None = None,
     dba: int | None = None,
     postprocess_params: PostprocessParams | None = None,
+    **options: Unpack[BuildOptions],
 ) -> BuildReport:
     """Embed a dataset (any layout ``retrieval data`` reads, or a list of ``ImageRecord``) with an
     export or run directory and write a float + binary index to ``out``; ``split``: all, train, val or
@@ -73,18 +84,7 @@ def build_index(
     augment every vector with its top ``dba`` neighbours (alpha-DBA); ``postprocess_params``: the
     parameters recorded in the manifest (the service's ``postprocess=qe|kreciprocal``, DBA's alpha)."""
     request = BuildRequest(
-        model=Path(model),
-        data=data,
-        out=Path(out),
-        split=split,
-        float_kind=float_kind,
-        binary_kind=binary_kind,
-        batch_size=batch_size,
-        threads=threads,
-        progress=progress,
-        target=target,
-        dba=dba,
-        postprocess_params=postprocess_params,
+        Path(model), data, Path(out), target=target, dba=dba, postprocess_params=postprocess_params, **options
     )
     report = run_build(request)
     assert isinstance(report, BuildReport)  # no shard asked
@@ -92,33 +92,11 @@ def build_index(
 
 
 def build_shard(
-    model: PathLike,
-    data: PathLike,
-    out: PathLike,
-    shard: str,
-    *,
-    split: str = "all",
-    float_kind: str = "flat",
-    binary_kind: str = "flat",
-    batch_size: int = 32,
-    threads: int | None = None,
-    progress: bool = True,
+    model: PathLike, data: PathLike, out: PathLike, shard: str, **options: Unpack[BuildOptions]
 ) -> ShardReport:
     """Embed shard ``shard`` ("I/N", stable by path) of a dataset into the shard directory ``out``, for
     ``index merge`` (the kinds are recorded for it)."""
-    request = BuildRequest(
-        model=Path(model),
-        data=data,
-        out=Path(out),
-        split=split,
-        float_kind=float_kind,
-        binary_kind=binary_kind,
-        batch_size=batch_size,
-        threads=threads,
-        progress=progress,
-        shard=shard,
-    )
-    report = run_build(request)
+    report = run_build(BuildRequest(Path(model), data, Path(out), shard=shard, **options))
     assert isinstance(report, ShardReport)  # a shard asked
     return report
 
