@@ -20,6 +20,11 @@ from retrieval.indexing.eval.dataset_copies import CSV_NAME, GRID_NAME
 from retrieval.indexing.usecases.duplicates.dataset_duplicates import SplitSettings, find_exact_copies
 from retrieval.training.run.measures.verdict import FEWER_ADVICE, MIN_VALIDATION_CLASSES, MIN_VALIDATION_QUERIES
 
+DatasetArg = Annotated[Path, typer.Argument(help="Dataset folder or CSV manifest.")]
+CheckedSplitOpt = Annotated[
+    float, typer.Option("--val-fraction", help="Share of training classes the split would validate on.")
+]
+
 data_app = typer.Typer(
     name="data",
     help="Datasets: generate a synthetic one, show a dataset's layout and class-disjoint split, check its images.",
@@ -55,7 +60,7 @@ def synth(
 
 @data_app.command("info")
 def info(
-    path: Annotated[Path, typer.Argument(help="Dataset folder or CSV manifest.")],
+    path: DatasetArg,
     val_fraction: Annotated[
         float, typer.Option("--val-fraction", help="Share of training classes held out to validate.")
     ] = 0.2,
@@ -98,10 +103,8 @@ def _show_split(records: list[ImageRecord], *, val_fraction: float, val_fold: in
 
 @data_app.command("check")
 def check(
-    path: Annotated[Path, typer.Argument(help="Dataset folder or CSV manifest.")],
-    val_fraction: Annotated[
-        float, typer.Option("--val-fraction", help="Share of training classes the split would validate on.")
-    ] = 0.2,
+    path: DatasetArg,
+    val_fraction: CheckedSplitOpt = 0.2,
     quiet: QuietOpt = False,
 ) -> None:
     """Read every image of a dataset and say what would stop or weaken training: unreadable or tiny images, empty
@@ -130,7 +133,7 @@ MIRROR_ADVICE = (
 
 @data_app.command("duplicates")
 def data_duplicates(
-    data: Annotated[Path, typer.Argument(help="Dataset folder or CSV manifest.")],
+    data: DatasetArg,
     out: Annotated[Path, typer.Option("--out", help="Folder for duplicates.csv and duplicates.png.")],
     model: Annotated[
         Path | None,
