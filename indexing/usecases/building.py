@@ -29,31 +29,37 @@ def run_build(request: BuildRequest) -> BuildReport | ShardReport:
     if request.vectors is not None:
         return build_from_vectors(request, request.vectors)
     assert request.model is not None and request.data is not None  # BuildRequest's rules
+    records = records_of(request.data, request.split)
+    embedding = _Embedding(batch_size=request.batch_size, threads=request.threads, progress=request.progress)
     if request.shard is not None:
         return shards.build_shard(
             request.model,
-            records_of(request.data, request.split),
+            records,
             request.out,
             root=data_root(request.data_path()),
             spec=parse_shard(request.shard),
             float_kind_name=request.float_kind,
             binary_kind_name=request.binary_kind,
-            batch_size=request.batch_size,
-            threads=request.threads,
-            progress=request.progress,
+            **embedding,
         )
     return builder.build_index(
         request.model,
-        records_of(request.data, request.split),
+        records,
         request.out,
         float_kind=request.float_kind,
         binary_kind=request.binary_kind,
-        batch_size=request.batch_size,
-        threads=request.threads,
-        progress=request.progress,
         target=request.target,
         postprocess=request.postprocess,
+        **embedding,
     )
+
+
+class _Embedding(TypedDict):
+    """How both builds embed (``builder.build_index``'s and ``shards.build_shard``'s keywords alike)."""
+
+    batch_size: int
+    threads: int | None
+    progress: bool
 
 
 class BuildOptions(TypedDict, total=False):
