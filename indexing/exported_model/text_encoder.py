@@ -71,7 +71,9 @@ class TextEncoder:
             options.intra_op_num_threads = threads
             options.inter_op_num_threads = 1
         try:
-            self._session: ort.InferenceSession | None = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+            self._session: ort.InferenceSession | None = ort.InferenceSession(
+                str(onnx_path), options, providers=["CPUExecutionProvider"]
+            )
         except Exception as error:  # noqa: BLE001 - onnxruntime raises its own non-standard exception types
             raise IndexFormatError(f"{onnx_path} cannot be loaded by onnxruntime ({error}); re-export") from None
 
