@@ -18,9 +18,11 @@ from typer.testing import CliRunner
 
 import retrieval
 from retrieval.cli.main import app
-from retrieval.indexing.common.errors import DataError, IndexFormatError
+from retrieval.indexing.common.errors import ConfigError, DataError, IndexFormatError
+from retrieval.indexing.eval.text_to_image import label_words
 from retrieval.indexing.exported_model.model_manifest import ModelManifest
 from retrieval.indexing.exported_model.no_model import NoModelError
+from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.exported_model.text_encoder import NoTextSideError, TextEncoder, text_encoder_of
 from retrieval.indexing.store.backends import open_store
 from retrieval.indexing.store.maintenance.index_verify import verify_index
@@ -177,3 +179,57 @@ def _load_failure(index_dir: Path) -> str:
     """The reason a service on ``index_dir`` gives for not being ready."""
     with TestClient(create_app(make_settings(index_dir=index_dir))) as client:
         return client.get("/readyz").json()["detail"]
+
+
+def _brute_force_text_rows(model_dir: Path, gallery_dir: Path, prompt: str) -> tuple[float, float, dict[int, float]]:
+    """MAP@R, P@1 and Recall@K of one prompt per class folder, searched by hand in all the images."""
+    paths = sorted(gallery_dir.glob("*/*.png"))
+    labels = np.array([path.parent.name for path in paths])
+    images = OnnxEmbedder(model_dir).embed_paths(paths, progress=False).embeddings
+    classes = sorted(set(labels.tolist()))
+    prompts = reference_text_embeddings([prompt.format(label=name.replace("_", " ")) for name in classes])
+    aps, firsts, recalls = [], [], {k: [] for k in (1, 2, 4, 8)}
+    for name, query in zip(classes, prompts, strict=True):
+        relevant = labels[np.argsort(-(images @ query), kind="stable")] == name
+        r = int(relevant.sum())
+        hits = relevant[:r]
+        aps.append(float(np.sum(np.cumsum(hits) / np.arange(1, r + 1) * hits) / r))
+        firsts.append(float(relevant[0]))
+        for k in recalls:
+            recalls[k].append(float(relevant[:k].any()))
+    return float(np.mean(aps)), float(np.mean(firsts)), {k: float(np.mean(v)) for k, v in recalls.items()}
+
+
+def test_eval_text_to_image_row_against_brute_force(tiny_text_model_dir: Path, gallery_dir: Path) -> None:
+    prompt = "a small photo of {label}"
+    report = retrieval.evaluate(tiny_text_model_dir, gallery_dir, split="all", ks=[1, 2, 4, 8], prompt=prompt)
+    assert report.text_to_image is not None and report.text_to_image.num_queries == 6
+    map_at_r, p_at_1, recalls = _brute_force_text_rows(tiny_text_model_dir, gallery_dir, prompt)
+    assert report.text_to_image.map_at_r == pytest.approx(map_at_r, abs=1e-6)
+    assert report.text_to_image.precision_at_1 == pytest.approx(p_at_1, abs=1e-6)
+    assert report.text_to_image.recall_at_k == pytest.approx(recalls, abs=1e-6)
+    assert report.to_json()["text_to_image"]["map_at_r"] == pytest.approx(map_at_r, abs=1e-6)
+
+
+def test_eval_cli_prints_and_writes_the_text_row(text_index: Path, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["eval", "--index", str(text_index), "--out", str(tmp_path / "e"), "--grid", "0"])
+    assert result.exit_code == 0, result.output
+    assert "text->image" in result.output and "'a photo of a {label}'" in result.output
+    document = json.loads((tmp_path / "e" / "metrics.json").read_text())
+    assert {"map_at_r", "precision_at_1", "recall_at_k"} <= set(document["text_to_image"])
+    assert document["text_prompt"] == "a photo of a {label}"
+    bad = runner.invoke(app, ["eval", "--index", str(text_index), "--prompt", "a photo", "--out", str(tmp_path / "f")])
+    assert isinstance(bad.exception, ConfigError) and "{label}" in str(bad.exception)
+
+
+def test_eval_without_text_tower_has_no_text_row(tiny_model_dir: Path, gallery_dir: Path) -> None:
+    report = retrieval.evaluate(tiny_model_dir, gallery_dir, split="all")
+    assert report.text_to_image is None and "text_to_image" not in report.to_json()
+
+
+@pytest.mark.parametrize(
+    ("label", "words"),
+    [("001.Black_footed_Albatross", "black footed albatross"), ("class_3", "class 3"), ("Red-Car", "red car")],
+)
+def test_label_words(label: str, words: str) -> None:
+    assert label_words(label) == words
