@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from torch import nn
 from tokenizers import Tokenizer, pre_tokenizers, processors
 from tokenizers.models import WordLevel
+from torch import nn
 
 from retrieval.indexing.exported_model.model_manifest import ModelManifest, Preprocessing, file_sha256, manifest_json
 from retrieval.indexing.exported_model.text_side import TextSide
