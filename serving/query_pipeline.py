@@ -71,9 +71,10 @@ async def search_texts(
         encoder = snapshot.text
         if encoder is None:
             raise no_text_side_error(snapshot.embedder.manifest)
-        start = time.perf_counter()
-        vectors = await anyio.to_thread.run_sync(embed_texts, encoder, texts)
-        timings.embed_ms = _ms(start)
+        with services.admission.admit(len(texts)):  # a text holds a place as an image does (backpressure)
+            start = time.perf_counter()
+            vectors = await anyio.to_thread.run_sync(embed_texts, encoder, texts)
+            timings.embed_ms = _ms(start)
         start = time.perf_counter()
         pages = await services.state.read(lambda snap: pages_for(snap, vectors, settings, services), snapshot)
         timings.search_ms = _ms(start)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 import numpy as np
@@ -178,7 +179,10 @@ def test_index_copy_carries_and_verifies_the_text_side(text_index: Path) -> None
 def _load_failure(index_dir: Path) -> str:
     """The reason a service on ``index_dir`` gives for not being ready."""
     with TestClient(create_app(make_settings(index_dir=index_dir))) as client:
-        return client.get("/readyz").json()["detail"]
+        deadline = time.monotonic() + 30
+        while "still loading" in (detail := client.get("/readyz").json()["detail"]) and time.monotonic() < deadline:
+            time.sleep(0.05)  # the load runs in the background; its failure replaces "still loading"
+        return detail
 
 
 def _brute_force_text_rows(model_dir: Path, gallery_dir: Path, prompt: str) -> tuple[float, float, dict[int, float]]:
@@ -233,3 +237,10 @@ def test_eval_without_text_tower_has_no_text_row(tiny_model_dir: Path, gallery_d
 )
 def test_label_words(label: str, words: str) -> None:
     assert label_words(label) == words
+
+
+def test_index_info_says_whether_words_search(text_index: Path, fresh_index: Path) -> None:
+    with_text = runner.invoke(app, ["index", "info", str(text_index)])
+    assert with_text.exit_code == 0 and "searchable by words (--text)" in with_text.output
+    without = runner.invoke(app, ["index", "info", str(fresh_index)])
+    assert "none (the model has no text tower)" in without.output

@@ -141,4 +141,4 @@ def text_index_template(tmp_path_factory: pytest.TempPathFactory, tiny_text_mode
 @pytest.fixture()
 def text_index(text_index_template: Path, tmp_path: Path) -> Path:
     """A copy of ``text_index_template`` of the test's own."""
-    return Path(shutil.copytree(text_index_template, tmp_path / "index"))
+    return Path(shutil.copytree(text_index_template, tmp_path / "text_index"))
