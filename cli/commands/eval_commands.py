@@ -135,8 +135,8 @@ def evaluate(
     ] = api.DEFAULT_PROMPT,
     quiet: QuietOpt = False,
 ) -> None:
-    """Measure float and binary (sign-bit) retrieval (and text -> image with a text tower); write metrics.json
-    and retrieval_grid.png."""
+    """Measure float and binary (sign-bit) retrieval; write metrics.json and retrieval_grid.png. A model with a
+    text tower also gets a text->image column (one --prompt per class)."""
     chosen_ks = parse_ks(ks)
     methods = api.parse_methods(postprocess) if postprocess else ()
     params = api.load_params(postprocess_params) if postprocess_params else None
