@@ -56,7 +56,7 @@ COMMANDS: dict[str, CommandSource] = {
     ),
     "search": CommandSource(
         "retrieval.cli.commands.search_commands",
-        "Find the items of an index most similar to each query image (or stored item, or vector) and print them.",
+        "Find the items of an index most similar to each query image (or stored item, vector or text) and print them.",
     ),
     "embed": CommandSource(
         "retrieval.cli.commands.embed_commands",

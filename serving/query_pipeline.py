@@ -1,8 +1,10 @@
 """From uploaded images to ranked hits, the service's one search path, read top-down: ``search_images``
 (``POST /search``) holds the snapshot, checks, decodes, preprocesses and embeds the uploads in one batched
 model call (``embed_uploads``), then searches that snapshot's store under the request's ``SearchSettings``
-(``pages_for``: ``usecases.searching.search_vectors``, the use case's part after the embedding) and shows the hits; ``search_similar`` (``GET
-/items/{id}/similar``) starts from a stored item's embedding instead.
+(``pages_for``: ``usecases.searching.search_vectors``, the use case's part after the embedding) and shows the hits; ``search_texts``
+(``POST /search`` with ``text``) embeds words with the snapshot's text tower (``usecases.inputs.embed_texts``)
+and searches the same way; ``search_similar`` (``GET /items/{id}/similar``) starts from a stored item's
+embedding instead.
 
 The blocking parts (decoding, faiss, the item table) run in worker threads; the store is
 only touched inside ``ServiceState.read`` so an add or remove never interleaves with it.
@@ -23,7 +25,9 @@ from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.image_io import open_rgb_bytes
 from retrieval.indexing.exported_model.no_model import NoModel, no_model_error
 from retrieval.indexing.exported_model.preprocess import preprocess_image
+from retrieval.indexing.exported_model.text_encoder import checked_texts, no_text_side_error
 from retrieval.indexing.store.shared.search_settings import SearchSettings
+from retrieval.indexing.usecases.inputs import embed_texts
 from retrieval.indexing.usecases.searching import search_vectors
 from retrieval.serving.api_models.schemas import SearchHit, Timings
 from retrieval.serving.dependencies import Services
@@ -51,6 +55,26 @@ async def search_images(
     with services.state.hold() as snapshot:
         uploads = await embed_uploads(services, images, snapshot, timings)
         vectors = np.stack([upload.vector for upload in uploads])
+        start = time.perf_counter()
+        pages = await services.state.read(lambda snap: pages_for(snap, vectors, settings, services), snapshot)
+        timings.search_ms = _ms(start)
+    return pages
+
+
+async def search_texts(
+    services: Services, texts: Sequence[str], settings: SearchSettings, timings: Timings
+) -> list[FoundPage]:
+    """``POST /search`` with ``text``: the texts embedded by the text tower of the snapshot held for the
+    request (refused, one sentence, when its model has none), then searched as uploads are."""
+    checked_texts(texts)
+    with services.state.hold() as snapshot:
+        encoder = snapshot.text
+        if encoder is None:
+            raise no_text_side_error(snapshot.embedder.manifest)
+        with services.admission.admit(len(texts)):  # a text holds a place as an image does (backpressure)
+            start = time.perf_counter()
+            vectors = await anyio.to_thread.run_sync(embed_texts, encoder, texts)
+            timings.embed_ms = _ms(start)
         start = time.perf_counter()
         pages = await services.state.read(lambda snap: pages_for(snap, vectors, settings, services), snapshot)
         timings.search_ms = _ms(start)

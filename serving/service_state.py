@@ -38,6 +38,7 @@ from retrieval.indexing.common.artifact_names import INDEX_MODEL_SUBDIR
 from retrieval.indexing.common.directory_moves import moves_journal
 from retrieval.indexing.exported_model.no_model import NoModel, has_model
 from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.exported_model.text_encoder import TextEncoder, text_encoder_of
 from retrieval.indexing.store.backends import open_store
 from retrieval.indexing.store.maintenance.load_checks import check_on_load
 from retrieval.indexing.store.shared.index_directory.index_manifest import load_index_manifest
@@ -68,6 +69,9 @@ class Snapshot:
     generation: int
     store_thread: ThreadPoolExecutor = field(compare=False, repr=False)
     usage: _Usage = field(default_factory=_Usage, compare=False, repr=False)
+    text: TextEncoder | None = field(default=None, compare=False, repr=False)
+    """The model's text tower (``text.onnx`` + ``tokenizer.json``, checked against model.json at load); None
+    when it has none."""
 
 
 def open_snapshot(settings: ServeSettings, generation: int) -> Snapshot:
@@ -84,7 +88,21 @@ def open_snapshot(settings: ServeSettings, generation: int) -> Snapshot:
     except BaseException:
         thread.shutdown(wait=False)
         raise
-    return Snapshot(embedder=embedder, store=store, generation=generation, store_thread=thread)
+    try:
+        text = _text_encoder(settings, embedder)
+    except BaseException:
+        embedder.close()
+        thread.submit(_close_store, store)
+        thread.shutdown(wait=False)
+        raise
+    return Snapshot(embedder=embedder, store=store, generation=generation, store_thread=thread, text=text)
+
+
+def _text_encoder(settings: ServeSettings, embedder: OnnxEmbedder | NoModel) -> TextEncoder | None:
+    """The text side of the index's model copy, its files checked against model.json; None without one."""
+    if embedder.manifest.text is None or isinstance(embedder, NoModel):
+        return None
+    return text_encoder_of(settings.index_dir / INDEX_MODEL_SUBDIR, embedder.manifest, threads=settings.threads)
 
 
 SWITCH_ATTEMPTS = 20  # loads tried while a switch renames the index directory (issue 44)
@@ -253,6 +271,8 @@ def _retire(snapshot: Snapshot) -> None:
         return
     snapshot.usage.closed = True
     snapshot.embedder.close()
+    if snapshot.text is not None:
+        snapshot.text.close()
     snapshot.store_thread.submit(_close_store, snapshot.store)
     snapshot.store_thread.shutdown(wait=False)  # queued work still runs, then the thread ends
 

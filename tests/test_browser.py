@@ -655,3 +655,28 @@ def test_the_page_says_why_a_filter_found_nothing(browser, base_url: str, tmp_pa
         assert page.is_hidden("#filter-note") and page.is_hidden("#error") and page.blocked == []
     finally:
         page.close()
+
+
+def test_a_text_box_beside_the_drop_zone_only_for_a_model_with_a_text_tower(
+    browser, base_url: str, text_index_template: Path
+) -> None:
+    """Words typed in the text box search as POST /search with text does; the URL names them; a model
+    without a text tower shows no box."""
+    page = open_search_page(browser, base_url)
+    try:
+        assert page.is_hidden("#text-form")
+    finally:
+        page.close()
+    with running_server(text_index_template) as base:
+        page = open_search_page(browser, base)
+        try:
+            page.wait_for_selector("#text-form", state="visible")
+            page.fill("#text-query", "red pickup truck")
+            page.press("#text-query", "Enter")
+            _wait_query(page, "text:red pickup truck")
+            expected = api_ids(base, "/search", data={"text": "red pickup truck"})
+            assert shown_ids(page) == expected
+            assert "text=red+pickup+truck" in page.url and "embed" in page.text_content("#timings")
+            assert page.is_hidden("#error") and page.blocked == []
+        finally:
+            page.close()

@@ -40,6 +40,8 @@ def format_table(report: api.EvaluationReport) -> str:
     for row in (report.reference, report.whitened_reference):
         if row is not None:
             columns += [(f"{row.name} {kind}", row.metrics[kind]) for kind in api.KINDS]
+    if report.text_to_image is not None:  # a prompt per class searched in the images by the text tower
+        columns.append(("text->image", report.text_to_image))
     rows: list[tuple[str, Callable[[api.RetrievalMetrics], float | None]]] = [
         ("MAP@R", lambda m: m.map_at_r),
         ("R-precision", lambda m: m.r_precision),
@@ -58,6 +60,11 @@ def format_table(report: api.EvaluationReport) -> str:
         f"{report.protocol} protocol, {report.num_queries} queries{dropped}, {report.num_gallery} gallery items, "
         f"model {report.model_sha256[:12]}"
     )
+    if report.text_to_image is not None:
+        lines.append(
+            f"text->image: one prompt per class ({report.details.get('text_prompt')!r}), "
+            f"{report.text_to_image.num_queries} queries, the same gallery, float"
+        )
     return "\n".join(lines)
 
 
@@ -118,9 +125,18 @@ def evaluate(
             help='their parameters: JSON or a JSON file, e.g. {"qe": {"n": 5, "alpha": 3}} (default: the papers\')',
         ),
     ] = None,
+    prompt: Annotated[
+        str,
+        typer.Option(
+            "--prompt",
+            help="a model with a text tower (CLIP/SigLIP): the text query of each class for the text->image column; "
+            "{label} is its folder name as words (001.Black_footed_Albatross: black footed albatross)",
+        ),
+    ] = api.DEFAULT_PROMPT,
     quiet: QuietOpt = False,
 ) -> None:
-    """Measure float and binary (sign-bit) retrieval; write metrics.json and retrieval_grid.png."""
+    """Measure float and binary (sign-bit) retrieval; write metrics.json and retrieval_grid.png. A model with a
+    text tower also gets a text->image column (one --prompt per class)."""
     chosen_ks = parse_ks(ks)
     methods = api.parse_methods(postprocess) if postprocess else ()
     params = api.load_params(postprocess_params) if postprocess_params else None
@@ -138,6 +154,7 @@ def evaluate(
         threads=threads,
         postprocess=tuple(methods),
         postprocess_params=params,
+        prompt=prompt,
     )
     out_dir = out or default_out_dir()
     evaluation = api.run_eval(request, progress=not quiet)

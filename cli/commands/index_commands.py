@@ -26,6 +26,7 @@ from retrieval.cli.options.index_options import (
 )
 from retrieval.indexing import usecases as api
 from retrieval.indexing.common.score_calibration import NO_CALIBRATION
+from retrieval.indexing.exported_model.model_manifest import ModelManifest
 from retrieval.indexing.store.shared.index_directory.index_manifest import manifest_edit_problem
 
 MAX_LISTED_FAILURES = 10
@@ -136,6 +137,7 @@ def info(index_dir: IndexArg) -> None:
         ),
         *_verdict_rows(manifest.model.verdict),
         ("calibration", manifest.model.calibration.sentence if manifest.model.calibration else NO_CALIBRATION),
+        ("text", _text_side_text(manifest.model)),
         ("created", manifest.created_at),
         ("updated", f"{manifest.updated_at} (generation {manifest.generation})"),
         ("faiss", manifest.faiss_version),
@@ -146,6 +148,13 @@ def info(index_dir: IndexArg) -> None:
         rows.insert(0, ("WARNING", f"{edited}; `retrieval index verify {index_dir}` checks the rest"))
     for key, value in rows:
         typer.echo(f"{key:<10} {value}")
+
+
+def _text_side_text(model: ModelManifest) -> str:
+    """Whether the index's model searches by words (its text tower), or why not."""
+    if model.text is not None:
+        return f"searchable by words (--text): {model.text.source}, {model.text.context_length} tokens"
+    return f"none: {model.text_dropped}" if model.text_dropped else "none (the model has no text tower)"
 
 
 def add(

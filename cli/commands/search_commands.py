@@ -1,4 +1,4 @@
-"""``retrieval search INDEX IMG [IMG ...] | --id ITEM_ID``: batched search from the shell."""
+"""``retrieval search INDEX IMG [IMG ...] | --id ITEM_ID | --text WORDS``: batched search from the shell."""
 
 from __future__ import annotations
 
@@ -32,6 +32,14 @@ def search(
         typer.Option(
             "--vector",
             help="search by the vectors of this .npy file (one vector, or one per row), made with the index's model",
+        ),
+    ] = None,
+    texts: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--text",
+            help="search by words, e.g. --text 'red pickup truck' (repeatable), with the text tower of the index's "
+            "model (a CLIP or SigLIP export)",
         ),
     ] = None,
     k: Annotated[int, typer.Option("-k", "--k", min=1, help="number of results per query")] = 10,
@@ -93,11 +101,11 @@ def search(
     threads: ThreadsOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
-    """Find the items of an index most similar to each query image (or stored item, or vector) and print them."""
+    """Find the items of an index most similar to each query image (or stored item, vector or text) and print them."""
     fmt = _output_format(as_json, as_csv, out)
-    if not images and not item_ids and vector is None:
+    if not images and not item_ids and vector is None and not texts:
         raise ConfigError(
-            "give one or more query images, --id ITEM_ID to search by a stored item, or --vector FILE.npy"
+            "give one or more query images, --id ITEM_ID to search by a stored item, --vector FILE.npy, or --text WORDS"
         )
     methods = parse_methods(postprocess, QUERY_METHODS)
     if len(methods) > 1:
@@ -117,6 +125,7 @@ def search(
         force=force,
         filter_name="--filter",
         vectors=read_vector_file(vector) if vector is not None else None,
+        texts=texts or (),
         min_probability=min_probability,
         collapse_duplicates=collapse_duplicates,
     )

@@ -4,4 +4,5 @@
 --postprocess``), ``retrieval_grid`` (the query -> results PNG), ``neighbour_table`` (each query's top results as a
 table, ``eval --neighbours``), ``class_overlap`` (evaluated classes the model was trained on), ``dataset_copies`` (the copies in a dataset:
 counts, ``duplicates.csv``, ``duplicates.png``, what to leave out) and
-``gain_interval`` (the paired bootstrap interval of a MAP@R gain, the training verdict's noise)."""
+``gain_interval`` (the paired bootstrap interval of a MAP@R gain, the training verdict's noise) and
+``text_to_image`` (a prompt per class searched by a model's text tower: the text -> image row)."""

@@ -94,6 +94,7 @@ class EvaluationReport:
     reference: ReferenceRow | None = None
     whitened_reference: ReferenceRow | None = None  # the reference + the run's whitening stage, where it has one
     postprocess: dict[str, dict[str, RetrievalMetrics]] = field(default_factory=dict)  # eval --postprocess
+    text_to_image: RetrievalMetrics | None = None  # a prompt per class searched by the text tower (text_to_image)
 
     @classmethod
     def of(
@@ -128,6 +129,8 @@ class EvaluationReport:
                 method: {kind: metrics.to_dict() for kind, metrics in kinds.items()}
                 for method, kinds in self.postprocess.items()
             }
+        if self.text_to_image is not None:
+            document["text_to_image"] = self.text_to_image.to_dict()
         document.update(
             protocol=self.protocol,
             num_queries=self.num_queries,

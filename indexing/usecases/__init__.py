@@ -36,6 +36,7 @@ from retrieval.indexing.data.splits import split_records
 from retrieval.indexing.data.synth.generator import generate_synthetic_dataset
 from retrieval.indexing.eval.evaluation import KINDS, EvaluationReport
 from retrieval.indexing.eval.metrics import RetrievalMetrics
+from retrieval.indexing.eval.text_to_image import DEFAULT_PROMPT
 from retrieval.indexing.exported_model.embedding_files import check_embedding_path, write_embedding_table
 from retrieval.indexing.exported_model.model_manifest import Quantization
 from retrieval.indexing.exported_model.resolution import run_dir_of
@@ -106,6 +107,7 @@ __all__ = [
     "CompactionPolicy",
     "ConfigError",
     "DEEP_SAMPLE",
+    "DEFAULT_PROMPT",
     "DataError",
     "EvalRequest",
     "DuplicateGroups",

@@ -1,7 +1,7 @@
 """Evaluate a model on a dataset or an index as built: ``evaluate`` (the Python API) and the richer
 ``evaluate_index_dir`` / ``evaluate_dataset`` + ``save_evaluation`` of ``retrieval eval`` (the
 retrieval grid, each query's neighbours, the training-class warning, ``metrics.json`` and its ``calibration``
-block, ``calibration.png``)."""
+block, ``calibration.png``) and, for a model with a text tower, the text -> image row (``add_text_to_image``)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import numpy as np
 from retrieval.indexing.calibration.held_out import calibration_document, held_out_reports, labelled_set
 from retrieval.indexing.calibration.reliability import CalibrationReport
 from retrieval.indexing.calibration.reliability_plot import CALIBRATION_PLOT_NAME, save_reliability_plot
+from retrieval.indexing.common.artifact_names import INDEX_MODEL_SUBDIR
 from retrieval.indexing.common.atomic_write import atomic_write_text
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.common.score_calibration import CalibrationKind
@@ -37,12 +38,14 @@ from retrieval.indexing.eval.evaluation import (
 from retrieval.indexing.eval.neighbour_table import neighbour_columns
 from retrieval.indexing.eval.postprocess_eval import postprocess_metrics
 from retrieval.indexing.eval.retrieval_grid import GridRow, save_grid
+from retrieval.indexing.eval.text_to_image import DEFAULT_PROMPT, check_prompt, class_prompts, text_to_image_metrics
 from retrieval.indexing.exported_model.model_manifest import ModelManifest
 from retrieval.indexing.exported_model.onnx_embedder import load_model_manifest
-from retrieval.indexing.exported_model.resolution import resolve_export_dir
+from retrieval.indexing.exported_model.resolution import is_export_dir, resolve_export_dir
+from retrieval.indexing.exported_model.text_encoder import text_encoder_of
 from retrieval.indexing.search.postprocess_params import PostprocessParams
 from retrieval.indexing.store.backends import open_store
-from retrieval.indexing.usecases.inputs import Data, PathLike, records_of
+from retrieval.indexing.usecases.inputs import Data, PathLike, embed_texts, records_of
 
 METRICS_NAME = "metrics.json"
 GRID_NAME = "retrieval_grid.png"
@@ -57,11 +60,13 @@ def evaluate(
     split: str = "test",
     ks: Sequence[int] | None = None,
     progress: bool = True,
+    prompt: str = DEFAULT_PROMPT,
 ) -> EvaluationReport:
     """Float and binary retrieval metrics, as ``retrieval eval``: of a model on a dataset's ``split``
     (``model`` and ``data``), or of an index as built (``index``). Evaluated classes the model trained on
-    are a ``UserWarning``, as ``retrieval eval`` warns."""
-    request = EvalRequest.of(model, data, index=index, split=split, ks=ks, spelling=API_SOURCES)
+    are a ``UserWarning``, as ``retrieval eval`` warns. A model with a text tower also gets
+    ``text_to_image``: each class's ``prompt`` (``{label}``: its folder name as words) searched in the images."""
+    request = EvalRequest.of(model, data, index=index, split=split, ks=ks, spelling=API_SOURCES, prompt=prompt)
     evaluation = run_eval(request, progress=progress)
     if evaluation.warning is not None:
         warnings.warn(evaluation.warning, UserWarning, stacklevel=2)
@@ -89,6 +94,7 @@ class EvalRequest:
     threads: int | None = None
     postprocess: tuple[str, ...] = ()
     postprocess_params: PostprocessParams | None = None
+    prompt: str = DEFAULT_PROMPT
 
     @classmethod
     def of(
@@ -106,6 +112,7 @@ class EvalRequest:
             raise ConfigError(spelling)
         if options.get("ks") is not None:
             options["ks"] = tuple(options["ks"])
+        check_prompt(options.get("prompt", DEFAULT_PROMPT))  # a bad --prompt fails before any embedding
         given = Path(index) if index is not None else None
         return cls(Path(model) if model is not None else None, data, given, **options)
 
@@ -154,6 +161,7 @@ def evaluate_index_dir(request: EvalRequest, *, progress: bool = True) -> Evalua
         top = request.neighbours_k
         ranked = (every, index_neighbors(store, data, every, top)) if top else None
         manifest = store.manifest.model
+    add_text_to_image(report, data, index / INDEX_MODEL_SUBDIR, request)
     return _evaluation(report, data, manifest, _grid(data, queries, neighbors), ranked)
 
 
@@ -178,6 +186,7 @@ def evaluate_dataset(request: EvalRequest, *, progress: bool = True) -> Evaluati
     top = request.neighbours_k
     ranked = (every, exact_neighbors(eval_data, every, top)) if top else None
     manifest = load_model_manifest(resolve_export_dir(model))
+    add_text_to_image(report, eval_data, resolve_export_dir(model), request)
     evaluation = _evaluation(report, eval_data, manifest, _grid(eval_data, queries, neighbors), ranked)
     evaluation.records, evaluation.all_records = records, all_records
     return evaluation
@@ -193,6 +202,21 @@ def add_postprocess(
         data.embeddings, data.labels, data.is_query, data.is_gallery, methods, params, ks=report.ks, threshold=threshold
     )
     report.details["postprocess_params"] = params.model_dump()
+
+
+def add_text_to_image(report: EvaluationReport, data: EvalData, export_dir: Path, request: EvalRequest) -> None:
+    """``report.text_to_image``: a prompt per evaluated class embedded by the text tower of the model in
+    ``export_dir`` (as every text query is: ``embed_texts``) and searched in the evaluated gallery images;
+    nothing for a model without a text tower (or an index built from vectors alone)."""
+    manifest = load_model_manifest(export_dir) if is_export_dir(export_dir) else None
+    if manifest is None or manifest.text is None:
+        return
+    gallery_labels = data.labels[data.is_gallery]
+    classes, prompts = class_prompts(gallery_labels.astype(str).tolist(), request.prompt)
+    vectors = embed_texts(text_encoder_of(export_dir, manifest, threads=request.threads), prompts)
+    gallery = data.embeddings[data.is_gallery]
+    report.text_to_image = text_to_image_metrics(vectors, classes, gallery, gallery_labels, report.ks)
+    report.details["text_prompt"] = request.prompt
 
 
 def _grid(data: EvalData, queries: np.ndarray, neighbors: np.ndarray | None) -> list[GridRow]:

@@ -2,13 +2,13 @@
 ``search``. Both describe their call as one ``SearchRequest`` (which index, the queries, the
 ``SearchSettings``, the query model) and hand it to ``search_index``, which reads top-down: open the
 index, the filter's warnings, embed the images, ``item_search.ranked_pages`` (the service's path too),
-then the stored items' own searches."""
+then the texts (``inputs.embed_texts``: a model's text tower), the vectors and the stored items' own searches."""
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -17,11 +17,19 @@ from PIL import Image
 
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.exported_model.text_encoder import checked_texts
 from retrieval.indexing.store.backends import open_store
 from retrieval.indexing.store.item_search import Hit, HitPage, filter_warnings, ranked_pages, similar_pages
 from retrieval.indexing.store.shared.search_settings import SearchSettings, SettingsOptions, aliased
 from retrieval.indexing.store.shared.store_protocol import Store
-from retrieval.indexing.usecases.inputs import ImageLike, PathLike, embed_images, query_embedder
+from retrieval.indexing.usecases.inputs import (
+    ImageLike,
+    PathLike,
+    embed_images,
+    embed_texts,
+    query_embedder,
+    query_text_encoder,
+)
 from retrieval.indexing.usecases.vector_input import normalised_warning
 from retrieval.indexing.usecases.vectors import vector_pages
 
@@ -38,7 +46,8 @@ class SearchRequest:
     """One search of an index: the ``images`` (files, or PIL images from the Python API) and the stored
     items ``item_ids`` (each left out of its own results) searched under ``settings``; the images embedded
     with ``model`` (None: the index's own copy), ``force`` searching even when it differs from the index's.
-    ``vectors``: query vectors made elsewhere (``vectors.vector_pages`` checks them), searched as they are."""
+    ``vectors``: query vectors made elsewhere (``vectors.vector_pages`` checks them), searched as they are.
+    ``texts``: words, embedded by the text tower beside the model (CLIP/SigLIP) into the images' space."""
 
     index_dir: Path
     settings: SearchSettings = SearchSettings()
@@ -47,6 +56,7 @@ class SearchRequest:
     model: Path | None = None
     force: bool = False
     vectors: np.ndarray | None = None
+    texts: tuple[str, ...] = ()
 
     @classmethod
     def of(
@@ -58,6 +68,7 @@ class SearchRequest:
         model: PathLike | None = None,
         force: bool = False,
         vectors: Any = None,
+        texts: Sequence[str] = (),
         **options: Unpack[SettingsOptions],
     ) -> SearchRequest:
         """The request of the options as the commands and the Python API name them: ``options`` are
@@ -66,7 +77,8 @@ class SearchRequest:
         queries = tuple(image if isinstance(image, Image.Image) else Path(image) for image in images)
         given_model = Path(model) if model is not None else None
         given_vectors = None if vectors is None else np.asarray(vectors)
-        return cls(Path(index), settings, queries, tuple(item_ids), given_model, force, given_vectors)
+        request = cls(Path(index), settings, queries, tuple(item_ids), given_model, force, given_vectors)
+        return replace(request, texts=tuple(checked_texts(texts))) if texts else request
 
 
 @dataclass(frozen=True)
@@ -79,6 +91,10 @@ class QueryHits:
     hits: list[Hit]
     below_min_score: int = 0
     below_min_probability: int = 0
+
+    @classmethod
+    def of_page(cls, name: str, page: HitPage) -> QueryHits:
+        return cls(name, None, page.hits, page.below_min_score, page.below_min_probability)
 
 
 @dataclass
@@ -108,6 +124,7 @@ def search(
     k: int = 10,
     *,
     vectors: Any = None,
+    texts: Sequence[str] | None = None,
     kind: str = "float",
     rerank: int | None = None,
     filter: Mapping[str, Any] | None = None,
@@ -127,10 +144,13 @@ def search(
     service that ran the index's model) are searched instead of or after the images: one HitList each.
     ``min_probability`` keeps the hits whose ``probability`` of sharing the query's class (the model's
     calibration) is at least it, a DataError on a model without calibration; ``collapse_duplicates``: one hit
-    per group of copies (the model's measured copy threshold)."""
+    per group of copies (the model's measured copy threshold). ``texts``: words searched for (e.g. ``["red
+    pickup truck"]``), one HitList each, on an index whose model has a text side (a CLIP or SigLIP export)."""
     queries = [images] if isinstance(images, str | Path | Image.Image) else list(images or [])
-    if not queries and vectors is None:
-        raise DataError("search() needs at least one image, or vectors=")
+    if isinstance(texts, str):
+        raise DataError("texts= takes a list of texts; write texts=[...] for one")
+    if not queries and vectors is None and not texts:
+        raise DataError("search() needs at least one image, or vectors=, or texts=")
     request = SearchRequest.of(
         index,
         queries,
@@ -142,6 +162,7 @@ def search(
         offset=offset,
         min_score=min_score,
         vectors=vectors,
+        texts=texts or (),
         min_probability=min_probability,
         collapse_duplicates=collapse_duplicates,
     )
@@ -163,7 +184,10 @@ def search_index(
     model needed): request -> index -> filter warnings -> embed -> ``ranked_pages`` -> hits."""
     settings = request.settings
     embedder = query_embedder(request.index_dir, request.model, threads=threads) if request.images else None
-    sha256 = embedder.model_sha256 if embedder else None
+    encoder, text_sha256 = (
+        query_text_encoder(request.index_dir, request.model, threads=threads) if request.texts else (None, None)
+    )
+    sha256 = embedder.model_sha256 if embedder else text_sha256
     with open_store(request.index_dir, expected_model_sha256=sha256, force=request.force) as store:
         outcome = SearchOutcome([])
         if embedder is not None:
@@ -174,6 +198,9 @@ def search_index(
                 for name, page in zip(names, found.pages, strict=True)
             ]
         outcome.warnings = found.warnings if embedder is not None else filter_warnings(store, settings.where)
+        if encoder is not None:
+            by_text = search_vectors(store, embed_texts(encoder, request.texts), settings)
+            outcome.queries += [QueryHits.of_page(*pair) for pair in zip(request.texts, by_text.pages, strict=True)]
         if request.vectors is not None:
             by_vector = vector_pages(store, request.vectors, settings)
             outcome.warnings += normalised_warning(by_vector.normalised, len(by_vector.pages))

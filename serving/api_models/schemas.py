@@ -103,7 +103,10 @@ class SearchResponse(_SearchEcho):
 
 
 class QueryResults(_Strict):
-    image: str = Field(description="the query's file name as uploaded")
+    image: str = Field(
+        description="the query: the image's file name as uploaded, 'vector N' (a JSON batch of vectors), or the "
+        "words of a text search"
+    )
     below_min_score: int = Field(0, description=_BELOW)
     below_min_probability: int = Field(0, description=_BELOW_PROBABILITY)
     results: list[SearchHit]
@@ -185,6 +188,10 @@ class ReadyResponse(_Strict):
     k_max: int = Field(description="the largest k a search takes (offset + k may reach 10 x k_max: paging)")
     has_model: bool = Field(
         True, description="false: the index was built from vectors alone; it searches by vector only"
+    )
+    has_text: bool = Field(
+        False,
+        description="true: the model has a text tower (a CLIP or SigLIP export), so POST /search takes 'text'",
     )
 
 

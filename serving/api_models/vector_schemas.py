@@ -62,10 +62,16 @@ class AddVectorsResponse(AddItemsResponse):
 
 
 class VectorSearchRequest(_Strict):
-    """A search by one vector (``vector``) or a batch (``vectors``: the answer then holds ``batch``)."""
+    """A search by one vector (``vector``) or a batch (``vectors``: the answer then holds ``batch``), or by
+    words (``text``: one, or a list for a batch) embedded by the model's text tower."""
 
     vector: list[float] | None = Field(None, description=_VECTOR)
     vectors: list[list[float]] | None = Field(None, description="several query vectors: a batch search")
+    text: str | list[str] | None = Field(
+        None,
+        description="words to search for (a model with a text tower, GET /readyz: has_text); a list: a batch "
+        "search, one entry per text; instead of vector(s)",
+    )
     k: int = Field(DEFAULT_K, description="number of results (1..k_max of the server)")
     kind: IndexKind | None = Field(
         None, description="'float' (cosine, the default) or 'binary' (Hamming over the sign bits)"
@@ -113,5 +119,6 @@ ADD_VECTORS_EXAMPLE: dict[str, Any] = {
 PUT_VECTOR_EXAMPLE: dict[str, Any] = {"vector": [0.12, -0.05, 0.33], "label": "boot", "metadata": {"v": 2}}
 SEARCH_VECTOR_EXAMPLE: dict[str, Any] = {"vector": [0.12, -0.05, 0.33], "k": 5, "filter": {"label": "boot"}}
 SEARCH_VECTORS_EXAMPLE: dict[str, Any] = {"vectors": [[0.12, -0.05, 0.33], [0.02, 0.41, -0.18]], "k": 5}
+SEARCH_TEXT_EXAMPLE: dict[str, Any] = {"text": "red pickup truck", "k": 5, "filter": {"shop": "berlin"}}
 DELETE_EXAMPLE: dict[str, Any] = {"filter": {"label": "boot", "shop": "berlin"}, "dry_run": True}
 DELETE_ANSWER_EXAMPLE: dict[str, Any] = {"deleted": 12, "count": 4711, "dry_run": True}

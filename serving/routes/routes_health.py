@@ -39,6 +39,7 @@ async def readyz(services: Services = Depends(get_services)) -> ReadyResponse:
         embedding_dim=snapshot.embedder.dim,
         k_max=services.settings.k_max,
         has_model=has_model(snapshot.embedder.manifest),
+        has_text=snapshot.text is not None,
     )
 
 

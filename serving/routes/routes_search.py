@@ -32,7 +32,7 @@ from retrieval.serving.http.service_errors import (
     UnsupportedMediaTypeError,
     invalid_parameters,
 )
-from retrieval.serving.query_pipeline import FoundPage, embed_upload, search_images, search_similar
+from retrieval.serving.query_pipeline import FoundPage, embed_upload, search_images, search_similar, search_texts
 from retrieval.serving.routes.strict_forms import StrictFormRoute
 
 T = TypeVar("T")
@@ -44,6 +44,10 @@ _IMAGE = (
     "the query image (JPEG, PNG, WebP, GIF, BMP, TIFF); send the field several times for a batch search (at most "
     "max_search_images of the server, 16 by default): the answer then holds 'batch', one result list per image in "
     "order, all embedded in one model call; a bad image among them fails the whole request, naming which"
+)
+_TEXT = (
+    "words to search for, e.g. 'red pickup truck' (instead of an image; an index whose model has a text tower, "
+    "GET /readyz: has_text); send the field several times for a batch, as images"
 )
 _K = "number of results (1..k_max of the server)"
 _KIND = "'float' (exact cosine) or 'binary' (Hamming over the sign bits, one per embedding dimension: 32x smaller)"
@@ -83,10 +87,11 @@ _FILTER_EXAMPLES: dict[str, Example] = {
     "/search",
     response_model=SearchResponse | BatchSearchResponse,
     responses={**api_examples.example(api_examples.SEARCH), **UPLOAD_PROBLEMS},
-    summary="Find the items most similar to an image (or to each of several: a batch search)",
+    summary="Find the items most similar to an image or a text (or to each of several: a batch search)",
 )
 async def search(
-    image: list[UploadFile] = File(min_length=1, description=_IMAGE),
+    image: list[UploadFile] | None = File(None, description=_IMAGE),
+    text: list[str] | None = Form(None, description=_TEXT),
     k: int = Query(DEFAULT_K, description=_K),
     kind: IndexKind | None = Query(None, description=_KIND),
     index: IndexKind | None = Query(None, description=_INDEX, deprecated=True),
@@ -116,7 +121,11 @@ async def search(
     services: Services = Depends(get_services),
 ) -> SearchResponse | BatchSearchResponse:
     start = time.perf_counter()
-    _check_batch_size(len(image), services.settings.max_search_images)
+    if (not image) == (not text):
+        raise InvalidParameterError(
+            "send one or more 'image' files or 'text' fields: a search is by images or by words."
+        )
+    _check_batch_size(len(image or text or []), services.settings.max_search_images, "images" if image else "texts")
     settings = search_settings(
         services,
         _first(k_form, k),
@@ -129,21 +138,39 @@ async def search(
         _first(min_probability_form, min_probability),
         collapse_duplicates=bool(_first(collapse_duplicates_form, collapse_duplicates)),
     )
+    if text:
+        return await answer_texts(services, text, settings, start, batch=len(text) > 1)
     timings = Timings()
-    pages = await search_images(services, image, settings, timings)
+    pages = await search_images(services, image or [], settings, timings)
     timings.total_ms = round((time.perf_counter() - start) * 1000.0, 3)
     if len(pages) == 1:  # one image: the response of one query, as before batches
         return _response(settings, pages[0], timings)
+    return _batch_response(settings, [upload.filename or "" for upload in image or []], pages, timings)
+
+
+async def answer_texts(
+    services: Services, texts: list[str], settings: SearchSettings, start: float, *, batch: bool
+) -> SearchResponse | BatchSearchResponse:
+    """The answer to a text search (form or JSON): one query's response, or a batch's (one entry per text)."""
+    timings = Timings()
+    pages = await search_texts(services, texts, settings, timings)
+    timings.total_ms = round((time.perf_counter() - start) * 1000.0, 3)
+    return _batch_response(settings, texts, pages, timings) if batch else _response(settings, pages[0], timings)
+
+
+def _batch_response(
+    settings: SearchSettings, names: list[str], pages: list[FoundPage], timings: Timings
+) -> BatchSearchResponse:
     return BatchSearchResponse(
         **_echo(settings, pages[0].warnings, timings),
         batch=[
             QueryResults(
-                image=upload.filename or "",
+                image=name,
                 below_min_score=page.below_min_score,
                 below_min_probability=page.below_min_probability,
                 results=page.results,
             )
-            for upload, page in zip(image, pages, strict=True)
+            for name, page in zip(names, pages, strict=True)
         ],
     )
 
@@ -258,10 +285,10 @@ def _first(*values: T | None) -> T | None:
     return next((value for value in values if value is not None), None)
 
 
-def _check_batch_size(images: int, limit: int) -> None:
+def _check_batch_size(images: int, limit: int, what: str = "images") -> None:
     if images > limit:
         raise PayloadTooLargeError(
-            f"{images} images in one search exceed the limit of {limit} (max_search_images); send them in parts."
+            f"{images} {what} in one search exceed the limit of {limit} (max_search_images); send them in parts."
         )
 
 

@@ -20,6 +20,7 @@ from retrieval.indexing.common.errors import (
     ModelMismatchError,
 )
 from retrieval.indexing.store.item_search import HitPage
+from retrieval.indexing.store.shared.search_settings import SearchSettings
 from retrieval.indexing.usecases.deleting import delete_matching
 from retrieval.indexing.usecases.vector_input import DEFAULT_LABEL, decoded_vector
 from retrieval.indexing.usecases.vectors import VectorAdd, add_vectors_to, vector_pages
@@ -45,7 +46,14 @@ from retrieval.serving.images.upload_storage import discard_item_upload
 from retrieval.serving.item_views import search_hit
 from retrieval.serving.query_pipeline import FoundPage, search_similar
 from retrieval.serving.routes.routes_keys import checked_key
-from retrieval.serving.routes.routes_search import _echo, _kind, _response, search_settings
+from retrieval.serving.routes.routes_search import (
+    _check_batch_size,
+    _echo,
+    _kind,
+    _response,
+    answer_texts,
+    search_settings,
+)
 from retrieval.serving.service_state import Snapshot
 
 json_router = APIRouter(route_class=JsonBodyRoute)
@@ -70,9 +78,14 @@ JSON_BODIES = (
         "/search",
         "post",
         schemas.VectorSearchRequest,
-        {"one vector": schemas.SEARCH_VECTOR_EXAMPLE, "a batch": schemas.SEARCH_VECTORS_EXAMPLE},
+        {
+            "one vector": schemas.SEARCH_VECTOR_EXAMPLE,
+            "a batch": schemas.SEARCH_VECTORS_EXAMPLE,
+            "by words": schemas.SEARCH_TEXT_EXAMPLE,
+        },
         "or, as application/json, search by a vector ('vector') or a batch of them ('vectors': the answer holds "
-        "'batch', its entries named 'vector 1', 'vector 2', ...), the settings as JSON fields",
+        "'batch', its entries named 'vector 1', 'vector 2', ...), or by words ('text': one, or a list for a "
+        "batch), the settings as JSON fields",
         problem_responses(ModelMismatchError),
     ),
 )
@@ -138,6 +151,8 @@ async def search_by_vector(
 ) -> SearchResponse | BatchSearchResponse:
     start = time.perf_counter()
     body = await json_body(request, schemas.VectorSearchRequest)
+    if body.text is not None:
+        return await _search_by_text(body, services, start)
     if (body.vector is None) == (body.vectors is None):
         raise InvalidParameterError("send one of 'vector' (one query) and 'vectors' (a batch), not both or neither.")
     queries = [body.vector] if body.vector is not None else body.vectors or []
@@ -146,18 +161,7 @@ async def search_by_vector(
             f"{len(queries)} vectors in one search exceed the limit of {services.settings.max_search_images} "
             "(max_search_images); send them in parts."
         )
-    kind = _kind(body.kind, body.index)
-    settings = search_settings(
-        services,
-        body.k,
-        kind,
-        body.rerank,
-        body.filter,
-        body.postprocess,
-        body.offset,
-        body.min_score,
-        body.min_probability,
-    )
+    settings = _body_settings(services, body)
     timings = Timings()
     searched = time.perf_counter()
     with _as_invalid_parameters():
@@ -172,6 +176,35 @@ async def search_by_vector(
         for n, page in enumerate(pages, start=1)
     ]
     return BatchSearchResponse(**_echo(settings, found.warnings, timings), batch=batch)
+
+
+async def _search_by_text(
+    body: schemas.VectorSearchRequest, services: Services, start: float
+) -> SearchResponse | BatchSearchResponse:
+    """A JSON body with ``text``: refused beside vectors or a vectors' ``model``, else answered as the form's."""
+    if body.vector is not None or body.vectors is not None or body.model is not None:
+        raise InvalidParameterError(
+            "send 'text' or 'vector'/'vectors' (with their 'model'), not both: a search is by words or by vectors."
+        )
+    texts = [body.text] if isinstance(body.text, str) else list(body.text or [])
+    _check_batch_size(len(texts), services.settings.max_search_images, "texts")
+    settings = _body_settings(services, body)
+    return await answer_texts(services, texts, settings, start, batch=not isinstance(body.text, str))
+
+
+def _body_settings(services: Services, body: schemas.VectorSearchRequest) -> SearchSettings:
+    """The JSON body's search settings, checked as the form's (``search_settings``)."""
+    return search_settings(
+        services,
+        body.k,
+        _kind(body.kind, body.index),
+        body.rerank,
+        body.filter,
+        body.postprocess,
+        body.offset,
+        body.min_score,
+        body.min_probability,
+    )
 
 
 @router.post(

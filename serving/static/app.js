@@ -1,4 +1,5 @@
-// The search page: pick or drop an image (or click a result), search, show the hits as a grid.
+// The search page: pick or drop an image (or click a result, or type words when the model has a text
+// tower), search, show the hits as a grid.
 // Each search is a URL (/?item=17, /?q=upload, with k, index, the filter and the page's offset), so
 // Back and Forward step through the searches and an item search can be shared. No framework, no build
 // step, no network access beyond this server.
@@ -9,7 +10,7 @@ const DEEPEST = 10; // offset + k may reach 10 x k_max (serving/routes/schemas.p
 const SUGGESTIONS = 20; // labels suggested in the filter box
 const FILE_REJECTED = new Set([400, 413, 415]); // the server could not use the uploaded file
 const $ = (id) => document.getElementById(id);
-// query: { kind: "file", file, upload } or { kind: "item", id, label, imageUrl }
+// query: { kind: "file", file, upload }, { kind: "item", id, label, imageUrl } or { kind: "text", text }
 // uploads: upload number -> File, so Back and Forward can search an uploaded image again
 // offset: the page of results shown (paging); kMax: the server's largest k (GET /readyz)
 const state = {
@@ -22,6 +23,7 @@ function chosenIndex() {
 }
 
 function describe(query) {
+  if (query.kind === "text") return `the words "${query.text}"`;
   return query.kind === "file" ? `"${query.file.name}"` : `item #${query.id} (${query.label})`;
 }
 
@@ -50,6 +52,7 @@ function ms(value) {
 // An item query embeds nothing: only its search is timed.
 function timingText(t, query) {
   const phases = query.kind === "file" ? [["decode", t.decode_ms], ["embed", t.embed_ms]] : [];
+  if (query.kind === "text") phases.push(["embed", t.embed_ms]); // the text tower's call
   phases.push(["search", t.search_ms], ["total", t.total_ms]);
   return phases.map(([name, value]) => `${name} ${ms(value)} ms`).join(" · ");
 }
@@ -187,7 +190,7 @@ function showResults(body, query) {
   grid.dataset.index = body.index;
   showCutoff(body);
   grid.dataset.postprocess = body.postprocess;
-  grid.dataset.query = query.kind === "item" ? `item:${query.id}` : "file";
+  grid.dataset.query = query.kind === "item" ? `item:${query.id}` : query.kind === "text" ? `text:${query.text}` : "file";
   $("results-hint").hidden = !body.results.length;
   explainFilter(body);
   const t = body.timings;
@@ -285,7 +288,8 @@ function request(query, filter) {
   if ($("collapse").checked) params.set("collapse_duplicates", "true"); // one hit per group of copies
   if (query.kind === "item") return fetch(`/items/${query.id}/similar?${params}`);
   const form = new FormData();
-  form.append("image", query.file, query.file.name);
+  if (query.kind === "text") form.append("text", query.text); // POST /search by words
+  else form.append("image", query.file, query.file.name);
   return fetch(`/search?${params}`, { method: "POST", body: form });
 }
 
@@ -338,6 +342,15 @@ function choose(file) {
   search({ history: "push" }); // the focus stays on the file input, which is still there
 }
 
+// Words typed in the text box (shown when GET /readyz says the model has a text tower).
+function searchByText(text, options) {
+  clearPreview();
+  state.query = { kind: "text", text };
+  $("text-query").value = text;
+  $("query-name").textContent = `“${text}”`;
+  search(options);
+}
+
 function searchByItem(hit, options) {
   clearPreview();
   state.query = { kind: "item", id: hit.id, label: hit.label, imageUrl: hit.image_url };
@@ -355,6 +368,7 @@ async function showStatus() {
     if (!response.ok) return;
     $("bits").textContent = `${body.embedding_dim}-bit`; // one sign bit per dimension
     state.kMax = body.k_max;
+    $("text-form").hidden = !body.has_text; // a text box only where the model can embed words
     $("k").max = String(body.k_max);
     capK(); // a k from the URL, read before the server's k_max was known
   } catch (_) {
@@ -403,6 +417,7 @@ function filterJson() {
 function pageUrl(query) {
   const params = new URLSearchParams();
   if (query.kind === "item") params.set("item", query.id);
+  else if (query.kind === "text") params.set("text", query.text);
   else params.set("q", "upload");
   if ($("k").value && $("k").value !== String(DEFAULT_K)) params.set("k", $("k").value);
   if (chosenIndex() !== "float") params.set("index", chosenIndex());
@@ -417,7 +432,7 @@ function pageUrl(query) {
 function remember(query, how) {
   const entry = query.kind === "item"
     ? { kind: "item", id: query.id, label: query.label, imageUrl: query.imageUrl }
-    : { kind: "file", upload: query.upload };
+    : query.kind === "text" ? { kind: "text", text: query.text } : { kind: "file", upload: query.upload };
   if (`${location.pathname}${location.search}` === pageUrl(query) && how === "push") how = "replace";
   if (how === "push") history.pushState(entry, "", pageUrl(query));
   else history.replaceState(entry, "", pageUrl(query));
@@ -458,6 +473,11 @@ async function restore(entry, params, focus) {
     const hit = await response.json();
     if (navigation !== state.requestId) return;
     searchByItem(hit, { history: "none", focus });
+    return;
+  }
+  const text = params.get("text");
+  if (text && text.trim()) {
+    searchByText(text, { history: "none", focus });
     return;
   }
   const file = entry && entry.kind === "file" ? state.uploads.get(entry.upload) : undefined;
@@ -504,6 +524,13 @@ function searchAgain() {
 }
 
 wireDropZone();
+$("text-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const text = $("text-query").value.trim();
+  if (!text) return;
+  state.offset = 0; // a new query starts at its first page
+  searchByText(text, { history: "push", focus: true });
+});
 document.querySelectorAll('input[name="index"]').forEach((radio) => radio.addEventListener("change", searchAgain));
 $("k").addEventListener("change", () => { capK(); searchAgain(); });
 ["filter-label", "filter-meta"].forEach((id) => {

@@ -4,7 +4,8 @@
 names, and the preprocessing fits the graph's input shape, which is also what the service checks when
 it loads an index), it is the model the index was built with, and its ``model.onnx`` and ``model.json``
 together still have the sha256 the index recorded (``model_files_sha256``: a changed ``resize`` or
-``mean`` changes every query embedding without breaking anything visible). ``reembedding_problem``
+``mean`` changes every query embedding without breaking anything visible), and, for a model with a text
+side, its ``text.onnx`` and ``tokenizer.json`` are the ones ``model.json`` names (``text_copy_problem``). ``reembedding_problem``
 (``verify --deep``): a sample of stored images embedded again with the copy, against their stored
 vectors.
 """
@@ -20,6 +21,7 @@ from retrieval.indexing.common.errors import RetrievalError
 from retrieval.indexing.exported_model.model_manifest import ModelManifest, model_files_sha256
 from retrieval.indexing.exported_model.no_model import has_model
 from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder, l2_normalize
+from retrieval.indexing.exported_model.text_encoder import text_encoder_of
 from retrieval.indexing.store.files.segment_storage.segment_set import SegmentSet
 from retrieval.indexing.store.shared.index_directory.index_manifest import IndexManifest
 from retrieval.indexing.store.shared.items.items_db import ItemsDb
@@ -45,7 +47,21 @@ def model_copy_problem(index_dir: Path, manifest: IndexManifest, notes: list[str
         return f"{INDEX_MODEL_SUBDIR}/{embedder.manifest.onnx_file} is not the model the index was built with"
     if manifest.model_files_sha256 is None:
         notes.append("manifest.json records no sha256 of the model's settings (an older version): not checked")
-    return model_settings_problem(model_dir, embedder.manifest, manifest)
+    return model_settings_problem(model_dir, embedder.manifest, manifest) or text_copy_problem(
+        model_dir, embedder.manifest
+    )
+
+
+def text_copy_problem(model_dir: Path, model: ModelManifest) -> str | None:
+    """Why the copy's text side (text.onnx, tokenizer.json: their sha256s in model.json) cannot embed texts;
+    None when it can or when the model has none."""
+    if model.text is None:
+        return None
+    try:
+        text_encoder_of(model_dir, model, threads=1)
+    except RetrievalError as error:
+        return f"the text side of the model copy in {INDEX_MODEL_SUBDIR}/ cannot be used ({error})"
+    return None
 
 
 def model_settings_problem(model_dir: Path, model: ModelManifest, manifest: IndexManifest) -> str | None:

@@ -64,10 +64,17 @@ def check_out_dir(out_dir: Path) -> None:
 
 
 def copy_model(model: IndexedModel, target: Path) -> None:
-    """Copy model.onnx + model.json so the index directory alone can embed queries."""
+    """Copy model.onnx + model.json (and text.onnx + tokenizer.json of a model with a text side) so the
+    index directory alone can embed queries, images and texts."""
     source = model.export_dir
-    for name in (model.manifest.onnx_file, MODEL_MANIFEST_NAME):
+    for name in model_file_names(model.manifest):
         atomic_write_bytes(target / name, (source / name).read_bytes())
+
+
+def model_file_names(manifest: ModelManifest) -> tuple[str, ...]:
+    """The files of an export that an index copies: the image model, its model.json, its text side's."""
+    text = (manifest.text.onnx_file, manifest.text.tokenizer_file) if manifest.text is not None else ()
+    return (manifest.onnx_file, MODEL_MANIFEST_NAME, *text)
 
 
 @contextmanager
