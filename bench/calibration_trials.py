@@ -20,16 +20,17 @@ from retrieval.indexing.calibration.reliability import expected_calibration_erro
 from retrieval.indexing.common.score_calibration import HITS_PER_QUERY, CalibrationKind
 
 CONTEXT = 50
-BACKGROUND = slice(19, 50)  # ranks 20-50
+BACKGROUND_FROM = 19  # ranks 20-50 (in a smaller gallery: its last ranks)
 Features = dict[str, np.ndarray]
 
 
 def ranked_scores(data: LabelledSet, kind: CalibrationKind) -> tuple[np.ndarray, np.ndarray]:
     """Each query's first ``CONTEXT`` scores (best first) and whether each hit shares the query's class."""
     scores, same = [], []
+    depth = min(CONTEXT, len(data.gallery) - 1)  # a query in the gallery has one hit fewer
     for chunk_scores, chunk_same, kept in score_rows(data, kind, data.queries):
         masked = np.where(kept, chunk_scores, -np.inf)
-        order = np.argsort(-masked, axis=1, kind="stable")[:, :CONTEXT]
+        order = np.argsort(-masked, axis=1, kind="stable")[:, :depth]
         scores.append(np.take_along_axis(masked, order, 1))
         same.append(np.take_along_axis(chunk_same, order, 1))
     return np.concatenate(scores), np.concatenate(same)
@@ -38,7 +39,7 @@ def ranked_scores(data: LabelledSet, kind: CalibrationKind) -> tuple[np.ndarray,
 def features(scores: np.ndarray) -> Features:
     """Per hit of the first ``HITS_PER_QUERY``: its score and the query-adaptive features, flattened."""
     shown = scores[:, :HITS_PER_QUERY]
-    background = scores[:, BACKGROUND].mean(1, keepdims=True)
+    background = scores[:, min(BACKGROUND_FROM, scores.shape[1] - 1) :].mean(1, keepdims=True)
     mean, spread = scores.mean(1, keepdims=True), scores.std(1, keepdims=True) + 1e-9
     return {
         "s": shown.ravel(),
