@@ -76,15 +76,17 @@ def compare(args: argparse.Namespace) -> None:
     val = fitting_set(args)
     test = split_set(args.model, args.data, "test", args.cache)
     print(
-        f"load {os.getloadavg()[0]:.1f}; fitted on {args.fit_on}: {len(np.unique(val.labels))} classes, {len(val.labels)} "
-        f"images, base rate {val.base_rate():.4f}; test: {len(np.unique(test.labels))} classes, "
+        f"load {os.getloadavg()[0]:.1f}; fitted on {args.fit_on}: {len(val.queries)} queries of "
+        f"{len(np.unique(val.labels[val.queries]))} classes among {len(val.gallery)} images of "
+        f"{len(np.unique(val.labels[val.gallery]))} classes, base rate {val.base_rate():.4f}; test: "
+        f"{len(np.unique(test.labels))} classes, "
         f"{len(test.labels)} images, base rate {test.base_rate():.4f}"
     )
     calibration = fit_score_calibration(val)
     if calibration is None:
         raise SystemExit("no validation hit shares its query's class: nothing to fit")
     rows = {
-        "logistic on the first hits among the training images (chosen)": held_out_reports(calibration, test),
+        "logistic on the first hits (chosen)": held_out_reports(calibration, test),
         **alternative_reports(val, test),
     }
     print("| fit | kind | ECE | precision at 0.8 | recall kept at 0.8 |")
