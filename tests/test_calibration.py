@@ -7,11 +7,12 @@ import numpy as np
 import pytest
 
 from retrieval.indexing.calibration.fitting import fit_score_calibration
+from retrieval.indexing.calibration.held_out import held_out_reports
 from retrieval.indexing.calibration.isotonic import fit_isotonic, pool_adjacent_violators
 from retrieval.indexing.calibration.logistic import fit_logistic, logistic_parameters
 from retrieval.indexing.calibration.pair_scores import LabelledSet, all_pairs, top_hits
 from retrieval.indexing.calibration.reliability import at_cutoff, calibration_report, expected_calibration_error
-from retrieval.indexing.common.score_calibration import ScoreCalibration, shift_base_rate
+from retrieval.indexing.common.score_calibration import ScoreCalibration, calibration_sentence, shift_base_rate
 from retrieval.indexing.search.binary import binarize, hamming_to_similarity
 
 
@@ -136,3 +137,52 @@ def test_calibration_records_what_it_rests_on_and_flags_too_few_classes() -> Non
     assert again.probabilities("binary", scores) == pytest.approx(calibration.probabilities("binary", scores))
     assert np.all(np.diff(again.probabilities("float", scores)) >= 0)
     assert fit_score_calibration(_toy_set(classes=6)).reliable  # type: ignore[union-attr]
+
+
+def _classes(classes: int, first_label: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    data = _toy_set(seed, classes=classes)
+    return data.embeddings, data.labels + first_label
+
+
+def test_distractors_join_the_gallery_never_the_queries_and_the_fit_records_them() -> None:
+    validation = _toy_set(classes=2)
+    embeddings, labels = _classes(3, 100, seed=1)
+    fitting = validation.with_distractors(embeddings, labels)
+    assert (len(fitting.queries), len(fitting.gallery)) == (16, 16 + 24)
+    assert int(fitting.distractor_mask().sum()) == 24
+    assert np.array_equal(fitting.without_distractors().embeddings, validation.embeddings)
+    scores, same = top_hits(fitting, "float", 10)
+    gallery = fitting.embeddings[fitting.gallery]
+    everything = validation.embeddings @ gallery.T
+    everything[np.arange(16), np.arange(16)] = -np.inf  # never itself
+    assert np.sort(scores) == pytest.approx(np.sort(np.sort(everything, axis=1)[:, -10:].ravel()), abs=1e-5)
+    assert same.sum() < top_hits(validation, "float", 10)[1].sum()  # other classes took some first places
+    calibration = fit_score_calibration(fitting)
+    assert calibration is not None
+    assert (calibration.fitted_on.queries, calibration.fitted_on.gallery, calibration.fitted_on.distractors) == (
+        16,
+        40,
+        24,
+    )
+    assert "searched among 40 images, 24 of them training images of other classes" in calibration.sentence
+
+
+def test_a_fit_among_as_many_classes_as_the_test_gallery_holds_there_and_one_on_few_classes_does_not() -> None:
+    """The base rate of issue 48: 4 validation classes alone make first hits mostly of the query's class, so
+    their curve says "same class" far too often in a 20-class test gallery; with 16 other classes beside them
+    (the training images) the first hits mix classes as the test's do, and the ECE falls."""
+    validation = _toy_set(0, classes=4)
+    distractors = _classes(16, 100, seed=10)
+    test = _toy_set(20, classes=20)
+    alone = held_out_reports(fit_score_calibration(validation), test)  # type: ignore[arg-type]
+    among = held_out_reports(fit_score_calibration(validation.with_distractors(*distractors)), test)  # type: ignore[arg-type]
+    for kind in ("float", "binary"):
+        assert alone[kind].ece > 0.3 and among[kind].ece < 0.15, (kind, alone[kind].ece, among[kind].ece)
+
+
+def test_a_calibration_stored_before_the_gallery_was_recorded_still_loads() -> None:
+    stored = fit_score_calibration(_toy_set()).model_dump(mode="json")  # type: ignore[union-attr]
+    del stored["fitted_on"]["gallery"], stored["fitted_on"]["distractors"]
+    again = ScoreCalibration.model_validate(stored)
+    assert (again.fitted_on.gallery, again.fitted_on.distractors) == (0, 0)
+    assert "searched among" not in calibration_sentence(again.fitted_on)

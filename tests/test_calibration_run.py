@@ -32,16 +32,20 @@ def test_a_run_fits_on_its_validation_classes_and_the_export_keeps_it(synth_data
     assert 0 <= block["float"]["ece"] <= 1 and 0 <= block["binary"]["ece"] <= 1
     assert [cut["cutoff"] for cut in block["float"]["cutoffs"]] == [0.5, 0.8, 0.9]
     assert set(block["alternatives"]) == {
+        "isotonic on the first hits",
+        "validation classes alone (no training images)",
         "every pair, validation base rate",
         "every pair, shifted to the test base rate",
-        "logistic (Platt) on the first hits",
     }
-    assert "ECE of the alternatives on the same hits: every pair, validation base rate" in output
+    assert "ECE of the alternatives on the same hits: isotonic on the first hits" in output
     assert "calibration: unreliable calibration: it rests on 2 validation classes" in output
     assert "calibration float : ECE" in output and "calibration binary: ECE" in output
     calibration = ModelManifest.load(tmp_path / "run" / "export").calibration
     assert calibration is not None and calibration.fitted_on.classes == 2 and not calibration.reliable
     assert calibration.fitted_on.pairs == calibration.fitted_on.queries * 10  # each query's first 10 hits
+    fitted_on = calibration.fitted_on  # searched among the validation and the training images
+    assert fitted_on.distractors > 0 and fitted_on.gallery == fitted_on.distractors + block["fitted_on"]["queries"]
+    assert all(curve.method == "logistic" for curve in calibration.curves.values())
 
 
 def test_a_run_without_validation_classes_has_no_calibration_and_says_so(synth_data: Path, tmp_path: Path) -> None:

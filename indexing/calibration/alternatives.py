@@ -1,6 +1,7 @@
-"""What the calibration's choices cost, measured on the same test hits as the chosen fit: fitting on every
-query-gallery pair instead of each query's first hits (keeping the validation classes' base rate, or moving it
-to the test gallery's by Bayes' rule on the odds), and Platt's logistic fit instead of the isotonic one."""
+"""What the calibration's choices cost, measured on the same test hits as the chosen fit: isotonic regression
+instead of Platt's logistic fit; the validation classes searched alone, without the training images in their
+gallery; and, on the validation classes alone, every query-gallery pair instead of each query's first hits
+(keeping the validation classes' base rate, or moving it to the test gallery's by Bayes' rule on the odds)."""
 
 from __future__ import annotations
 
@@ -20,21 +21,26 @@ Probabilities = Callable[[LabelledSet, LabelledSet, CalibrationKind, np.ndarray]
 
 def _pairs(shift: bool) -> Probabilities:
     def probabilities(fit: LabelledSet, test: LabelledSet, kind: CalibrationKind, scores: np.ndarray) -> np.ndarray:
-        pair_scores, same, _ = all_pairs(fit, kind)
+        pair_scores, same, _ = all_pairs(fit.without_distractors(), kind)
         fitted = fit_isotonic(pair_scores, same)(scores)
         return shift_base_rate(fitted, float(same.mean()), test.base_rate()) if shift else fitted
 
     return probabilities
 
 
-def _logistic(fit: LabelledSet, test: LabelledSet, kind: CalibrationKind, scores: np.ndarray) -> np.ndarray:
-    return fit_logistic(*top_hits(fit, kind, HITS_PER_QUERY))(scores)
+def _isotonic(fit: LabelledSet, test: LabelledSet, kind: CalibrationKind, scores: np.ndarray) -> np.ndarray:
+    return fit_isotonic(*top_hits(fit, kind, HITS_PER_QUERY))(scores)
+
+
+def _alone(fit: LabelledSet, test: LabelledSet, kind: CalibrationKind, scores: np.ndarray) -> np.ndarray:
+    return fit_logistic(*top_hits(fit.without_distractors(), kind, HITS_PER_QUERY))(scores)
 
 
 ALTERNATIVES: dict[str, Probabilities] = {
+    "isotonic on the first hits": _isotonic,
+    "validation classes alone (no training images)": _alone,
     "every pair, validation base rate": _pairs(shift=False),
     "every pair, shifted to the test base rate": _pairs(shift=True),
-    "logistic (Platt) on the first hits": _logistic,
 }
 
 

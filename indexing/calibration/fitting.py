@@ -1,5 +1,7 @@
-"""Fit ``ScoreCalibration`` on labelled embeddings (the validation classes): a curve per score kind through
-each query's first hits, and what it rests on."""
+"""Fit ``ScoreCalibration`` on labelled embeddings (the validation classes, searched among themselves and the
+training images, ``LabelledSet.with_distractors``): a curve per score kind through each query's first hits,
+Platt's logistic fit (chosen on class halves of the validation and training classes, docs/results.md), and what
+it rests on."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from typing import get_args
 
 import numpy as np
 
-from retrieval.indexing.calibration.isotonic import fit_isotonic
+from retrieval.indexing.calibration.logistic import fit_logistic
 from retrieval.indexing.calibration.pair_scores import LabelledSet, top_hits
 from retrieval.indexing.common.score_calibration import (
     HITS_PER_QUERY,
@@ -25,7 +27,7 @@ KINDS: tuple[CalibrationKind, ...] = get_args(CalibrationKind)
 
 
 def fit_score_calibration(
-    validation: LabelledSet, fit: CurveFit = fit_isotonic, k: int = HITS_PER_QUERY
+    validation: LabelledSet, fit: CurveFit = fit_logistic, k: int = HITS_PER_QUERY
 ) -> ScoreCalibration | None:
     """The calibration fitted on ``validation``'s first ``k`` hits per query; None when no hit shares its
     query's class (nothing to fit)."""
@@ -38,7 +40,13 @@ def fit_score_calibration(
     classes = len(np.unique(validation.labels[validation.queries]))
     queries = len(validation.queries)
     record = CalibrationFit(
-        classes=classes, queries=queries, pairs=len(same), same_class_pairs=int(same.sum()), hits_per_query=k
+        classes=classes,
+        queries=queries,
+        pairs=len(same),
+        same_class_pairs=int(same.sum()),
+        hits_per_query=k,
+        gallery=len(validation.gallery),
+        distractors=int(validation.distractor_mask().sum()),
     )
     return ScoreCalibration(
         curves=curves,

@@ -1,5 +1,6 @@
 """Platt's fit: P(same class | score) = sigmoid(a * score + b), by Newton's method on the log-likelihood.
-Kept to compare with the isotonic fit (docs/results.md): two parameters cannot follow a curve that bends."""
+The chosen fit (``fitting``): two parameters carry over from a few validation classes to others better than
+a free monotone curve does (docs/results.md, chosen on class halves of the validation and training classes)."""
 
 from __future__ import annotations
 

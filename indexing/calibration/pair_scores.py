@@ -44,6 +44,27 @@ class LabelledSet:
         bits = np.unpackbits(binarize(np.asarray(self.embeddings, np.float32)), axis=1)[:, :dim]
         return (bits.astype(np.float32) * 2 - 1) / np.sqrt(dim, dtype=np.float32)
 
+    def with_distractors(self, embeddings: np.ndarray, labels: np.ndarray) -> LabelledSet:
+        """This set with ``embeddings`` added to the gallery, never as queries: images of other classes (the
+        training images beside the validation classes), so that a query's first hits meet as many look-alike
+        classes as in a gallery of the test's size."""
+        added = np.zeros(len(labels), bool)
+        return LabelledSet(
+            np.concatenate([self.embeddings, np.asarray(embeddings, self.embeddings.dtype)]),
+            np.concatenate([self.labels, np.asarray(labels)]),
+            np.concatenate([self.is_query, added]),
+            np.concatenate([self.is_gallery, ~added]),
+        )
+
+    def distractor_mask(self) -> np.ndarray:
+        """The gallery records of classes that no query is of."""
+        return self.is_gallery & ~np.isin(self.labels, self.labels[self.queries])
+
+    def without_distractors(self) -> LabelledSet:
+        """The records of the queries' classes only (the validation classes alone)."""
+        keep = ~self.distractor_mask()
+        return LabelledSet(self.embeddings[keep], self.labels[keep], self.is_query[keep], self.is_gallery[keep])
+
     def base_rate(self) -> float:
         """The fraction of query-gallery pairs (a query not paired with itself) that share a class."""
         gallery_labels = self.labels[self.gallery]

@@ -1,12 +1,15 @@
 """``ScoreCalibration``: ``model.json``'s map from a hit's score to the probability that it shares the query's
 class, fitted on the run's validation classes (``retrieval.training.run.measures.calibration_fit``).
 
-The curve is fitted on what a search shows: each validation query's first ``HITS_PER_QUERY`` hits. That is how
-the base rate is handled: the share of same-class pairs falls as 1 / (number of classes), but a query's first
-hits come from its own class and its few look-alike classes, not from all of them, so hits carry over from 5
-or 20 validation classes to 25 or 98 test classes where all pairs do not. The alternatives (every pair, with or
-without Bayes' rule on the odds to the test gallery's base rate, ``shift_base_rate``; Platt's logistic fit) are
-measured beside it on the same test hits (``alternatives``, docs/results.md).
+The curve is fitted on what a search shows: each validation query's first ``HITS_PER_QUERY`` hits, searched in a
+gallery of the validation images plus the training images (``CalibrationFit.distractors``: classes the queries
+are not of). That is how the base rate is handled: a query's first hits are its own class and its look-alikes,
+and how many look-alikes reach them grows with the classes in the gallery; 5 or 20 validation classes alone
+make a gallery with far fewer than the test's 25 or 98, and a curve fitted there says "more likely" than the
+test classes bear out. With the training classes beside them the fitting gallery holds as many classes as the
+test gallery (the default split halves the classes). The curve is Platt's logistic fit, chosen over isotonic
+regression and over query-adaptive scores on class halves of the validation and training classes, never on the
+test classes (docs/results.md). The alternatives are measured beside it on the same test hits (``alternatives``).
 """
 
 from __future__ import annotations
@@ -73,6 +76,10 @@ class CalibrationFit(BaseModel):
     pairs: int = Field(ge=0, description="(query, hit) pairs: each query's first hits, never itself")
     same_class_pairs: int = Field(ge=0)
     hits_per_query: int = Field(HITS_PER_QUERY, ge=1)
+    gallery: int = Field(0, ge=0, description="images searched (0: not recorded, an older model.json)")
+    distractors: int = Field(
+        0, ge=0, description="of them, images of classes no query is of (the training images; 0: none or not recorded)"
+    )
 
     @property
     def base_rate(self) -> float:
@@ -108,7 +115,7 @@ def calibration_sentence(fit: CalibrationFit) -> str:
     """One sentence for ``retrieval index info``, the train summary and model.json."""
     basis = (
         f"calibrated on {fit.classes} validation classes ({fit.queries} queries, their first {fit.hits_per_query} "
-        f"hits: {fit.pairs} pairs)"
+        f"hits: {fit.pairs} pairs{_gallery_text(fit)})"
     )
     if fit.classes >= MIN_CALIBRATION_CLASSES:
         return basis
@@ -116,6 +123,12 @@ def calibration_sentence(fit: CalibrationFit) -> str:
         f"unreliable calibration: it rests on {fit.classes} validation classes, too few for its probabilities to "
         f"carry over to other classes (add classes or raise --val-fraction); {basis}"
     )
+
+
+def _gallery_text(fit: CalibrationFit) -> str:
+    if not fit.distractors:
+        return ""
+    return f", searched among {fit.gallery} images, {fit.distractors} of them training images of other classes"
 
 
 def require_calibration(calibration: ScoreCalibration | None) -> ScoreCalibration:

@@ -17,7 +17,7 @@ from retrieval.training.model.embedding_model import EmbeddingModel
 from retrieval.training.run.fitting.distributed import barrier
 from retrieval.training.run.fitting.trainer_parts import TrainerParts
 from retrieval.training.run.inputs.split_inputs import SplitInputs
-from retrieval.training.run.measures.calibration_fit import fit_run_calibration
+from retrieval.training.run.measures.calibration_fit import DISTRACTOR_IMAGES, fit_run_calibration
 from retrieval.training.run.measures.reference import (
     PooledFeatures,
     fit_reduction,
@@ -134,7 +134,9 @@ class TrainerTests(TrainerParts):
         reference = self._reference_test()  # first: a model that only whitens it reuses its embeddings
         tested = self._metrics(self.test_inputs, model, test=True)
         result.update(tested.to_dict())
-        result["calibration"] = fit_run_calibration(self.val_inputs, self.test_inputs, model, self.paths.run_dir)
+        result["calibration"] = fit_run_calibration(
+            self.val_inputs, self._calibration_distractors(), self.test_inputs, model, self.paths.run_dir
+        )
         if reference is not None:  # the starting backbone's pooled features: "pretrained" or "untrained"
             result[reference_name(self.cfg.model)] = reference[1]
         whitened = self._whitened_reference_test(result if int(best["epoch"]) == 0 else None)
@@ -148,6 +150,14 @@ class TrainerTests(TrainerParts):
         atomic_write_text(self.paths.test_metrics, json.dumps(result, indent=2) + "\n")
         log.info("verdict: %s", verdict.sentence())
         return result, best.get("val_metrics")
+
+    def _calibration_distractors(self) -> SplitInputs | None:
+        """The training images the calibration's validation queries are searched among (at most
+        ``DISTRACTOR_IMAGES``, evenly spread over the classes); None without validation classes."""
+        if self.val_inputs is None or not self.data.splits.train:
+            return None
+        sample = fit_sample(self.data.splits.train, DISTRACTOR_IMAGES)
+        return SplitInputs(sample, self.data.eval_label_index, self.cfg, self.device, self.precision, self.prefix)
 
     def _reference_test(self) -> tuple[SplitMetrics, dict[str, Any]] | None:
         """Test metrics of the reference model (epoch 0), reported only, never used to choose: typed, and as written."""

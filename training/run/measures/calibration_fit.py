@@ -1,7 +1,9 @@
 """The run's calibration: fitted on the validation classes with the chosen model (after its whitening stage),
-measured on the test classes, which fitted nothing; ``calibration.json`` in the run directory (``retrieval
+searched among themselves and the training images (``LabelledSet.with_distractors``), measured on the test
+classes, which fitted nothing; ``calibration.json`` in the run directory (``retrieval
 export`` copies it into ``model.json``) and the ``calibration`` block of ``test_metrics.json``, which also holds
-what the alternatives (every pair with or without a base-rate shift, Platt's fit) give on the same test hits.
+what the alternatives (isotonic, the validation classes alone, every pair with or without a base-rate shift)
+give on the same test hits.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from retrieval.indexing.common.score_calibration import ScoreCalibration
 from retrieval.training.run.inputs.split_inputs import SplitInputs
 
 CALIBRATION_NAME = "calibration.json"
+DISTRACTOR_IMAGES = 20_000  # training images the validation queries are searched among, at most
 
 
 def split_set(inputs: SplitInputs, model: nn.Module) -> LabelledSet:
@@ -32,14 +35,28 @@ def split_set(inputs: SplitInputs, model: nn.Module) -> LabelledSet:
     return labelled_set(inputs.embed(model)[keep], inputs.labels[keep], is_query, is_gallery)
 
 
+def fitting_set(validation: SplitInputs, distractors: SplitInputs | None, model: nn.Module) -> LabelledSet:
+    """The validation split's images, with every readable image of ``distractors`` (training images) added to
+    their gallery."""
+    fitted = split_set(validation, model)
+    if distractors is None:
+        return fitted
+    extra = split_set(distractors, model)
+    return fitted.with_distractors(extra.embeddings, extra.labels)
+
+
 def fit_run_calibration(
-    validation: SplitInputs | None, test: SplitInputs, model: nn.Module, run_dir: Path
+    validation: SplitInputs | None,
+    distractors: SplitInputs | None,
+    test: SplitInputs,
+    model: nn.Module,
+    run_dir: Path,
 ) -> dict[str, Any]:
-    """Fit on ``validation``, write ``calibration.json`` (removed when there is nothing to fit on), and return
-    ``test_metrics.json``'s ``calibration`` block: the test figures per kind, and the alternatives' on the same
-    hits (``indexing.calibration.alternatives``)."""
+    """Fit on ``validation`` searched among itself and ``distractors``, write ``calibration.json`` (removed when
+    there is nothing to fit on), and return ``test_metrics.json``'s ``calibration`` block: the test figures per
+    kind, and the alternatives' on the same hits (``indexing.calibration.alternatives``)."""
     target = run_dir / CALIBRATION_NAME
-    fitted = split_set(validation, model) if validation is not None else None
+    fitted = fitting_set(validation, distractors, model) if validation is not None else None
     calibration = fit_score_calibration(fitted) if fitted is not None else None
     if calibration is None or fitted is None:
         target.unlink(missing_ok=True)
