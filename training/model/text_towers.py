@@ -1,0 +1,85 @@
+"""A CLIP model's two towers from open_clip: the text tower exported beside the image tower, and the projection
+that makes the image trunk's class token the tower's own embedding.
+
+The hub file of a backbone in ``known_names.TEXT_TOWERS`` is open_clip's whole model (``hub_access.hub_files``).
+open_clip builds it by its model name (``ViT-B-32``) with its pretrained tag's settings (OpenAI's weights use
+QuickGELU) and loads the file; ``TextTower`` and ``ImageTower`` are its ``encode_text`` and ``encode_image``,
+L2-normalised, as modules ONNX exports. The image trunk of a run stays timm's (``vit_trunks``), which reads
+the same file (timm's ``checkpoint_filter_fn`` converts open_clip's names); ``tower_projection`` is the
+projection timm's conversion makes of it (``visual.proj`` as ``head.weight``), so the class token after the
+final norm times it is ``encode_image``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import open_clip
+import torch
+from torch import nn
+
+from retrieval.indexing.common.errors import ConfigError
+from retrieval.training.config.hub_access import HubAccess
+from retrieval.training.config.known_names import TEXT_TOWERS
+from retrieval.training.model.hub_weights import hub_weights_file
+from retrieval.training.model.trunks.imagenet_weights import read_weights
+from retrieval.training.model.trunks.vit_trunks import fit_state_dict
+
+
+def tower_source(backbone: str) -> str:
+    """Where the towers come from, in model.json's words: ``open_clip ViT-B-32 openai``."""
+    name, tag = TEXT_TOWERS[backbone]
+    return f"open_clip {name} {tag}"
+
+
+def open_clip_model(backbone: str, weights: Path) -> nn.Module:
+    """``backbone``'s open_clip model (both towers) with the weights file ``weights``, in eval mode."""
+    name, tag = TEXT_TOWERS[backbone]
+    quick_gelu = bool(open_clip.get_pretrained_cfg(name, tag).get("quick_gelu", False))
+    try:
+        model = open_clip.create_model(name, pretrained=str(weights), force_quick_gelu=quick_gelu)
+    except (RuntimeError, KeyError, ValueError) as error:  # open_clip's load_state_dict of another model's file
+        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        raise ConfigError(f"{weights} is not open_clip's {name} model ({type(error).__name__}: {first})") from None
+    return model.eval()
+
+
+def hub_clip_model(backbone: str, access: HubAccess) -> nn.Module:
+    """``open_clip_model`` of ``backbone``'s hub file (the cached copy; downloaded only with consent)."""
+    return open_clip_model(backbone, hub_weights_file(backbone, access))
+
+
+class TextTower(nn.Module):
+    """token ids (N, context_length) int64 -> unit-norm text embeddings (N, D), in the image tower's space."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.model.encode_text(input_ids, normalize=True)  # type: ignore[operator]
+
+
+class ImageTower(nn.Module):
+    """images (N, 3, S, S) -> unit-norm image embeddings (N, D): open_clip's ``encode_image``."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self.model.encode_image(images, normalize=True)  # type: ignore[operator]
+
+
+def tower_projection(backbone: str, trunk: nn.Module, access: HubAccess) -> nn.Linear:
+    """The image tower's projection (width -> D, no bias) from ``backbone``'s hub file, as timm converts it for
+    ``trunk``."""
+    fitted = fit_state_dict(read_weights(hub_weights_file(backbone, access)), trunk)
+    if "head.weight" not in fitted:
+        raise ConfigError(f"the {backbone} weights have no image projection (visual.proj): not a CLIP model file")
+    weight = fitted["head.weight"]
+    projection = nn.Linear(weight.shape[1], weight.shape[0])
+    with torch.no_grad():
+        projection.weight.copy_(weight)
+        projection.bias.zero_()
+    return projection
