@@ -124,5 +124,8 @@ def check_hub_consent(model: ModelConfig, command: str) -> None:
     if model.pretrained != HUB_SOURCE:
         return
     access = model_hub_access(model)
-    if not access.allow_download and cached_hub_file(hub_repo(model.backbone), access.cache_dir, hub_files(model.backbone)) is None:
+    if (
+        not access.allow_download
+        and cached_hub_file(hub_repo(model.backbone), access.cache_dir, hub_files(model.backbone)) is None
+    ):
         raise ConfigError(consent_needed(model.backbone, access, command))

@@ -1,20 +1,18 @@
-"""A CLIP model's two towers from open_clip: the text tower exported beside the image tower, and the projection
-that makes the image trunk's class token the tower's own embedding.
+"""A CLIP model's two towers from open_clip: the text tower exported beside the image tower.
 
 The hub file of a backbone in ``known_names.TEXT_TOWERS`` is open_clip's whole model (``hub_access.hub_files``).
 open_clip builds it by its model name (``ViT-B-32``) with its pretrained tag's settings (OpenAI's weights use
 QuickGELU) and loads the file; ``TextTower`` and ``ImageTower`` are its ``encode_text`` and ``encode_image``,
 L2-normalised, as modules ONNX exports. The image trunk of a run stays timm's (``vit_trunks``), which reads
-the same file (timm's ``checkpoint_filter_fn`` converts open_clip's names); ``tower_projection`` is the
-projection timm's conversion makes of it (``visual.proj`` as ``head.weight``), so the class token after the
-final norm times it is ``encode_image``.
+the same file (timm's ``checkpoint_filter_fn`` converts open_clip's names), and ``tower_projection`` makes
+its class token ``encode_image``.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from types import ModuleType
 
-import open_clip
 import torch
 from torch import nn
 
@@ -22,8 +20,17 @@ from retrieval.indexing.common.errors import ConfigError
 from retrieval.training.config.hub_access import HubAccess
 from retrieval.training.config.known_names import TEXT_TOWERS
 from retrieval.training.model.hub_weights import hub_weights_file
-from retrieval.training.model.trunks.imagenet_weights import read_weights
-from retrieval.training.model.trunks.vit_trunks import fit_state_dict
+
+
+def _open_clip() -> ModuleType:
+    try:
+        import open_clip
+    except ImportError:  # the `pretrained` extra brings it
+        raise ConfigError(
+            "a CLIP text tower needs the open_clip_torch package: pip install 'retrieval[pretrained]' "
+            "(or pip install open_clip_torch)"
+        ) from None
+    return open_clip
 
 
 def tower_source(backbone: str) -> str:
@@ -35,6 +42,7 @@ def tower_source(backbone: str) -> str:
 def open_clip_model(backbone: str, weights: Path) -> nn.Module:
     """``backbone``'s open_clip model (both towers) with the weights file ``weights``, in eval mode."""
     name, tag = TEXT_TOWERS[backbone]
+    open_clip = _open_clip()
     quick_gelu = bool(open_clip.get_pretrained_cfg(name, tag).get("quick_gelu", False))
     try:
         model = open_clip.create_model(name, pretrained=str(weights), force_quick_gelu=quick_gelu)
@@ -69,17 +77,3 @@ class ImageTower(nn.Module):
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         return self.model.encode_image(images, normalize=True)  # type: ignore[operator]
-
-
-def tower_projection(backbone: str, trunk: nn.Module, access: HubAccess) -> nn.Linear:
-    """The image tower's projection (width -> D, no bias) from ``backbone``'s hub file, as timm converts it for
-    ``trunk``."""
-    fitted = fit_state_dict(read_weights(hub_weights_file(backbone, access)), trunk)
-    if "head.weight" not in fitted:
-        raise ConfigError(f"the {backbone} weights have no image projection (visual.proj): not a CLIP model file")
-    weight = fitted["head.weight"]
-    projection = nn.Linear(weight.shape[1], weight.shape[0])
-    with torch.no_grad():
-        projection.weight.copy_(weight)
-        projection.bias.zero_()
-    return projection
