@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from retrieval.training.config.known_names import TEXT_TOWERS
-from retrieval.training.config.text_policy import text_dropped_reason
+from retrieval.training.config.text_policy import has_tower_embedding, text_dropped_reason
 from retrieval.training.config.train_config import LossConfig, TrainConfig
 from retrieval.training.data_pipeline.run_data import RunData
 from retrieval.training.losses import get_loss_spec
@@ -115,6 +115,9 @@ def _model(cfg: TrainConfig, setup: RunSetup) -> str:
 def _embedding(cfg: TrainConfig, setup: RunSetup) -> str:
     """The size of the embedding the run's model will have: epoch 0's when no epoch trains."""
     starting = reference_name(cfg.model)
+    if has_tower_embedding(cfg.model):  # epoch 0: the CLIP tower's own embedding, its size known from the file
+        tower = "the image tower's own projected embedding"
+        return tower if cfg.trainer.epochs == 0 else f"{setup.embedding_dim}-d embedding (epoch 0: {tower})"
     reference = setup.reference_dim
     if reference is None or reference == setup.embedding_dim:
         return f"{setup.embedding_dim}-d embedding"
