@@ -55,8 +55,8 @@ def export_towers(model_name: str, work: Path) -> tuple[Path, Path, Path]:
     """text.onnx + tokenizer.json of ``model_name`` (random weights), and the INT8 text.onnx."""
     import open_clip
     import torch
-    from open_clip import factory
     from onnxruntime.quantization import QuantType, quantize_dynamic
+    from open_clip import factory
 
     from retrieval.training.export.int8_quantization import REDUCE_RANGE
     from retrieval.training.export.text_export import write_text_side

@@ -57,23 +57,25 @@ def hub_clip_model(backbone: str, access: HubAccess) -> nn.Module:
     return open_clip_model(backbone, hub_weights_file(backbone, access))
 
 
-class TextTower(nn.Module):
+class _Tower(nn.Module):
+    """One tower of a CLIP model as a module, its embedding L2-normalised."""
+
+    side = "image"
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        encode = getattr(self.model, f"encode_{self.side}")
+        return encode(inputs, normalize=True)  # type: ignore[no-any-return]
+
+
+class TextTower(_Tower):
     """token ids (N, context_length) int64 -> unit-norm text embeddings (N, D), in the image tower's space."""
 
-    def __init__(self, model: nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        return self.model.encode_text(input_ids, normalize=True)  # type: ignore[operator]
+    side = "text"
 
 
-class ImageTower(nn.Module):
+class ImageTower(_Tower):
     """images (N, 3, S, S) -> unit-norm image embeddings (N, D): open_clip's ``encode_image``."""
-
-    def __init__(self, model: nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, images: torch.Tensor) -> torch.Tensor:
-        return self.model.encode_image(images, normalize=True)  # type: ignore[operator]
