@@ -68,7 +68,7 @@ class _Tower(nn.Module):
 
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
         encode = getattr(self.model, f"encode_{self.side}")
-        return encode(inputs, normalize=True)  # type: ignore[no-any-return]
+        return encode(inputs, normalize=True)
 
 
 class TextTower(_Tower):
