@@ -5,8 +5,9 @@ A run keeps its text side only where it is true (``config.text_policy``): a trai
 hub's weights, whose exported image model is checked here to be the tower's own embedding (open_clip's
 ``encode_image`` on random images, within the export's fp32 tolerance; a run made for another image size, or
 one exported before its reference was the tower's embedding, is refused the text side with a sentence).
-The text tower (open_clip's ``encode_text``, L2-normalised) is exported like the image model (``onnx_graph``)
-and compared with torch on texts tokenized by the ``tokenizer.json`` it ships with; only a graph within
+The text tower is exported like the image model (``onnx_graph``), running only the positions up to the last end
+token (``text_graph``), and compared with open_clip's ``encode_text`` (L2-normalised) in torch on texts
+tokenized by the ``tokenizer.json`` it ships with, as a batch and one by one; only a graph within
 ``TOLERANCE`` is written, atomically.
 """
 
@@ -29,6 +30,7 @@ from retrieval.training.config.text_policy import text_dropped_reason
 from retrieval.training.config.train_config import TrainConfig
 from retrieval.training.export.onnx_export import TOLERANCE, max_abs_diff_on
 from retrieval.training.model.onnx_graph import onnx_bytes
+from retrieval.training.model.text_graph import cut_text_tower, is_causal_clip
 from retrieval.training.model.text_towers import ImageTower, TextTower, hub_clip_model, tower_source
 
 INPUT_NAME = "input_ids"
@@ -86,10 +88,19 @@ def write_text_side(clip: nn.Module, out_dir: Path, source: str) -> TextSide:
 
     context_length = int(clip.context_length)  # type: ignore[arg-type]
     tokenizer_json = clip_tokenizer_json(context_length)
-    tower = TextTower(clip).eval()
-    graph = onnx_bytes(tower, (2, context_length), input_name=INPUT_NAME, output_name=OUTPUT_NAME, dtype=torch.int64)
-    ids = tokenized(tokenizer_json, PARITY_TEXTS)
-    difference = max_abs_diff_on(tower, graph, torch.from_numpy(ids), INPUT_NAME, OUTPUT_NAME)
+    tower = TextTower(clip).eval()  # open_clip's encode_text: what the graph is checked against
+    ids = torch.from_numpy(tokenized(tokenizer_json, PARITY_TEXTS))
+    graph = onnx_bytes(
+        cut_text_tower(clip) if is_causal_clip(clip) else tower,
+        tuple(ids.shape),
+        input_name=INPUT_NAME,
+        output_name=OUTPUT_NAME,
+        dtype=torch.int64,
+        example=ids[:2],  # two short texts: the cut's length is traced as the computation it is
+    )
+    difference = max(  # the batch (cut at its longest text, 77 tokens), and each text alone (cut at its own end)
+        max_abs_diff_on(tower, graph, batch, INPUT_NAME, OUTPUT_NAME) for batch in (ids, *ids.split(1))
+    )
     if not difference <= TOLERANCE["fp32"]:
         raise RetrievalError(
             f"the exported text tower differs from torch by {difference:.3g} (tolerance {TOLERANCE['fp32']:g}); "
@@ -99,7 +110,7 @@ def write_text_side(clip: nn.Module, out_dir: Path, source: str) -> TextSide:
     atomic_write_bytes(out_dir / TEXT_ONNX_NAME, graph)
     atomic_write_text(out_dir / TOKENIZER_NAME, tokenizer_json)
     with torch.no_grad():
-        embedding_dim = int(tower(torch.from_numpy(ids[:1])).shape[1])
+        embedding_dim = int(tower(ids[:1]).shape[1])
     return TextSide(
         onnx_sha256=hashlib.sha256(graph).hexdigest(),
         tokenizer_sha256=hashlib.sha256(tokenizer_json.encode()).hexdigest(),

@@ -26,11 +26,13 @@ def onnx_bytes(
     input_name: str,
     output_name: str,
     dtype: torch.dtype = torch.float32,
+    example: torch.Tensor | None = None,
 ) -> bytes:
     """``module`` (eval mode) serialised to ONNX for inputs of ``input_shape`` and ``dtype`` (its batch axis
-    dynamic): images, or a text tower's token ids (int64)."""
+    dynamic): images, or a text tower's token ids (int64). The trace runs on ``example`` (default zeros), for a
+    module whose work depends on the values (the text tower runs the positions up to the end token)."""
     module = with_static_same_padding(module.eval(), input_shape[-1])
-    dummy = torch.zeros(*input_shape, dtype=dtype)
+    dummy = torch.zeros(*input_shape, dtype=dtype) if example is None else example
     buffer = io.BytesIO()
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notice
