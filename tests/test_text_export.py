@@ -171,3 +171,15 @@ def test_a_clip_run_from_other_weights_says_why_it_has_no_text_side() -> None:
         "not with imagenet"
     )
     assert text_dropped_reason(TrainConfig.model_validate({"model": {"backbone": "dinov2_vits14"}})) is None
+
+
+def test_the_clip_trunks_use_quickgelu_as_openais_weights_were_trained() -> None:
+    """timm publishes OpenAI's CLIP weights under its GELU model; built so, the trunk is not open_clip's tower."""
+    from timm.layers.activations import QuickGELU
+
+    from retrieval.training.config.known_names import TEXT_TOWERS
+    from retrieval.training.model.trunks.backbones import outline_backbone
+
+    for name in TEXT_TOWERS:
+        trunk, _ = outline_backbone(name)
+        assert all(isinstance(block.mlp.act, QuickGELU) for block in trunk.blocks), name
