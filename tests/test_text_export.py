@@ -18,6 +18,7 @@ import pytest
 import torch
 from fake_hub import FakeHub, serving
 from huggingface_hub import constants
+from timm.layers.activations import QuickGELU
 from tiny_clip import (
     BACKBONE,
     EMBEDDING_DIM,
@@ -31,11 +32,13 @@ from tiny_clip import (
 
 from retrieval import export, train
 from retrieval.indexing.exported_model.model_manifest import ModelManifest
+from retrieval.training.config.known_names import TEXT_TOWERS
 from retrieval.training.config.text_policy import text_dropped_reason
 from retrieval.training.config.train_config import TrainConfig
 from retrieval.training.export.onnx_export import TOLERANCE
 from retrieval.training.export.text_export import tokenized
 from retrieval.training.model.clip_tokenizer import clip_tokenizer_json
+from retrieval.training.model.trunks.backbones import outline_backbone
 from retrieval.training.run.outputs.run_dir import load_run_config
 
 TEXTS = [
@@ -175,11 +178,6 @@ def test_a_clip_run_from_other_weights_says_why_it_has_no_text_side() -> None:
 
 def test_the_clip_trunks_use_quickgelu_as_openais_weights_were_trained() -> None:
     """timm publishes OpenAI's CLIP weights under its GELU model; built so, the trunk is not open_clip's tower."""
-    from timm.layers.activations import QuickGELU
-
-    from retrieval.training.config.known_names import TEXT_TOWERS
-    from retrieval.training.model.trunks.backbones import outline_backbone
-
     for name in TEXT_TOWERS:
         trunk, _ = outline_backbone(name)
         assert all(isinstance(block.mlp.act, QuickGELU) for block in trunk.blocks), name
