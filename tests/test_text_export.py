@@ -32,8 +32,8 @@ from tiny_clip import (
 
 from retrieval import export, train
 from retrieval.indexing.exported_model.model_manifest import ModelManifest
+from retrieval.training.config.hub_access import text_dropped_reason
 from retrieval.training.config.known_names import TEXT_TOWERS
-from retrieval.training.config.text_policy import text_dropped_reason
 from retrieval.training.config.train_config import TrainConfig
 from retrieval.training.export.onnx_export import TOLERANCE
 from retrieval.training.export.text_export import tokenized

@@ -9,6 +9,12 @@ without it the run stops before torch loads with one sentence that names the com
 would fetch. The cache is ``--weights-cache`` (``model.weights_cache``), else ``RETRIEVAL_WEIGHTS_CACHE``, else
 huggingface_hub's own (``HF_HUB_CACHE``, ``~/.cache/huggingface/hub``). The download, its progress bar and its
 checksum are ``training.model.hub_weights``'s.
+
+A CLIP backbone's text tower comes with its hub weights, and a run keeps it only while the image embedding is
+the tower's own: ``has_tower_embedding`` (the run's epoch 0 is the image tower's projected embedding,
+``training.run.measures.reference``) and ``text_dropped_reason`` (training, or the whitening stage with its ITQ
+rotation, moves the image embeddings away from the space the text tower was trained for: one sentence, in
+the run summary and in ``model.json``'s ``text_dropped``).
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from pathlib import Path
 
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.training.config.known_names import TEXT_TOWERS, TIMM_PREFIX, VIT_TIMM_NAMES, timm_name_of
-from retrieval.training.config.train_config import ModelConfig
+from retrieval.training.config.train_config import ModelConfig, TrainConfig
 
 HUB_SOURCE = "hub"
 ALLOW_ENV = "RETRIEVAL_ALLOW_DOWNLOAD"
@@ -129,3 +135,35 @@ def check_hub_consent(model: ModelConfig, command: str) -> None:
         and cached_hub_file(hub_repo(model.backbone), access.cache_dir, hub_files(model.backbone)) is None
     ):
         raise ConfigError(consent_needed(model.backbone, access, command))
+
+
+KEEP_HINT = "train with --epochs 0, no whitening and --pretrained hub to keep it"
+
+
+def has_tower_embedding(model: ModelConfig) -> bool:
+    """Whether the model starts from a CLIP tower whose own projected embedding is its epoch 0."""
+    return model.backbone in TEXT_TOWERS and model.pretrained == HUB_SOURCE
+
+
+def text_dropped_reason(cfg: TrainConfig) -> str | None:
+    """One sentence saying why a CLIP run's export has no text side; None when it keeps it, or when its backbone
+    has no text tower at all."""
+    backbone = cfg.model.backbone
+    if backbone not in TEXT_TOWERS:
+        return None
+    where = f"the {backbone} text tower is not exported"
+    if cfg.model.pretrained != HUB_SOURCE:
+        return f"{where}: it comes with the hub's CLIP weights (--pretrained hub), not with {cfg.model.pretrained}"
+    if cfg.trainer.epochs > 0:
+        return f"{where}: training changes the image space the text tower was trained against ({KEEP_HINT})"
+    if cfg.whitening.method != "none":
+        return (
+            f"{where}: the whitening stage (and its ITQ rotation) changes the image space the text tower was "
+            f"trained against ({KEEP_HINT})"
+        )
+    return None
+
+
+def keeps_text(cfg: TrainConfig) -> bool:
+    """Whether the run's export carries the text tower."""
+    return cfg.model.backbone in TEXT_TOWERS and text_dropped_reason(cfg) is None

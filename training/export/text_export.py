@@ -1,7 +1,7 @@
 """The text side of an export: ``text.onnx`` and ``tokenizer.json`` beside a CLIP image tower, and model.json's
 ``text`` (or ``text_dropped``, the sentence saying why there is none).
 
-A run keeps its text side only where it is true (``config.text_policy``): a training-free CLIP run from the
+A run keeps its text side only where it is true (``config.hub_access.text_dropped_reason``): a training-free CLIP run from the
 hub's weights, whose exported image model is checked here to be the tower's own embedding (open_clip's
 ``encode_image`` on random images, within the export's fp32 tolerance; a run made for another image size, or
 one exported before its reference was the tower's embedding, is refused the text side with a sentence).
@@ -19,16 +19,17 @@ from typing import Any
 
 import numpy as np
 import torch
+from tokenizers import Tokenizer
 from torch import nn
 
 from retrieval.indexing.common.atomic_write import atomic_write_bytes, atomic_write_text
 from retrieval.indexing.common.errors import RetrievalError
 from retrieval.indexing.exported_model.text_side import TEXT_ONNX_NAME, TOKENIZER_NAME, TextSide
-from retrieval.training.config.hub_access import model_hub_access
+from retrieval.training.config.hub_access import model_hub_access, text_dropped_reason
 from retrieval.training.config.known_names import TEXT_TOWERS
-from retrieval.training.config.text_policy import text_dropped_reason
 from retrieval.training.config.train_config import TrainConfig
 from retrieval.training.export.onnx_export import TOLERANCE, max_abs_diff_on
+from retrieval.training.model.clip_tokenizer import clip_tokenizer_json
 from retrieval.training.model.onnx_graph import onnx_bytes
 from retrieval.training.model.text_graph import cut_text_tower, is_causal_clip
 from retrieval.training.model.text_towers import ImageTower, TextTower, hub_clip_model, tower_source
@@ -84,8 +85,6 @@ def tower_mismatch(image_model: nn.Module, clip: nn.Module, image_size: int) -> 
 def write_text_side(clip: nn.Module, out_dir: Path, source: str) -> TextSide:
     """``text.onnx`` and ``tokenizer.json`` of ``clip`` written into ``out_dir`` after the parity check, and
     their ``TextSide``."""
-    from retrieval.training.model.clip_tokenizer import clip_tokenizer_json
-
     context_length = int(clip.context_length)  # type: ignore[arg-type]
     tokenizer_json = clip_tokenizer_json(context_length)
     tower = TextTower(clip).eval()  # open_clip's encode_text: what the graph is checked against
@@ -123,6 +122,4 @@ def write_text_side(clip: nn.Module, out_dir: Path, source: str) -> TextSide:
 
 def tokenized(tokenizer_json: str, texts: tuple[str, ...] | list[str]) -> np.ndarray:
     """The ids ``tokenizer.json`` gives ``texts`` (n, context_length), int64: what the reader feeds text.onnx."""
-    from tokenizers import Tokenizer
-
     return np.array([encoding.ids for encoding in Tokenizer.from_str(tokenizer_json).encode_batch(list(texts))])

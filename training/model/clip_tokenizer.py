@@ -14,8 +14,9 @@ mojibake and the unescaping of HTML entities (``&amp;``); texts typed by a user 
 
 from __future__ import annotations
 
-from open_clip.tokenizer import SimpleTokenizer
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+
+from retrieval.training.model.text_towers import open_clip_module
 
 START, END = "<start_of_text>", "<end_of_text>"
 PAD_ID = 0  # open_clip pads with zeros (the id of "!"); the text tower pools at the end token, the largest id
@@ -24,7 +25,7 @@ _SPLIT = r"""'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+"""  # Sim
 
 def clip_tokenizer(context_length: int) -> Tokenizer:
     """CLIP's tokenizer for texts of ``context_length`` tokens (77 for CLIP), as open_clip's ``tokenize``."""
-    simple = SimpleTokenizer()
+    simple = open_clip_module().tokenizer.SimpleTokenizer()
     merges = sorted(simple.bpe_ranks, key=simple.bpe_ranks.__getitem__)
     tokenizer = Tokenizer(
         models.BPE(vocab=dict(simple.encoder), merges=merges, end_of_word_suffix="</w>", continuing_subword_prefix="")

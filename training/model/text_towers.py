@@ -22,9 +22,11 @@ from retrieval.training.config.known_names import TEXT_TOWERS
 from retrieval.training.model.hub_weights import hub_weights_file
 
 
-def _open_clip() -> ModuleType:
+def open_clip_module() -> ModuleType:
+    """open_clip, or a ConfigError saying how to install it (the `pretrained` extra)."""
     try:
         import open_clip
+        import open_clip.tokenizer
     except ImportError:  # the `pretrained` extra brings it
         raise ConfigError(
             "a CLIP text tower needs the open_clip_torch package: pip install 'retrieval[pretrained]' "
@@ -42,7 +44,7 @@ def tower_source(backbone: str) -> str:
 def open_clip_model(backbone: str, weights: Path) -> nn.Module:
     """``backbone``'s open_clip model (both towers) with the weights file ``weights``, in eval mode."""
     name, tag = TEXT_TOWERS[backbone]
-    open_clip = _open_clip()
+    open_clip = open_clip_module()
     quick_gelu = bool(open_clip.get_pretrained_cfg(name, tag).get("quick_gelu", False))
     try:
         model = open_clip.create_model(name, pretrained=str(weights), force_quick_gelu=quick_gelu)

@@ -13,8 +13,7 @@ import torch
 from retrieval.indexing.common.atomic_write import atomic_write_bytes, atomic_write_text
 from retrieval.indexing.eval.gain_interval import paired_gain_interval
 from retrieval.indexing.exported_model.training_verdict import GainInterval
-from retrieval.training.config.hub_access import model_hub_access
-from retrieval.training.config.text_policy import has_tower_embedding
+from retrieval.training.config.hub_access import has_tower_embedding, model_hub_access
 from retrieval.training.model.embedding_model import EmbeddingModel
 from retrieval.training.model.tower_projection import tower_projection
 from retrieval.training.run.fitting.distributed import barrier

@@ -8,7 +8,7 @@ evaluated ones. Features that are not wider than the embedding are kept as they 
 that training mean: pooled ReLU features are all positive, so their sign bits at zero would be
 nearly all ones, while centred they split each dimension at its training mean.
 
-A CLIP backbone started from the hub's CLIP weights (``text_policy.has_tower_embedding``) has an embedding of
+A CLIP backbone started from the hub's CLIP weights (``hub_access.has_tower_embedding``) has an embedding of
 its own, the one its text tower was trained against: its reference is that, the class token after the final
 norm times the tower's projection (``tower_reference``), nothing fitted. Its export can then carry the text
 tower (``export.text_export``).
@@ -32,7 +32,7 @@ from torch import nn
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.data.splits import record_sort_key
-from retrieval.training.config.text_policy import has_tower_embedding
+from retrieval.training.config.hub_access import has_tower_embedding
 from retrieval.training.config.train_config import ModelConfig, TrainConfig
 from retrieval.training.data_pipeline.data_loaders import build_eval_loader
 from retrieval.training.data_pipeline.image_dataset import ImageRecordDataset, label_index
