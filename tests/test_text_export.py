@@ -29,8 +29,10 @@ from tiny_clip import (
     tiny_text_export,
     use_tiny_clip,
 )
+from typer.testing import CliRunner
 
 from retrieval import export, train
+from retrieval.cli.main import app
 from retrieval.indexing.exported_model.model_manifest import ModelManifest
 from retrieval.training.config.hub_access import text_dropped_reason
 from retrieval.training.config.known_names import TEXT_TOWERS
@@ -134,6 +136,9 @@ def test_a_training_free_clip_run_exports_its_text_tower(
     caplog.set_level("INFO")
     run_dir = _train(synth_data, tmp_path / "run", tmp_path / "cache", epochs=0)
     assert "text tower is exported beside the image tower" in caplog.text  # the run summary says so first
+    done = CliRunner().invoke(app, ["export", str(run_dir)])
+    assert done.exit_code == 0, done.output
+    assert "text tower: text.onnx + tokenizer.json (open_clip retrieval-tiny-clip openai, 77 tokens)" in done.output
     result = export(run_dir)
     assert [request[1].rsplit("/", 1)[-1] for request in hub.gets()] == ["open_clip_pytorch_model.bin"]  # both towers
     assert result.manifest.text is not None and result.manifest.text_dropped is None
@@ -159,8 +164,11 @@ def test_training_or_whitening_drops_the_text_side_with_one_sentence(
 ) -> None:
     caplog.set_level("INFO")
     run_dir = _train(synth_data, tmp_path / "run", tmp_path / "cache", **options)
-    manifest = export(run_dir).manifest
+    done = CliRunner().invoke(app, ["export", str(run_dir)])
+    assert done.exit_code == 0, done.output
+    manifest = ModelManifest.load(run_dir / "export")
     reason = text_dropped_reason(load_run_config(run_dir))
+    assert reason is not None and reason in done.output
     assert manifest.text is None and manifest.text_dropped == reason
     assert reason is not None and words in reason and reason.count(". ") == 0  # one sentence
     assert reason in caplog.text  # the run summary's, before training
