@@ -1,10 +1,11 @@
 """The text side of an export: ``text.onnx`` and ``tokenizer.json`` beside a CLIP image tower, and model.json's
 ``text`` (or ``text_dropped``, the sentence saying why there is none).
 
-A run keeps its text side only where it is true (``config.hub_access.text_dropped_reason``): a training-free CLIP run from the
-hub's weights, whose exported image model is checked here to be the tower's own embedding (open_clip's
-``encode_image`` on random images, within the export's fp32 tolerance; a run made for another image size, or
-one exported before its reference was the tower's embedding, is refused the text side with a sentence).
+A run keeps its text side only where it is true (``config.hub_access.text_dropped_reason``): a training-free
+CLIP run from the hub's weights, whose exported image model is checked here to be the tower's own embedding
+(open_clip's ``encode_image`` on random images, within the export's fp32 tolerance; a run made for another
+image size, or one trained before its reference was the tower's embedding, is refused the text side with a
+sentence).
 The text tower is exported like the image model (``onnx_graph``), running only the positions up to the last end
 token (``text_graph``), and compared with open_clip's ``encode_text`` (L2-normalised) in torch on texts
 tokenized by the ``tokenizer.json`` it ships with, as a batch and one by one; only a graph within
