@@ -9,11 +9,15 @@
 # table gives the run's model and, as "pretrained", the trunk's pooled features (PCA to the embedding size,
 # L2-normalised: `retrieval eval`'s reference, what papers call off-the-shelf; with EPOCHS=0 the two are the
 # same model), float and binary. The recipe's whitening stage is off (TRAIN_ARGS="--set whitening.method=auto"
-# adds it: a third, "pretrained + whitening", column in each eval/metrics.json).
+# adds it: a third, "pretrained + whitening", column in each eval/metrics.json). A CLIP backbone's run model is
+# its tower's own projected embedding (epoch 0, nothing fitted), and with EPOCHS=0 its export carries the text
+# tower: `retrieval eval --prompt "$PROMPT"` then adds the text -> image row (one prompt per test class, from
+# its folder name), MAP@R, P@1 and R@K, printed and in eval/metrics.json.
 # Usage: bash scripts/foundation_run.sh [OUT_DIR]
 #   DATA (../shared/data/cars196 or $CARS196), BACKBONES ("dinov2_vits14 dinov2_vitb14 clip_vitb16
 #   clip_vitb32 siglip_vitb16"), POOLING (cls), IMAGE_SIZE (224), EPOCHS (0), DEVICE (auto), SEED (0),
-#   TRAIN_ARGS (more `retrieval train` options); the cache: RETRIEVAL_WEIGHTS_CACHE or the Hugging Face one.
+#   TRAIN_ARGS (more `retrieval train` options), PROMPT ("a photo of a {label}"); the cache:
+#   RETRIEVAL_WEIGHTS_CACHE or the Hugging Face one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RETRIEVAL=${RETRIEVAL:-.venv/bin/retrieval}
@@ -26,6 +30,7 @@ IMAGE_SIZE=${IMAGE_SIZE:-224}
 EPOCHS=${EPOCHS:-0}
 DEVICE=${DEVICE:-auto}
 SEED=${SEED:-0}
+PROMPT=${PROMPT:-"a photo of a {label}"}
 read -r -a TRAIN_ARGS <<< "${TRAIN_ARGS:-}"
 mkdir -p "$OUT"
 for backbone in $BACKBONES; do
@@ -36,7 +41,11 @@ for backbone in $BACKBONES; do
     --seed "$SEED" --set "model.pooling=$POOLING" --set whitening.method=none --overwrite --quiet \
     ${TRAIN_ARGS[@]+"${TRAIN_ARGS[@]}"}
   "$RETRIEVAL" export "$run"
-  "$RETRIEVAL" eval --model "$run" --data "$DATA" --out "$run/eval"
+  text=()
+  if [[ "$EPOCHS" == 0 && "$backbone" == clip_* ]]; then  # training-free CLIP: the export has its text tower
+    text=(--prompt "$PROMPT")
+  fi
+  "$RETRIEVAL" eval --model "$run" --data "$DATA" --out "$run/eval" ${text[@]+"${text[@]}"}
   echo "$(( $(date +%s) - started ))" > "$run/seconds_end_to_end"
 done
 "$(dirname "$RETRIEVAL")/python" - "$OUT" "$EPOCHS" "$POOLING" "$IMAGE_SIZE" $BACKBONES <<'PY'

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+import open_clip
 import pytest
 import timm
 import torch
@@ -36,7 +37,7 @@ from retrieval.training.config.hub_access import (
     hub_repo,
 )
 from retrieval.training.config.image_sizes import check_image_size
-from retrieval.training.config.known_names import VIT_TIMM_NAMES
+from retrieval.training.config.known_names import TEXT_TOWERS, VIT_TIMM_NAMES
 from retrieval.training.config.train_config import ModelConfig
 from retrieval.training.export.onnx_export import TOLERANCE
 from retrieval.training.model.embedding_model import EmbeddingModel, build_embedding_model
@@ -359,9 +360,17 @@ def test_the_refusal_gives_a_listed_transformers_download_size_without_asking_th
     )
     assert hub.requests == []
     for name, timm_name in VIT_TIMM_NAMES.items():  # timm's whole model in float32, as its hub file holds it
+        if name in TEXT_TOWERS:  # open_clip's file: both towers
+            continue
         with torch.device("meta"):
             model = timm.create_model(timm_name, pretrained=False)
         assert HUB_WEIGHTS_MB[name] == round(4 * sum(p.numel() for p in model.parameters()) / 1e6), name
+    for name, (model_name, tag) in TEXT_TOWERS.items():
+        quick_gelu = open_clip.get_pretrained_cfg(model_name, tag)["quick_gelu"]
+        state = open_clip.create_model(model_name, pretrained=None, force_quick_gelu=quick_gelu).state_dict()
+        assert HUB_WEIGHTS_MB[name] == round(4 * sum(value.numel() for value in state.values()) / 1e6), name
+    message = consent_needed("clip_vitb32", HubAccess(False, "/cache"), "retrieval train ... --allow-download")
+    assert "timm/vit_base_patch32_clip_224.openai/open_clip_model.safetensors (about 605 MB)" in message
 
 
 def test_each_listed_transformer_downloads_from_the_repository_timm_names() -> None:

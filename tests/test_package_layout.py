@@ -40,6 +40,7 @@ LAZY_IMPORTS = {
     "pymilvus": "the milvus extra: the files backend never needs it",
     "scipy.io": "only the Cars196 layout reads a .mat file",
     "timm": "the pretrained extra: torchvision backbones never need it",
+    "open_clip": "the pretrained extra: only a CLIP export's text tower and tokenizer need it",
     "huggingface_hub": "hub weights (--pretrained hub, timm's local cache), for the transformers and timm:NAME only",
     "safetensors.torch": "hub weights and .safetensors files only",
     "torch.utils.tensorboard": "the tracking extra (--tensorboard)",

@@ -83,6 +83,13 @@ def export(
         typer.echo(note)
     if manifest.quantization is not None:
         typer.echo(int8_summary(manifest.quantization))
+    if manifest.text is not None:
+        typer.echo(
+            f"text tower: {manifest.text.onnx_file} + {manifest.text.tokenizer_file} ({manifest.text.source}, "
+            f"{manifest.text.context_length} tokens): search this model's index by words"
+        )
+    elif manifest.text_dropped is not None:
+        typer.echo(manifest.text_dropped)
     typer.echo(f"next: {next_command(run_dir, out)}")
 
 

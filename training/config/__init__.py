@@ -6,7 +6,7 @@ per loss on a shared base, plus papers' own setups; tables only, read by ``--hel
 in use, a ``--loss`` that replaces a recipe's) with ``known_names`` (the loss, recipe and backbone names
 as torch-free tables), ``image_sizes`` (the smallest image a backbone can see: 32 px, or a transformer's
 patch) and ``hub_access`` (``--pretrained hub``: the weights' repository, the consent to download, the
-cache). ``train_request`` (``TrainRequest``: one ``retrieval train`` or ``api.train()``
+cache, and whether a CLIP run keeps its text tower). ``train_request`` (``TrainRequest``: one ``retrieval train`` or ``api.train()``
 call as config layers, and the rules between options) and ``config_resolver`` (``resolve_config``: a
 request under its recipe, validated) are the one config assembler that the CLI and the Python API share;
 ``option_vocabulary`` (``TRAIN_OPTIONS``: option name -> config key, the one vocabulary both speak: the

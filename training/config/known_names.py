@@ -65,6 +65,13 @@ VIT_TIMM_NAMES = {  # the vision transformers of BACKBONE_NAMES -> timm's model 
     "clip_vitb32": "vit_base_patch32_clip_224.openai",
     "siglip_vitb16": "vit_base_patch16_siglip_224.webli",
 }
+# the backbones whose hub weights are a whole CLIP model (image and text towers) -> open_clip's model name and
+# pretrained tag; their hub file is open_clip's (``hub_access.OPEN_CLIP_FILES``), read by timm for the image
+# tower and by open_clip for the text tower (``training.model.text_towers``)
+TEXT_TOWERS = {
+    "clip_vitb16": ("ViT-B-16", "openai"),
+    "clip_vitb32": ("ViT-B-32", "openai"),
+}
 
 
 def timm_name_of(backbone: str) -> str | None:

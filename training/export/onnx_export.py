@@ -97,14 +97,21 @@ def _to_fp16(onnx_bytes: bytes) -> bytes:
 
 def parity_max_abs_diff(model: torch.nn.Module, onnx_bytes: bytes, image_size: int, seed: int = 0) -> float:
     """Max |onnxruntime - torch| on a batch of random normalised-image-like inputs."""
-    import onnxruntime as ort
-
     generator = torch.Generator().manual_seed(seed)
     images = torch.randn(PARITY_BATCH, 3, image_size, image_size, generator=generator)
+    return max_abs_diff_on(model, onnx_bytes, images, INPUT_NAME, OUTPUT_NAME)
+
+
+def max_abs_diff_on(
+    model: torch.nn.Module, onnx_bytes: bytes, inputs: torch.Tensor, input_name: str, output_name: str
+) -> float:
+    """Max |onnxruntime - torch| of the graph ``onnx_bytes`` and ``model`` on ``inputs`` (inf: other shapes)."""
+    import onnxruntime as ort
+
     with torch.no_grad():
-        expected = model.eval()(images).numpy()
+        expected = model.eval()(inputs).numpy()
     session = ort.InferenceSession(onnx_bytes, providers=["CPUExecutionProvider"])
-    actual = session.run([OUTPUT_NAME], {INPUT_NAME: images.numpy()})[0]
+    actual = session.run([output_name], {input_name: inputs.numpy()})[0]
     if actual.shape != expected.shape:
         return float("inf")
     return float(np.max(np.abs(actual.astype(np.float32) - expected)))

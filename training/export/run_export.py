@@ -1,6 +1,7 @@
 """``retrieval export RUN``: a run directory's checkpoint to ``model.onnx`` + ``model.json``.
 
-A single run exports its model (``onnx_export``); an ensemble run (``retrieval train --ensemble``)
+A single run exports its model (``onnx_export``), with a CLIP run's text tower beside it where the run kept it
+(``text_export``); an ensemble run (``retrieval train --ensemble``)
 its members joined into one model (``ensemble_export``). Both write only a graph that passed its check.
 """
 
@@ -21,6 +22,7 @@ from retrieval.training.export.onnx_export import (
     checkpoint_hashes,
     write_checked_export,
 )
+from retrieval.training.export.text_export import text_side_fields
 from retrieval.training.run.measures.calibration_fit import run_calibration
 from retrieval.training.run.outputs.run_dir import RunPaths
 from retrieval.training.run.outputs.run_model import load_run_model
@@ -49,6 +51,7 @@ def export_run(
     config, state, model = load_run_model(paths.run_dir, checkpoint)
     source = paths.best_checkpoint if checkpoint == "best" else paths.last_checkpoint
     sources = checkpoint_hashes(paths.run_dir, [source])
+    text = text_side_fields(config, model, out)  # CLIP: text.onnx + tokenizer.json, or why there are none
     result = write_checked_export(
         model,
         config.data.image_size,
@@ -56,7 +59,7 @@ def export_run(
         fp16=fp16,
         manifest_for=lambda onnx_bytes, precision: build_manifest(
             config, state, onnx_bytes, model.embedding_dim, precision, run_verdict(paths), sources
-        ).model_copy(update={"calibration": run_calibration(paths.run_dir) if checkpoint == "best" else None}),
+        ).model_copy(update={"calibration": run_calibration(paths.run_dir) if checkpoint == "best" else None, **text}),
         int8=int8.for_run(config.data) if int8 is not None else None,
     )
     return with_copy_threshold(result, config.data)

@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.training.config.hub_access import (
     API_CONSENT,
-    HUB_FILES,
     HubAccess,
     cached_hub_file,
     consent_needed,
+    hub_files,
     hub_repo,
 )
 
@@ -47,23 +47,23 @@ _CHUNK = 1 << 20
 def hub_weights_file(backbone: str, access: HubAccess) -> Path:
     """``backbone``'s weights file in the cache, downloaded first when allowed; ConfigError when it is not cached
     and may not (or cannot) be downloaded, or when it does not match its checksum."""
-    repo = hub_repo(backbone)
-    cached = cached_hub_file(repo, access.cache_dir)
+    repo, files = hub_repo(backbone), hub_files(backbone)
+    cached = cached_hub_file(repo, access.cache_dir, files)
     if cached is not None:
         return verified(Path(cached), f"{repo}/{Path(cached).name}")
     if not access.allow_download:
         raise ConfigError(consent_needed(backbone, access, f"retrieval train ... --allow-download` or `{API_CONSENT}"))
-    return _download(repo, access.cache_dir)
+    return _download(repo, access.cache_dir, files)
 
 
-def _download(repo: str, cache_dir: str | None) -> Path:
-    """The first of ``HUB_FILES`` that ``repo`` has, downloaded into the cache and verified."""
+def _download(repo: str, cache_dir: str | None, files: tuple[str, ...]) -> Path:
+    """The first of ``files`` that ``repo`` has, downloaded into the cache and verified."""
     from huggingface_hub import constants, get_hf_file_metadata, hf_hub_download, hf_hub_url
     from huggingface_hub.errors import EntryNotFoundError
 
     if constants.is_offline_mode():
         raise ConfigError(f"HF_HUB_OFFLINE is set and the weights of {repo} are not in the cache: unset it to download")
-    for filename in HUB_FILES:
+    for filename in files:
         try:
             metadata = get_hf_file_metadata(hf_hub_url(repo, filename))
         except EntryNotFoundError:
@@ -82,7 +82,7 @@ def _download(repo: str, cache_dir: str | None) -> Path:
         except Exception as error:
             raise _unreachable(repo, filename, error, _kept(cache, repo, metadata.etag)) from None
         return path if fetched else verified(path, f"{repo}/{filename}", metadata.etag)
-    raise ConfigError(f"{repo} on the Hugging Face hub has no weights file ({' or '.join(HUB_FILES)})")
+    raise ConfigError(f"{repo} on the Hugging Face hub has no weights file ({' or '.join(files)})")
 
 
 def _fetch_blob(repo: str, filename: str, metadata: HfFileMetadata, cache: Path) -> bool:

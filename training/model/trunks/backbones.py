@@ -127,15 +127,26 @@ VITS: dict[str, tuple[str, Normalization, int]] = {
 }
 
 
-def _timm_backbone(timm_name: str, normalization: Normalization, native_size: int | None) -> Backbone:
+# OpenAI's CLIP towers use QuickGELU: timm publishes their weights under the GELU model's name and defines the
+# QuickGELU variant apart ("natively QuickGELU, use quickgelu model variant for original results"); built as
+# that variant, the trunk is open_clip's image tower exactly (training.model.text_towers)
+_ARCHITECTURES = {
+    "clip_vitb16": "vit_base_patch16_clip_quickgelu_224",
+    "clip_vitb32": "vit_base_patch32_clip_quickgelu_224",
+}
+
+
+def _timm_backbone(
+    timm_name: str, normalization: Normalization, native_size: int | None, architecture: str | None = None
+) -> Backbone:
     def build(image_size: int | None = None) -> tuple[nn.Module, int]:
-        return build_timm_trunk(timm_name, image_size)
+        return build_timm_trunk(architecture or timm_name, image_size)
 
     return Backbone(build, "timm_cache", normalization, timm_name, native_size=native_size)
 
 
 for _name, (_timm_name, _norm, _size) in VITS.items():
-    BACKBONES.register(_name, _timm_backbone(_timm_name, _norm, _size))
+    BACKBONES.register(_name, _timm_backbone(_timm_name, _norm, _size, _ARCHITECTURES.get(_name)))
 
 
 def get_backbone(name: str) -> Backbone:

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from retrieval.indexing.common.errors import ConfigError
-from retrieval.training.config.hub_access import cached_hub_file
+from retrieval.training.config.hub_access import HUB_FILES, OPEN_CLIP_FILES, cached_hub_file
 
 LITE_CLASSIFIER_PREFIX = "_fc."
 
@@ -66,7 +66,7 @@ def timm_cached_weights(name: str, cache_dir: str | None = None) -> str | None:
     import timm
 
     repo = getattr(timm.models.get_pretrained_cfg(name), "hf_hub_id", None)
-    return cached_hub_file(repo, cache_dir) if isinstance(repo, str) else None
+    return cached_hub_file(repo, cache_dir, HUB_FILES + OPEN_CLIP_FILES) if isinstance(repo, str) else None
 
 
 def timm_cached_state_dict(name: str, cache_dir: str | None = None) -> dict[str, torch.Tensor]:

@@ -13,7 +13,9 @@ import torch
 from retrieval.indexing.common.atomic_write import atomic_write_bytes, atomic_write_text
 from retrieval.indexing.eval.gain_interval import paired_gain_interval
 from retrieval.indexing.exported_model.training_verdict import GainInterval
+from retrieval.training.config.hub_access import has_tower_embedding, model_hub_access
 from retrieval.training.model.embedding_model import EmbeddingModel
+from retrieval.training.model.tower_projection import tower_projection
 from retrieval.training.run.fitting.distributed import barrier
 from retrieval.training.run.fitting.trainer_parts import TrainerParts
 from retrieval.training.run.inputs.split_inputs import SplitInputs
@@ -24,6 +26,7 @@ from retrieval.training.run.measures.reference import (
     fit_sample,
     reference_model,
     reference_name,
+    tower_reference,
 )
 from retrieval.training.run.measures.split_metrics import SplitMetrics, split_metrics
 from retrieval.training.run.measures.verdict import Verdict, beats_reference
@@ -75,7 +78,10 @@ class TrainerTests(TrainerParts):
     # ---- evaluation and selection ---------------------------------------------------------
     def _reference_model(self) -> EmbeddingModel:
         """The starting model as the reference row defines it: pooled features reduced as fitted on (at most
-        ``FIT_IMAGES``) training images of the training split."""
+        ``FIT_IMAGES``) training images of the training split; a CLIP tower's own embedding, nothing fitted."""
+        if has_tower_embedding(self.cfg.model):
+            access = model_hub_access(self.cfg.model)
+            return tower_reference(self.model, tower_projection(self.cfg.model.backbone, self.model.backbone, access))
         fit = SplitInputs(
             fit_sample(self.data.splits.train),
             self.data.eval_label_index,
@@ -175,6 +181,8 @@ class TrainerTests(TrainerParts):
             "reduction": "pca" if model.embedding_dim < model.feature_dim else "centred",
             "fit_images": len(fit_sample(self.data.splits.train)),
         }
+        if has_tower_embedding(self.cfg.model):  # nothing fitted: the CLIP tower's own projection
+            metrics["reference"].update(reduction="tower projection", fit_images=0)
         return measured, metrics
 
     def _whitened_reference_test(self, kept: dict[str, Any] | None) -> dict[str, Any] | None:

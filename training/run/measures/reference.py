@@ -8,6 +8,11 @@ evaluated ones. Features that are not wider than the embedding are kept as they 
 that training mean: pooled ReLU features are all positive, so their sign bits at zero would be
 nearly all ones, while centred they split each dimension at its training mean.
 
+A CLIP backbone started from the hub's CLIP weights (``hub_access.has_tower_embedding``) has an embedding of
+its own, the one its text tower was trained against: its reference is that, the class token after the final
+norm times the tower's projection (``tower_reference``), nothing fitted. Its export can then carry the text
+tower (``export.text_export``).
+
 The row is "pretrained" when the run starts from pretrained weights (``model.pretrained``) and
 "untrained" (its random initial backbone) when it does not. The trainer and ``retrieval eval``
 both compute it here, with the eval transform of the run.
@@ -27,11 +32,12 @@ from torch import nn
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.data.splits import record_sort_key
+from retrieval.training.config.hub_access import has_tower_embedding
 from retrieval.training.config.train_config import ModelConfig, TrainConfig
 from retrieval.training.data_pipeline.data_loaders import build_eval_loader
 from retrieval.training.data_pipeline.image_dataset import ImageRecordDataset, label_index
 from retrieval.training.model.device import Precision
-from retrieval.training.model.embedding_model import EmbeddingModel
+from retrieval.training.model.embedding_model import EmbeddingModel, build_pooling
 from retrieval.training.run.inputs.embed import embed_loader
 
 FIT_IMAGES = 2000  # training images the PCA and the mean are fitted on (evenly spaced over the classes)
@@ -94,8 +100,10 @@ def fit_reduction(train_features: np.ndarray, dim: int) -> FeatureReduction:
 
 
 def reference_model_config(model: ModelConfig, dim: int) -> ModelConfig:
-    """The model section of a reference model: no LayerNorm, a linear head to ``dim`` (the reduction's size)."""
-    return model.model_copy(update={"layer_norm": False, "embedding_dim": dim})
+    """The model section of a reference model: no LayerNorm, a linear head to ``dim`` (the reduction's size,
+    or a CLIP tower's projection after its class token)."""
+    pooling = "cls" if has_tower_embedding(model) else model.pooling
+    return model.model_copy(update={"layer_norm": False, "embedding_dim": dim, "pooling": pooling})
 
 
 def reference_model(model: EmbeddingModel, reduction: FeatureReduction) -> EmbeddingModel:
@@ -105,6 +113,17 @@ def reference_model(model: EmbeddingModel, reduction: FeatureReduction) -> Embed
     reference.norm = nn.Identity()
     reference.head = reduction.linear().to(next(model.parameters()).device)
     reference.embedding_dim = reduction.dim
+    return reference
+
+
+def tower_reference(model: EmbeddingModel, projection: nn.Linear) -> EmbeddingModel:
+    """The reference of a CLIP run: a copy of ``model``'s trunk, its class token, the tower's ``projection``,
+    L2-normalised (open_clip's ``encode_image``)."""
+    reference = copy.deepcopy(model)
+    reference.pool = build_pooling(reference.backbone, "cls")
+    reference.norm = nn.Identity()
+    reference.head = projection.to(next(model.parameters()).device)
+    reference.embedding_dim = projection.out_features
     return reference
 
 

@@ -17,7 +17,7 @@ import torch
 
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.eval.evaluation import EvalData, ReferenceRow, exact_metrics
-from retrieval.training.config.hub_access import model_hub_access
+from retrieval.training.config.hub_access import has_tower_embedding, model_hub_access
 from retrieval.training.config.train_config import TrainConfig
 from retrieval.training.data_pipeline.data_loaders import build_eval_loader
 from retrieval.training.data_pipeline.image_dataset import ImageRecordDataset, label_index
@@ -113,6 +113,7 @@ def _saved_reference_row(
         "dim": model.embedding_dim,
         "reduction": "pca" if model.embedding_dim < model.feature_dim else "centred",
         "fit_images": "the run's training split",
+        **({"reduction": "tower projection", "fit_images": 0} if has_tower_embedding(cfg.model) else {}),
         "backbone": model_config.get("backbone", cfg.model.backbone),
         "weights": cfg.model.pretrained,
     }

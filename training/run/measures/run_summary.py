@@ -1,7 +1,7 @@
 """The start-of-run summary: what a training run is about to do, logged before its progress bars.
 
 ``training_rows`` describes one run (device, split sizes, model, loss and miner, sampler, batches,
-epochs, run directory); ``log_summary`` prints any rows as one aligned block. ``Trainer.fit`` logs
+epochs, run directory, and for CLIP whether its text tower is exported); ``log_summary`` prints any rows as one aligned block. ``Trainer.fit`` logs
 a run's rows, and ``training.ensemble`` logs its own rows (members, seeds) the same way before
 its members' runs each log theirs.
 """
@@ -15,6 +15,8 @@ from pathlib import Path
 
 import torch
 
+from retrieval.training.config.hub_access import has_tower_embedding, text_dropped_reason
+from retrieval.training.config.known_names import TEXT_TOWERS
 from retrieval.training.config.train_config import LossConfig, TrainConfig
 from retrieval.training.data_pipeline.run_data import RunData
 from retrieval.training.losses import get_loss_spec
@@ -61,7 +63,16 @@ def training_rows(cfg: TrainConfig, data: RunData, setup: RunSetup) -> list[Row]
         ("batches", _batches(cfg, setup)),
         ("optimizer", _optimizer(cfg)),
         ("epochs", _epochs(cfg)),
+        *([("text", _text(cfg))] if cfg.model.backbone in TEXT_TOWERS else []),
     ]
+
+
+def _text(cfg: TrainConfig) -> str:
+    """Whether the export will carry the CLIP text tower: why not, in ``model.json``'s own sentence."""
+    return text_dropped_reason(cfg) or (
+        f"the {cfg.model.backbone} text tower is exported beside the image tower (training-free: the image "
+        "embedding is the tower's own, text and image queries share it)"
+    )
 
 
 def _device(setup: RunSetup) -> str:
@@ -104,6 +115,9 @@ def _model(cfg: TrainConfig, setup: RunSetup) -> str:
 def _embedding(cfg: TrainConfig, setup: RunSetup) -> str:
     """The size of the embedding the run's model will have: epoch 0's when no epoch trains."""
     starting = reference_name(cfg.model)
+    if has_tower_embedding(cfg.model):  # epoch 0: the CLIP tower's own embedding, its size known from the file
+        tower = "the image tower's own projected embedding"
+        return tower if cfg.trainer.epochs == 0 else f"{setup.embedding_dim}-d embedding (epoch 0: {tower})"
     reference = setup.reference_dim
     if reference is None or reference == setup.embedding_dim:
         return f"{setup.embedding_dim}-d embedding"
