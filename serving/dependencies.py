@@ -53,7 +53,9 @@ async def get_services(request: Request) -> Services:
     return request.app.state.services
 
 
-async def require_api_key(services: Services = Depends(get_services), given: str | None = Security(_api_key_header)) -> None:
+async def require_api_key(
+    services: Services = Depends(get_services), given: str | None = Security(_api_key_header)
+) -> None:
     """401 without a key, 403 with a wrong one; writes are refused when the server has no key."""
     expected = services.settings.api_key
     if expected is None:
