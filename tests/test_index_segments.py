@@ -292,3 +292,16 @@ def test_a_compaction_renumbers_only_the_rows_that_move(
         np.testing.assert_array_equal(reopened.embeddings_of(live + 1), vectors[live])
         found = reopened.search(vectors[live[::25]], 1)
         np.testing.assert_array_equal(found.ids[:, 0], live[::25] + 1)
+
+
+def test_stored_vectors_read_by_ids_in_any_order_across_segments(
+    vectors: np.ndarray, embedder: OnnxEmbedder, tmp_path: Path
+) -> None:
+    """``embeddings_of`` copies ascending runs of rows as blocks and gathers any other order: both give each
+    id its own vector (ids are positions + 1 here)."""
+    updated, live = _updated(tmp_path, embedder, vectors, ("flat", "flat"))
+    shuffled = np.random.default_rng(4).permutation(live)
+    with IndexStore.open(updated) as store:
+        assert store.segment_count == 4
+        for order in (live, shuffled, live[::-1], live[100:160]):
+            np.testing.assert_array_equal(store.embeddings_of(order + 1), vectors[order])
