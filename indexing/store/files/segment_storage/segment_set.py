@@ -96,9 +96,9 @@ class SegmentSet:
         out = np.empty((len(rows), self.segments[0].embeddings.shape[1]), np.float32)
         where = self.segment_of_rows(rows)
         for position in np.unique(where):
-            picked = np.flatnonzero(where == position)
+            mask = where == position
             segment = self.segments[position]
-            out[_span(picked)] = segment.embeddings[_span(rows[picked] - segment.info.first_row)]
+            out[mask] = segment.embeddings[rows[mask] - segment.info.first_row]
         return out
 
     def split(self, ids: np.ndarray) -> list[np.ndarray]:
@@ -198,11 +198,3 @@ def _read_indexes(context: _Context, info: SegmentInfo) -> tuple[Any, Any] | Non
 
 def _kinds(manifest: IndexManifest) -> tuple[IndexKind, IndexKind]:
     return float_kind(manifest.float_kind), binary_kind(manifest.binary_kind)
-
-
-def _span(index: np.ndarray) -> slice | np.ndarray:
-    """``index`` as a slice when it is one ascending run (a compaction reads each segment's rows in order): a
-    slice copies a block, where a list of rows gathers them one by one (a merge spent most of its time so)."""
-    if len(index) and index[-1] - index[0] == len(index) - 1 and bool((np.diff(index) == 1).all()):
-        return slice(int(index[0]), int(index[-1]) + 1)
-    return index
