@@ -319,8 +319,7 @@ class ItemsDb:
         return [found.get(i) for i in wanted]
 
     def all_items(self) -> list[Item]:
-        root = self.root
-        return [_item(row, root) for row in self._db.execute(f"SELECT {self._columns} FROM items ORDER BY id")]
+        return [_item(row, self.root) for row in self._db.execute(f"SELECT {self._columns} FROM items ORDER BY id")]
 
     def paths_in_use(self, paths: Sequence[str]) -> set[str]:
         """Which of ``paths`` some item still points to (stored relative or, by an older version, absolute)."""
