@@ -47,11 +47,15 @@ class Services:
     thumbnails: ThumbnailMaker  # previews, decoded in the same slots and budget
 
 
-def get_services(request: Request) -> Services:
+async def get_services(request: Request) -> Services:
+    """The app's services (``async``, as every dependency here: FastAPI runs a plain ``def`` dependency in a
+    worker thread, a thread hop on every request for an attribute read)."""
     return request.app.state.services
 
 
-def require_api_key(services: Services = Depends(get_services), given: str | None = Security(_api_key_header)) -> None:
+async def require_api_key(
+    services: Services = Depends(get_services), given: str | None = Security(_api_key_header)
+) -> None:
     """401 without a key, 403 with a wrong one; writes are refused when the server has no key."""
     expected = services.settings.api_key
     if expected is None:

@@ -233,9 +233,10 @@ class ServiceState:
     async def write(self, change: Callable[[Snapshot], T]) -> T:
         """Run ``change(snapshot)`` on the store thread, never concurrently with a reload."""
         async with self._mutation:
-            with self.hold() as snapshot:
-                result = await asyncio.wrap_future(_submit(snapshot, change))
-                count = await self.read(lambda snap: snap.store.count, snapshot)
+            with self.hold() as snapshot:  # the size after the change, read in the same trip to the store thread
+                result, count = await asyncio.wrap_future(
+                    _submit(snapshot, lambda snap: (change(snap), snap.store.count))
+                )
         self._changed(snapshot, count)
         return result
 

@@ -269,3 +269,39 @@ def test_every_segment_searches_through_its_own_gpu_searcher(
         store.search(vectors[:3], K)
         store.search(vectors[:3], K, kind="binary")
         assert all(spies), "every segment's searcher was used for both kinds"
+
+
+def test_a_compaction_renumbers_only_the_rows_that_move(
+    vectors: np.ndarray, embedder: OnnxEmbedder, tmp_path: Path, monkeypatch
+) -> None:
+    """A major merge writes the live items in id order from row 0: the base's rows before the first tombstone
+    keep their numbers and only the items after it move (the item table is updated for those alone)."""
+    out = tmp_path / "index"
+    _write(out, embedder, vectors, np.arange(BASE), ("flat", "flat"))
+    with IndexStore.open(out) as store:
+        store.compact(policy=NEVER)
+        store.add(_records(range(BASE, 330)), vectors[BASE:330])
+        store.remove([301])  # position 300, in the delta: rows 0..299 stay, the delta's later items move up
+        renumbered: list[list[int]] = []
+        real = store._db.set_rows
+        monkeypatch.setattr(store._db, "set_rows", lambda ids, rows: (renumbered.append(list(ids)), real(ids, rows)))
+        store.compact()
+    assert renumbered == [list(range(302, 331))]
+    live = np.setdiff1d(np.arange(330), [300])
+    with IndexStore.open(out) as reopened:  # rows as the item table holds them
+        np.testing.assert_array_equal(reopened.embeddings_of(live + 1), vectors[live])
+        found = reopened.search(vectors[live[::25]], 1)
+        np.testing.assert_array_equal(found.ids[:, 0], live[::25] + 1)
+
+
+def test_stored_vectors_read_by_ids_in_any_order_across_segments(
+    vectors: np.ndarray, embedder: OnnxEmbedder, tmp_path: Path
+) -> None:
+    """``embeddings_of`` copies ascending runs of rows as blocks and gathers any other order: both give each
+    id its own vector (ids are positions + 1 here)."""
+    updated, live = _updated(tmp_path, embedder, vectors, ("flat", "flat"))
+    shuffled = np.random.default_rng(4).permutation(live)
+    with IndexStore.open(updated) as store:
+        assert store.segment_count == 4
+        for order in (live, shuffled, live[::-1], live[100:160]):
+            np.testing.assert_array_equal(store.embeddings_of(order + 1), vectors[order])

@@ -199,3 +199,34 @@ def test_vectors_as_base64_float32_are_the_same_items_and_bad_ones_are_422(fresh
             assert refused.status_code == 422, (name, refused.text)
             assert "item 1" in refused.json()["detail"] or "numbers" in refused.json()["detail"], name
         assert client.get("/readyz").json()["count"] == GALLERY_SIZE + 2  # nothing of the refused written
+
+
+def test_a_one_vector_search_takes_no_worker_thread_and_a_batch_add_does(fresh_index: Path, monkeypatch) -> None:
+    """A small JSON body is parsed on the event loop and a dependency needs no thread: a one-vector search
+    hops only to the store thread; a body above ``INLINE_BODY_BYTES`` is still parsed in a worker thread."""
+    from anyio import to_thread
+
+    from retrieval.serving.http import json_body_route
+
+    dim = _index_facts(fresh_index)[0]
+    real = to_thread.run_sync
+    worker_calls: list[str] = []
+
+    async def counted(function, *args, **kwargs):
+        worker_calls.append(getattr(function, "__qualname__", repr(function)))
+        return await real(function, *args, **kwargs)
+
+    monkeypatch.setattr(to_thread, "run_sync", counted)
+    monkeypatch.setattr(json_body_route.anyio.to_thread, "run_sync", counted)
+    vectors = _unit(150, dim, seed=5)
+    with serving_client(fresh_index) as client:
+        worker_calls.clear()
+        found = client.post("/search", json={"vector": vectors[0].tolist(), "k": 3, "index": "binary"})
+        assert found.status_code == 200 and len(found.json()["results"]) == 3
+        assert worker_calls == []
+        items = [{"vector": v.tolist(), "label": "many"} for v in vectors]
+        body = json.dumps({"items": items})
+        assert len(body) > json_body_route.INLINE_BODY_BYTES
+        added = client.post("/items", content=body, headers={**AUTH, "Content-Type": "application/json"})
+        assert added.status_code == 201 and len(added.json()["ids"]) == 150
+        assert any("model_validate_json" in name for name in worker_calls)

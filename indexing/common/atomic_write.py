@@ -18,21 +18,40 @@ def atomic_path(target: Path) -> Iterator[Path]:
     For writers that want a file name (faiss.write_index, torch.save, sqlite backups).
     On an exception the temporary file is removed and ``target`` is untouched.
     """
-    target = Path(target)
+    with atomic_paths([target]) as (tmp,):
+        yield tmp
+
+
+@contextmanager
+def atomic_paths(targets: list[Path]) -> Iterator[list[Path]]:
+    """``atomic_path`` for several files of one directory (a segment's two faiss indexes): each temporary
+    file is written and fsynced, then all are renamed and the directory is fsynced once, not once per file.
+    On an exception the temporary files are removed and no target is touched."""
+    targets = [Path(target) for target in targets]
+    if len({target.parent for target in targets}) > 1:
+        raise ValueError("atomic_paths writes files of one directory")
+    temporary: list[Path] = []
+    try:
+        temporary.extend(_temporary_beside(target) for target in targets)
+        yield temporary
+        for tmp in temporary:
+            with open(tmp, "rb+") as handle:
+                os.fsync(handle.fileno())
+        for tmp, target in zip(temporary, targets, strict=True):
+            os.replace(tmp, target)
+        fsync_dir(targets[0].parent)
+    finally:
+        for tmp in temporary:
+            if tmp.exists():
+                tmp.unlink()
+
+
+def _temporary_beside(target: Path) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.close(fd)
-    tmp = Path(tmp_name)
-    os.chmod(tmp, 0o666 & ~_current_umask())  # mkstemp makes 0600; artifacts are shared with servers
-    try:
-        yield tmp
-        with open(tmp, "rb+") as handle:
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
-        fsync_dir(target.parent)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    os.chmod(tmp_name, 0o666 & ~_current_umask())  # mkstemp makes 0600; artifacts are shared with servers
+    return Path(tmp_name)
 
 
 def atomic_write_bytes(target: Path, data: bytes) -> None:

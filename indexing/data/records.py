@@ -83,13 +83,14 @@ def key_problem(key: str) -> str | None:
     ``index build`` / ``index add`` (a CSV ``key`` column), the Python API and the service."""
     if not key:
         return "is empty; give every keyed item a non-empty key"
-    if (problem := text_problem(key)) is not None:
+    plain = key.isascii() and key.isprintable()  # no NUL, surrogate, control or format character: skip those scans
+    if not plain and (problem := text_problem(key)) is not None:
         return f'"{shown(key)}" {problem}'
-    if any(ord(char) < 32 or 0x7F <= ord(char) < 0xA0 for char in key):
+    if not plain and any(ord(char) < 32 or 0x7F <= ord(char) < 0xA0 for char in key):
         return f'"{shown(key)}" holds a control character (a line break, a tab, ...); keys are one line of text'
     if all(map(_is_invisible, key)):
         return f"{ascii(key)} is blank (only white space or invisible characters); give every keyed item a visible key"
-    if (hidden := _hidden_format_character(key)) is not None:
+    if not plain and (hidden := _hidden_format_character(key)) is not None:
         name = unicodedata.name(hidden, "a format character")
         return f"{key!r} holds the invisible U+{ord(hidden):04X} ({name}), which makes it look like another key"
     if len(key) > MAX_KEY_CHARS:

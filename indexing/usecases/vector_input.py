@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,12 +79,25 @@ def decoded_vector(text: str, number: int) -> np.ndarray:
     """The float32 values of item ``number``'s ``vector_b64`` (base64 of the little-endian float32 bytes,
     4 per value: ``base64.b64encode(vector.astype("<f4").tobytes())``), or a DataError naming the item."""
     try:
-        raw = base64.b64decode(text, validate=True)
+        raw = _strict_base64(text)
     except (binascii.Error, ValueError):
         raise DataError(f"item {number}: vector_b64 is not base64 text") from None
     if len(raw) % 4:
         raise DataError(f"item {number}: vector_b64 holds {len(raw)} bytes, not 4 per float32 value")
     return np.frombuffer(raw, dtype="<f4")
+
+
+if sys.version_info >= (3, 11):
+
+    def _strict_base64(text: str) -> bytes:
+        """Only the base64 alphabet, padding at the end (``b64decode(validate=True)`` checks the same with a
+        regular expression first: 3x slower on a 512-d vector)."""
+        return binascii.a2b_base64(text, strict_mode=True)
+
+else:  # pragma: no cover - Python 3.10
+
+    def _strict_base64(text: str) -> bytes:
+        return base64.b64decode(text, validate=True)
 
 
 def check_model(model: str | None, index_model: str) -> None:

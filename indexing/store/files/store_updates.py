@@ -283,8 +283,9 @@ class StoreUpdates:
         threshold = self.manifest.binarization_threshold
         merged = write_merged(self._set, plan.positions, target, directory, kinds, threshold, vectors)
         kept = [info for p, info in enumerate(self._set.deltas, start=1) if p not in plan.positions]
+        moved = self._set.rows_of(merged.ids) != merged.rows  # a major merge of adds keeps most rows
         with self._db.transaction():
-            self._db.set_rows(merged.ids.tolist(), merged.rows.tolist())
+            self._db.set_rows(merged.ids[moved].tolist(), merged.rows[moved].tolist())
             commit_deltas(self._db, kept if plan.major else [*kept, target])
             if plan.major:
                 commit_base_generation(self._db, generation)

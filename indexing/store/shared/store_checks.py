@@ -44,7 +44,8 @@ def validate_records(records: Sequence[ImageRecord]) -> None:
     for record in records:
         if (problem := label_problem(record.label)) is not None:
             raise DataError(f"image {shown(str(record.path))}: the label {problem}")
-        check_metadata_text(record.metadata, f"image {shown(str(record.path))}: metadata")
+        if record.metadata:  # (the sentence's path is shown only when there is text to check)
+            check_metadata_text(record.metadata, f"image {shown(str(record.path))}: metadata")
         if record.key is not None and (problem := key_problem(record.key)) is not None:
             raise DataError(f"image {shown(str(record.path))}: the key {problem}")
     keys = [record.key for record in records if record.key is not None]

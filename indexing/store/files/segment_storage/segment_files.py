@@ -16,7 +16,7 @@ import faiss
 import numpy as np
 
 from retrieval.indexing.common.artifact_names import BINARY_INDEX_NAME, EMBEDDINGS_NAME, FLOAT_INDEX_NAME
-from retrieval.indexing.common.atomic_write import atomic_write_with
+from retrieval.indexing.common.atomic_write import atomic_paths, atomic_write_with
 from retrieval.indexing.common.errors import IndexFormatError
 
 REBUILD = "rebuild the index with `retrieval index build`"
@@ -25,10 +25,16 @@ SEGMENT_FILES = (EMBEDDINGS_NAME, FLOAT_INDEX_NAME, BINARY_INDEX_NAME)
 
 def write_embeddings(directory: Path, embeddings: np.ndarray, *, chunk: int = 65_536) -> None:
     """``directory/embeddings.f16.npy``, converted to float16 ``chunk`` rows at a time (a memory map of
-    a large float16 array is never copied whole)."""
+    a large float16 array is never copied whole). An array of at most one chunk (an add's delta) is
+    converted at once and written as it is: the same bytes, without a memory map's ``msync`` before the
+    ``fsync`` that ``atomic_write_with`` makes anyway."""
 
     def writer(tmp: Path) -> None:
-        if len(embeddings) == 0:  # an empty file cannot be memory-mapped
+        if len(embeddings) <= chunk and isinstance(embeddings, np.ndarray):  # also: an empty file cannot be mapped
+            with open(tmp, "wb") as handle:
+                np.save(handle, np.ascontiguousarray(embeddings, dtype=np.float16))
+            return
+        if len(embeddings) == 0:
             with open(tmp, "wb") as handle:
                 np.save(handle, np.zeros(tuple(embeddings.shape), np.float16))
             return
@@ -55,8 +61,10 @@ def load_embeddings(path: Path, dim: int) -> np.ndarray:
 
 
 def write_faiss_files(directory: Path, float_index: faiss.Index, binary_index: faiss.IndexBinary) -> None:
-    atomic_write_with(Path(directory) / FLOAT_INDEX_NAME, lambda tmp: faiss.write_index(float_index, str(tmp)))
-    atomic_write_with(Path(directory) / BINARY_INDEX_NAME, lambda tmp: faiss.write_index_binary(binary_index, str(tmp)))
+    """Both indexes of a segment, each atomically (one directory fsync for the two)."""
+    with atomic_paths([Path(directory) / FLOAT_INDEX_NAME, Path(directory) / BINARY_INDEX_NAME]) as (floats, codes):
+        faiss.write_index(float_index, str(floats))
+        faiss.write_index_binary(binary_index, str(codes))
 
 
 def read_faiss_files(float_path: Path, binary_path: Path, dim: int, bits: int) -> tuple[Any, Any]:

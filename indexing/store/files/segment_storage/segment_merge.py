@@ -25,7 +25,8 @@ from retrieval.indexing.store.files.segment_storage.segments import Segment, Seg
 
 
 class _StoredRows:
-    """The stored embeddings of ``ids`` as an array the chunked writer slices (read per slice)."""
+    """The stored embeddings of ``ids`` as an array the chunked writer slices (read per slice, float16 as
+    stored)."""
 
     def __init__(self, segments: SegmentSet, ids: np.ndarray, dim: int) -> None:
         self._segments, self._ids = segments, ids
@@ -35,7 +36,7 @@ class _StoredRows:
         return len(self._ids)
 
     def __getitem__(self, rows: slice) -> np.ndarray:
-        return self._segments.embeddings_of(self._ids[rows])
+        return self._segments.embeddings_of(self._ids[rows], np.float16)
 
 
 def live_ids(segments: SegmentSet, positions: tuple[int, ...]) -> np.ndarray:

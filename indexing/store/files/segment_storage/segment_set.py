@@ -90,10 +90,11 @@ class SegmentSet:
         starts = np.asarray([segment.info.first_row for segment in self.segments])
         return np.searchsorted(starts, rows, side="right") - 1
 
-    def embeddings_of(self, ids: np.ndarray) -> np.ndarray:
-        """(n, d) float32 stored embeddings of existing item ids, read from their segments."""
+    def embeddings_of(self, ids: np.ndarray, dtype: type[np.floating] = np.float32) -> np.ndarray:
+        """(n, d) stored embeddings of existing item ids, read from their segments: float32, or float16 as
+        stored (a merge copies them so, without widening each value and narrowing it back)."""
         rows = self.rows_of(np.asarray(ids, dtype=np.int64))
-        out = np.empty((len(rows), self.segments[0].embeddings.shape[1]), np.float32)
+        out = np.empty((len(rows), self.segments[0].embeddings.shape[1]), dtype)
         where = self.segment_of_rows(rows)
         for position in np.unique(where):
             mask = where == position

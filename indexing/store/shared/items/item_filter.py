@@ -97,6 +97,8 @@ def _json_type(value: object) -> str:
 
 def check_metadata(value: Mapping[str, Any], what: str = "metadata") -> dict[str, Scalar]:
     """A copy of ``value`` if it is valid item metadata (see the module docstring), else a DataError."""
+    if isinstance(value, Mapping) and not value:  # most items added by vector: nothing to check or measure
+        return {}
     checked = _check_pairs(value, what)
     if LABEL_KEY in checked:
         raise DataError(f"{what}: the key '{LABEL_KEY}' is reserved for the item's label; give the label separately")

@@ -35,6 +35,13 @@ def absolute_path(stored: str, root: Path) -> str:
     """The path an item's image has, from what the item table of the index at ``root`` holds."""
     if os.path.isabs(stored):
         return stored
+    return _joined(str(root), stored)
+
+
+@lru_cache(maxsize=8192)
+def _joined(root: str, stored: str) -> str:
+    """``root`` / ``stored`` as pathlib joins them, remembered (every item added by its vector shares one
+    path; a search's hits are often the same few items): pathlib's parsing was most of reading an item."""
     return str(Path(root) / PurePosixPath(stored))
 
 

@@ -310,11 +310,12 @@ class ItemsDb:
         """Items in the order of ``ids``; ``None`` where an id does not exist."""
         found: dict[int, Item] = {}
         wanted = [int(i) for i in ids]
+        root = self.root  # once per call, not per row: a search's ten rows spent half their time here
         for start in range(0, len(wanted), _CHUNK):
             chunk = wanted[start : start + _CHUNK]
             marks = ",".join("?" * len(chunk))
             for row in self._db.execute(f"SELECT {self._columns} FROM items WHERE id IN ({marks})", chunk):
-                found[row[0]] = _item(row, self.root)
+                found[row[0]] = _item(row, root)
         return [found.get(i) for i in wanted]
 
     def all_items(self) -> list[Item]:
