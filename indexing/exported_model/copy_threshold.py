@@ -37,6 +37,11 @@ class CopyThreshold(BaseModel):
 
     float_threshold: ThresholdRates = Field(description="on the cosine similarity of the float embeddings")
     binary_threshold: ThresholdRates = Field(description="on the similarity of the sign codes, 1 - 2 hamming / bits")
+    pixel_threshold: ThresholdRates | None = Field(
+        None,
+        description="on the pixel signatures' correlation (data.copy_signature), the check of candidate pairs; "
+        "None in a model.json written before it was measured (no pixel check then)",
+    )
     images: int = Field(ge=0, description="originals embedded")
     copies: int = Field(ge=0, description="synthetic copies: " + ", ".join(COPY_KINDS) + " of each original")
     distinct_pairs: int = Field(ge=0, description="pairs of distinct images of one class")
@@ -48,5 +53,10 @@ class CopyThreshold(BaseModel):
         """The thresholds and their rates in one line, as the commands print them."""
         return (
             f"copy threshold {self.float_threshold.sentence(self.copies, self.distinct_pairs)}; "
-            f"binary {self.binary_threshold.sentence(self.copies, self.distinct_pairs)}"
+            f"binary {self.binary_threshold.sentence(self.copies, self.distinct_pairs)}; "
+            + (
+                f"pixel check {self.pixel_threshold.sentence(self.copies, self.distinct_pairs)}"
+                if self.pixel_threshold
+                else "no pixel check (not measured)"
+            )
         )

@@ -5,7 +5,11 @@ cropped, slightly recoloured) and the copy's similarity to its original is a pos
 distinct originals of one class is a negative. The threshold sits midway between the score that keeps
 ``TARGET_COPY_RECALL`` of the copies and the one that admits at most ``MAX_DISTINCT_RATE`` of the distinct
 pairs when the two do not cross; when they do, the copies' score wins (copies are what is looked for) and
-the rate it admits is recorded as it is. Both float (cosine) and binary (sign codes) are measured.
+the rate it admits is recorded as it is. Float (cosine), binary (sign codes) and the pixel check
+(``data.copy_signature``'s correlation, which ``copy_verifier`` applies to the embedding's candidates) are
+measured alike, except that the pixel check's threshold sits at the copies' end of the gap, not midway: it
+judges only pairs the embedding already found alike (two photos of one car model in one pose), far more
+alike in their pixels than two random images of a class, so the random pairs' 1 % mark would be too lenient.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import numpy as np
 from PIL import Image, ImageEnhance
 
 from retrieval.indexing.common.errors import DataError
+from retrieval.indexing.data.copy_signature import copy_signature, signature_similarity
 from retrieval.indexing.data.image_io import open_rgb
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.exported_model.copy_threshold import (
@@ -67,9 +72,16 @@ def measure_copy_threshold(
     float_rates = choose_threshold(_cosine(vectors, source, copy_rows), _cosine(vectors, first, second))
     binary_copy = _code_similarity(codes, source, copy_rows, bits)
     binary_rates = choose_threshold(binary_copy, _code_similarity(codes, first, second, bits))
+    signatures = [copy_signature(image) for image in images + copies]
+    pixel_rates = choose_threshold(
+        _signature_similarity(signatures, source, copy_rows),
+        _signature_similarity(signatures, first, second),
+        midway=False,  # it judges the pairs the embedding found alike, harder than random same-class pairs
+    )
     return CopyThreshold(
         float_threshold=float_rates,
         binary_threshold=binary_rates,
+        pixel_threshold=pixel_rates,
         images=len(images),
         copies=len(copies),
         distinct_pairs=len(first),
@@ -77,12 +89,13 @@ def measure_copy_threshold(
     )
 
 
-def choose_threshold(copy_scores: np.ndarray, distinct_scores: np.ndarray) -> ThresholdRates:
+def choose_threshold(copy_scores: np.ndarray, distinct_scores: np.ndarray, *, midway: bool = True) -> ThresholdRates:
     """The threshold between what keeps ``TARGET_COPY_RECALL`` of the copies and what admits at most
-    ``MAX_DISTINCT_RATE`` of the distinct pairs (see the module docstring), with both rates."""
+    ``MAX_DISTINCT_RATE`` of the distinct pairs (see the module docstring), with both rates; not ``midway``:
+    the copies' end of that gap (the highest threshold that keeps ``TARGET_COPY_RECALL`` of them)."""
     keep_copies = float(np.quantile(copy_scores, 1.0 - TARGET_COPY_RECALL, method="lower"))
     above_distinct = float(np.nextafter(np.quantile(distinct_scores, 1.0 - MAX_DISTINCT_RATE, method="higher"), 2))
-    threshold = (keep_copies + above_distinct) / 2 if above_distinct < keep_copies else keep_copies
+    threshold = (keep_copies + above_distinct) / 2 if midway and above_distinct < keep_copies else keep_copies
     threshold = float(np.clip(threshold, -1.0, 1.0))
     return ThresholdRates(
         threshold=threshold,
@@ -133,6 +146,10 @@ def _same_class_pairs(labels: list[str]) -> tuple[np.ndarray, np.ndarray]:
 
 def _cosine(vectors: np.ndarray, first: np.ndarray, second: np.ndarray) -> np.ndarray:
     return np.einsum("ij,ij->i", vectors[first], vectors[second])
+
+
+def _signature_similarity(signatures: list[np.ndarray], first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    return np.array([signature_similarity(signatures[a], signatures[b]) for a, b in zip(first, second)], np.float32)
 
 
 def _code_similarity(codes: np.ndarray, first: np.ndarray, second: np.ndarray, bits: int) -> np.ndarray:
