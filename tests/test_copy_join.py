@@ -59,6 +59,16 @@ def test_ivf_join_recalls_the_planted_copies(monkeypatch: pytest.MonkeyPatch) ->
     assert len(found & truth) >= 0.95 * len(truth)
 
 
+def test_ivf_join_on_the_first_bits_scores_pairs_on_the_full_codes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(copy_join, "EXACT_BELOW", 100)
+    monkeypatch.setattr(copy_join, "SEARCH_BITS", 64)  # the index sees a quarter of each code
+    codes, truth = planted(3000, 150, flips=10)
+    found = as_dict(near_copy_pairs(codes, BITS, 0.8, progress=False))
+    expected = brute_pairs(codes, 0.8)
+    assert set(found) <= set(expected) and found == pytest.approx({pair: expected[pair] for pair in found})
+    assert len(set(found) & truth) >= 0.95 * len(truth)
+
+
 def test_float_recheck_keeps_the_pairs_cosine_keeps() -> None:
     rng = np.random.default_rng(1)
     vectors = rng.normal(size=(400, BITS)).astype(np.float32)
