@@ -14,7 +14,9 @@ pairs but stays one connected group (``copy_groups``).
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import faiss
@@ -32,7 +34,10 @@ SEARCH_BITS = 512
 NPROBE = 16
 RECHECK_MARGIN = 0.1
 """How far below the binary threshold a candidate is admitted when float embeddings re-check it."""
-QUERY_BLOCK = 8192
+QUERY_BLOCK = 4096
+WORKERS = max(1, min(4, os.cpu_count() or 1))
+"""Blocks of queries searched side by side, each worker with one OpenMP thread: faiss's own threads meet at a
+barrier after every block, which on a loaded machine waits on the slowest (8x slower at load 12 on 2 cores)."""
 TRAIN_PER_CELL = 32
 
 
@@ -82,8 +87,9 @@ def near_copy_pairs(
     admit = threshold if embeddings is None else threshold - RECHECK_MARGIN
     max_distance = math.floor((1.0 - admit) * bits / 2.0 + 1e-9)
     search = codes if len(codes) < EXACT_BELOW else np.ascontiguousarray(codes[:, : SEARCH_BITS // 8])
-    index = _binary_index(search, nprobe)
-    first, second, distance = _join(index, search, codes, min(k + 1, len(codes)), max_distance, progress)
+    with ThreadPoolExecutor(max_workers=WORKERS, initializer=faiss.omp_set_num_threads, initargs=(1,)) as pool:
+        index = pool.submit(_binary_index, search, nprobe).result()
+        first, second, distance = _join(pool, index, search, codes, min(k + 1, len(codes)), max_distance, progress)
     if embeddings is None:
         return CopyPairs.of(first, second, hamming_to_similarity(distance, bits))
     if float_threshold is None:
@@ -125,22 +131,33 @@ def _binary_index(codes: np.ndarray, nprobe: int) -> faiss.IndexBinary:
 
 
 def _join(
-    index: faiss.IndexBinary, search: np.ndarray, codes: np.ndarray, k: int, max_distance: int, progress: bool
+    pool: ThreadPoolExecutor,
+    index: faiss.IndexBinary,
+    search: np.ndarray,
+    codes: np.ndarray,
+    k: int,
+    max_distance: int,
+    progress: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(query row, neighbour row, Hamming distance of the full ``codes``) of every neighbour within
-    ``max_distance``, the neighbours found by ``index`` over ``search`` (the codes or their first bits)."""
+    ``max_distance``, the neighbours found by ``index`` over ``search`` (the codes or their first bits),
+    a block of queries per task of ``pool``."""
+
+    def block(start: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        distance, neighbour = index.search(search[start : start + QUERY_BLOCK], k)
+        rows = np.arange(start, start + len(neighbour))[:, None].repeat(k, axis=1)
+        keep = (neighbour >= 0) & (neighbour != rows)
+        rows, neighbour, distance = rows[keep], neighbour[keep], distance[keep]
+        if search is not codes:
+            distance = np.bitwise_count(codes[rows] ^ codes[neighbour]).sum(axis=1, dtype=np.int32)
+        keep = distance <= max_distance
+        return rows[keep], neighbour[keep], distance[keep]
+
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     with tqdm(total=len(codes), desc="near copies", unit="item", disable=not progress) as bar:
-        for start in range(0, len(codes), QUERY_BLOCK):
-            distance, neighbour = index.search(search[start : start + QUERY_BLOCK], k)
-            rows = np.arange(start, start + len(neighbour))[:, None].repeat(k, axis=1)
-            keep = (neighbour >= 0) & (neighbour != rows)
-            rows, neighbour, distance = rows[keep], neighbour[keep], distance[keep]
-            if search is not codes:
-                distance = np.bitwise_count(codes[rows] ^ codes[neighbour]).sum(axis=1, dtype=np.int32)
-            keep = distance <= max_distance
-            parts.append((rows[keep], neighbour[keep], distance[keep]))
-            bar.update(len(search[start : start + QUERY_BLOCK]))
+        for start, part in zip(range(0, len(codes), QUERY_BLOCK), pool.map(block, range(0, len(codes), QUERY_BLOCK))):
+            parts.append(part)
+            bar.update(min(QUERY_BLOCK, len(codes) - start))
     if not parts:
         return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int32)
     return tuple(np.concatenate(column) for column in zip(*parts))  # type: ignore[return-value]
