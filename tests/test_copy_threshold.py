@@ -26,6 +26,13 @@ def test_threshold_sits_midway_when_copies_and_distinct_pairs_separate() -> None
     assert (rates.copy_recall, rates.distinct_rate) == (1.0, 0.0)
 
 
+def test_the_pixel_checks_threshold_sits_at_the_copies_end_of_the_gap() -> None:
+    copies = np.linspace(0.9, 1.0, 101)  # the 1 % quantile (method "lower") is 0.901
+    rates = choose_threshold(copies, np.linspace(0.0, 0.5, 100), midway=False)
+    assert rates.threshold == pytest.approx(0.901)
+    assert (rates.copy_recall, rates.distinct_rate) == (pytest.approx(100 / 101), 0.0)
+
+
 def test_threshold_keeps_the_copies_when_the_scores_overlap() -> None:
     copies, distinct = np.linspace(0.5, 1.0, 100), np.linspace(0.0, 0.8, 100)
     rates = choose_threshold(copies, distinct)
@@ -53,7 +60,8 @@ def test_measured_rates_are_those_of_the_threshold(tiny_model_dir: Path, gallery
     )
     for rates in (measured.float_threshold, measured.binary_threshold):
         assert rates.copy_recall >= 0.99 or rates.distinct_rate > 0.01
-    assert "synthetic copies" in measured.sentence()
+    assert measured.pixel_threshold is not None and measured.pixel_threshold.copy_recall >= 0.99
+    assert "synthetic copies" in measured.sentence() and "pixel check" in measured.sentence()
 
 
 def test_export_stores_the_threshold_in_model_json(tmp_path: Path, synth_data: Path) -> None:
