@@ -20,6 +20,7 @@ from retrieval.indexing.data.copy_signature import CROPS, SIZE, copy_signature, 
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.exported_model.model_manifest import ModelManifest, manifest_json
 from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.search import copy_verifier
 from retrieval.indexing.search.copy_calibration import measure_copy_threshold
 from retrieval.indexing.search.copy_join import CopyPairs
 from retrieval.indexing.search.copy_verifier import verify_copies
@@ -74,8 +75,9 @@ def copy_pairs(plants: dict[str, str]) -> set[tuple[str, str]]:
 
 
 def test_verifier_keeps_every_planted_copy_and_drops_the_look_alikes(
-    planted: tuple[Path, dict[str, str], Path],
+    planted: tuple[Path, dict[str, str], Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(copy_verifier, "PAIR_CHUNK", 7)  # several rounds, each holding its own images only
     data, plants, model = planted
     threshold = ModelManifest.load(model).duplicates.pixel_threshold.threshold  # type: ignore[union-attr]
     names = sorted(p.relative_to(data).as_posix() for p in data.glob("*/*.png"))

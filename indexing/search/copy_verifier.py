@@ -24,6 +24,8 @@ from tqdm import tqdm
 from retrieval.indexing.data.copy_signature import path_signature, signature_similarity
 from retrieval.indexing.search.copy_join import CopyPairs
 
+PAIR_CHUNK = 50_000
+"""Candidate pairs checked per round (their images' signatures, at most 2 x this many, are held meanwhile)."""
 PathOf = Callable[[np.ndarray], Sequence[Path | None]]
 """Row numbers -> their images' paths (None where an item has none)."""
 
@@ -47,19 +49,21 @@ def verify_copies(
     candidates: CopyPairs, paths: Sequence[Path | None] | PathOf, threshold: float, *, progress: bool = False
 ) -> VerifiedPairs:
     """The ``candidates`` whose images' pixel signatures correlate at or above ``threshold`` (or cannot be
-    read); ``paths`` gives each row's image path, as a sequence or a function of row numbers."""
-    rows = np.unique(np.concatenate([candidates.first, candidates.second]))
-    signatures = _signatures(rows, paths, progress)
+    read); ``paths`` gives each row's image path, as a sequence or a function of row numbers. The pairs are
+    checked ``PAIR_CHUNK`` at a time, so at most the signatures of one chunk's images are held."""
     keep = np.zeros(len(candidates), bool)
-    unverified = 0
-    for i, (a, b) in enumerate(zip(candidates.first.tolist(), candidates.second.tolist())):
-        first, second = signatures.get(a), signatures.get(b)
-        if first is None or second is None:
-            keep[i], unverified = True, unverified + 1
-            continue
-        keep[i] = signature_similarity(first.astype(np.float32), second.astype(np.float32)) >= threshold
+    unreadable = np.zeros(len(candidates), bool)
+    for start in range(0, len(candidates), PAIR_CHUNK):
+        first, second = candidates.first[start : start + PAIR_CHUNK], candidates.second[start : start + PAIR_CHUNK]
+        signatures = _signatures(np.unique(np.concatenate([first, second])), paths, progress)
+        for i, (a, b) in enumerate(zip(first.tolist(), second.tolist()), start):
+            one, other = signatures[a], signatures[b]
+            if one is None or other is None:
+                unreadable[i] = keep[i] = True
+            else:
+                keep[i] = signature_similarity(one.astype(np.float32), other.astype(np.float32)) >= threshold
     kept = CopyPairs(candidates.first[keep], candidates.second[keep], candidates.score[keep])
-    return VerifiedPairs(kept, len(candidates) - unverified, unverified)
+    return VerifiedPairs(kept, int(len(candidates) - unreadable.sum()), int(unreadable.sum()))
 
 
 def _signatures(
