@@ -42,6 +42,14 @@ class CopyThreshold(BaseModel):
         description="on the pixel signatures' correlation (data.copy_signature), the check of candidate pairs; "
         "None in a model.json written before it was measured (no pixel check then)",
     )
+    candidate_threshold: ThresholdRates | None = Field(
+        None,
+        description="the cosine that proposes candidates when the pixel check follows: the distinct pairs' end "
+        "of the gap (the lowest score admitting at most max_distinct_rate); None before it was measured",
+    )
+    candidate_binary_threshold: ThresholdRates | None = Field(
+        None, description="the same on the sign codes' similarity"
+    )
     images: int = Field(ge=0, description="originals embedded")
     copies: int = Field(ge=0, description="synthetic copies: " + ", ".join(COPY_KINDS) + " of each original")
     distinct_pairs: int = Field(ge=0, description="pairs of distinct images of one class")
@@ -58,5 +66,10 @@ class CopyThreshold(BaseModel):
                 f"pixel check {self.pixel_threshold.sentence(self.copies, self.distinct_pairs)}"
                 if self.pixel_threshold
                 else "no pixel check (not measured)"
+            )
+            + (
+                f"; with it, candidates from {self.candidate_threshold.sentence(self.copies, self.distinct_pairs)}"
+                if self.pixel_threshold and self.candidate_threshold
+                else ""
             )
         )

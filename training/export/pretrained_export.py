@@ -53,7 +53,7 @@ def pretrained_export(out_dir: Path, data: Path, val_fraction: float = 0.2) -> P
     config = pretrained_config(Path(data).resolve(), val_fraction)
     reusable = _reusable(out_dir, config)
     if reusable is not None:
-        if reusable.duplicates is None or reusable.duplicates.pixel_threshold is None:  # exported before that
+        if reusable.duplicates is None or reusable.duplicates.candidate_threshold is None:  # exported before that
             measured_copy_threshold(reusable, out_dir / MODEL_MANIFEST_NAME, config.data)
         return out_dir
     log.info("exporting %s with its ImageNet weights to %s", PRETRAINED_BACKBONE, out_dir)
