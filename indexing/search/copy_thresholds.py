@@ -51,9 +51,9 @@ def copy_thresholds(measured: CopyThreshold | None, override: float | None, *, v
             "the model's model.json holds no measured copy threshold (exported before it was measured); "
             "re-export it with `retrieval export` or pass --threshold"
         )
-    cosine, binary = measured.float_threshold, measured.binary_threshold
+    on_floats, on_codes = measured.float_threshold, measured.binary_threshold
     if pixel and measured.candidate_threshold and measured.candidate_binary_threshold:
-        cosine, binary = measured.candidate_threshold, measured.candidate_binary_threshold  # the check decides
+        on_floats, on_codes = measured.candidate_threshold, measured.candidate_binary_threshold  # the check decides
     return CopyThresholds(
-        cosine.threshold, binary.threshold, measured.sentence() + off, pixel.threshold if pixel else None
+        on_floats.threshold, on_codes.threshold, measured.sentence() + off, pixel.threshold if pixel else None
     )
