@@ -10,8 +10,10 @@ scikit-learn searches the same codes as +-1 float vectors by cosine (the same si
 ``images``: real photos with planted copies of each kind (JPEG re-encoded, resized, slightly cropped,
 slightly recoloured: ``search.copy_calibration.synthetic_copies``, other parameters than the calibration's
 seed). A found pair that holds a planted copy is right when its other image is that copy's original or another
-copy of it; pairs of two original images are not scored (the data's own copies are unknown). imagehash's pHash
-(64 bits) is scored at every Hamming threshold 0-24 and reported at its best F1.
+copy of it; pairs of two original images are not scored (the data's own copies are unknown). ``retrieval`` runs
+twice: the embedding alone (``verify=False``, its midway copy threshold) and the default (candidates from the
+candidate threshold, then the pixel check: ``search.copy_verifier``). imagehash's pHash (64 bits) is scored at
+every Hamming threshold 0-24 and reported at its best F1.
 
     python bench/bench_duplicates.py scale --sizes 100000 --sklearn-sizes 10000,20000
     python bench/bench_duplicates.py scale --sizes 100000,300000 --sklearn-sizes '' --full-sizes 100000
