@@ -10,10 +10,13 @@ scikit-learn searches the same codes as +-1 float vectors by cosine (the same si
 ``images``: real photos with planted copies of each kind (JPEG re-encoded, resized, slightly cropped,
 slightly recoloured: ``search.copy_calibration.synthetic_copies``, other parameters than the calibration's
 seed). A found pair that holds a planted copy is right when its other image is that copy's original or another
-copy of it; pairs of two original images are not scored (the data's own copies are unknown). imagehash's pHash
-(64 bits) is scored at every Hamming threshold 0-24 and reported at its best F1.
+copy of it; pairs of two original images are not scored (the data's own copies are unknown). ``retrieval`` runs
+twice: the embedding alone (``verify=False``, its midway copy threshold) and the default (candidates from the
+candidate threshold, then the pixel check: ``search.copy_verifier``). imagehash's pHash (64 bits) is scored at
+every Hamming threshold 0-24 and reported at its best F1.
 
     python bench/bench_duplicates.py scale --sizes 100000 --sklearn-sizes 10000,20000
+    python bench/bench_duplicates.py scale --sizes 100000,300000 --sklearn-sizes '' --full-sizes 100000
     python bench/bench_duplicates.py scale --sizes 1000000 --sklearn-sizes ''     # the 1M target, codes only
     python bench/bench_duplicates.py images --data ../shared/data/cub50 --model OUT/model --plants 100
 """
@@ -58,9 +61,13 @@ def scored(found: set[tuple[int, int]], truth: set[tuple[int, int]]) -> tuple[fl
     return hit / max(1, len(truth)), hit / max(1, len(found))
 
 
-def run_ours(n: int) -> dict[str, float]:
+def run_ours(n: int, search_bits: int | None = None) -> dict[str, float]:
+    """The self-join; ``search_bits``: the bits its IVF index compares (default ``copy_join.SEARCH_BITS``;
+    ``BITS``: the whole codes, the layout before the first-bits search)."""
+    from retrieval.indexing.search import copy_join
     from retrieval.indexing.search.copy_join import near_copy_pairs
 
+    copy_join.SEARCH_BITS = search_bits or copy_join.SEARCH_BITS
     codes, truth = planted_codes(n)
     start = time.perf_counter()
     pairs = near_copy_pairs(codes, BITS, THRESHOLD, progress=False)
@@ -93,11 +100,11 @@ def child(method: str, n: int) -> dict[str, float]:
 
 
 def _measured(method: str, n: int) -> dict[str, float]:
-    result = run_ours(n) if method == "ours" else run_sklearn(n)
+    result = run_ours(n) if method == "ours" else run_ours(n, BITS) if method == "ours_full" else run_sklearn(n)
     return {**result, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
-def scale(sizes: list[int], sklearn_sizes: list[int]) -> None:
+def scale(sizes: list[int], sklearn_sizes: list[int], full_sizes: list[int]) -> None:
     measured = {n: child("sklearn", n) for n in sklearn_sizes}
     for n, row in measured.items():
         print(_row("sklearn brute (cosine)", n, row, "measured"))
@@ -105,6 +112,15 @@ def scale(sizes: list[int], sklearn_sizes: list[int]) -> None:
     if len(measured) >= 2:
         (n1, r1), (n2, r2) = sorted(measured.items())[:2]
         power = float(np.log(r2["seconds"] / r1["seconds"]) / np.log(n2 / n1))
+    for n in full_sizes:
+        print(
+            _row(
+                "retrieval self-join, IVF over the whole 2,048-bit codes",
+                n,
+                child("ours_full", n),
+                "the previous layout",
+            )
+        )
     for n in sizes:
         ours = child("ours", n)
         note = ""
@@ -148,11 +164,16 @@ def images(data: Path, model: Path, plants: int, seed: int) -> None:
         every = records + extra
         group = {i: truth_of.get(i, i) for i in range(len(every))}
         start = time.perf_counter()
-        copies = find_dataset_duplicates(model, every, progress=False)
+        copies = find_dataset_duplicates(model, every, verify=False, progress=False)
         ours_s = time.perf_counter() - start
         position = {str(r.path): i for i, r in enumerate(every)}  # the copies' records are sorted by label
         at = [position[str(r.path)] for r in copies.records]
         ours = {(min(at[p.a], at[p.b]), max(at[p.a], at[p.b])) for p in copies.pairs}
+        start = time.perf_counter()
+        default = find_dataset_duplicates(model, every, progress=False)  # the pixel check, as the command runs it
+        check_s = time.perf_counter() - start
+        at = [position[str(r.path)] for r in default.records]
+        checked = {(min(at[p.a], at[p.b]), max(at[p.a], at[p.b])) for p in default.pairs}
         start = time.perf_counter()
         hashes = [imagehash.phash(open_rgb(r.path)) for r in every]
         bits = np.array([h.hash.flatten() for h in hashes], dtype=np.uint8)
@@ -164,7 +185,11 @@ def images(data: Path, model: Path, plants: int, seed: int) -> None:
     print(
         f"{data}: {len(records)} images + {len(extra)} planted copies of {plants}; threshold {copies.thresholds.source}"
     )
-    print(_planted_row("retrieval (EfficientNet-Lite0 copy threshold)", ours, planted, truth_of, ours_s))
+    print(_planted_row("retrieval, embedding alone (copy threshold)", ours, planted, truth_of, ours_s))
+    print(f"default: {default.thresholds.source}; {default.checked}")
+    print(
+        _planted_row("retrieval, the default: embedding candidates + pixel check", checked, planted, truth_of, check_s)
+    )
     best = max((_f1(_hash_pairs(distance, t), planted, truth_of), t) for t in range(25))
     print(
         _planted_row(
@@ -203,6 +228,7 @@ def main() -> None:
     s = sub.add_parser("scale")
     s.add_argument("--sizes", default="100000")
     s.add_argument("--sklearn-sizes", default="10000,20000")
+    s.add_argument("--full-sizes", default="", help="sizes to also join with the IVF over the whole codes")
     i = sub.add_parser("images")
     i.add_argument("--data", type=Path, required=True)
     i.add_argument("--model", type=Path, required=True, help="export directory (data duplicates writes OUT/model)")
@@ -210,12 +236,13 @@ def main() -> None:
     i.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     if args.mode is None and args.quick:
-        args.mode, args.sizes, args.sklearn_sizes = "scale", "2000", "1000"
+        args.mode, args.sizes, args.sklearn_sizes, args.full_sizes = "scale", "2000", "1000", "2000"
     elif args.mode is None:
         parser.error("choose a mode: scale or images (or --quick)")
     if args.mode == "scale":
         print("| method | items | seconds | peak MB | recall | precision | note |\n|---|---|---|---|---|---|---|")
-        scale([int(n) for n in args.sizes.split(",") if n], [int(n) for n in args.sklearn_sizes.split(",") if n])
+        sizes = [[int(n) for n in text.split(",") if n] for text in (args.sizes, args.sklearn_sizes, args.full_sizes)]
+        scale(*sizes)
     else:
         print("| method | recall | precision | seconds |\n|---|---|---|---|")
         images(args.data, args.model, args.plants, args.seed)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import faiss
 import numpy as np
 import pytest
 from PIL import Image
@@ -57,6 +58,24 @@ def test_ivf_join_recalls_the_planted_copies(monkeypatch: pytest.MonkeyPatch) ->
     found = set(as_dict(near_copy_pairs(codes, BITS, 0.8, progress=False)))
     assert found <= set(brute_pairs(codes, 0.8))  # nothing below the threshold
     assert len(found & truth) >= 0.95 * len(truth)
+
+
+def test_ivf_join_on_the_first_bits_scores_pairs_on_the_full_codes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(copy_join, "EXACT_BELOW", 100)
+    monkeypatch.setattr(copy_join, "SEARCH_BITS", 64)  # the index sees a quarter of each code
+    codes, truth = planted(3000, 150, flips=10)
+    found = as_dict(near_copy_pairs(codes, BITS, 0.8, progress=False))
+    expected = brute_pairs(codes, 0.8)
+    assert set(found) <= set(expected) and found == pytest.approx({pair: expected[pair] for pair in found})
+    assert len(set(found) & truth) >= 0.95 * len(truth)
+
+
+def test_the_join_leaves_the_callers_openmp_threads_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(copy_join, "EXACT_BELOW", 100)
+    before = faiss.omp_get_max_threads()
+    codes, _ = planted(1000, 50, flips=10)
+    near_copy_pairs(codes, BITS, 0.8, progress=False)  # its workers run one OpenMP thread each
+    assert faiss.omp_get_max_threads() == before
 
 
 def test_float_recheck_keeps_the_pairs_cosine_keeps() -> None:

@@ -233,18 +233,20 @@ def data_duplicates(
     *,
     model: PathLike | None = None,
     threshold: float | None = None,
+    verify: bool = True,
     exclude_list: PathLike | None = None,
     split: SplitSettings = SplitSettings(),
     progress: bool = True,
 ) -> DatasetCopies:
     """``retrieval data duplicates``: the exact and near copies in ``data``, written to ``out``
-    (``duplicates.csv``, ``duplicates.png``; ``exclude_list``: the paths to leave out, one a line). ``model``
-    is an export or run directory; without it EfficientNet-Lite0's ImageNet weights (``out/model``, exported
-    once with its copy threshold measured on ``data``). ``threshold`` overrides the model's own."""
+        (``duplicates.csv``, ``duplicates.png``; ``exclude_list``: the paths to leave out, one a line). ``model``
+        is an export or run directory; without it EfficientNet-Lite0's ImageNet weights (``out/model``, exported
+        once with its copy threshold measured on ``data``). ``threshold`` overrides the model's own; ``verify``
+    False skips the pixel check of the near candidates."""
     if threshold is not None:
         check_threshold(threshold)
     if model is None:
         model = pretrained_export(Path(out) / PRETRAINED_MODEL_DIR, Path(data), split.val_fraction)
-    copies = find_dataset_duplicates(model, data, threshold=threshold, split=split, progress=progress)
+    copies = find_dataset_duplicates(model, data, threshold=threshold, split=split, verify=verify, progress=progress)
     copies.write(Path(out), Path(exclude_list) if exclude_list is not None else None)
     return copies

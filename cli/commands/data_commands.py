@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from retrieval.cli.options.index_options import QuietOpt, ThresholdOpt
+from retrieval.cli.options.index_options import PixelCheckOpt, QuietOpt, ThresholdOpt
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.bad_images import scan_images
 from retrieval.indexing.data.class_check import class_problems
@@ -144,6 +144,7 @@ def data_duplicates(
         ),
     ] = None,
     threshold: ThresholdOpt = None,
+    pixel_check: PixelCheckOpt = True,
     exclude_list: Annotated[
         Path | None,
         typer.Option(
@@ -156,7 +157,8 @@ def data_duplicates(
     val_fold: Annotated[int | None, typer.Option("--val-fold", help="As `retrieval train`'s.")] = None,
     quiet: QuietOpt = False,
 ) -> None:
-    """Find exact copies (the same decoded pixels) and near copies (embeddings above the copy threshold).
+    """Find exact copies (the same decoded pixels) and near copies (embeddings above the copy threshold, pixels
+    that agree).
 
     Counts them within a class, across classes (possible label noise) and across the class-disjoint split that
     `retrieval train` makes with the same --val-fraction (a leak that inflates test MAP@R). Writes
@@ -170,6 +172,7 @@ def data_duplicates(
         out,
         model=model,
         threshold=threshold,
+        verify=pixel_check,
         exclude_list=exclude_list,
         split=SplitSettings(val_fraction=val_fraction, val_fold=val_fold),
         progress=not quiet,

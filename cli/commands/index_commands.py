@@ -18,6 +18,7 @@ from retrieval.cli.options.index_options import (
     DbaOpt,
     IndexArg,
     KeysOpt,
+    PixelCheckOpt,
     QuietOpt,
     ServedParamsOpt,
     ShardOpt,
@@ -298,11 +299,12 @@ def index_duplicates(
     index_dir: Annotated[Path, typer.Argument(help="Index directory.")],
     out: Annotated[Path, typer.Option("--out", help="CSV to write: group, size, id, key, path, label.")],
     threshold: ThresholdOpt = None,
+    pixel_check: PixelCheckOpt = True,
     quiet: QuietOpt = False,
 ) -> None:
     """Find the groups of near-duplicate items of an index (connected components of the pairs above the copy
-    threshold), largest first, and write them as CSV, one row per item."""
-    found = api.find_index_duplicates(index_dir, out, threshold=threshold, progress=not quiet)
+    threshold whose images' pixels agree), largest first, and write them as CSV, one row per item."""
+    found = api.find_index_duplicates(index_dir, out, threshold=threshold, verify=pixel_check, progress=not quiet)
     typer.echo(f"threshold: {found.thresholds.source}")
     typer.echo(f"{found.summary()}; wrote {out}")
 

@@ -54,3 +54,11 @@ KeysOpt = Annotated[
         "manifest's key column does the same",
     ),
 ]
+PixelCheckOpt = Annotated[
+    bool,
+    typer.Option(
+        "--pixel-check/--no-pixel-check",
+        help="Keep only the pairs whose images' pixels agree at the model's measured pixel threshold (drops "
+        "look-alikes that are not copies); --no-pixel-check keeps every pair above the embedding threshold.",
+    ),
+]

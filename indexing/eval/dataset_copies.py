@@ -57,6 +57,7 @@ class DatasetCopies:
     pairs: list[CopyPair]
     thresholds: CopyThresholds | None  # None: exact copies only
     unreadable: list[tuple[Path, str]] = field(default_factory=list)
+    checked: str = ""  # what the pixel check of the near candidates dropped, in words ("": no check)
 
     def counts(self, kind: str) -> CopyCounts:
         pairs = [pair for pair in self.pairs if pair.kind == kind]
@@ -69,7 +70,8 @@ class DatasetCopies:
         exact = f"{len(self.records)} images: exact copy pairs (the same pixels): {self.counts(EXACT).phrase()}"
         if self.thresholds is None:
             return exact
-        return f"{exact};\n  near copy pairs: {self.counts(NEAR).phrase()}"
+        near = f"{exact};\n  near copy pairs: {self.counts(NEAR).phrase()}"
+        return near + (f"\n  ({self.checked})" if self.checked else "")
 
     def excluded(self) -> list[Path]:
         """All but one image of every group of copies (the kept one: in the training split if one is, else

@@ -14,6 +14,16 @@ TARGET_COPY_RECALL = 0.99
 MAX_DISTINCT_RATE = 0.01
 
 
+PIXEL_CHECK = (
+    "on the pixel signatures' correlation (data.copy_signature), the check of candidate pairs; None in a "
+    "model.json written before it was measured (no pixel check then)"
+)
+CANDIDATES = (
+    "the cosine that proposes candidates when the pixel check follows: the distinct pairs' end of the gap "
+    "(the lowest score admitting at most max_distinct_rate); None before it was measured"
+)
+
+
 class ThresholdRates(BaseModel):
     """One threshold (float cosine or binary code similarity) and what it admits."""
 
@@ -37,6 +47,9 @@ class CopyThreshold(BaseModel):
 
     float_threshold: ThresholdRates = Field(description="on the cosine similarity of the float embeddings")
     binary_threshold: ThresholdRates = Field(description="on the similarity of the sign codes, 1 - 2 hamming / bits")
+    pixel_threshold: ThresholdRates | None = Field(None, description=PIXEL_CHECK)
+    candidate_threshold: ThresholdRates | None = Field(None, description=CANDIDATES)
+    candidate_binary_threshold: ThresholdRates | None = Field(None, description="as candidate_threshold, on codes")
     images: int = Field(ge=0, description="originals embedded")
     copies: int = Field(ge=0, description="synthetic copies: " + ", ".join(COPY_KINDS) + " of each original")
     distinct_pairs: int = Field(ge=0, description="pairs of distinct images of one class")
@@ -48,5 +61,15 @@ class CopyThreshold(BaseModel):
         """The thresholds and their rates in one line, as the commands print them."""
         return (
             f"copy threshold {self.float_threshold.sentence(self.copies, self.distinct_pairs)}; "
-            f"binary {self.binary_threshold.sentence(self.copies, self.distinct_pairs)}"
+            f"binary {self.binary_threshold.sentence(self.copies, self.distinct_pairs)}; "
+            + (
+                f"pixel check {self.pixel_threshold.sentence(self.copies, self.distinct_pairs)}"
+                if self.pixel_threshold
+                else "no pixel check (not measured)"
+            )
+            + (
+                f"; with it, candidates from {self.candidate_threshold.sentence(self.copies, self.distinct_pairs)}"
+                if self.pixel_threshold and self.candidate_threshold
+                else ""
+            )
         )

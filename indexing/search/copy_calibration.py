@@ -5,7 +5,13 @@ cropped, slightly recoloured) and the copy's similarity to its original is a pos
 distinct originals of one class is a negative. The threshold sits midway between the score that keeps
 ``TARGET_COPY_RECALL`` of the copies and the one that admits at most ``MAX_DISTINCT_RATE`` of the distinct
 pairs when the two do not cross; when they do, the copies' score wins (copies are what is looked for) and
-the rate it admits is recorded as it is. Both float (cosine) and binary (sign codes) are measured.
+the rate it admits is recorded as it is. Float (cosine), binary (sign codes) and the pixel check
+(``data.copy_signature``'s correlation, which ``copy_verifier`` applies to the embedding's candidates) are
+measured alike, except that the pixel check's threshold sits at the copies' end of the gap, not midway: it
+judges only pairs the embedding already found alike (two photos of one car model in one pose), far more
+alike in their pixels than two random images of a class, so the random pairs' 1 % mark would be too lenient.
+With the pixel check behind it, the embedding only proposes candidates: its candidate thresholds (float and
+binary) sit at the distinct pairs' end, admitting the most copies the 1 % rule allows.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import numpy as np
 from PIL import Image, ImageEnhance
 
 from retrieval.indexing.common.errors import DataError
+from retrieval.indexing.data.copy_signature import copy_signature, signature_similarity
 from retrieval.indexing.data.image_io import open_rgb
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.exported_model.copy_threshold import (
@@ -64,12 +71,20 @@ def measure_copy_threshold(
     codes = binarize(vectors, embedder.manifest.binarization_threshold)
     bits = vectors.shape[1]
     copy_rows = np.arange(len(images), len(vectors))
-    float_rates = choose_threshold(_cosine(vectors, source, copy_rows), _cosine(vectors, first, second))
-    binary_copy = _code_similarity(codes, source, copy_rows, bits)
-    binary_rates = choose_threshold(binary_copy, _code_similarity(codes, first, second, bits))
+    float_scores = _cosine(vectors, source, copy_rows), _cosine(vectors, first, second)
+    binary_scores = _code_similarity(codes, source, copy_rows, bits), _code_similarity(codes, first, second, bits)
+    signatures = [copy_signature(image) for image in images + copies]
+    pixel_rates = choose_threshold(
+        _signature_similarity(signatures, source, copy_rows),
+        _signature_similarity(signatures, first, second),
+        at=COPIES_END,  # it judges the pairs the embedding found alike, harder than random same-class pairs
+    )
     return CopyThreshold(
-        float_threshold=float_rates,
-        binary_threshold=binary_rates,
+        float_threshold=choose_threshold(*float_scores),
+        binary_threshold=choose_threshold(*binary_scores),
+        pixel_threshold=pixel_rates,
+        candidate_threshold=choose_threshold(*float_scores, at=DISTINCT_END),
+        candidate_binary_threshold=choose_threshold(*binary_scores, at=DISTINCT_END),
         images=len(images),
         copies=len(copies),
         distinct_pairs=len(first),
@@ -77,12 +92,19 @@ def measure_copy_threshold(
     )
 
 
-def choose_threshold(copy_scores: np.ndarray, distinct_scores: np.ndarray) -> ThresholdRates:
+MIDWAY, COPIES_END, DISTINCT_END = "midway", "copies", "distinct"
+
+
+def choose_threshold(copy_scores: np.ndarray, distinct_scores: np.ndarray, *, at: str = MIDWAY) -> ThresholdRates:
     """The threshold between what keeps ``TARGET_COPY_RECALL`` of the copies and what admits at most
-    ``MAX_DISTINCT_RATE`` of the distinct pairs (see the module docstring), with both rates."""
+    ``MAX_DISTINCT_RATE`` of the distinct pairs (see the module docstring), with both rates; ``at`` the
+    copies' end of that gap (the highest threshold that keeps ``TARGET_COPY_RECALL`` of them) or the distinct
+    pairs' end (the lowest that admits at most ``MAX_DISTINCT_RATE`` of them) instead of midway. When the two
+    cross, the copies' score either way."""
     keep_copies = float(np.quantile(copy_scores, 1.0 - TARGET_COPY_RECALL, method="lower"))
     above_distinct = float(np.nextafter(np.quantile(distinct_scores, 1.0 - MAX_DISTINCT_RATE, method="higher"), 2))
-    threshold = (keep_copies + above_distinct) / 2 if above_distinct < keep_copies else keep_copies
+    gap = {MIDWAY: (keep_copies + above_distinct) / 2, COPIES_END: keep_copies, DISTINCT_END: above_distinct}[at]
+    threshold = gap if above_distinct < keep_copies else keep_copies
     threshold = float(np.clip(threshold, -1.0, 1.0))
     return ThresholdRates(
         threshold=threshold,
@@ -133,6 +155,10 @@ def _same_class_pairs(labels: list[str]) -> tuple[np.ndarray, np.ndarray]:
 
 def _cosine(vectors: np.ndarray, first: np.ndarray, second: np.ndarray) -> np.ndarray:
     return np.einsum("ij,ij->i", vectors[first], vectors[second])
+
+
+def _signature_similarity(signatures: list[np.ndarray], first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    return np.array([signature_similarity(signatures[a], signatures[b]) for a, b in zip(first, second)], np.float32)
 
 
 def _code_similarity(codes: np.ndarray, first: np.ndarray, second: np.ndarray, bits: int) -> np.ndarray:

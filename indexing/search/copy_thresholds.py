@@ -12,11 +12,14 @@ from retrieval.indexing.exported_model.copy_threshold import CopyThreshold
 @dataclass(frozen=True)
 class CopyThresholds:
     """The cosine similarity a pair must reach (``cosine``), the code similarity that admits a candidate
-    pair before the float re-check (``binary``), and where they come from, in words."""
+    pair before the float re-check (``binary``), the pixel signatures' correlation a candidate must then
+    reach (``pixel``: the model's measured one; None when it was not measured, or the check is off), and
+    where they come from, in words."""
 
     cosine: float
     binary: float
     source: str
+    pixel: float | None = None
 
 
 def check_threshold(value: float) -> float:
@@ -31,17 +34,26 @@ def binary_equivalent(cosine: float) -> float:
     return 1.0 - 2.0 * math.acos(max(-1.0, min(1.0, cosine))) / math.pi
 
 
-def copy_thresholds(measured: CopyThreshold | None, override: float | None) -> CopyThresholds:
-    """``override`` (checked) when given, else the measured thresholds; neither is a ConfigError."""
+def copy_thresholds(measured: CopyThreshold | None, override: float | None, *, verify: bool = True) -> CopyThresholds:
+    """``override`` (checked) when given, else the measured thresholds; neither is a ConfigError. The
+    measured pixel threshold applies either way unless ``verify`` is False."""
+    pixel = measured.pixel_threshold if verify and measured is not None else None
+    off = "" if verify else " (pixel check off)"
     if override is not None:
         cosine = check_threshold(override)
         binary = binary_equivalent(cosine)
         if measured is not None:
             binary = min(binary, measured.binary_threshold.threshold)
-        return CopyThresholds(cosine, binary, f"--threshold {cosine:g}")
+        source = f"--threshold {cosine:g}" + (f"; pixel check {pixel.threshold:.4f}" if pixel else off)
+        return CopyThresholds(cosine, binary, source, pixel.threshold if pixel else None)
     if measured is None:
         raise ConfigError(
             "the model's model.json holds no measured copy threshold (exported before it was measured); "
             "re-export it with `retrieval export` or pass --threshold"
         )
-    return CopyThresholds(measured.float_threshold.threshold, measured.binary_threshold.threshold, measured.sentence())
+    on_floats, on_codes = measured.float_threshold, measured.binary_threshold
+    if pixel and measured.candidate_threshold and measured.candidate_binary_threshold:
+        on_floats, on_codes = measured.candidate_threshold, measured.candidate_binary_threshold  # the check decides
+    return CopyThresholds(
+        on_floats.threshold, on_codes.threshold, measured.sentence() + off, pixel.threshold if pixel else None
+    )

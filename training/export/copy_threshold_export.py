@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from pathlib import Path
 
 from retrieval.indexing.common.atomic_write import atomic_write_text
 from retrieval.indexing.common.errors import RetrievalError
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import every_class_split, split_records
-from retrieval.indexing.exported_model.model_manifest import manifest_json
+from retrieval.indexing.exported_model.model_manifest import ModelManifest, manifest_json
 from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.search.copy_calibration import measure_copy_threshold
 from retrieval.training.config.train_config import DataConfig
@@ -23,6 +24,12 @@ log = logging.getLogger(__name__)
 def with_copy_threshold(result: ExportResult, data: DataConfig) -> ExportResult:
     """``result`` with its ``model.json`` rewritten to hold the measured copy threshold; unchanged (with a
     warning) when the run's data can no longer be read or is too small to measure on."""
+    return dataclasses.replace(result, manifest=measured_copy_threshold(result.manifest, result.manifest_path, data))
+
+
+def measured_copy_threshold(manifest: ModelManifest, manifest_path: Path, data: DataConfig) -> ModelManifest:
+    """``manifest`` with the copy threshold measured on ``data``'s training split, written to
+    ``manifest_path``; unchanged (with a warning) when that cannot be measured."""
     try:
         records = load_records(data.path) if data.path is not None else []
         splits = (
@@ -32,14 +39,14 @@ def with_copy_threshold(result: ExportResult, data: DataConfig) -> ExportResult:
                 records, val_fraction=data.val_fraction, val_fold=data.val_fold, num_folds=data.num_folds
             )
         )
-        embedder = OnnxEmbedder(result.manifest_path.parent)
+        embedder = OnnxEmbedder(manifest_path.parent)
         threshold = measure_copy_threshold(
             embedder, splits.train, described_as=f"{len(splits.train)} training images of {data.path}"
         )
     except (RetrievalError, OSError) as error:
         log.warning("model.json holds no copy threshold (%s); pass --threshold to the duplicates commands", error)
-        return result
-    manifest = result.manifest.model_copy(update={"duplicates": threshold})
-    atomic_write_text(result.manifest_path, manifest_json(manifest))
+        return manifest
+    manifest = manifest.model_copy(update={"duplicates": threshold})
+    atomic_write_text(manifest_path, manifest_json(manifest))
     log.info("%s", threshold.sentence())
-    return dataclasses.replace(result, manifest=manifest)
+    return manifest

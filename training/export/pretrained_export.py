@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from retrieval.indexing.common.artifact_names import MODEL_MANIFEST_NAME
 from retrieval.indexing.common.errors import RetrievalError
 from retrieval.indexing.data.image_io import open_rgb
 from retrieval.indexing.data.sources import load_records
@@ -24,7 +25,7 @@ from retrieval.indexing.exported_model.preprocess import preprocess_batch
 from retrieval.training.config.hub_access import model_hub_access
 from retrieval.training.config.train_config import TrainConfig
 from retrieval.training.data_pipeline.transforms import eval_preprocessing
-from retrieval.training.export.copy_threshold_export import with_copy_threshold
+from retrieval.training.export.copy_threshold_export import measured_copy_threshold, with_copy_threshold
 from retrieval.training.export.onnx_export import build_manifest, write_checked_export
 from retrieval.training.model.embedding_model import EmbeddingModel, build_embedding_model, with_whitening
 from retrieval.training.model.trunks.pretrained import load_pretrained
@@ -50,7 +51,10 @@ def pretrained_config(data: Path, val_fraction: float = 0.2) -> TrainConfig:
 def pretrained_export(out_dir: Path, data: Path, val_fraction: float = 0.2) -> Path:
     """``out_dir`` holding the default duplicates model for ``data`` (exported unless already there)."""
     config = pretrained_config(Path(data).resolve(), val_fraction)
-    if _reusable(out_dir, config):
+    reusable = _reusable(out_dir, config)
+    if reusable is not None:
+        if reusable.duplicates is None or reusable.duplicates.candidate_threshold is None:  # exported before that
+            measured_copy_threshold(reusable, out_dir / MODEL_MANIFEST_NAME, config.data)
         return out_dir
     log.info("exporting %s with its ImageNet weights to %s", PRETRAINED_BACKBONE, out_dir)
     model = build_embedding_model(config.model).eval()
@@ -84,9 +88,10 @@ def _centred(model: EmbeddingModel, config: TrainConfig) -> EmbeddingModel:
     return with_whitening(model, rotation.astype(np.float32), (-mean @ rotation).astype(np.float32))
 
 
-def _reusable(out_dir: Path, config: TrainConfig) -> bool:
+def _reusable(out_dir: Path, config: TrainConfig) -> ModelManifest | None:
+    """The manifest of the model already in ``out_dir`` when it was exported with ``config``."""
     try:
         manifest = ModelManifest.load(out_dir)
     except (OSError, ValueError, RetrievalError):
-        return False
-    return manifest.config_hash == config.config_hash() and manifest.duplicates is not None
+        return None
+    return manifest if manifest.config_hash == config.config_hash() else None

@@ -1,7 +1,8 @@
 """``retrieval data duplicates``: the exact and near copies in a dataset, found with an exported model.
 
 Exact copies share their decoded pixels (``data.pixel_hash``); near copies are pairs whose embeddings
-clear the copy threshold (``search.copy_join``: a self-join on the binary codes, re-checked in float).
+clear the copy threshold (``search.copy_join``: a self-join on the binary codes, re-checked in float) and
+whose pixels agree (``search.copy_verifier``).
 Each pair is told within a class, across classes, and across the class-disjoint split that
 ``retrieval train`` makes with the same ``--val-fraction`` / ``--val-fold`` (``eval.dataset_copies``).
 """
@@ -23,6 +24,7 @@ from retrieval.indexing.exported_model.resolution import resolve_export_dir
 from retrieval.indexing.search.binary import binarize
 from retrieval.indexing.search.copy_join import DEFAULT_K, near_copy_pairs
 from retrieval.indexing.search.copy_thresholds import copy_thresholds
+from retrieval.indexing.search.copy_verifier import verify_copies
 from retrieval.indexing.usecases.inputs import Data, PathLike, records_of
 
 NO_SPLIT = ""
@@ -44,13 +46,15 @@ def find_dataset_duplicates(
     threshold: float | None = None,
     split: SplitSettings = SplitSettings(),
     k: int = DEFAULT_K,
+    verify: bool = True,
     progress: bool = True,
 ) -> DatasetCopies:
     """The copies among ``data``'s images by ``model`` (an export or run directory) at ``threshold``
-    (default: the one its ``model.json`` measured). A DataError when fewer than two images are given."""
+    (default: the one its ``model.json`` measured), the near candidates checked on their pixels
+    (``search.copy_verifier``) unless ``verify`` is False. A DataError when fewer than two images are given."""
     records = _records(data)
     embedder = OnnxEmbedder(resolve_export_dir(Path(model)))
-    thresholds = copy_thresholds(embedder.manifest.duplicates, threshold)
+    thresholds = copy_thresholds(embedder.manifest.duplicates, threshold, verify=verify)
     splits = split_names(records, split)
     exact = dict.fromkeys(_exact_pairs(records, progress), 1.0)
     embedded = embedding_table(embedder, records, progress=progress)
@@ -64,6 +68,10 @@ def find_dataset_duplicates(
         k=k,
         progress=progress,
     )
+    checked = ""
+    if thresholds.pixel is not None:
+        verified = verify_copies(near, [records[i].path for i in table.ids], thresholds.pixel, progress=progress)
+        near, checked = verified.pairs, verified.summary()
     scores = {
         (min(table.ids[a], table.ids[b]), max(table.ids[a], table.ids[b])): float(s)
         for a, b, s in zip(near.first, near.second, near.score)
@@ -72,7 +80,7 @@ def find_dataset_duplicates(
         CopyPair(a, b, score, EXACT if (a, b) in exact else NEAR, splits[a], splits[b])
         for (a, b), score in sorted((scores | exact).items(), key=lambda item: (-item[1], item[0]))
     ]
-    return DatasetCopies(records, pairs, thresholds, embedded.failures)
+    return DatasetCopies(records, pairs, thresholds, embedded.failures, checked)
 
 
 def find_exact_copies(data: Data, *, split: SplitSettings = SplitSettings(), progress: bool = True) -> DatasetCopies:

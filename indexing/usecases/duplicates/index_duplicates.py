@@ -1,8 +1,10 @@
 """Copies in a gallery: ``retrieval index duplicates``, ``GET /duplicates`` and ``GET /items/{id}/duplicates``.
 
 The groups are the connected components of the pairs of items whose embeddings clear the copy threshold
-(``search.copy_join``'s self-join on the binary codes, re-checked on the stored float embeddings), largest
-first. An item's own copies are its float neighbours at or above the threshold. The codes are made from the
+(``search.copy_join``'s self-join on the binary codes, re-checked on the stored float embeddings) whose
+images' pixels agree (``search.copy_verifier``, reading the items' image paths; an item without a readable
+image, e.g. one added by vector, is judged by its embedding alone), largest first. An item's own copies are
+its float neighbours at or above the threshold, checked alike. The codes are made from the
 stored embeddings a block at a time, so memory is the codes and the pairs.
 """
 
@@ -20,8 +22,9 @@ from retrieval.indexing.exported_model.onnx_embedder import load_model_manifest
 from retrieval.indexing.exported_model.resolution import resolve_query_model
 from retrieval.indexing.search.binary import binarize
 from retrieval.indexing.search.copy_groups import copy_groups
-from retrieval.indexing.search.copy_join import DEFAULT_K, near_copy_pairs
+from retrieval.indexing.search.copy_join import DEFAULT_K, CopyPairs, near_copy_pairs
 from retrieval.indexing.search.copy_thresholds import CopyThresholds, copy_thresholds
+from retrieval.indexing.search.copy_verifier import verify_copies
 from retrieval.indexing.store.backends import open_store
 from retrieval.indexing.store.shared.items.items_db import Hit, Item
 from retrieval.indexing.store.shared.store_protocol import Store
@@ -39,6 +42,7 @@ class DuplicateGroups:
     groups: list[list[int]]
     thresholds: CopyThresholds
     items: int
+    checked: str = ""  # what the pixel check of the candidate pairs dropped, in words ("": no check)
 
     @property
     def duplicated_items(self) -> int:
@@ -48,20 +52,27 @@ class DuplicateGroups:
         return (
             f"{len(self.groups)} groups of copies hold {self.duplicated_items} of {self.items} items "
             f"(largest: {len(self.groups[0]) if self.groups else 0})"
-        )
+        ) + (f"\n  ({self.checked})" if self.checked else "")
 
 
-def store_thresholds(store: Store, threshold: float | None = None) -> CopyThresholds:
-    """``threshold`` (checked) or the one the index's model measured."""
+def store_thresholds(store: Store, threshold: float | None = None, *, verify: bool = True) -> CopyThresholds:
+    """``threshold`` (checked) or the one the index's model measured, with its pixel check unless ``verify``
+    is False."""
     model_dir = resolve_query_model(store.index_dir, store.manifest.model_dir)
-    return copy_thresholds(load_model_manifest(model_dir).duplicates, threshold)
+    return copy_thresholds(load_model_manifest(model_dir).duplicates, threshold, verify=verify)
 
 
 def store_duplicate_groups(
-    store: Store, threshold: float | None = None, *, k: int = DEFAULT_K, progress: bool = False
+    store: Store,
+    threshold: float | None = None,
+    *,
+    k: int = DEFAULT_K,
+    verify: bool = True,
+    progress: bool = False,
 ) -> DuplicateGroups:
-    """The groups of copies among ``store``'s items."""
-    thresholds = store_thresholds(store, threshold)
+    """The groups of copies among ``store``'s items, the candidate pairs checked on their images' pixels
+    (``search.copy_verifier``; an item whose image cannot be read is judged by its embedding alone)."""
+    thresholds = store_thresholds(store, threshold, verify=verify)
     ids = np.asarray(store.ids(), np.int64)
     codes = (
         np.concatenate(
@@ -82,8 +93,12 @@ def store_duplicate_groups(
         k=k,
         progress=progress,
     )
+    checked = ""
+    if thresholds.pixel is not None:
+        verified = verify_copies(pairs, lambda rows: _paths(store, ids[rows]), thresholds.pixel, progress=progress)
+        pairs, checked = verified.pairs, verified.summary()
     groups = [sorted(ids[group].tolist()) for group in copy_groups(pairs.first, pairs.second, len(ids))]
-    return DuplicateGroups(groups, thresholds, len(ids))
+    return DuplicateGroups(groups, thresholds, len(ids), checked)
 
 
 @dataclass(frozen=True)
@@ -95,20 +110,31 @@ class ItemCopies:
 
 
 def item_duplicates(store: Store, item_id: int, threshold: float | None = None) -> ItemCopies:
-    """The items that are copies of ``item_id`` (its float neighbours at or above the threshold), best first;
-    an ItemNotFoundError for an unknown id."""
-    cosine = store_thresholds(store, threshold).cosine
+    """The items that are copies of ``item_id`` (its float neighbours at or above the threshold whose pixels
+    agree, as ``store_duplicate_groups`` checks them), best first; an ItemNotFoundError for an unknown id."""
+    thresholds = store_thresholds(store, threshold)
     results = store.search(store.embeddings_of([item_id]), min(ITEM_COPIES_K + 1, store.count), kind="float")
-    return ItemCopies(cosine, [hit for hit in store.hits(results, 0, exclude=item_id) if hit.score >= cosine])
+    hits = [hit for hit in store.hits(results, 0, exclude=item_id) if hit.score >= thresholds.cosine]
+    if thresholds.pixel is None or not hits:
+        return ItemCopies(thresholds.cosine, hits)
+    others = np.array([hit.item.id for hit in hits], np.int64)
+    candidates = CopyPairs(np.full(len(hits), item_id, np.int64), others, np.zeros(len(hits), np.float32))
+    kept = set(verify_copies(candidates, lambda rows: _paths(store, rows), thresholds.pixel).pairs.second.tolist())
+    return ItemCopies(thresholds.cosine, [hit for hit in hits if hit.item.id in kept])
 
 
 def find_index_duplicates(
-    index: PathLike, out: PathLike | None = None, *, threshold: float | None = None, progress: bool = True
+    index: PathLike,
+    out: PathLike | None = None,
+    *,
+    threshold: float | None = None,
+    verify: bool = True,
+    progress: bool = True,
 ) -> DuplicateGroups:
     """``retrieval index duplicates``: the groups of copies of an index, written to ``out`` as CSV (group, size,
     id, key, path, label: one row per item, the groups largest first) when given."""
     with open_store(Path(index)) as store:
-        found = store_duplicate_groups(store, threshold, progress=progress)
+        found = store_duplicate_groups(store, threshold, verify=verify, progress=progress)
         if out is not None:
             atomic_write_text(Path(out), csv_text(_group_columns(store, found.groups)))
     return found
@@ -124,6 +150,11 @@ def _group_columns(store: Store, groups: list[list[int]]) -> dict[str, list[obje
         "path": [item.path if item else None for _, _, item in rows],
         "label": [item.label if item else None for _, _, item in rows],
     }
+
+
+def _paths(store: Store, ids: np.ndarray) -> list[Path | None]:
+    """The image paths of items ``ids`` (None for an item with none: one added by vector)."""
+    return [Path(item.path) if item is not None and item.path else None for item in store.items(ids.tolist())]
 
 
 def _vectors(store: Store, ids: np.ndarray) -> np.ndarray:
