@@ -101,7 +101,7 @@ INDEX_COMMANDS: dict[str, CommandSource] = {  # ``retrieval index NAME``: the gr
     "duplicates": CommandSource(
         "retrieval.cli.commands.index_commands",
         "Find the groups of near-duplicate items of an index (connected components of the pairs above the copy "
-        "threshold), largest first, and write them as CSV, one row per item.",
+        "threshold whose images' pixels agree), largest first, and write them as CSV, one row per item.",
     ),
     "merge": CommandSource(
         "retrieval.cli.commands.shard_commands",
