@@ -9,11 +9,12 @@ region resized as well).
 Part 1: CPU ms per image of each variant (median of ``--repeats``) on a 500 x 375 and a 4032 x 3024 JPEG made
 from the first test photo. Part 2: the test split of ``--data`` searched against its own exact embeddings (the
 gallery as ``index build`` makes it, each query's own item left out) with queries uploaded as JPEGs ``x`` times
-the photo's size (``--upscale``: x1 is the file itself; cars196's photos are too small for the draft to act
-at x1, a phone's are 4-8 times larger): MAP@R and R@1 per variant, and the largest cosine distance of a query's
-embedding from its exact one.
+the photo's size (``--upscale``, bicubic, quality 90: x1 is the file itself; the shared cars196's photos are at
+most 256 px, too small for the draft to act at x1, so x4, x8 and x16 make the draft decode at 1/2, 1/4 and 1/8;
+an upscaled photo is smoother than a real large one): MAP@R and R@1 per variant, and the largest cosine distance
+of a query's embedding from its exact one.
 
-    python bench/bench_query_decode.py --model RUN_OR_EXPORT --data ../shared/data/cars196 [--upscale 1 2 4]
+    python bench/bench_query_decode.py --model RUN_OR_EXPORT --data ../shared/data/cars196 [--upscale 1 4 16]
 """
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=None, help="a run or an export (default: a random-weights stand-in)")
     parser.add_argument("--data", default=None, help="an ImageFolder dataset; its test split is searched")
-    parser.add_argument("--upscale", type=int, nargs="+", default=[1, 2, 4], help="query JPEGs at these sizes")
+    parser.add_argument("--upscale", type=int, nargs="+", default=[1, 4, 16], help="query JPEGs at these sizes")
     parser.add_argument("--every", type=int, default=1, help="use every n-th test image (a faster run)")
     parser.add_argument("--repeats", type=int, default=30)
     args = parse_quick(parser, upscale=[1, 4], repeats=2)
