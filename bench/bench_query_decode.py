@@ -135,7 +135,9 @@ def main() -> None:
     print(f"model {embedder.model_sha256[:12]} ({args.model}), data {args.data}: {len(files)} test images")
     print("| variant | CPU ms, 500 x 375 JPEG | CPU ms, 4032 x 3024 JPEG |\n|---|---|---|")
     print("\n".join(costs))
-    print("\n| query size | variant | MAP@R % | R@1 % | largest cosine distance from the exact variant |\n|---|---|---|---|---|")
+    print(
+        "\n| query size | variant | MAP@R % | R@1 % | largest cosine distance from the exact variant |\n|---|---|---|---|---|"
+    )
     print("\n".join(quality))
 
 
