@@ -44,7 +44,7 @@ class ServeSettings(BaseModel):
         True,
         description="decode a JPEG query at 1/2, 1/4 or 1/8 scale while its shorter side still covers the model's "
         "resize (Pillow's draft): a 4032 x 3024 photo costs about a tenth of the CPU; off, queries are decoded "
-        'at full size as `retrieval index build` decodes the gallery (docs/serving.md, "CPU per search")',
+        "at full size as `retrieval index build` decodes the gallery (docs/results.md, issue 45's cuts)",
     )
     region_resize: bool = Field(
         False,
