@@ -15,7 +15,8 @@ with is the mean of the measurements just before and just after it (the machine 
 Variants: this source tree with the raw client (pre-encoded requests) and with the httpx client
 (``load_clients.py``; both run in this process, the server in its own). ``--compare`` adds this
 tree with faiss on 2 OpenMP threads in the store thread and with onnxruntime's threads spinning
-(what the service did before ``search_threads`` and ``onnx_spin_wait``).
+(what the service did before ``search_threads`` and ``onnx_spin_wait``). ``--plain-uvicorn`` adds this tree on
+asyncio's event loop and h11 (``UVICORN_LOOP``/``UVICORN_HTTP``), what uvicorn runs without uvloop and httptools.
 ``--tree NAME=DIR`` adds servers run from another source tree (PYTHONPATH=DIR), e.g. the last
 commit for a before/after in the same run: ``mkdir -p /tmp/head/retrieval && git archive HEAD
 serving indexing | tar -x -C /tmp/head/retrieval`` then ``--tree before=/tmp/head``.
@@ -131,6 +132,10 @@ def variants(args: argparse.Namespace) -> list[Variant]:
     if args.compare:
         chosen.append(Variant("this tree, faiss on 2 threads, raw client", env={"RETRIEVAL_SEARCH_THREADS": "2"}))
         chosen.append(Variant("this tree, onnxruntime spinning, raw client", env={"RETRIEVAL_ONNX_SPIN_WAIT": "true"}))
+    if args.plain_uvicorn:
+        plain = {"UVICORN_LOOP": "asyncio", "UVICORN_HTTP": "h11"}
+        chosen.append(Variant("this tree, asyncio + h11, raw client", env=plain))
+        chosen.append(Variant("this tree, asyncio + h11, httpx client", client="httpx", env=plain))
     for tree in args.tree:
         name, _, source = tree.partition("=")
         chosen.append(Variant(f"{name}, raw client", source=Path(source)))
@@ -163,6 +168,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--compare", action="store_true", help="add servers with faiss on 2 threads / onnxruntime spinning"
+    )
+    parser.add_argument(
+        "--plain-uvicorn",
+        action="store_true",
+        help="add servers on asyncio's event loop and h11 (uvicorn without uvloop and httptools)",
     )
     parser.add_argument(
         "--tree", action="append", default=[], metavar="NAME=DIR", help="add servers run from this source tree"

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from fastapi.responses import JSONResponse
+import orjson
 from fastapi.routing import APIRoute, serialize_response
 from load_clients import BOUNDARY, raw_load, search_request
 from PIL import Image
@@ -38,11 +38,12 @@ from starlette.datastructures import Headers
 from starlette.formparsers import MultiPartParser
 
 from retrieval.indexing.data.image_io import open_rgb_bytes
+from retrieval.indexing.exported_model.model_manifest import Preprocessing
 from retrieval.indexing.exported_model.preprocess import normalize_pixels, resize_and_crop
 from retrieval.indexing.store.shared.search_settings import SearchSettings
 from retrieval.serving.api_models.schemas import Timings
 from retrieval.serving.app import create_app
-from retrieval.serving.query_pipeline import FoundPage, _decode_and_preprocess, pages_for
+from retrieval.serving.query_pipeline import FoundPage, decode_query, pages_for
 from retrieval.serving.routes import routes_search
 from retrieval.serving.routes.routes_search import _response, search_settings
 from retrieval.serving.service_state import open_snapshot
@@ -75,15 +76,37 @@ def multipart_parse(jpeg: bytes, loop: asyncio.AbstractEventLoop) -> Callable[[]
     return lambda: loop.run_until_complete(parse())
 
 
-def response_body(route: APIRoute, settings: SearchSettings, page: FoundPage, loop) -> Callable[[], bytes]:
-    """The route's response to one query's hits, and FastAPI's validation and JSON of it."""
+def response_body(
+    route: APIRoute, settings: SearchSettings, page: FoundPage, loop, encoder: str = "pydantic"
+) -> Callable[[], bytes]:
+    """The route's response to one query's hits, FastAPI's validation of it and its JSON: ``pydantic`` as FastAPI
+    (0.130+) writes it for a route with a response model (pydantic-core's ``serialize_json``, no dict in
+    between), ``orjson`` as an ``ORJSONResponse`` would (a dict, then orjson)."""
 
     def body() -> bytes:
         response = _response(settings, page, Timings())
-        content = loop.run_until_complete(serialize_response(field=route.response_field, response_content=response))
-        return bytes(JSONResponse(content).body)
+        dump = encoder == "pydantic"
+        content = serialize_response(field=route.response_field, response_content=response, dump_json=dump)
+        content = loop.run_until_complete(content)
+        return bytes(content) if dump else orjson.dumps(content)
 
     return body
+
+
+def decode_rows(jpeg: bytes, settings: ServeSettings, prep: Preprocessing, repeats: int) -> list[tuple[str, float]]:
+    """The service's decode + preprocess (``decode_query``) of ``jpeg`` under each setting of its path."""
+    paths = {
+        "full decode, whole resize (torchvision's path; draft_decode off)": {"draft_decode": False},
+        "draft decode (the default)": {},
+        "draft decode + region resize (region_resize on)": {"region_resize": True},
+    }
+    rows = []
+    for name, flags in paths.items():
+        changed = settings.model_copy(update=flags)
+        rows.append(
+            (f"decode + preprocess, {name}", cpu_ms(lambda s=changed: decode_query(jpeg, "q", s, prep), repeats))
+        )
+    return rows
 
 
 def stage_table(index_dir: Path, jpeg: bytes, repeats: int) -> list[tuple[str, float]]:
@@ -97,7 +120,7 @@ def stage_table(index_dir: Path, jpeg: bytes, repeats: int) -> list[tuple[str, f
         prep = snapshot.embedder.manifest.preprocessing
         image = open_rgb_bytes(jpeg, max_pixels=settings.max_pixels, name="q")
         pixels = np.asarray(resize_and_crop(image, prep))
-        one = _decode_and_preprocess(jpeg, "q", settings, snapshot)
+        one = decode_query(jpeg, "q", settings, prep)
         vector = snapshot.embedder.embed_arrays(one[None])[0]
         search = search_settings(services, 10, None, None)
         found = lambda: snapshot.store_thread.submit(pages_for, snapshot, vector[None], search, services).result()  # noqa: E731
@@ -110,10 +133,7 @@ def stage_table(index_dir: Path, jpeg: bytes, repeats: int) -> list[tuple[str, f
             ),  # fmt: skip
             ("resize + centre crop alone (resize_and_crop)", cpu_ms(lambda: resize_and_crop(image, prep), repeats)),
             ("normalise alone (normalize_pixels)", cpu_ms(lambda: normalize_pixels(pixels, prep), repeats)),
-            (
-                "decode + preprocess, the service's function",
-                cpu_ms(lambda: _decode_and_preprocess(jpeg, "q", settings, snapshot), repeats),
-            ),  # fmt: skip
+            *decode_rows(jpeg, settings, prep, repeats),
             (
                 f"batch assembly (np.stack of {BATCH}, per image)",
                 cpu_ms(lambda: np.stack([one] * BATCH), repeats, BATCH),
@@ -123,7 +143,11 @@ def stage_table(index_dir: Path, jpeg: bytes, repeats: int) -> list[tuple[str, f
                 cpu_ms(found, repeats),
             ),  # fmt: skip
         ]
-        rows.append(("response model + FastAPI validation + JSON", cpu_ms(body, repeats)))
+        rows.append(
+            ("response model + FastAPI validation + JSON (pydantic-core, FastAPI's own)", cpu_ms(body, repeats))
+        )
+        orjson_body = response_body(route, search, found()[0], loop, "orjson")
+        rows.append(("response model + FastAPI validation + JSON (a dict, then orjson)", cpu_ms(orjson_body, repeats)))
         batch = np.stack([one] * BATCH)
         embed = snapshot.embedder.embed_arrays
         rows.append(("ONNX, batch of 1 (per image)", cpu_ms(lambda: embed(one[None]), repeats // 2 + 1)))

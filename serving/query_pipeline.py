@@ -23,8 +23,9 @@ from fastapi import UploadFile
 
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.image_io import open_rgb_bytes
+from retrieval.indexing.exported_model.model_manifest import Preprocessing
 from retrieval.indexing.exported_model.no_model import NoModel, no_model_error
-from retrieval.indexing.exported_model.preprocess import preprocess_image
+from retrieval.indexing.exported_model.preprocess import draft_size, preprocess_image
 from retrieval.indexing.exported_model.text_encoder import checked_texts, no_text_side_error
 from retrieval.indexing.store.shared.search_settings import SearchSettings
 from retrieval.indexing.usecases.inputs import embed_texts
@@ -114,12 +115,13 @@ def _ms(start: float) -> float:
     return round((time.perf_counter() - start) * 1000.0, 3)
 
 
-def _decode_and_preprocess(data: bytes, name: str, settings: ServeSettings, snapshot: Snapshot) -> np.ndarray:
-    """A corrupt, non-image or too-many-pixels upload raises DataError (a 400 problem naming ``name``)."""
-    image = open_rgb_bytes(
-        data, max_pixels=settings.max_pixels, name=name, max_decode_bytes=settings.max_decode_mb << 20
-    )
-    return preprocess_image(image, snapshot.embedder.manifest.preprocessing)
+def decode_query(data: bytes, name: str, settings: ServeSettings, prep: Preprocessing) -> np.ndarray:
+    """An uploaded image as the model's input. A corrupt, non-image or too-many-pixels upload raises DataError
+    (a 400 problem naming ``name``). A JPEG is decoded at reduced scale (``draft_decode``) and only the crop's
+    region resized (``region_resize``) as the settings say."""
+    reduce_to = draft_size(prep) if settings.draft_decode else None
+    image = open_rgb_bytes(data, settings.max_pixels, name, settings.max_decode_mb << 20, reduce_to)
+    return preprocess_image(image, prep, region_only=settings.region_resize)
 
 
 @dataclass(frozen=True)
@@ -167,8 +169,9 @@ async def embed_uploads(
 
 async def _decoded(services: Services, data: bytes, upload: UploadFile, snapshot: Snapshot) -> np.ndarray:
     name = repr(upload.filename or "upload")
+    prep = snapshot.embedder.manifest.preprocessing
     return await anyio.to_thread.run_sync(
-        _decode_and_preprocess, data, name, services.settings, snapshot, limiter=services.decode_limiter
+        decode_query, data, name, services.settings, prep, limiter=services.decode_limiter
     )
 
 

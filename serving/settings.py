@@ -40,6 +40,17 @@ class ServeSettings(BaseModel):
     max_concurrent_decodes: int = Field(
         2, ge=1, description="uploads decoded at once; memory of decoding <= this x max_decode_mb"
     )
+    draft_decode: bool = Field(
+        True,
+        description="decode a JPEG query at 1/2, 1/4 or 1/8 scale while its shorter side still covers the model's "
+        "resize (Pillow's draft): a 4032 x 3024 photo costs about a tenth of the CPU; off, queries are decoded "
+        "at full size as `retrieval index build` decodes the gallery (docs/results.md, issue 45's cuts)",
+    )
+    region_resize: bool = Field(
+        False,
+        description="resize only the region of a query the centre crop keeps (less CPU; each pixel within one "
+        "level of the whole resize); off, exactly torchvision's resize-then-crop",
+    )
     k_max: int = Field(100, ge=1, description="largest k a client may ask for")
     max_search_images: int = Field(
         16, ge=1, description="images one POST /search may send (a batch search); more get 413"

@@ -37,6 +37,14 @@ def serve(
     threads: Annotated[
         int | None, typer.Option(min=1, help="onnxruntime threads per worker (default: cores / workers)")
     ] = None,
+    decode_threads: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="images each worker decodes and preprocesses at once, the CPU beside onnxruntime's --threads "
+            '(default 2; env RETRIEVAL_MAX_CONCURRENT_DECODES; docs/serving.md, "Planning for a GPU")',
+        ),
+    ] = None,
     verify_on_load: Annotated[
         bool,
         typer.Option(
@@ -49,7 +57,11 @@ def serve(
     """Serve searches over HTTP, with a web page at / and the API documented at /docs."""
     threads = threads or max(1, (os.cpu_count() or 1) // workers)
     settings = settings_from_env(  # a short key fails here, before anything loads
-        index_dir=index.resolve(), api_key=api_key or None, threads=threads, verify_on_load=verify_on_load or None
+        index_dir=index.resolve(),
+        api_key=api_key or None,
+        threads=threads,
+        max_concurrent_decodes=decode_threads,
+        verify_on_load=verify_on_load or None,
     )
     load_index_manifest(index)  # fail now with one sentence, not later as a 503 from /readyz
     check_port(host, port)  # before the model and index load, not as uvicorn's OSError after
@@ -86,6 +98,7 @@ def _export_settings(settings: ServeSettings) -> None:
     """Worker processes import the app by name, so they get the settings through the environment."""
     os.environ["RETRIEVAL_INDEX_DIR"] = str(settings.index_dir)
     os.environ["RETRIEVAL_THREADS"] = str(settings.threads)
+    os.environ["RETRIEVAL_MAX_CONCURRENT_DECODES"] = str(settings.max_concurrent_decodes)
     if settings.api_key:
         os.environ["RETRIEVAL_API_KEY"] = settings.api_key
     if settings.verify_on_load:

@@ -53,12 +53,17 @@ UPLOAD_FORMATS = ("JPEG", "PNG", "WEBP", "GIF", "BMP", "TIFF")
 
 
 def open_rgb_bytes(
-    data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS, name: str = "<upload>", max_decode_bytes: int | None = None
+    data: bytes,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    name: str = "<upload>",
+    max_decode_bytes: int | None = None,
+    reduce_to: tuple[int, int] | None = None,
 ) -> Image.Image:
     """Like :func:`open_rgb` for an in-memory file (an HTTP upload); ``name`` labels errors.
     Only the ``UPLOAD_FORMATS`` decoders are tried: decoding follows these, not the content.
-    ``max_decode_bytes`` refuses, from the header, an image whose decoding would need more memory."""
-    return _read(lambda: io.BytesIO(data), name, max_pixels, UPLOAD_FORMATS, max_decode_bytes)
+    ``max_decode_bytes`` refuses, from the header, an image whose decoding would need more memory;
+    ``reduce_to`` as for :func:`open_rgb` (the pixel limit still applies to the full size)."""
+    return _read(lambda: io.BytesIO(data), name, max_pixels, UPLOAD_FORMATS, max_decode_bytes, reduce_to)
 
 
 def _read(
