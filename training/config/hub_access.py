@@ -155,12 +155,12 @@ KEEP_HINT = "train with --epochs 0, no whitening and --pretrained hub to keep it
 
 
 def has_tower_embedding(model: ModelConfig) -> bool:
-    """Whether the model starts from a CLIP tower whose own projected embedding is its epoch 0."""
+    """Whether the model starts from a CLIP or SigLIP tower whose own embedding is its epoch 0."""
     return model.backbone in TEXT_TOWERS and model.pretrained == HUB_SOURCE
 
 
 def text_dropped_reason(cfg: TrainConfig) -> str | None:
-    """One sentence saying why a CLIP run's export has no text side; None when it keeps it, or when its backbone
+    """One sentence saying why a CLIP or SigLIP run's export has no text side; None when it keeps it, or when its backbone
     has no text tower at all."""
     backbone = cfg.model.backbone
     if backbone not in TEXT_TOWERS:
