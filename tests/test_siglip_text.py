@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 import pytest
+import timm
 import torch
 from fake_hub import FakeHub, serving
 from huggingface_hub import constants
@@ -24,6 +25,7 @@ from tiny_siglip import (
     BACKBONE,
     CONTEXT_LENGTH,
     IMAGE_SIZE,
+    TINY_TIMM_NAME,
     WIDTH,
     hub_files,
     hub_tokenizer,
@@ -35,12 +37,16 @@ from typer.testing import CliRunner
 
 from retrieval import train
 from retrieval.cli.main import app
+from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.exported_model.model_manifest import ModelManifest
 from retrieval.indexing.store.backends import open_store
 from retrieval.indexing.store.build.builder import build_index
+from retrieval.training.config.hub_access import HubAccess
 from retrieval.training.export.onnx_export import TOLERANCE
 from retrieval.training.export.text_export import tokenized
-from retrieval.training.model.siglip_tokenizer import siglip_tokenizer
+from retrieval.training.model.embedding_model import EmbeddingModel, build_pooling
+from retrieval.training.model.hub_weights import hub_side_file
+from retrieval.training.model.siglip_tokenizer import HUB_TOKENIZER, siglip_tokenizer
 
 TEXTS = [
     "a photo of the Red Pickup-Truck!!",
@@ -152,3 +158,34 @@ def test_a_training_free_siglip_run_exports_both_towers_of_open_clip(
         ranked = sorted(expected, key=lambda item_id: -expected[item_id])[:5]
         assert [hit["id"] for hit in entry["results"]] == ranked
         assert [hit["score"] for hit in entry["results"]] == pytest.approx([expected[i] for i in ranked], abs=1e-4)
+
+
+def test_the_hub_tokenizer_is_fetched_only_with_consent_and_checked(hub: FakeHub, tmp_path: Path) -> None:
+    cache = str(tmp_path / "cache")
+    with pytest.raises(ConfigError) as refused:
+        hub_side_file(BACKBONE, HUB_TOKENIZER, HubAccess(allow_download=False, cache_dir=cache))
+    message = str(refused.value)
+    assert message.startswith("timm/ViT-B-16-SigLIP/tokenizer.json is not in the weights cache") and "\n" not in message
+    assert "--allow-download" in message and hub.gets() == []
+    path = hub_side_file(BACKBONE, HUB_TOKENIZER, HubAccess(allow_download=True, cache_dir=cache))
+    assert path.read_text() == hub_tokenizer_json()
+    assert hub_side_file(BACKBONE, HUB_TOKENIZER, HubAccess(cache_dir=cache)) == path  # cached: no consent needed
+    assert len(hub.gets()) == 1
+    hub.corrupt = True
+    with pytest.raises(ConfigError, match="does not match its checksum"):
+        hub_side_file(BACKBONE, HUB_TOKENIZER, HubAccess(allow_download=True, cache_dir=str(tmp_path / "other")))
+
+
+def test_map_pooling_is_timms_attention_pool_and_learns_with_the_head() -> None:
+    trunk = timm.create_model(TINY_TIMM_NAME, num_classes=0, global_pool="", img_size=IMAGE_SIZE)
+    pooled_trunk = timm.create_model(TINY_TIMM_NAME, num_classes=0, global_pool="map", img_size=IMAGE_SIZE).eval()
+    pooled_trunk.load_state_dict(trunk.state_dict(), strict=False)  # the same trunk, timm's own head kept
+    model = EmbeddingModel(trunk, WIDTH, backbone_name=BACKBONE, pooling="map", embedding_dim=None).eval()
+    model.pool.attn_pool.load_state_dict(pooled_trunk.attn_pool.state_dict())
+    images = torch.randn(2, 3, IMAGE_SIZE, IMAGE_SIZE, generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        expected = torch.nn.functional.normalize(pooled_trunk(images), dim=1)
+        assert torch.allclose(model(images), expected, atol=1e-6)
+    assert {id(p) for p in model.pool.parameters()} <= {id(p) for p in model.new_parameters()}
+    with pytest.raises(ConfigError, match="model.pooling 'map' needs a transformer backbone"):
+        build_pooling(torch.nn.Conv2d(3, 8, 3), "map")
