@@ -7,14 +7,11 @@ internet: as the hub's open_clip file and tokenizer (``tiny_siglip_bytes``, ``hu
 
 from __future__ import annotations
 
-import io
-
-import open_clip
 import pytest
 import timm
-import torch
 from open_clip import factory
 from timm.models import register_model
+from tiny_clip import seeded_open_clip, state_bytes
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
 from torch import nn
 
@@ -76,20 +73,12 @@ def _tiny_trunk(image_size: int | None = None) -> tuple[nn.Module, int]:
 
 def tiny_siglip_model(seed: int = 0) -> nn.Module:
     """The tiny open_clip SigLIP with seeded random weights (eval mode)."""
-    factory._MODEL_CONFIGS.setdefault(MODEL_NAME, MODEL_CONFIG)
-    torch.manual_seed(seed)
-    model = open_clip.create_model(MODEL_NAME, pretrained=None)
-    with torch.no_grad():  # LayerNorms and biases start at 1 and 0: move them, so the test sees them all
-        for parameter in model.parameters():
-            parameter.add_(0.05 * torch.randn_like(parameter))
-    return model.eval()
+    return seeded_open_clip(MODEL_NAME, MODEL_CONFIG, seed)
 
 
 def tiny_siglip_bytes(seed: int = 0) -> bytes:
     """The tiny model's state dict as the hub's ``open_clip_pytorch_model.bin``."""
-    buffer = io.BytesIO()
-    torch.save(tiny_siglip_model(seed).state_dict(), buffer)
-    return buffer.getvalue()
+    return state_bytes(tiny_siglip_model(seed))
 
 
 def hub_tokenizer() -> Tokenizer:
