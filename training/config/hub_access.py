@@ -160,8 +160,8 @@ def has_tower_embedding(model: ModelConfig) -> bool:
 
 
 def text_dropped_reason(cfg: TrainConfig) -> str | None:
-    """One sentence saying why a CLIP or SigLIP run's export has no text side; None when it keeps it, or when its backbone
-    has no text tower at all."""
+    """One sentence saying why a CLIP or SigLIP run's export has no text side; None when it keeps it, or when
+    its backbone has no text tower at all."""
     backbone = cfg.model.backbone
     if backbone not in TEXT_TOWERS:
         return None

@@ -6,11 +6,11 @@ CLIP or SigLIP run from the hub's weights, whose exported image model is checked
 (open_clip's ``encode_image`` on random images, within the export's fp32 tolerance; a run made for another
 image size, or one trained before its reference was the tower's embedding, is refused the text side with a
 sentence).
-The text tower is exported like the image model (``onnx_graph``); CLIP's runs only the positions up to the last
-end token (``text_graph``), SigLIP's (not causal, pooled at the last position) all of them. Each is compared with open_clip's ``encode_text`` (L2-normalised) in torch on texts
-tokenized by the ``tokenizer.json`` it ships with (CLIP's built from open_clip's vocabulary, SigLIP's the hub's
-own: ``siglip_tokenizer``), as a batch and one by one; only a graph within
-``TOLERANCE`` is written, atomically.
+The text tower is exported like the image model (``onnx_graph``); CLIP's runs only the positions up to the
+last end token (``text_graph``), SigLIP's (not causal, pooled at the last position) all of them. Each is
+compared with open_clip's ``encode_text`` (L2-normalised) in torch on texts tokenized by the ``tokenizer.json``
+it ships with (CLIP's built from open_clip's vocabulary, SigLIP's the hub's own: ``siglip_tokenizer``), as a
+batch and one by one; only a graph within ``TOLERANCE`` is written, atomically.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def tower_mismatch(image_model: nn.Module, clip: nn.Module, image_size: int) -> 
     if difference <= TOLERANCE["fp32"]:
         return None
     return (
-        f"the text tower is not exported: the run's image model is not the CLIP tower's own embedding (they differ "
+        f"the text tower is not exported: the run's image model is not the image tower's own embedding (they differ "
         f"by {difference:.3g}); run `retrieval train` again with --epochs 0"
     )
 
