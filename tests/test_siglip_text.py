@@ -41,7 +41,7 @@ from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.exported_model.model_manifest import ModelManifest
 from retrieval.indexing.store.backends import open_store
 from retrieval.indexing.store.build.builder import build_index
-from retrieval.training.config.hub_access import HubAccess
+from retrieval.training.config.hub_access import HubAccess, consent_needed
 from retrieval.training.export.onnx_export import TOLERANCE
 from retrieval.training.export.text_export import tokenized
 from retrieval.training.model.embedding_model import EmbeddingModel, build_pooling
@@ -189,3 +189,35 @@ def test_map_pooling_is_timms_attention_pool_and_learns_with_the_head() -> None:
     assert {id(p) for p in model.pool.parameters()} <= {id(p) for p in model.new_parameters()}
     with pytest.raises(ConfigError, match="model.pooling 'map' needs a transformer backbone"):
         build_pooling(torch.nn.Conv2d(3, 8, 3), "map")
+
+
+def test_a_trained_siglip_run_drops_the_text_side_and_keeps_its_tower_reference(
+    hub: FakeHub, synth_data: Path, tmp_path: Path
+) -> None:
+    """Epoch 0 (the reference row) is the tower's attention-pooled embedding; a trained epoch is the run's own
+    model (mean pooling, a head): its export has no text side, with the sentence saying why."""
+    run = train(
+        synth_data,
+        tmp_path / "run",
+        recipe="normsoftmax",
+        backbone=BACKBONE,
+        pretrained="hub",
+        allow_download=True,
+        weights_cache=str(tmp_path / "cache"),
+        image_size=IMAGE_SIZE,
+        batch_size=8,
+        num_workers=0,
+        device="cpu",
+        progress=False,
+        epochs=1,
+        max_steps_per_epoch=1,
+    )
+    reference = torch.load(run.run_dir / "checkpoints" / "reference.pt", weights_only=False)
+    assert reference["model_config"]["pooling"] == "map" and reference["model_config"]["embedding_dim"] is None
+    done = CliRunner().invoke(app, ["export", str(run.run_dir)])
+    assert done.exit_code == 0, done.output
+    manifest = ModelManifest.load(run.run_dir / "export")
+    assert manifest.text is None and manifest.text_dropped is not None
+    assert "siglip_vitb16 text tower is not exported: training changes the image space" in manifest.text_dropped
+    message = consent_needed(BACKBONE, HubAccess(False, "/cache"), "retrieval train ... --allow-download")
+    assert "timm/ViT-B-16-SigLIP/open_clip_model.safetensors (about 813 MB)" in message
