@@ -92,7 +92,8 @@ def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
         yield served
 
 
-def _export(data: Path, root: Path) -> Path:
+def _train(data: Path, root: Path, **options: object) -> tuple[Path, str]:
+    """A tiny siglip_vitb16 run from the fake hub's weights, exported by the CLI: its run folder and the output."""
     run = train(
         data,
         root / "run",
@@ -106,12 +107,17 @@ def _export(data: Path, root: Path) -> Path:
         num_workers=0,
         device="cpu",
         progress=False,
-        epochs=0,
+        **options,
     )
     done = CliRunner().invoke(app, ["export", str(run.run_dir)])
     assert done.exit_code == 0, done.output
-    assert "text tower: text.onnx + tokenizer.json (open_clip retrieval-tiny-siglip webli, 64 tokens)" in done.output
-    return run.run_dir / "export"
+    return run.run_dir, done.output
+
+
+def _export(data: Path, root: Path) -> Path:
+    run_dir, output = _train(data, root, epochs=0)
+    assert "text tower: text.onnx + tokenizer.json (open_clip retrieval-tiny-siglip webli, 64 tokens)" in output
+    return run_dir / "export"
 
 
 def test_a_training_free_siglip_run_exports_both_towers_of_open_clip(
@@ -196,27 +202,10 @@ def test_a_trained_siglip_run_drops_the_text_side_and_keeps_its_tower_reference(
 ) -> None:
     """Epoch 0 (the reference row) is the tower's attention-pooled embedding; a trained epoch is the run's own
     model (mean pooling, a head): its export has no text side, with the sentence saying why."""
-    run = train(
-        synth_data,
-        tmp_path / "run",
-        recipe="normsoftmax",
-        backbone=BACKBONE,
-        pretrained="hub",
-        allow_download=True,
-        weights_cache=str(tmp_path / "cache"),
-        image_size=IMAGE_SIZE,
-        batch_size=8,
-        num_workers=0,
-        device="cpu",
-        progress=False,
-        epochs=1,
-        max_steps_per_epoch=1,
-    )
-    reference = torch.load(run.run_dir / "checkpoints" / "reference.pt", weights_only=False)
+    run_dir, _ = _train(synth_data, tmp_path, epochs=1, max_steps_per_epoch=1)
+    reference = torch.load(run_dir / "checkpoints" / "reference.pt", weights_only=False)
     assert reference["model_config"]["pooling"] == "map" and reference["model_config"]["embedding_dim"] is None
-    done = CliRunner().invoke(app, ["export", str(run.run_dir)])
-    assert done.exit_code == 0, done.output
-    manifest = ModelManifest.load(run.run_dir / "export")
+    manifest = ModelManifest.load(run_dir / "export")
     assert manifest.text is None and manifest.text_dropped is not None
     assert "siglip_vitb16 text tower is not exported: training changes the image space" in manifest.text_dropped
     message = consent_needed(BACKBONE, HubAccess(False, "/cache"), "retrieval train ... --allow-download")
