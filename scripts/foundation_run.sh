@@ -9,8 +9,8 @@
 # table gives the run's model and, as "pretrained", the trunk's pooled features (PCA to the embedding size,
 # L2-normalised: `retrieval eval`'s reference, what papers call off-the-shelf; with EPOCHS=0 the two are the
 # same model), float and binary. The recipe's whitening stage is off (TRAIN_ARGS="--set whitening.method=auto"
-# adds it: a third, "pretrained + whitening", column in each eval/metrics.json). A CLIP backbone's run model is
-# its tower's own projected embedding (epoch 0, nothing fitted), and with EPOCHS=0 its export carries the text
+# adds it: a third, "pretrained + whitening", column in each eval/metrics.json). A CLIP or SigLIP backbone's run
+# model is its tower's own embedding (epoch 0, nothing fitted), and with EPOCHS=0 its export carries the text
 # tower: `retrieval eval --prompt "$PROMPT"` then adds the text -> image row (one prompt per test class, from
 # its folder name), MAP@R, P@1 and R@K, printed and in eval/metrics.json.
 # Usage: bash scripts/foundation_run.sh [OUT_DIR]
@@ -35,14 +35,16 @@ read -r -a TRAIN_ARGS <<< "${TRAIN_ARGS:-}"
 mkdir -p "$OUT"
 for backbone in $BACKBONES; do
   run="$OUT/${backbone//[:\/]/_}"
+  pooling=$POOLING
+  if [[ "$backbone" == siglip_* && "$POOLING" == cls* ]]; then pooling=map; fi  # no class token: its own head
   started=$(date +%s)
   "$RETRIEVAL" train --config "$CONFIG" --data "$DATA" --out "$run" --backbone "$backbone" \
     --pretrained hub --allow-download --image-size "$IMAGE_SIZE" --epochs "$EPOCHS" --device "$DEVICE" \
-    --seed "$SEED" --set "model.pooling=$POOLING" --set whitening.method=none --overwrite --quiet \
+    --seed "$SEED" --set "model.pooling=$pooling" --set whitening.method=none --overwrite --quiet \
     ${TRAIN_ARGS[@]+"${TRAIN_ARGS[@]}"}
   "$RETRIEVAL" export "$run"
   text=()
-  if [[ "$EPOCHS" == 0 && "$backbone" == clip_* ]]; then  # training-free CLIP: the export has its text tower
+  if [[ "$EPOCHS" == 0 && ( "$backbone" == clip_* || "$backbone" == siglip_* ) ]]; then  # training-free: text tower
     text=(--prompt "$PROMPT")
   fi
   "$RETRIEVAL" eval --model "$run" --data "$DATA" --out "$run/eval" ${text[@]+"${text[@]}"}

@@ -21,7 +21,7 @@ from retrieval.cli.command_registry import COMMANDS, INDEX_COMMANDS
 from retrieval.cli.help_display import UNLIMITED_WIDTH
 from retrieval.cli.main import app
 from retrieval.serving.settings import MIN_API_KEY_CHARS
-from retrieval.training.config.hub_access import hub_repo
+from retrieval.training.config.hub_access import timm_repo
 from retrieval.training.config.known_names import BACKBONE_NAMES, LOSS_NAMES, recipe_names
 from retrieval.training.config.recipes import recipe_registry
 from retrieval.training.losses import available_losses
@@ -145,7 +145,7 @@ def test_the_backbone_table_is_the_registry() -> None:
         assert facts.native_size == (get_backbone(name).native_size or 224), name
         assert facts.weights == get_backbone(name).weights and weights_from(name) == weights_origin(name), name
         if facts.weights == "timm_cache":  # where weights_here looks: the repository timm's own lookup names
-            assert timm.models.get_pretrained_cfg(get_backbone(name).timm_name).hf_hub_id == hub_repo(name)
+            assert timm.models.get_pretrained_cfg(get_backbone(name).timm_name).hf_hub_id == timm_repo(name)
 
 
 def test_the_torch_hub_folder_is_torchs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -366,7 +366,7 @@ def test_the_refusal_gives_a_listed_transformers_download_size_without_asking_th
             model = timm.create_model(timm_name, pretrained=False)
         assert HUB_WEIGHTS_MB[name] == round(4 * sum(p.numel() for p in model.parameters()) / 1e6), name
     for name, (model_name, tag) in TEXT_TOWERS.items():
-        quick_gelu = open_clip.get_pretrained_cfg(model_name, tag)["quick_gelu"]
+        quick_gelu = open_clip.get_pretrained_cfg(model_name, tag).get("quick_gelu", False)
         state = open_clip.create_model(model_name, pretrained=None, force_quick_gelu=quick_gelu).state_dict()
         assert HUB_WEIGHTS_MB[name] == round(4 * sum(value.numel() for value in state.values()) / 1e6), name
     message = consent_needed("clip_vitb32", HubAccess(False, "/cache"), "retrieval train ... --allow-download")
@@ -374,8 +374,13 @@ def test_the_refusal_gives_a_listed_transformers_download_size_without_asking_th
 
 
 def test_each_listed_transformer_downloads_from_the_repository_timm_names() -> None:
+    """timm's repository, or for a backbone with a text tower open_clip's (SigLIP's is not timm's: timm's holds
+    the image tower alone)."""
     for name, timm_name in VIT_TIMM_NAMES.items():
-        assert hub_repo(name) == timm.models.get_pretrained_cfg(timm_name).hf_hub_id
+        if name in TEXT_TOWERS:
+            assert f"{hub_repo(name)}/" == open_clip.get_pretrained_cfg(*TEXT_TOWERS[name])["hf_hub"], name
+        else:
+            assert hub_repo(name) == timm.models.get_pretrained_cfg(timm_name).hf_hub_id
     with pytest.raises(ConfigError, match="^--pretrained hub is for the vision transformers .*; resnet18 takes"):
         hub_repo("resnet18")
     with pytest.raises(ConfigError, match=r"needs the weights' tag in the timm name, e\.g\. timm:vit_small_patch16_2"):

@@ -13,6 +13,7 @@ import torch
 
 from retrieval.cli.commands.backbone_commands import backbone_row
 from retrieval.indexing.common.errors import ConfigError
+from retrieval.training.config.hub_access import hub_repo
 from retrieval.training.config.train_config import ModelConfig, TrainConfig
 from retrieval.training.export.onnx_export import TOLERANCE, onnx_export_bytes, parity_max_abs_diff
 from retrieval.training.losses import build_loss
@@ -50,7 +51,9 @@ def test_listed_vits_take_timms_normalisation_size_and_weights_repository() -> N
     for name, (timm_name, normalization, native_size) in VITS.items():
         assert timm_normalization(timm_name) == normalization == get_backbone(name).normalization
         assert timm_native_size(timm_name) == native_size
-        assert weights_origin(name) == f"Hugging Face hub timm/{timm_name} (--pretrained hub --allow-download)"
+        repo = hub_repo(name)  # timm's, or for SigLIP open_clip's (both towers; timm's holds the image tower alone)
+        assert repo == ("timm/ViT-B-16-SigLIP" if name == "siglip_vitb16" else f"timm/{timm_name}")
+        assert weights_origin(name) == f"Hugging Face hub {repo} (--pretrained hub --allow-download)"
 
 
 @pytest.mark.parametrize("name", list(VITS))

@@ -38,22 +38,32 @@ MODEL_CONFIG = {
 HUB_KEY = f"{hub_repo(BACKBONE)}/{OPEN_CLIP_FILES[1]}"  # open_clip_pytorch_model.bin, where the fake hub serves it
 
 
-def tiny_clip_model(seed: int = 0) -> nn.Module:
-    """The tiny open_clip model with seeded random weights (eval mode)."""
-    factory._MODEL_CONFIGS.setdefault(MODEL_NAME, MODEL_CONFIG)
+def seeded_open_clip(name: str, config: dict[str, object], seed: int) -> nn.Module:
+    """open_clip's model ``name`` (registered with ``config``) with seeded random weights (eval mode)."""
+    factory._MODEL_CONFIGS.setdefault(name, config)
     torch.manual_seed(seed)
-    model = open_clip.create_model(MODEL_NAME, pretrained=None)
+    model = open_clip.create_model(name, pretrained=None)
     with torch.no_grad():  # LayerNorms and biases start at 1 and 0: move them, so the test sees them all
         for parameter in model.parameters():
             parameter.add_(0.05 * torch.randn_like(parameter))
     return model.eval()
 
 
+def state_bytes(model: nn.Module) -> bytes:
+    """``model``'s state dict as the hub's ``open_clip_pytorch_model.bin``."""
+    buffer = io.BytesIO()
+    torch.save(model.state_dict(), buffer)
+    return buffer.getvalue()
+
+
+def tiny_clip_model(seed: int = 0) -> nn.Module:
+    """The tiny open_clip model with seeded random weights (eval mode)."""
+    return seeded_open_clip(MODEL_NAME, MODEL_CONFIG, seed)
+
+
 def tiny_clip_bytes(seed: int = 0) -> bytes:
     """The tiny model's state dict as the hub's ``open_clip_pytorch_model.bin``."""
-    buffer = io.BytesIO()
-    torch.save(tiny_clip_model(seed).state_dict(), buffer)
-    return buffer.getvalue()
+    return state_bytes(tiny_clip_model(seed))
 
 
 def _tiny_trunk(image_size: int | None = None) -> tuple[nn.Module, int]:

@@ -2,7 +2,8 @@
 
 ``--pretrained hub`` takes a vision transformer's weights (DINOv2, CLIP, SigLIP, or ``timm:NAME.TAG``) from
 the hub repository timm publishes them in (``timm/<model>.<tag>``); for a backbone with a text tower
-(``known_names.TEXT_TOWERS``: CLIP) the file is open_clip's, which holds both towers, in that same repository. A copy already in the cache is used as it
+(``known_names.TEXT_TOWERS``: CLIP, SigLIP) the file is open_clip's, which holds both towers, in that same repository
+(SigLIP's: open_clip's own, ``known_names.OPEN_CLIP_REPOS``). A copy already in the cache is used as it
 is, with no network access at all (so offline, ``HF_HUB_OFFLINE=1``, works). A missing one is downloaded only
 with the user's consent: ``--allow-download``, ``model.allow_download: true`` or ``RETRIEVAL_ALLOW_DOWNLOAD=1``;
 without it the run stops before torch loads with one sentence that names the command to run and the file it
@@ -10,7 +11,7 @@ would fetch. The cache is ``--weights-cache`` (``model.weights_cache``), else ``
 huggingface_hub's own (``HF_HUB_CACHE``, ``~/.cache/huggingface/hub``). The download, its progress bar and its
 checksum are ``training.model.hub_weights``'s.
 
-A CLIP backbone's text tower comes with its hub weights, and a run keeps it only while the image embedding is
+A CLIP or SigLIP backbone's text tower comes with its hub weights, and a run keeps it only while the image embedding is
 the tower's own: ``has_tower_embedding`` (the run's epoch 0 is the image tower's projected embedding,
 ``training.run.measures.reference``) and ``text_dropped_reason`` (training, or the whitening stage with its ITQ
 rotation, moves the image embeddings away from the space the text tower was trained for: one sentence, in
@@ -25,7 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from retrieval.indexing.common.errors import ConfigError
-from retrieval.training.config.known_names import TEXT_TOWERS, TIMM_PREFIX, VIT_TIMM_NAMES, timm_name_of
+from retrieval.training.config.known_names import (
+    OPEN_CLIP_REPOS,
+    TEXT_TOWERS,
+    TIMM_PREFIX,
+    VIT_TIMM_NAMES,
+    timm_name_of,
+)
 from retrieval.training.config.train_config import ModelConfig, TrainConfig
 
 HUB_SOURCE = "hub"
@@ -42,7 +49,7 @@ HUB_WEIGHTS_MB = {  # the listed transformers' hub weights in float32 (tests/tes
     "dinov2_vitb14_reg": 346,
     "clip_vitb16": 598,
     "clip_vitb32": 605,
-    "siglip_vitb16": 372,
+    "siglip_vitb16": 813,
 }
 API_CONSENT = "train(..., allow_download=True)"  # how the Python API gives its consent
 
@@ -70,7 +77,14 @@ def model_hub_access(model: ModelConfig) -> HubAccess:
 
 
 def hub_repo(backbone: str) -> str:
-    """The hub repository of ``backbone``'s weights; ConfigError for a backbone that has none there."""
+    """The hub repository of ``backbone``'s ``--pretrained hub`` weights: open_clip's for a backbone in
+    ``OPEN_CLIP_REPOS``, else timm's (``timm_repo``)."""
+    return OPEN_CLIP_REPOS.get(backbone) or timm_repo(backbone)
+
+
+def timm_repo(backbone: str) -> str:
+    """The hub repository timm publishes ``backbone``'s weights in (where ``--pretrained imagenet`` finds timm's
+    cached copy); ConfigError for a backbone that has none there."""
     timm_name = timm_name_of(backbone)
     if timm_name is None:
         raise ConfigError(
@@ -141,19 +155,19 @@ KEEP_HINT = "train with --epochs 0, no whitening and --pretrained hub to keep it
 
 
 def has_tower_embedding(model: ModelConfig) -> bool:
-    """Whether the model starts from a CLIP tower whose own projected embedding is its epoch 0."""
+    """Whether the model starts from a CLIP or SigLIP tower whose own embedding is its epoch 0."""
     return model.backbone in TEXT_TOWERS and model.pretrained == HUB_SOURCE
 
 
 def text_dropped_reason(cfg: TrainConfig) -> str | None:
-    """One sentence saying why a CLIP run's export has no text side; None when it keeps it, or when its backbone
-    has no text tower at all."""
+    """One sentence saying why a CLIP or SigLIP run's export has no text side; None when it keeps it, or when
+    its backbone has no text tower at all."""
     backbone = cfg.model.backbone
     if backbone not in TEXT_TOWERS:
         return None
     where = f"the {backbone} text tower is not exported"
     if cfg.model.pretrained != HUB_SOURCE:
-        return f"{where}: it comes with the hub's CLIP weights (--pretrained hub), not with {cfg.model.pretrained}"
+        return f"{where}: it comes with the hub's open_clip weights (--pretrained hub), not with {cfg.model.pretrained}"
     if cfg.trainer.epochs > 0:
         return f"{where}: training changes the image space the text tower was trained against ({KEEP_HINT})"
     if cfg.whitening.method != "none":

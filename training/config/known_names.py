@@ -71,7 +71,14 @@ VIT_TIMM_NAMES = {  # the vision transformers of BACKBONE_NAMES -> timm's model 
 TEXT_TOWERS = {
     "clip_vitb16": ("ViT-B-16", "openai"),
     "clip_vitb32": ("ViT-B-32", "openai"),
+    "siglip_vitb16": ("ViT-B-16-SigLIP", "webli"),
 }
+# where open_clip's file of a TEXT_TOWERS backbone is, when not in timm's repository of its image tower (timm's
+# SigLIP repository holds the image tower alone; open_clip's pretrained tag names this one)
+OPEN_CLIP_REPOS = {"siglip_vitb16": "timm/ViT-B-16-SigLIP"}
+# how a TEXT_TOWERS image tower pools its tokens into its embedding: SigLIP's attention-pool head ("map"), CLIP's
+# class token times its projection otherwise ("cls")
+TOWER_POOLING = {"siglip_vitb16": "map"}
 
 
 def timm_name_of(backbone: str) -> str | None:

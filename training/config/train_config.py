@@ -112,10 +112,11 @@ class ModelConfig(_Strict):
         "model's pretrained='imagenet' (also RETRIEVAL_WEIGHTS_CACHE); null: the Hugging Face cache (HF_HUB_CACHE, "
         "~/.cache/huggingface/hub)",
     )
-    pooling: Literal["avg", "max", "avgmax", "mean", "cls", "cls+mean"] = Field(
+    pooling: Literal["avg", "max", "avgmax", "mean", "cls", "cls+mean", "map"] = Field(
         "avg",
         description="avg (mean), max, avgmax: over the feature map or a transformer's patch tokens; cls: a "
-        "transformer's class token; cls+mean: both, concatenated (training.model.token_pooling)",
+        "transformer's class token; cls+mean: both, concatenated; map: an attention-pool head over a transformer's "
+        "tokens, learnt with the head (SigLIP's own; training.model.token_pooling)",
     )
     layer_norm: bool = Field(True, description="LayerNorm without affine after pooling (Zhai & Wu)")
     embedding_dim: int | None = Field(

@@ -2,14 +2,15 @@
 ``text`` (or ``text_dropped``, the sentence saying why there is none).
 
 A run keeps its text side only where it is true (``config.hub_access.text_dropped_reason``): a training-free
-CLIP run from the hub's weights, whose exported image model is checked here to be the tower's own embedding
+CLIP or SigLIP run from the hub's weights, whose exported image model is checked here to be the tower's own embedding
 (open_clip's ``encode_image`` on random images, within the export's fp32 tolerance; a run made for another
 image size, or one trained before its reference was the tower's embedding, is refused the text side with a
 sentence).
-The text tower is exported like the image model (``onnx_graph``), running only the positions up to the last end
-token (``text_graph``), and compared with open_clip's ``encode_text`` (L2-normalised) in torch on texts
-tokenized by the ``tokenizer.json`` it ships with, as a batch and one by one; only a graph within
-``TOLERANCE`` is written, atomically.
+The text tower is exported like the image model (``onnx_graph``); CLIP's runs only the positions up to the
+last end token (``text_graph``), SigLIP's (not causal, pooled at the last position) all of them. Each is
+compared with open_clip's ``encode_text`` (L2-normalised) in torch on texts tokenized by the ``tokenizer.json``
+it ships with (CLIP's built from open_clip's vocabulary, SigLIP's the hub's own: ``siglip_tokenizer``), as a
+batch and one by one; only a graph within ``TOLERANCE`` is written, atomically.
 """
 
 from __future__ import annotations
@@ -31,8 +32,10 @@ from retrieval.training.config.known_names import TEXT_TOWERS
 from retrieval.training.config.train_config import TrainConfig
 from retrieval.training.export.onnx_export import TOLERANCE, max_abs_diff_on
 from retrieval.training.model.clip_tokenizer import clip_tokenizer_json
+from retrieval.training.model.hub_weights import hub_side_file
 from retrieval.training.model.onnx_graph import onnx_bytes
-from retrieval.training.model.text_graph import cut_text_tower, is_causal_clip
+from retrieval.training.model.siglip_tokenizer import HUB_TOKENIZER, siglip_tokenizer
+from retrieval.training.model.text_graph import cut_text_tower, is_causal_clip, whole_text_tower
 from retrieval.training.model.text_towers import ImageTower, TextTower, hub_clip_model, tower_source
 
 INPUT_NAME = "input_ids"
@@ -55,10 +58,15 @@ def text_side_fields(config: TrainConfig, image_model: nn.Module, out_dir: Path)
     reason = text_dropped_reason(config)
     if reason is not None:
         return {"text_dropped": reason}
-    clip = hub_clip_model(backbone, model_hub_access(config.model))
+    access = model_hub_access(config.model)
+    clip = hub_clip_model(backbone, access)
     if (mismatch := tower_mismatch(image_model, clip, config.data.image_size)) is not None:
         return {"text_dropped": mismatch}
-    return {"text": write_text_side(clip, out_dir, tower_source(backbone))}
+    tokenizer_json = None
+    if not is_causal_clip(clip):  # SigLIP: the hub's own tokenizer, set up as open_clip calls it
+        hub_json = hub_side_file(backbone, HUB_TOKENIZER, access).read_text(encoding="utf-8")
+        tokenizer_json = siglip_tokenizer(hub_json, int(clip.context_length)).to_str()  # type: ignore[arg-type]
+    return {"text": write_text_side(clip, out_dir, tower_source(backbone), tokenizer_json)}
 
 
 def tower_mismatch(image_model: nn.Module, clip: nn.Module, image_size: int) -> str | None:
@@ -78,27 +86,27 @@ def tower_mismatch(image_model: nn.Module, clip: nn.Module, image_size: int) -> 
     if difference <= TOLERANCE["fp32"]:
         return None
     return (
-        f"the text tower is not exported: the run's image model is not the CLIP tower's own embedding (they differ "
+        f"the text tower is not exported: the run's image model is not the image tower's own embedding (they differ "
         f"by {difference:.3g}); run `retrieval train` again with --epochs 0"
     )
 
 
-def write_text_side(clip: nn.Module, out_dir: Path, source: str) -> TextSide:
-    """``text.onnx`` and ``tokenizer.json`` of ``clip`` written into ``out_dir`` after the parity check, and
-    their ``TextSide``."""
+def write_text_side(clip: nn.Module, out_dir: Path, source: str, tokenizer_json: str | None = None) -> TextSide:
+    """``text.onnx`` and ``tokenizer.json`` (``tokenizer_json``; default CLIP's) of ``clip`` written into
+    ``out_dir`` after the parity check, and their ``TextSide``."""
     context_length = int(clip.context_length)  # type: ignore[arg-type]
-    tokenizer_json = clip_tokenizer_json(context_length)
+    tokenizer_json = tokenizer_json or clip_tokenizer_json(context_length)
     tower = TextTower(clip).eval()  # open_clip's encode_text: what the graph is checked against
     ids = torch.from_numpy(tokenized(tokenizer_json, PARITY_TEXTS))
     graph = onnx_bytes(
-        cut_text_tower(clip) if is_causal_clip(clip) else tower,
+        cut_text_tower(clip) if is_causal_clip(clip) else whole_text_tower(clip),
         tuple(ids.shape),
         input_name=INPUT_NAME,
         output_name=OUTPUT_NAME,
         dtype=torch.int64,
         example=ids[:2],  # two short texts: the cut's length is traced as the computation it is
     )
-    difference = max(  # the batch (cut at its longest text, 77 tokens), and each text alone (cut at its own end)
+    difference = max(  # the batch (CLIP's cut at its longest text), and each text alone (cut at its own end)
         max_abs_diff_on(tower, graph, batch, INPUT_NAME, OUTPUT_NAME) for batch in (ids, *ids.split(1))
     )
     if not difference <= TOLERANCE["fp32"]:

@@ -35,12 +35,12 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.training.config.train_config import ModelConfig
-from retrieval.training.model.token_pooling import CLASS_TOKEN_MODES, TokenPooling
+from retrieval.training.model.token_pooling import CLASS_TOKEN_MODES, MapPooling, TokenPooling
 from retrieval.training.model.trunks.backbones import build_backbone
 from retrieval.training.model.trunks.trunk_stages import check_frozen_stages, trunk_stages
 from retrieval.training.model.trunks.vit_trunks import is_token_trunk
 
-PoolingMode = Literal["avg", "max", "avgmax", "mean", "cls", "cls+mean"]
+PoolingMode = Literal["avg", "max", "avgmax", "mean", "cls", "cls+mean", "map"]
 
 
 class GlobalPooling(nn.Module):
@@ -67,15 +67,15 @@ class GlobalPooling(nn.Module):
         return width
 
 
-def build_pooling(trunk: nn.Module, mode: str) -> GlobalPooling | TokenPooling:
+def build_pooling(trunk: nn.Module, mode: str) -> GlobalPooling | TokenPooling | MapPooling:
     """The pooling of ``trunk``'s output: over its tokens for a transformer, over its map otherwise."""
     if is_token_trunk(trunk):
+        if mode == "map":
+            return MapPooling(trunk)
         class_token = getattr(trunk, "cls_token", None) is not None
         return TokenPooling(mode, prefix_tokens=int(trunk.num_prefix_tokens), class_token=class_token)  # type: ignore[arg-type]
-    if mode in CLASS_TOKEN_MODES:
-        raise ConfigError(
-            f"model.pooling {mode!r} needs a transformer backbone (a class token); use avg, max or avgmax"
-        )
+    if mode in (*CLASS_TOKEN_MODES, "map"):
+        raise ConfigError(f"model.pooling {mode!r} needs a transformer backbone (its tokens); use avg, max or avgmax")
     return GlobalPooling("avg" if mode == "mean" else mode)  # type: ignore[arg-type]
 
 
@@ -149,7 +149,9 @@ class EmbeddingModel(nn.Module):
         return self
 
     def new_parameters(self) -> Iterator[nn.Parameter]:
-        """Parameters of the layers added on top of the backbone (the head; LayerNorm has none)."""
+        """Parameters of the layers added on top of the backbone (an attention pooling, the head; LayerNorm has
+        none)."""
+        yield from self.pool.parameters()
         yield from self.norm.parameters()
         yield from self.head.parameters()
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.training.config.hub_access import (
+    ALLOW_ENV,
     API_CONSENT,
     HubAccess,
     cached_hub_file,
@@ -56,6 +57,21 @@ def hub_weights_file(backbone: str, access: HubAccess) -> Path:
     return _download(repo, access.cache_dir, files)
 
 
+def hub_side_file(backbone: str, filename: str, access: HubAccess) -> Path:
+    """Another file of ``backbone``'s hub repository (SigLIP's ``tokenizer.json``) in the cache, downloaded first
+    when allowed, through the same checked path as the weights; ConfigError as ``hub_weights_file``."""
+    repo = hub_repo(backbone)
+    cached = cached_hub_file(repo, access.cache_dir, (filename,))
+    if cached is not None:
+        return verified(Path(cached), f"{repo}/{filename}")
+    if not access.allow_download:
+        raise ConfigError(
+            f"{repo}/{filename} is not in the weights cache and downloading needs your consent: run the command "
+            f"again with --allow-download (or set {ALLOW_ENV}=1)"
+        )
+    return _download(repo, access.cache_dir, (filename,))
+
+
 def _download(repo: str, cache_dir: str | None, files: tuple[str, ...]) -> Path:
     """The first of ``files`` that ``repo`` has, downloaded into the cache and verified."""
     from huggingface_hub import constants, get_hf_file_metadata, hf_hub_download, hf_hub_url
@@ -82,7 +98,7 @@ def _download(repo: str, cache_dir: str | None, files: tuple[str, ...]) -> Path:
         except Exception as error:
             raise _unreachable(repo, filename, error, _kept(cache, repo, metadata.etag)) from None
         return path if fetched else verified(path, f"{repo}/{filename}", metadata.etag)
-    raise ConfigError(f"{repo} on the Hugging Face hub has no weights file ({' or '.join(files)})")
+    raise ConfigError(f"{repo} on the Hugging Face hub has no {' or '.join(files)}")
 
 
 def _fetch_blob(repo: str, filename: str, metadata: HfFileMetadata, cache: Path) -> bool:

@@ -9,7 +9,7 @@ graph, so its length stays dynamic in ONNX; PyTorch's TorchScript exporter, thou
 inside ``nn.MultiheadAttention`` (its reshapes keep the traced length), so the exported copy's attention modules
 are swapped for ``ExportableAttention``: the same weights and computation (``scaled_dot_product_attention``)
 with shapes the exporter keeps dynamic. ``export.text_export`` checks the graph against open_clip's
-``encode_text`` on texts of several lengths.
+``encode_text`` on texts of several lengths. SigLIP's text tower runs every position (``whole_text_tower``).
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ import copy
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from retrieval.training.model.text_towers import TextTower
 
 
 class ExportableAttention(nn.Module):
@@ -75,7 +77,19 @@ def is_causal_clip(model: nn.Module) -> bool:
 
 def cut_text_tower(model: nn.Module) -> CutTextTower:
     """``CutTextTower`` of a copy of ``model`` whose attention modules are ``ExportableAttention``."""
+    return CutTextTower(_exportable_copy(model))
+
+
+def whole_text_tower(model: nn.Module) -> TextTower:
+    """``TextTower`` (every position) of a copy of ``model`` whose attention modules are ``ExportableAttention``:
+    SigLIP's text tower, not causal and pooled at the last position (in eval mode ``nn.MultiheadAttention`` takes
+    its fused fast path, ``_native_multi_head_attention``, which the exporter has no ONNX operator for)."""
+    return TextTower(_exportable_copy(model))
+
+
+def _exportable_copy(model: nn.Module) -> nn.Module:
     exported = copy.deepcopy(model).eval()
-    for block in exported.transformer.resblocks:  # type: ignore[union-attr]
+    text = getattr(exported, "text", exported)  # open_clip's CustomTextCLIP (SigLIP) holds its text tower apart
+    for block in text.transformer.resblocks:  # type: ignore[union-attr]
         block.attn = ExportableAttention(block.attn)
-    return CutTextTower(exported)
+    return exported

@@ -1,11 +1,11 @@
-"""A CLIP model's two towers from open_clip: the text tower exported beside the image tower.
+"""A CLIP (or SigLIP) model's two towers from open_clip: the text tower exported beside the image tower.
 
 The hub file of a backbone in ``known_names.TEXT_TOWERS`` is open_clip's whole model (``hub_access.hub_files``).
 open_clip builds it by its model name (``ViT-B-32``) with its pretrained tag's settings (OpenAI's weights use
 QuickGELU) and loads the file; ``TextTower`` and ``ImageTower`` are its ``encode_text`` and ``encode_image``,
 L2-normalised, as modules ONNX exports. The image trunk of a run stays timm's (``vit_trunks``), which reads
 the same file (timm's ``checkpoint_filter_fn`` converts open_clip's names), and ``tower_projection`` makes
-its class token ``encode_image``.
+its tokens ``encode_image`` (CLIP's class token times the projection, SigLIP's attention-pool head).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def open_clip_module() -> ModuleType:
         import open_clip.tokenizer
     except ImportError:  # the `pretrained` extra brings it
         raise ConfigError(
-            "a CLIP text tower needs the open_clip_torch package: pip install 'retrieval[pretrained]' "
+            "a CLIP or SigLIP text tower needs the open_clip_torch package: pip install 'retrieval[pretrained]' "
             "(or pip install open_clip_torch)"
         ) from None
     return open_clip

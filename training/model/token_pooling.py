@@ -7,13 +7,18 @@ followed by the patch tokens. Modes (``model.pooling``):
 - ``max``, ``avgmax``: max, and average + max, of the patch tokens, as ``GlobalPooling`` over a map.
 - ``cls+mean``: the class token and the patch-token average CONCATENATED (2C wide), as DINOv2's
   linear evaluation does; the LayerNorm and head then take 2C features.
+- ``map``: an attention-pool head over all tokens (``MapPooling``, timm's ``AttentionPoolLatent``, "multihead
+  attention pooling"): SigLIP's image embedding, with its weights from the hub file in a training-free run
+  (``tower_projection.tower_head``), learnt with the head otherwise.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from functools import partial
+from typing import Any, Literal
 
 import torch
+from timm.layers import AttentionPoolLatent
 from torch import nn
 
 from retrieval.indexing.common.errors import ConfigError
@@ -53,3 +58,30 @@ class TokenPooling(nn.Module):
 
     def extra_repr(self) -> str:
         return f"mode={self.mode}, prefix_tokens={self.prefix_tokens}"
+
+
+class MapPooling(nn.Module):
+    """(B, N, C) tokens -> (B, C) by a learnt latent query attending to the tokens: the head timm's ViT builds
+    for ``global_pool="map"`` (SigLIP's), shaped from the trunk's own blocks and final norm."""
+
+    def __init__(self, trunk: nn.Module) -> None:
+        super().__init__()
+        block: Any = trunk.blocks[0]  # type: ignore[index]
+        final_norm: Any = trunk.norm
+        width = int(trunk.embed_dim)  # type: ignore[arg-type]
+        norm_class: Any = final_norm.__class__
+        norm_layer: Any = partial(norm_class, eps=final_norm.eps)
+        self.attn_pool = AttentionPoolLatent(
+            width,
+            num_heads=int(block.attn.num_heads),
+            mlp_ratio=block.mlp.fc1.out_features / width,
+            norm_layer=norm_layer,
+            act_layer=type(block.mlp.act),
+        )
+        self.prefix_tokens = int(trunk.num_prefix_tokens)  # type: ignore[arg-type]
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.attn_pool(tokens[:, self.prefix_tokens :])
+
+    def output_dim(self, width: int) -> int:
+        return width

