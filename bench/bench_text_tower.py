@@ -7,7 +7,7 @@
 dynamic quantization of its MatMuls (int8 weights per channel, activation ranges at run time), as
 ``--quantize int8`` does for a vision transformer. Each query is one text, tokenized and embedded alone, the
 way the service answers one ``text`` search; the first ``--warmup`` queries are not timed. The graph runs the
-positions up to the end token only (``training.model.text_graph``), so a typed query of a few words costs a
+positions up to the end token only (``training.model.text.text_graph``), so a typed query of a few words costs a
 fraction of a 77-token text: the last row times one past the context length, which runs all 77. INT8's agreement is
 the mean cosine between its and fp32's unit embeddings of the same texts.
 
@@ -66,8 +66,8 @@ def export_towers(model_name: str, work: Path) -> tuple[Path, Path, Path]:
 
     from retrieval.training.export.int8_quantization import REDUCE_RANGE
     from retrieval.training.export.text_export import write_text_side
-    from retrieval.training.model.siglip_tokenizer import siglip_tokenizer
-    from retrieval.training.model.text_graph import is_causal_clip
+    from retrieval.training.model.text.siglip_tokenizer import siglip_tokenizer
+    from retrieval.training.model.text.text_graph import is_causal_clip
 
     if model_name == "tiny":
         factory._MODEL_CONFIGS.setdefault("tiny", TINY)

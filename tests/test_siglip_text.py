@@ -46,7 +46,7 @@ from retrieval.training.export.onnx_export import TOLERANCE
 from retrieval.training.export.text_export import tokenized
 from retrieval.training.model.embedding_model import EmbeddingModel, build_pooling
 from retrieval.training.model.hub_weights import hub_side_file
-from retrieval.training.model.siglip_tokenizer import HUB_TOKENIZER, siglip_tokenizer
+from retrieval.training.model.text.siglip_tokenizer import HUB_TOKENIZER, siglip_tokenizer
 
 TEXTS = [
     "a photo of the Red Pickup-Truck!!",

@@ -39,7 +39,7 @@ from retrieval.training.config.known_names import TEXT_TOWERS
 from retrieval.training.config.train_config import TrainConfig
 from retrieval.training.export.onnx_export import TOLERANCE
 from retrieval.training.export.text_export import tokenized
-from retrieval.training.model.clip_tokenizer import clip_tokenizer_json
+from retrieval.training.model.text.clip_tokenizer import clip_tokenizer_json
 from retrieval.training.model.trunks.backbones import outline_backbone
 from retrieval.training.run.outputs.run_dir import load_run_config
 

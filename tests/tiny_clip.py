@@ -21,7 +21,7 @@ from retrieval.training.config.known_names import TEXT_TOWERS
 from retrieval.training.config.train_config import TrainConfig
 from retrieval.training.export.onnx_export import build_manifest, write_checked_export
 from retrieval.training.export.text_export import write_text_side
-from retrieval.training.model.text_towers import ImageTower
+from retrieval.training.model.text.text_towers import ImageTower
 from retrieval.training.model.trunks.backbones import BACKBONES, CLIP_NORMALIZATION, Backbone
 
 BACKBONE = "clip_vitb16"

@@ -17,7 +17,7 @@ from torch import nn
 
 from retrieval.training.config.hub_access import OPEN_CLIP_FILES, hub_repo
 from retrieval.training.config.known_names import TEXT_TOWERS
-from retrieval.training.model.siglip_tokenizer import HUB_TOKENIZER
+from retrieval.training.model.text.siglip_tokenizer import HUB_TOKENIZER
 from retrieval.training.model.trunks.backbones import BACKBONES, Backbone, Normalization
 
 BACKBONE = "siglip_vitb16"

@@ -67,7 +67,7 @@ VIT_TIMM_NAMES = {  # the vision transformers of BACKBONE_NAMES -> timm's model 
 }
 # the backbones whose hub weights are a whole CLIP model (image and text towers) -> open_clip's model name and
 # pretrained tag; their hub file is open_clip's (``hub_access.OPEN_CLIP_FILES``), read by timm for the image
-# tower and by open_clip for the text tower (``training.model.text_towers``)
+# tower and by open_clip for the text tower (``training.model.text.text_towers``)
 TEXT_TOWERS = {
     "clip_vitb16": ("ViT-B-16", "openai"),
     "clip_vitb32": ("ViT-B-32", "openai"),

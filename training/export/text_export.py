@@ -31,12 +31,12 @@ from retrieval.training.config.hub_access import model_hub_access, text_dropped_
 from retrieval.training.config.known_names import TEXT_TOWERS
 from retrieval.training.config.train_config import TrainConfig
 from retrieval.training.export.onnx_export import TOLERANCE, max_abs_diff_on
-from retrieval.training.model.clip_tokenizer import clip_tokenizer_json
 from retrieval.training.model.hub_weights import hub_side_file
 from retrieval.training.model.onnx_graph import onnx_bytes
-from retrieval.training.model.siglip_tokenizer import HUB_TOKENIZER, siglip_tokenizer
-from retrieval.training.model.text_graph import cut_text_tower, is_causal_clip, whole_text_tower
-from retrieval.training.model.text_towers import ImageTower, TextTower, hub_clip_model, tower_source
+from retrieval.training.model.text.clip_tokenizer import clip_tokenizer_json
+from retrieval.training.model.text.siglip_tokenizer import HUB_TOKENIZER, siglip_tokenizer
+from retrieval.training.model.text.text_graph import cut_text_tower, is_causal_clip, whole_text_tower
+from retrieval.training.model.text.text_towers import ImageTower, TextTower, hub_clip_model, tower_source
 
 INPUT_NAME = "input_ids"
 OUTPUT_NAME = "text_embeddings"

@@ -9,7 +9,5 @@ into one embedding), ``whitening`` (a learned linear map after the embedding: PC
 whitening, numpy) and ``itq`` (the rotation that fits the sign code: iterative quantization),
 ``trunks.static_padding`` (TF-"same" pads fixed for a size), ``onnx_graph`` (a module as
 ONNX bytes, the one ``torch.onnx.export``) and ``device`` (device and autocast precision). A CLIP's or SigLIP's
-text side: ``text_towers`` (open_clip's model, both towers as modules), ``tower_projection`` (the image tower's
-projection, or SigLIP's attention-pool head, so the trunk's tokens give its embedding), ``text_graph`` (the text
-tower as exported, CLIP's cut after the end token) and ``clip_tokenizer`` / ``siglip_tokenizer`` (the tokenizers
-as ``tokenizers`` files)."""
+text side: ``text/`` (open_clip's towers, the exported text graph, the tokenizers) and ``tower_projection`` (the
+image tower's projection, or SigLIP's attention-pool head, so the trunk's tokens give its embedding)."""

@@ -129,7 +129,7 @@ VITS: dict[str, tuple[str, Normalization, int]] = {
 
 # OpenAI's CLIP towers use QuickGELU: timm publishes their weights under the GELU model's name and defines the
 # QuickGELU variant apart ("natively QuickGELU, use quickgelu model variant for original results"); built as
-# that variant, the trunk is open_clip's image tower exactly (training.model.text_towers)
+# that variant, the trunk is open_clip's image tower exactly (training.model.text.text_towers)
 _ARCHITECTURES = {
     "clip_vitb16": "vit_base_patch16_clip_quickgelu_224",
     "clip_vitb32": "vit_base_patch32_clip_quickgelu_224",

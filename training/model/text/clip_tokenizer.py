@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
-from retrieval.training.model.text_towers import open_clip_module
+from retrieval.training.model.text.text_towers import open_clip_module
 
 START, END = "<start_of_text>", "<end_of_text>"
 PAD_ID = 0  # open_clip pads with zeros (the id of "!"); the text tower pools at the end token, the largest id

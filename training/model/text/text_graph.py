@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from retrieval.training.model.text_towers import TextTower
+from retrieval.training.model.text.text_towers import TextTower
 
 
 class ExportableAttention(nn.Module):
