@@ -13,6 +13,7 @@ import numpy as np
 
 from retrieval.indexing.query.candidates import candidates
 from retrieval.indexing.query.model_traits import ModelTraits
+from retrieval.indexing.query.query import Query
 from retrieval.indexing.query.steps.collapse_duplicates import CollapseDuplicates
 from retrieval.indexing.query.steps.min_score import MinScore
 from retrieval.indexing.query.steps.page import Page
@@ -33,15 +34,19 @@ RESULT_STEPS: tuple[ResultStep, ...] = (
 
 
 def ranked_pages(
-    store: Store, vectors: np.ndarray, settings: SearchSettings, exclude: Sequence[int | None] | None = None
+    store: Store,
+    vectors: np.ndarray,
+    settings: SearchSettings,
+    exclude: Sequence[int | None] | None = None,
+    origins: Sequence[Query] = (),
 ) -> list[HitPage]:
     """One page per query row after every step of ``RESULT_STEPS`` that the settings ask for, best first;
-    ``exclude[i]`` is an item id left out of row i."""
+    ``exclude[i]`` is an item id left out of row i; ``origins[i]`` the ``Query`` of row i (for the steps)."""
     queries = np.atleast_2d(np.asarray(vectors, dtype=np.float32))
     dropped = list(exclude) if exclude is not None else [None] * len(queries)
     if len(dropped) != len(queries):
         raise ValueError(f"exclude has {len(dropped)} entries for {len(queries)} queries")
-    context = StepContext(store, settings, queries, dropped, ModelTraits.of(store))
+    context = StepContext(store, settings, queries, dropped, ModelTraits.of(store), origins)
     steps = [step for step in RESULT_STEPS if step.applies(settings)]
     for step in steps:
         step.check(context)

@@ -25,6 +25,8 @@ class Query:
     value: Any
     name: str = ""
     model: str | None = None
+    # room for the next kind: positive / negative examples (each a tuple of Query), read by query_vectors'
+    # converter of that kind and, through ``StepContext.origin(row)``, by any result step
 
     @classmethod
     def image(cls, image: Any, name: str = "") -> Query:

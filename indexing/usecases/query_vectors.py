@@ -41,13 +41,14 @@ class QueryEncoders(Protocol):
 class QueryVectors:
     """The queries as vectors (one row each, in the order given, unreadable images left out): the name each
     is shown under, the stored item it is (left out of its own hits; None for the others), the warnings
-    (vectors that had to be normalised) and the images that could not be read."""
+    (vectors that had to be normalised), the images that could not be read, and the ``Query`` of each row."""
 
     names: list[str]
     item_ids: list[int | None]
     vectors: np.ndarray
     warnings: list[str] = field(default_factory=list)
     failures: list[tuple[Path, str]] = field(default_factory=list)
+    origins: list[Query] = field(default_factory=list)
 
 
 @dataclass
@@ -76,6 +77,7 @@ def query_vectors(queries: Sequence[Query], store: Store | None, encoders: Query
             rows.append((positions[at], name, item_id, vector))
     rows.sort(key=lambda row: row[0])
     out.names, out.item_ids = [row[1] for row in rows], [row[2] for row in rows]
+    out.origins = [queries[row[0]] for row in rows]
     out.vectors = np.stack([row[3] for row in rows]).astype(np.float32, copy=False) if rows else out.vectors
     return out
 

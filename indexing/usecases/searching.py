@@ -220,7 +220,7 @@ def search_vectors(
     if store.count == 0:
         pages = [HitPage([]) for _ in found.names]
     else:
-        pages = ranked_pages(store, found.vectors, settings, found.item_ids)
+        pages = ranked_pages(store, found.vectors, settings, found.item_ids, found.origins)
     queries = [
         QueryHits(name, item_id, page.hits, page.below_min_score, page.below_min_probability)
         for name, item_id, page in zip(found.names, found.item_ids, pages, strict=True)

@@ -12,6 +12,7 @@ from typing import Protocol
 import numpy as np
 
 from retrieval.indexing.query.model_traits import ModelTraits
+from retrieval.indexing.query.query import Query
 from retrieval.indexing.store.shared.items.items_db import Hit
 from retrieval.indexing.store.shared.search_settings import SearchSettings
 from retrieval.indexing.store.shared.store_protocol import Store
@@ -34,13 +35,19 @@ class HitPage:
 class StepContext:
     """What a step may read besides the hits: the open ``store``, the request's ``settings``, the query
     vectors (one row per query, ``HitPage.row``), the ids left out of each row (a stored item searched by its
-    own vector), and ``traits`` (the model's calibration and copy threshold, read once per loaded model)."""
+    own vector), ``traits`` (the model's calibration and copy threshold, read once per loaded model) and
+    ``origins``: the ``Query`` each row came from, when the caller knows it (empty otherwise)."""
 
     store: Store
     settings: SearchSettings
     queries: np.ndarray
     exclude: Sequence[int | None]
     traits: ModelTraits
+    origins: Sequence[Query] = ()
+
+    def origin(self, row: int) -> Query | None:
+        """The ``Query`` of row ``row`` (e.g. to read its examples), or None when not known."""
+        return self.origins[row] if row < len(self.origins) else None
 
     def vectors_of(self, hits: Sequence[Hit]) -> np.ndarray:
         """The stored float vectors (n, d) of ``hits``, in their order (read from the store on demand)."""
