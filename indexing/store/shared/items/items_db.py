@@ -28,6 +28,7 @@ from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.store.shared.items.filter_sql import filter_sql
 from retrieval.indexing.store.shared.items.item_filter import ItemFilter, Scalar
 from retrieval.indexing.store.shared.items.item_paths import absolute_path, stored_path
+from retrieval.indexing.store.shared.search_settings import MIN_SCORE_RANGE
 
 _SCHEMA = """
 CREATE TABLE items (
@@ -386,12 +387,14 @@ class Hit(_ItemScore):
     """One ranked search result: the stored item, its score (higher is closer) and ``probability``, the
     calibrated chance that it shares the query's class (None: the model has no calibration, or the scores were
     post-processed; ``retrieval.indexing.calibration``). A tuple of (item, score), so ``for item, score in
-    hits`` reads it too."""
+    hits`` reads it too. The score is clipped to ``MIN_SCORE_RANGE`` (-1..1), where every score kind lies:
+    float16 storage and float32 sums put a vector's cosine with itself at up to 1.0002."""
 
     probability: float | None
 
     def __new__(cls, item: Item, score: float, probability: float | None = None) -> Hit:
-        hit = super().__new__(cls, item, score)
+        low, high = MIN_SCORE_RANGE
+        hit = super().__new__(cls, item, min(high, max(low, score)))
         hit.probability = probability
         return hit
 
