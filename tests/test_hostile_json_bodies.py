@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from serving_fixtures import API_KEY, GALLERY_SIZE, image_bytes, serving_client
 from index_fixtures import make_image
+from serving_fixtures import API_KEY, GALLERY_SIZE, image_bytes, serving_client
 
 from retrieval.indexing.store.files.index_store import IndexStore
 
@@ -45,13 +45,13 @@ def test_a_key_named_twice_at_any_depth_is_a_422_naming_it_and_deletes_nothing(f
         ("POST", DELETE, '{"filter": {"label": "class_1"}, "dry_run": true, "dry_run": false}', "dry_run"),
         ("POST", DELETE, '{"filter": {"label": "class_1", "label": "class_2"}}', "label"),
         ("POST", DELETE, '{"filter": {"n": {"$gte": 1, "$gte": 0}}}', "$gte"),
-        ("POST", "/items", '{"items": [{"vector": %s, "metadata": {"a": 1, "a": 2}}]}' % good, '"a"'),
-        ("PUT", "/items/by-key/k1", '{"vector": %s, "label": "x", "label": "y"}' % good, "label"),
-        ("POST", "/search", '{"vector": %s, "k": 3, "k": 5}' % good, '"k"'),
+        ("POST", "/items", '{"items": [{"vector": V, "metadata": {"a": 1, "a": 2}}]}', '"a"'),
+        ("PUT", "/items/by-key/k1", '{"vector": V, "label": "x", "label": "y"}', "label"),
+        ("POST", "/search", '{"vector": V, "k": 3, "k": 5}', '"k"'),
     ]
     with serving_client(fresh_index) as client:
         for method, path, body, key in cases:
-            answer = client.request(method, path, content=body, headers=AUTH)
+            answer = client.request(method, path, content=body.replace("V", good), headers=AUTH)
             _refused(answer, 422, key, "twice")
         assert _count(client) == GALLERY_SIZE
 
@@ -76,8 +76,8 @@ def test_a_delete_by_a_key_no_item_has_or_of_every_item_needs_all_and_warns(fres
 @pytest.mark.parametrize("loose", ['"yes"', '"t"', '"on"', "1", "1.0", '"true"'])
 def test_loose_booleans_are_refused_and_delete_nothing(fresh_index: Path, loose: str) -> None:
     with serving_client(fresh_index) as client:
-        for body in ('{"filter": {}, "all": %s}' % loose, '{"filter": {"label": "class_1"}, "dry_run": %s}' % loose):
-            _refused(client.post(DELETE, content=body, headers=AUTH), 422, "bool")
+        for body in ('{"filter": {}, "all": L}', '{"filter": {"label": "class_1"}, "dry_run": L}'):
+            _refused(client.post(DELETE, content=body.replace("L", loose), headers=AUTH), 422, "bool")
         assert _count(client) == GALLERY_SIZE
 
 

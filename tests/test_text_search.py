@@ -248,7 +248,12 @@ def test_index_info_says_whether_words_search(text_index: Path, fresh_index: Pat
 
 @pytest.mark.parametrize(
     ("text", "words"),
-    [("\u200b\u200c\u200d\ufeff", "empty"), ("\u0301\u0308", "empty"), ("cat\u0000dog", "NUL"), ("\u2060 \u200b", "empty")],
+    [
+        ("\u200b\u200c\u200d\ufeff", "empty"),
+        ("\u0301\u0308", "empty"),
+        ("cat\u0000dog", "NUL"),
+        ("\u2060 \u200b", "empty"),
+    ],
 )
 def test_text_of_nothing_visible_or_with_nul_is_a_400(text_index: Path, text: str, words: str) -> None:
     """Issue 54: zero-width characters, combining marks alone or a NUL answered 200 with arbitrary hits."""

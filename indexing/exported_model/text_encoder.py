@@ -10,7 +10,6 @@ and how to get one.
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from tokenizers import Tokenizer
 
 from retrieval.indexing.common.errors import DataError, IndexFormatError, ModelMismatchError, RetrievalError
 from retrieval.indexing.common.unicode_text import text_problem
+from retrieval.indexing.data.records import is_invisible
 from retrieval.indexing.exported_model.model_manifest import ModelManifest, file_sha256
 from retrieval.indexing.exported_model.no_model import has_model, no_model_error
 from retrieval.indexing.exported_model.onnx_embedder import l2_normalize
@@ -27,9 +27,6 @@ from retrieval.indexing.exported_model.text_side import TextSide
 
 TEXT_BACKBONES = ("clip_vitb32", "clip_vitb16", "siglip_vitb16")
 """The backbones whose training-free export carries a text tower (issue 49)."""
-_VISIBLE = "LNPS"
-"""Unicode categories of what a text query searches for (letters, numbers, punctuation, symbols), unlike
-separators, controls, format characters (zero-width) and marks alone."""
 
 
 class NoTextSideError(ModelMismatchError):
@@ -57,7 +54,7 @@ def checked_texts(texts: Sequence[str]) -> list[str]:
         which = "the text" if len(texts) == 1 else f"text {number} of {len(texts)}"
         if isinstance(text, str) and (problem := text_problem(text)) is not None:
             raise DataError(f"{which} {problem}")
-        if not isinstance(text, str) or not any(unicodedata.category(char)[0] in _VISIBLE for char in text):
+        if not isinstance(text, str) or all(map(is_invisible, text)):
             raise DataError(f"{which} is empty (nothing but blanks, zero-width characters or marks); send some words")
     return list(texts)
 

@@ -17,10 +17,10 @@ from typing import Any
 
 from retrieval.indexing.store.backends import open_store
 from retrieval.indexing.store.item_search import HitPage, filter_warnings, ranked_pages
+from retrieval.indexing.store.shared.idempotency import replayed, request_digest
 from retrieval.indexing.store.shared.index_directory.write_lock import exclusive_writer
 from retrieval.indexing.store.shared.search_settings import SearchSettings
 from retrieval.indexing.store.shared.store_protocol import Store
-from retrieval.indexing.usecases.idempotency import replayed, request_digest
 from retrieval.indexing.usecases.inputs import PathLike
 from retrieval.indexing.usecases.vector_input import (
     DEFAULT_LABEL,
@@ -74,13 +74,12 @@ def add_vectors_to(store: Store, request: VectorAdd, *, idempotency_key: str | N
     checked = checked_vectors(request.vectors, store.dim)
     count = len(checked.vectors)
     records = vector_records(count, labels=request.labels, keys=request.keys, metadata=request.metadata)
-    digest = request_digest(
-        checked.vectors,
-        records=[(record.label, record.key, dict(record.metadata)) for record in records],
-        replace=request.replace,
-    )
-    if idempotency_key is not None and (first := replayed(store, idempotency_key, digest)) is not None:
-        return VectorAddReport(ids=list(first["ids"]), count=int(first["count"]))
+    digest = None
+    if idempotency_key is not None:
+        described = [(record.label, record.key, dict(record.metadata)) for record in records]
+        digest = request_digest(checked.vectors, records=described, replace=request.replace)
+        if (first := replayed(store, idempotency_key, digest)) is not None:
+            return VectorAddReport(ids=list(first["ids"]), count=int(first["count"]))
     before = store.count
     ids = store.add(
         records, checked.vectors, idempotency_key=idempotency_key, replace=request.replace, request_digest=digest

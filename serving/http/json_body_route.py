@@ -6,18 +6,19 @@ multipart route of the same path, it takes the JSON requests and leaves every ot
 ``json_body`` parses the body with pydantic's own JSON parser (``model_validate_json``: a 1,000-vector batch
 parses several times faster than ``json.loads`` then validation), and a body that does not fit its model is
 the same 422 problem as any other invalid field. That parser keeps the last of a key named twice (``{"dry_run":
-true, "dry_run": false}`` deleted), so the body is first read by ``json.loads`` with a hook that refuses a
-repeated key at any depth (a 422 naming it, as a form field sent twice is). The request models are strict
+true, "dry_run": false}`` deleted), so ``repeated_key`` first reads its braces and strings and refuses a
+key named twice in one object at any depth (a 422 naming it, as a form field sent twice is). The request models are strict
 (``schemas._Strict``): ``true``/``false`` only for a boolean, a JSON number for a number.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any, TypeVar
 
-import json
-
 import anyio
+import numpy as np
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
@@ -61,30 +62,53 @@ def _parsed(body: bytes, model: type[ModelT]) -> ModelT:
         raise RequestValidationError([_located(entry) for entry in error.errors(include_url=False)]) from None
 
 
-class _RepeatedKeyError(ValueError):
-    def __init__(self, key: str):
-        super().__init__(key)
-        self.key = key
-
-
-def _unique_pairs(pairs: list[tuple[str, Any]]) -> None:
-    seen: set[str] = set()
-    for key, _ in pairs:
-        if key in seen:
-            raise _RepeatedKeyError(key)
-        seen.add(key)
-
-
 def repeated_key(body: bytes) -> str | None:
     """The first key that some object of the JSON ``body`` names twice, at any depth, or None (also for text
-    that is not JSON: the model's parser says what is wrong with it)."""
-    try:
-        json.loads(body, object_pairs_hook=_unique_pairs)
-    except _RepeatedKeyError as error:
-        return error.key
-    except (ValueError, RecursionError):
-        return None
+    that is not JSON: the model's parser then says what is wrong with it). Only the braces and the strings
+    are visited (found by NumPy, numbers skipped): a 10 MB batch of vectors takes about a tenth of its
+    validation, where ``json.loads`` with a hook took three times it."""
+    data = np.frombuffer(body, np.uint8)
+    marks = np.flatnonzero((data == _OPEN) | (data == _CLOSE) | (data == _QUOTE)).tolist()
+    objects: list[set[str]] = []  # the keys of each object open at this point, innermost last
+    at, count = 0, len(marks)
+    while at < count:
+        start, at = marks[at], at + 1
+        if body[start] == _OPEN:
+            if len(objects) == MAX_DEPTH:
+                return None
+            objects.append(set())
+        elif body[start] == _CLOSE:
+            if objects:
+                objects.pop()
+        else:  # a string: on to its closing quote, then a key if a colon follows
+            while at < count and (body[marks[at]] != _QUOTE or _escaped(body, marks[at])):
+                at += 1
+            if at == count:
+                return None
+            end, at = marks[at] + 1, at + 1
+            if objects and _COLON.match(body, end) is not None:
+                try:
+                    key = json.loads(body[start:end])
+                except ValueError:
+                    return None
+                if key in objects[-1]:
+                    return str(key)
+                objects[-1].add(key)
     return None
+
+
+MAX_DEPTH = 256
+"""Objects open at once past which ``repeated_key`` stops looking: pydantic's parser refuses such nesting."""
+_OPEN, _CLOSE, _QUOTE, _BACKSLASH = b'{}"\\'
+_COLON = re.compile(rb"[ \t\r\n]*:")
+
+
+def _escaped(body: bytes, quote: int) -> bool:
+    """Whether the quote at ``quote`` is escaped: an odd number of backslashes before it."""
+    back = 0
+    while quote - back > 0 and body[quote - back - 1] == _BACKSLASH:
+        back += 1
+    return back % 2 == 1
 
 
 def _located(entry: Any) -> dict[str, Any]:

@@ -17,9 +17,9 @@ from retrieval.indexing.common.errors import (
     KeyConflictError,
 )
 from retrieval.indexing.data.records import MAX_KEY_CHARS, MAX_LABEL_CHARS, ImageRecord, item_key, label_problem
+from retrieval.indexing.store.shared.idempotency import replayed, request_digest
 from retrieval.indexing.store.shared.items.item_filter import MAX_JSON_BYTES, MAX_KEYS, Scalar, parse_metadata_for
 from retrieval.indexing.store.shared.items.items_db import Item
-from retrieval.indexing.usecases.idempotency import replayed, request_digest
 from retrieval.indexing.usecases.updating import add_embedded, check_new_keys
 from retrieval.serving.api_models.schemas import MAX_ITEM_ID, AddItemsResponse, DeleteItemResponse, ItemResponse
 from retrieval.serving.api_models.vector_schemas import WITH_VECTORS, ItemWithVector

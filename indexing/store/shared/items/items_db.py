@@ -387,14 +387,12 @@ class Hit(_ItemScore):
     """One ranked search result: the stored item, its score (higher is closer) and ``probability``, the
     calibrated chance that it shares the query's class (None: the model has no calibration, or the scores were
     post-processed; ``retrieval.indexing.calibration``). A tuple of (item, score), so ``for item, score in
-    hits`` reads it too. The score is clipped to ``MIN_SCORE_RANGE`` (-1..1), where every score kind lies:
-    float16 storage and float32 sums put a vector's cosine with itself at up to 1.0002."""
+    hits`` reads it too. Its score is clipped to -1..1 (``MIN_SCORE_RANGE``): float16 storage put 1.0002."""
 
     probability: float | None
 
     def __new__(cls, item: Item, score: float, probability: float | None = None) -> Hit:
-        low, high = MIN_SCORE_RANGE
-        hit = super().__new__(cls, item, min(high, max(low, score)))
+        hit = super().__new__(cls, item, min(MIN_SCORE_RANGE[1], max(MIN_SCORE_RANGE[0], score)))
         hit.probability = probability
         return hit
 
