@@ -113,8 +113,10 @@ def add_embedded(
     """The add of every door once its images are embedded (``retrieval index add``, the Python API, ``POST
     /items``): the records and their embeddings into ``store``, the caller holding its writer."""
     before = store.count
-    options = {"idempotency_key": idempotency_key, "replace": replace, "request_digest": request_digest}
-    ids = [int(i) for i in store.add(records, embeddings, **options)]
+    added = store.add(
+        records, embeddings, idempotency_key=idempotency_key, replace=replace, request_digest=request_digest
+    )
+    ids = [int(i) for i in added]
     return Addition(ids, store.count, before + len(ids) - store.count)
 
 
