@@ -111,10 +111,10 @@ class StoreUpdates:
 
         With ``idempotency_key``, the ids and the count after this add are recorded in the same
         transaction as the items (with ``request_digest``, the request's), so a retried request can be
-        answered from ``recall`` instead of adding the items twice. A record key that an item already carries is a KeyConflictError
-        (nothing is written), unless ``replace``: that item's vector, label and metadata are then replaced
-        under its id in the same transaction (one generation: the old item or the new one, never both or
-        neither, even after a crash; the old vector becomes a tombstone of its segment).
+        answered from ``recall`` instead of adding the items twice. A record key that an item already
+        carries is a KeyConflictError (nothing is written), unless ``replace``: that item's vector, label and
+        metadata are then replaced under its id in the same transaction (one generation: the old item or the
+        new one, never both or neither, even after a crash; the old vector becomes a tombstone of its segment).
         ``ids`` gives the items these ids instead of new ones (a copy of another index's items: the
         model upgrade's new generation). An automatic compaction may follow (``compaction.py``)."""
         with self._writing():
