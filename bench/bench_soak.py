@@ -8,7 +8,9 @@ similar items, adds and deletes, and hostile inputs: lone surrogates, NUL in key
 2,000-deep JSON in filters and metadata, labels with NUL or not UTF-8, key paths that are not UTF-8,
 blank and zero-width keys and an NFD key found by its NFC spelling, random bytes, a PNG header
 claiming 100,000 x 100,000 pixels, truncated JPEGs, wrong content types, bad k, unknown ids, over-long
-labels, bodies over the size limit; and images that must be answered, not a 500 nor gigabytes: PNGs of
+labels, bodies over the size limit, deletes that must delete nothing (a key named twice in a JSON body, a
+filter by a metadata key no item has, loose booleans such as ``"all": "yes"``: issue 54), an
+Idempotency-Key reused with another body; and images that must be answered, not a 500 nor gigabytes: PNGs of
 4,000,000 x 10 and 39,000,000 x 1 pixels (while 1 x 40,000,000 and 2 x 20,000,000 ones are
 refused), JPEGs with malformed EXIF, issue 32) while a reloader posts
 ``/admin/reload`` after every ``requests / reloads`` requests, so reloads land while requests hold the
@@ -16,7 +18,8 @@ snapshot they replace. After every 100th reload and at the end the load pauses f
 and the server's RSS, open files (regular files; sockets excluded) and memory maps are read.
 
 Targets (issue 23): RSS at the end within 10 % of its value after the first 100 reloads, open files
-unchanged, no 500. Every answer must be one the route documents for that input (``expected``).
+unchanged, no 500. Every answer must be one the route documents for that input (``expected``). Issue 54:
+0 items lost (every gallery item is still there at the end; the soak deletes only items it added).
 
     python bench/bench_soak.py [--reloads 1000] [--requests 10000] [--workers 4]
 """
@@ -68,6 +71,8 @@ class Soak:
     examples: dict[tuple[str, int], str] = field(default_factory=dict)  # (kind, status) -> one problem detail
     unexpected: list[str] = field(default_factory=list)
     added: list[int] = field(default_factory=list)
+    reused: set[tuple[int, ...]] = field(default_factory=set)  # the ids each 201 under the reused key answered
+    lost: int = 0  # gallery items gone at the end
     done: int = 0
     paused: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -244,6 +249,46 @@ async def _answerable_image(soak: Soak) -> tuple[str, httpx.Response, set[int]]:
     return "odd image", answer, OK | REFUSED
 
 
+HOSTILE_DELETES = [  # (JSON text, what it tries): each must be a 422 and delete nothing
+    ('{"filter": {"label": "%s"}, "dry_run": true, "dry_run": false}', "a key named twice"),
+    ('{"filter": {"label": "%s", "label": "%s"}}', "a filter key named twice"),
+    ('{"filter": {"grpp": {"$ne": "big"}}}', "a key no item has"),
+    ('{"filter": {"label": {"$ne": "none"}}}', "every item, without all"),
+    ('{"filter": {}, "all": "yes"}', "a loose boolean"),
+    ('{"filter": {}, "all": 1}', "a loose boolean"),
+    ('{"filter": {}, "all": "t"}', "a loose boolean"),
+    ('{"filter": {"label": "%s"}, "dry_run": "false"}', "a loose boolean"),
+]
+REUSED_KEY = "soak-reused-key"
+
+
+async def _hostile_delete(soak: Soak) -> tuple[str, httpx.Response, set[int]]:
+    text, _ = random.choice(HOSTILE_DELETES)
+    body = text.replace("%s", random.choice(soak.labels))
+    headers = {**KEY, "Content-Type": "application/json"}
+    return "hostile delete", await soak.http.post("/items/delete", content=body, headers=headers), {422}
+
+
+async def _reused_idempotency_key(soak: Soak) -> tuple[str, httpx.Response, set[int]]:
+    """One key, two bodies (the labels differ): the first sent is added once, a retry of it replays (201),
+    the other is a 422."""
+    label = random.choice(soak.labels[:2])
+    files = [("image", ("new.jpg", soak.jpegs[0], "image/jpeg"))]
+    headers = {**KEY, "Idempotency-Key": REUSED_KEY}
+    answer = await soak.http.post("/items", files=files, data={"label": label}, headers=headers)
+    if answer.status_code == 201:
+        soak.reused.add(tuple(answer.json()["ids"]))
+    return "reused idempotency key", answer, {201, 409, 422, 503}
+
+
+async def items_lost(http: httpx.AsyncClient, gallery: int) -> int:
+    """How many of the gallery's items (ids 1..gallery) are gone: none may be, the soak deleting only its own."""
+    lost = 0
+    for item_id in range(1, gallery + 1):
+        lost += (await http.get(f"/items/{item_id}")).status_code == 404
+    return lost
+
+
 async def _bad_parameters(soak: Soak) -> tuple[str, httpx.Response, set[int]]:
     choice = random.random()
     if choice < 0.4:
@@ -275,6 +320,8 @@ MIX: list[tuple[float, Callable[[Soak], Awaitable[tuple[str, httpx.Response, set
     (0.06, _hostile_image),
     (0.02, _answerable_image),
     (0.04, _bad_parameters),
+    (0.04, _hostile_delete),
+    (0.01, _reused_idempotency_key),
 ]
 
 
@@ -365,6 +412,7 @@ async def soak_run(
         workers = [asyncio.create_task(_worker(soak)) for _ in range(args.workers)]
         await _reloader(soak, args.reloads, pid, index_dir, args.settle, probes, args.probe_every)
         await asyncio.gather(*workers)
+        soak.lost = await items_lost(http, args.gallery)
         await asyncio.sleep(args.settle)
         probes.append(probe(pid, args.reloads, index_dir))
     return soak, probes
@@ -443,6 +491,10 @@ def report(soak: Soak, probes: list[Probe], args: argparse.Namespace, seconds: f
         print(f"| {kind} | {status} | {count} | {example} |")
     fives = sum(count for (kind, status), count in soak.statuses.items() if status >= 500 and status not in (503,))
     print(f"\n5xx other than 503: {fives}; answers a route does not document for that input: {len(soak.unexpected)}")
+    print(
+        f"gallery items lost: **{soak.lost}** of {args.gallery} (target 0); distinct answers of 201 under one "
+        f"reused Idempotency-Key: {len(soak.reused)} (target at most 1)"
+    )
     for line in soak.unexpected[:10]:
         print(f"  {line}")
 

@@ -169,3 +169,13 @@ def test_the_cli_refuses_hostile_filters_and_metadata_in_one_sentence(fresh_inde
     added = _cli("index", "add", str(fresh_index), "--data", str(fresh_index), "--metadata", text)
     assert added.returncode == 2 and added.stderr.startswith("error: "), added.stderr
     assert "Traceback" not in searched.stderr + added.stderr
+
+
+def test_a_urlencoded_form_that_is_not_utf8_is_a_400(fresh_index: Path) -> None:
+    """Issue 54: Starlette decoded b"caf%E9" to "caf\ufffd" (multipart and URLs answer 400 already)."""
+    with serving_client(fresh_index) as client:
+        for body in (b"text=caf%E9", b"k=3&filter=%7B%22a%22%3A%22%FF%22%7D", b"caf%E9=1"):
+            response = client.post(
+                "/search", content=body, headers={"Content-Type": "application/x-www-form-urlencoded"}
+            )
+            assert "is not valid UTF-8 text" in _problem(response, 400), body

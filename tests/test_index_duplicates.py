@@ -129,3 +129,25 @@ def test_http_groups_pages_and_an_items_copies(planted_index: tuple[Path, float]
         page = client.get("/").text  # the page's groups view and item copies
         assert 'id="show-groups"' in page and "/static/duplicates.js" in page
         assert "/duplicates?" in client.get("/static/duplicates.js").text
+
+
+def test_http_group_totals_follow_the_filters_and_mixed_groups_are_flagged(planted_index: tuple[Path, float]) -> None:
+    """Issue 54: groups_total and duplicated_items counted every group whatever mixed_labels or label asked."""
+    index, threshold = planted_index
+    expected, _, _ = brute_groups(index, threshold)
+    with open_store(index) as store:
+        labels = [{item.label for item in store.items(group)} for group in expected]
+    with serving_client(index) as client:
+        headers = {"X-API-Key": API_KEY}
+        for params, wanted in [
+            ({"mixed_labels": "true"}, [n for n, found in enumerate(labels) if len(found) > 1]),
+            ({"label": "class_3"}, [n for n, found in enumerate(labels) if "class_3" in found]),
+            ({}, list(range(len(expected)))),
+        ]:
+            body = client.get("/duplicates", params={**params, "limit": 1}, headers=headers).json()
+            assert 0 < len(wanted) and (len(wanted) < len(expected) or not params)
+            assert body["groups_total"] == len(wanted), params
+            assert body["duplicated_items"] == sum(len(expected[n]) for n in wanted), params
+            assert (body["next_cursor"] is not None) == (len(wanted) > 1)
+        every = client.get("/duplicates", params={"limit": 50}, headers=headers).json()["groups"]
+        assert [group["mixed_labels"] for group in every] == [len(found) > 1 for found in labels]

@@ -244,3 +244,21 @@ def test_index_info_says_whether_words_search(text_index: Path, fresh_index: Pat
     assert with_text.exit_code == 0 and "searchable by words (--text)" in with_text.output
     without = runner.invoke(app, ["index", "info", str(fresh_index)])
     assert "none (the model has no text tower)" in without.output
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("\u200b\u200c\u200d\ufeff", "empty"),
+        ("\u0301\u0308", "empty"),
+        ("cat\u0000dog", "NUL"),
+        ("\u2060 \u200b", "empty"),
+    ],
+)
+def test_text_of_nothing_visible_or_with_nul_is_a_400(text_index: Path, text: str, words: str) -> None:
+    """Issue 54: zero-width characters, combining marks alone or a NUL answered 200 with arbitrary hits."""
+    with serving_client(text_index) as client:
+        for response in (client.post("/search", data={"text": text}), client.post("/search", json={"text": text})):
+            assert response.status_code == 400, response.text
+            assert words in response.json()["detail"]
+        assert client.post("/search", json={"text": "caf\u00e9 \u200bboat"}).status_code == 200

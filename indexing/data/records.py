@@ -88,7 +88,7 @@ def key_problem(key: str) -> str | None:
         return f'"{shown(key)}" {problem}'
     if not plain and any(ord(char) < 32 or 0x7F <= ord(char) < 0xA0 for char in key):
         return f'"{shown(key)}" holds a control character (a line break, a tab, ...); keys are one line of text'
-    if all(map(_is_invisible, key)):
+    if all(map(is_invisible, key)):
         return f"{ascii(key)} is blank (only white space or invisible characters); give every keyed item a visible key"
     if not plain and (hidden := _hidden_format_character(key)) is not None:
         name = unicodedata.name(hidden, "a format character")
@@ -104,7 +104,9 @@ _JOINERS = frozenset("\u200c\u200d")
 """Zero-width (non-)joiners: part of emoji sequences and of Persian and Indic words, so allowed inside a key."""
 
 
-def _is_invisible(char: str) -> bool:
+def is_invisible(char: str) -> bool:
+    """White space, a format character (zero-width), a nonspacing mark or a symbol that draws nothing: the
+    characters of a blank key, and of a blank text query."""
     return char.isspace() or char in _BLANK_SYMBOLS or unicodedata.category(char) in ("Cf", "Mn")
 
 

@@ -18,6 +18,8 @@ import onnxruntime as ort
 from tokenizers import Tokenizer
 
 from retrieval.indexing.common.errors import DataError, IndexFormatError, ModelMismatchError, RetrievalError
+from retrieval.indexing.common.unicode_text import text_problem
+from retrieval.indexing.data.records import is_invisible
 from retrieval.indexing.exported_model.model_manifest import ModelManifest, file_sha256
 from retrieval.indexing.exported_model.no_model import has_model, no_model_error
 from retrieval.indexing.exported_model.onnx_embedder import l2_normalize
@@ -43,13 +45,17 @@ def no_text_side_error(model: ModelManifest) -> RetrievalError:
 
 
 def checked_texts(texts: Sequence[str]) -> list[str]:
-    """The texts of a query, each with something to search for; an empty or blank one is a DataError."""
+    """The texts of a query, each with something to search for; an empty or blank one is a DataError, as is
+    one of nothing visible (zero-width characters, combining marks alone: the tokenizer makes arbitrary
+    tokens of them) and one holding NUL or a lone surrogate (``text_problem``)."""
     if not texts:
         raise DataError("a text search needs at least one text")
     for number, text in enumerate(texts, start=1):
-        if not isinstance(text, str) or not text.strip():
-            which = "the text" if len(texts) == 1 else f"text {number} of {len(texts)}"
-            raise DataError(f"{which} is empty; send some words to search for")
+        which = "the text" if len(texts) == 1 else f"text {number} of {len(texts)}"
+        if isinstance(text, str) and (problem := text_problem(text)) is not None:
+            raise DataError(f"{which} {problem}")
+        if not isinstance(text, str) or all(map(is_invisible, text)):
+            raise DataError(f"{which} is empty (nothing but blanks, zero-width characters or marks); send some words")
     return list(texts)
 
 

@@ -108,11 +108,15 @@ def add_embedded(
     *,
     replace: bool = False,
     idempotency_key: str | None = None,
+    request_digest: str | None = None,
 ) -> Addition:
     """The add of every door once its images are embedded (``retrieval index add``, the Python API, ``POST
     /items``): the records and their embeddings into ``store``, the caller holding its writer."""
     before = store.count
-    ids = [int(i) for i in store.add(records, embeddings, idempotency_key=idempotency_key, replace=replace)]
+    added = store.add(
+        records, embeddings, idempotency_key=idempotency_key, replace=replace, request_digest=request_digest
+    )
+    ids = [int(i) for i in added]
     return Addition(ids, store.count, before + len(ids) - store.count)
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from retrieval.indexing.store.backends import open_store
+from retrieval.indexing.store.shared.idempotency import replayed, request_digest
 from retrieval.indexing.store.shared.index_directory.write_lock import exclusive_writer
 from retrieval.indexing.store.shared.store_protocol import Store
 from retrieval.indexing.usecases.inputs import PathLike
@@ -55,15 +56,22 @@ class VectorAddReport:
 
 def add_vectors_to(store: Store, request: VectorAdd, *, idempotency_key: str | None = None) -> VectorAddReport:
     """Add ``request``'s items to an open store (the caller holds the right to write: the service's write
-    lock, or ``add_vectors``'s writer lock); a retry under ``idempotency_key`` gets the first answer."""
-    if idempotency_key is not None and (first := store.recall(idempotency_key)) is not None:
-        return VectorAddReport(ids=list(first["ids"]), count=int(first["count"]))
+    lock, or ``add_vectors``'s writer lock); a retry under ``idempotency_key`` gets the first answer, a key
+    first used for another request is a DataError (``idempotency.replayed``)."""
     check_model(request.model, store.manifest.model_sha256)
     checked = checked_vectors(request.vectors, store.dim)
     count = len(checked.vectors)
     records = vector_records(count, labels=request.labels, keys=request.keys, metadata=request.metadata)
+    digest = None
+    if idempotency_key is not None:
+        described = [(record.label, record.key, dict(record.metadata)) for record in records]
+        digest = request_digest(checked.vectors, records=described, replace=request.replace)
+        if (first := replayed(store, idempotency_key, digest)) is not None:
+            return VectorAddReport(ids=list(first["ids"]), count=int(first["count"]))
     before = store.count
-    ids = store.add(records, checked.vectors, idempotency_key=idempotency_key, replace=request.replace)
+    ids = store.add(
+        records, checked.vectors, idempotency_key=idempotency_key, replace=request.replace, request_digest=digest
+    )
     replaced = before + len(ids) - store.count
     return VectorAddReport(
         ids, store.count, checked.normalised, replaced, normalised_warning(checked.normalised, count)

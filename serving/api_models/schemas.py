@@ -199,12 +199,13 @@ class ReadyResponse(_Strict):
 class DuplicateGroup(_Strict):
     group: int = Field(description="the group's number, 1 for the largest")
     size: int
+    mixed_labels: bool = Field(False, description="its items carry more than one label: possible label noise")
     items: list[ItemResponse] = Field(description="ascending ids")
 
 
 class DuplicateGroupsPage(_Strict):
     threshold: float = Field(description="the cosine similarity the pairs reached")
-    groups_total: int = Field(description="groups of two items or more in the index (before the filters)")
+    groups_total: int = Field(description="groups that pass the filters (min_size, label, mixed_labels), all pages")
     duplicated_items: int = Field(description="items in those groups")
     groups: list[DuplicateGroup] = Field(description="largest first")
     next_cursor: str | None = Field(description="pass as cursor for the next page; null on the last page")

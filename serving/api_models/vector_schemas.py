@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from retrieval.serving.api_models.schemas import (
     DEFAULT_K,
@@ -24,10 +24,20 @@ _MODEL = (
 )
 _VECTOR = "the embedding: the index's dimension of finite numbers, L2-normalised (else normalised, and said)"
 WITH_VECTORS = "also return each item's stored float vector (as searched; float16 as stored, widened)"
+
+
+class _StrictBody(_Strict):
+    """A JSON request body read strictly: a boolean is ``true`` or ``false`` (``"yes"``, ``1`` or ``"t"`` once
+    meant true, and ``{"filter": {}, "all": "yes"}`` emptied an index), a number is a JSON number (not
+    ``"3"`` or ``true``), a vector's component too."""
+
+    model_config = ConfigDict(strict=True)
+
+
 _FILTER = 'only items that match this filter object (docs/serving.md, "Filters"), e.g. {"label": {"$in": ["a"]}}'
 
 
-class VectorItem(_Strict):
+class VectorItem(_StrictBody):
     vector: list[float] | None = Field(None, description=f"{_VECTOR}; or send vector_b64")
     vector_b64: str | None = Field(
         None,
@@ -40,14 +50,14 @@ class VectorItem(_Strict):
     metadata: dict[str, Any] = Field(default_factory=dict, description="as the form's 'metadata', one object")
 
 
-class AddVectorsRequest(_Strict):
+class AddVectorsRequest(_StrictBody):
     """Items added by their vectors, made elsewhere with the index's model."""
 
     items: list[VectorItem] = Field(min_length=1, description="the items, each with its vector")
     model: str | None = Field(None, description=_MODEL)
 
 
-class PutVectorRequest(_Strict):
+class PutVectorRequest(_StrictBody):
     """The item a key names, by its vector: created, or replaced under its id."""
 
     vector: list[float] = Field(description=_VECTOR)
@@ -61,7 +71,7 @@ class AddVectorsResponse(AddItemsResponse):
     warnings: list[str] = Field(default_factory=list)
 
 
-class VectorSearchRequest(_Strict):
+class VectorSearchRequest(_StrictBody):
     """A search by one vector (``vector``) or a batch (``vectors``: the answer then holds ``batch``), or by
     words (``text``: one, or a list for a batch) embedded by the model's text tower."""
 
@@ -91,16 +101,21 @@ class VectorSearchRequest(_Strict):
     model: str | None = Field(None, description=_MODEL)
 
 
-class DeleteByFilterRequest(_Strict):
+class DeleteByFilterRequest(_StrictBody):
     filter: dict[str, Any] = Field(description=_FILTER + '; {} only with "all": true')
-    dry_run: bool = Field(False, description="count the matches, delete nothing")
-    all: bool = Field(False, description="with an empty filter: delete every item")
+    dry_run: bool = Field(False, description="count the matches, delete nothing (refused where the delete is)")
+    all: bool = Field(
+        False,
+        description="confirm a delete of every item: needed by an empty filter, a filter that matches every item "
+        "and one naming a metadata key no item has (a typo); refused otherwise",
+    )
 
 
 class DeleteByFilterResponse(_Strict):
     deleted: int = Field(description="items deleted (a dry run: items that would be)")
     count: int = Field(description="items in the index after the call")
     dry_run: bool
+    warnings: list[str] = Field(default_factory=list, description="as a search's: a filter key no item has")
 
 
 class ItemWithVector(ItemResponse):
@@ -124,4 +139,4 @@ SEARCH_VECTOR_EXAMPLE: dict[str, Any] = {"vector": [0.12, -0.05, 0.33], "k": 5, 
 SEARCH_VECTORS_EXAMPLE: dict[str, Any] = {"vectors": [[0.12, -0.05, 0.33], [0.02, 0.41, -0.18]], "k": 5}
 SEARCH_TEXT_EXAMPLE: dict[str, Any] = {"text": "red pickup truck", "k": 5, "filter": {"shop": "berlin"}}
 DELETE_EXAMPLE: dict[str, Any] = {"filter": {"label": "boot", "shop": "berlin"}, "dry_run": True}
-DELETE_ANSWER_EXAMPLE: dict[str, Any] = {"deleted": 12, "count": 4711, "dry_run": True}
+DELETE_ANSWER_EXAMPLE: dict[str, Any] = {"deleted": 12, "count": 4711, "dry_run": True, "warnings": []}

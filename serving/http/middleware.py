@@ -3,7 +3,9 @@
 - ``MetricsMiddleware`` counts and times every request by route template and method.
 - ``BodySizeLimit`` refuses a body over the limit (413) before multipart parsing spools it.
 - ``AllowedMethods`` answers ``OPTIONS`` with every method the path accepts, and lists them all in
-  the ``Allow`` header of a 405 (the router alone names only the first route matching the path).
+  the ``Allow`` header of a 405 (the router alone names only the first route matching the path). A path
+  that a route names literally (``/items/delete``) is that route's alone: ``/items/{item_id}`` does not
+  lend it GET and DELETE, which answer 405 there (they answered 422, "delete" not being an id).
 - ``UnexpectedErrors`` answers an error no handler answers with a 500 problem and ends it there, so the
   keep-alive connection stays usable (Starlette's own handler re-raises, and uvicorn then drops it).
 - ``RequestTimeout`` cancels a request that runs longer than the limit and answers 504. Work
@@ -39,7 +41,8 @@ class AllowedMethods:
 
     It sits inside CORS (when CORS is on), so a browser's preflight is still answered by CORS; it
     answers before routing, so no dependency (the API-key check) runs for it. Requests with other
-    methods pass through untouched, except that a 405 gets the complete ``Allow`` header."""
+    methods pass through untouched, except that a 405 gets the complete ``Allow`` header; a method that no
+    route of a literal path serves is answered 405 here."""
 
     def __init__(self, app: ASGIApp, routes: Iterable[BaseRoute]):
         self.app = app
@@ -50,10 +53,17 @@ class AllowedMethods:
         if not matching:
             await self.app(scope, receive, send)
             return
-        allow = ", ".join(sorted(set().union(*map(_methods, matching)) | {"OPTIONS"}))
+        literal = [route for route in matching if not getattr(route, "param_convertors", True)]
+        matching = literal or matching
+        methods = set().union(*map(_methods, matching)) | {"OPTIONS"}
+        allow = ", ".join(sorted(methods))
         if scope["method"] == "OPTIONS":
             scope["route"] = matching[0]  # metrics count it under the route's template
             await Response(status_code=204, headers={"Allow": allow})(scope, receive, send)
+            return
+        if literal and scope["method"] not in methods:
+            detail = f"{scope['method']} is not a method of {scope['path']}; it takes {allow}."
+            await problem_response(405, detail, headers={"Allow": allow})(scope, receive, send)
             return
 
         async def send_with_allow(message: Message) -> None:

@@ -59,22 +59,23 @@ async def duplicate_groups(
         after = read_cursor(cursor, store.manifest) if cursor else 0
         with _missing_threshold():
             found = _GROUPS.groups(store, threshold)
-        chosen = GroupFilter(min_size, label, mixed_labels).select(store, found.groups[after:])
-        shown = [(after + number, items) for number, items in chosen[:limit]]
-        full = len(chosen) > limit
+        passing = GroupFilter(min_size, label, mixed_labels).numbers(store, found.groups)
+        following = [number for number in passing if number > after]
+        shown = [(number, store.items(found.groups[number - 1])) for number in following[:limit]]
         return DuplicateGroupsPage(
             threshold=found.thresholds.cosine,
-            groups_total=len(found.groups),
-            duplicated_items=found.duplicated_items,
+            groups_total=len(passing),
+            duplicated_items=sum(len(found.groups[number - 1]) for number in passing),
             groups=[
                 DuplicateGroup(
                     group=number,
                     size=len(items),
-                    items=[item_response(item, services.settings.shows_paths) for item in items],
+                    mixed_labels=len({item.label for item in items if item is not None}) > 1,
+                    items=[item_response(item, services.settings.shows_paths) for item in items if item is not None],
                 )
                 for number, items in shown
             ],
-            next_cursor=make_cursor(shown[-1][0], store.manifest) if full and shown else None,
+            next_cursor=make_cursor(shown[-1][0], store.manifest) if len(following) > limit and shown else None,
         )
 
     return await services.state.read(page)

@@ -17,6 +17,7 @@ from retrieval.indexing.common.errors import (
     KeyConflictError,
 )
 from retrieval.indexing.data.records import MAX_KEY_CHARS, MAX_LABEL_CHARS, ImageRecord, item_key, label_problem
+from retrieval.indexing.store.shared.idempotency import replayed, request_digest
 from retrieval.indexing.store.shared.items.item_filter import MAX_JSON_BYTES, MAX_KEYS, Scalar, parse_metadata_for
 from retrieval.indexing.store.shared.items.items_db import Item
 from retrieval.indexing.usecases.updating import add_embedded, check_new_keys
@@ -149,8 +150,8 @@ async def add_items(
         alias="Idempotency-Key",
         min_length=1,
         max_length=200,
-        description="any unique string per logical request: a retry with the same key gets the first answer "
-        "and adds nothing",
+        description="any unique string per logical request: a retry with the same key and body gets the first "
+        "answer and adds nothing; the key sent with another body is a 422",
     ),
     services: Services = Depends(get_services),
 ) -> AddItemsResponse:
@@ -162,15 +163,13 @@ async def add_items(
     labels = _match_labels(given_labels, len(uploads), settings.max_files_per_upload)
     extra = _match_metadata(metadata, len(uploads))
     keys = _match_keys(key, len(uploads))
-    if idempotency_key is not None:
-        first = await services.state.read(lambda snap: snap.store.recall(idempotency_key))
-        if first is not None:
-            return AddItemsResponse(**first)
-    if any(keys):  # a key in use is refused before the images are embedded (and again by the add)
+    if any(keys) and idempotency_key is None:  # a key in use: refused before the images are embedded (and by the add)
         await services.state.read(lambda snap: check_new_keys(snap.store, keys))
     with services.state.hold() as snapshot:
         embedded = [await embed_upload(services, upload, snapshot) for upload in uploads]
     embeddings = np.stack([item.vector for item in embedded]).astype(np.float32)
+    names = [upload.filename or "" for upload in uploads]
+    digest = request_digest(images=[item.data for item in embedded], records=[labels, keys, extra, names])
 
     def add(current: Snapshot) -> AddItemsResponse:
         """Files are stored only once every image passed validation, and removed again if the add fails. A
@@ -179,14 +178,18 @@ async def add_items(
             raise IndexChangedError(
                 "the service switched to another model while the images were being embedded; send them again."
             )
-        if idempotency_key is not None and (first := current.store.recall(idempotency_key)) is not None:
-            return AddItemsResponse(**first)  # a concurrent retry committed first
+        if idempotency_key is not None:
+            with invalid_parameters():  # the first answer, once a retry embedded its images again
+                if (first := replayed(current.store, idempotency_key, digest)) is not None:
+                    return AddItemsResponse(**first)
         with stored_uploads(settings.index_dir, current.store, [item.data for item in embedded]) as paths:
             records = [
                 ImageRecord(path=path, label=label, metadata={"filename": upload.filename or "", **more}, key=key)
                 for path, label, upload, more, key in zip(paths, labels, uploads, extra, keys, strict=True)
             ]
-            added = add_embedded(current.store, records, embeddings, idempotency_key=idempotency_key)
+            added = add_embedded(
+                current.store, records, embeddings, idempotency_key=idempotency_key, request_digest=digest
+            )
         return AddItemsResponse(ids=added.ids, count=added.count)
 
     return await services.state.write(add)

@@ -148,7 +148,9 @@ async def delete_by_filter(
             report = delete_matching(current.store, body.filter, dry_run=body.dry_run, everything=body.all)
         for item in report.items:
             discard_item_upload(services.settings.index_dir, current.store, item.path)
-        return schemas.DeleteByFilterResponse(deleted=report.deleted, count=report.count, dry_run=report.dry_run)
+        return schemas.DeleteByFilterResponse(
+            deleted=report.deleted, count=report.count, dry_run=report.dry_run, warnings=report.warnings
+        )
 
     return await services.state.write(remove)
 

@@ -5,8 +5,9 @@ as ``b"caf\\xe9"`` was stored as mojibake with a 201. Here such a field is a 400
 ``StrictFormRoute`` is the route class of the routers that take form fields; its requests parse a
 multipart body with ``StrictMultiPartParser``, which refuses a field value, field name or file name whose
 bytes do not decode, and refuse a form whose fields are ambiguous for the route (``form_shape``: a field
-sent twice that the route takes once, a field that is also the path's or the query's) with a 422. Everything
-else (limits, files, url-encoded forms) is Starlette's own parsing.
+sent twice that the route takes once, a field that is also the path's or the query's) with a 422. A
+url-encoded form whose percent-escapes are not UTF-8 is a 400 too (Starlette decodes them to U+FFFD).
+Everything else (limits, files) is Starlette's own parsing.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine
 from contextlib import aclosing
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 from fastapi import Request, Response
 from fastapi.routing import APIRoute
@@ -48,6 +50,19 @@ def _check_decodes(data: bytes | bytearray, charset: str, what: str) -> None:
         raise MultiPartException(f"{what} is not valid {charset.upper()} text; send it as UTF-8.") from None
 
 
+def _check_urlencoded(body: bytes) -> None:
+    """A 400 naming the first field of a url-encoded form whose name or value is not UTF-8 once decoded."""
+    for pair in body.split(b"&"):
+        name, _, value = pair.partition(b"=")
+        for part in (name, value):
+            try:
+                unquote_to_bytes(part.replace(b"+", b" ")).decode("utf-8")
+            except UnicodeDecodeError:
+                shown = unquote_to_bytes(name.replace(b"+", b" ")).decode("utf-8", "backslashreplace")
+                detail = f"form field '{shown}' is not valid UTF-8 text; send it as UTF-8."
+                raise HTTPException(status_code=400, detail=detail) from None
+
+
 class StrictFormRequest(Request):
     """A request whose multipart form is parsed by ``StrictMultiPartParser``, and refused (422) when its
     fields are ambiguous for the route (``FormShape``)."""
@@ -76,6 +91,8 @@ class StrictFormRequest(Request):
                     self._form = await parser.parse()
             except MultiPartException as error:
                 raise HTTPException(status_code=400, detail=error.message) from None
+        if self._form is None and content_type == b"application/x-www-form-urlencoded":
+            _check_urlencoded(await self.body())
         return await super()._get_form(max_files=max_files, max_fields=max_fields, max_part_size=max_part_size)
 
 

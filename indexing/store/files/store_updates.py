@@ -105,19 +105,20 @@ class StoreUpdates:
         idempotency_key: str | None = None,
         replace: bool = False,
         ids: Sequence[int] | None = None,
+        request_digest: str | None = None,
     ) -> list[int]:
         """Add items with their (n, d) embeddings as a new delta segment; returns the new item ids.
 
         With ``idempotency_key``, the ids and the count after this add are recorded in the same
-        transaction as the items, so a retried request can be answered from ``recall`` instead of
-        adding the items twice. A record key that an item already carries is a KeyConflictError
-        (nothing is written), unless ``replace``: that item's vector, label and metadata are then replaced
-        under its id in the same transaction (one generation: the old item or the new one, never both or
-        neither, even after a crash; the old vector becomes a tombstone of its segment).
+        transaction as the items (with ``request_digest``, the request's), so a retried request can be
+        answered from ``recall`` instead of adding the items twice. A record key that an item already
+        carries is a KeyConflictError (nothing is written), unless ``replace``: that item's vector, label and
+        metadata are then replaced under its id in the same transaction (one generation: the old item or the
+        new one, never both or neither, even after a crash; the old vector becomes a tombstone of its segment).
         ``ids`` gives the items these ids instead of new ones (a copy of another index's items: the
         model upgrade's new generation). An automatic compaction may follow (``compaction.py``)."""
         with self._writing():
-            added = self._add(records, embeddings, idempotency_key, ids, replace)
+            added = self._add(records, embeddings, (idempotency_key, request_digest), ids, replace)
             self._compact_if_due()
             return added
 
@@ -199,7 +200,7 @@ class StoreUpdates:
         self,
         records: Sequence[ImageRecord],
         embeddings: np.ndarray,
-        key: str | None,
+        remembered: tuple[str | None, str | None],
         given: Sequence[int] | None,
         replace: bool,
     ) -> list[int]:
@@ -222,8 +223,9 @@ class StoreUpdates:
             ids = self._db.insert(records, range(info.first_row, info.end_row), given if given is not None else kept)
             commit_deltas(self._db, [*self._set.deltas, info])
             self._db.set_generation(generation)
-            if key is not None:
-                self._db.remember(key, {"ids": ids, "count": self._set.count - len(replaced) + len(ids)})
+            if (key := remembered[0]) is not None:
+                result = {"ids": ids, "count": self._set.count - len(replaced) + len(ids)}
+                self._db.remember(key, {**result, "request": remembered[1]} if remembered[1] else result)
         self._set.drop(replaced)
         gone = sum(not self._db.has_label(label) for label in old_labels)
         id_array = np.asarray(ids, dtype=np.int64)

@@ -318,7 +318,9 @@ class MilvusStore(StoreBase[str]):
             self._call("upsert", "upsert", self.collection, data=upserted)  # a replaced item keeps its id
         self._count += fresh
         if idempotency_key is not None:
-            remember(self._client, meta, self.uri, idempotency_key, {"ids": ids, "count": self._count})
+            digest = options.get("request_digest")
+            result = {"ids": ids, "count": self._count, **({"request": digest} if digest else {})}
+            remember(self._client, meta, self.uri, idempotency_key, result)
         return ids
 
     def recall(self, idempotency_key: str) -> dict[str, Any] | None:

@@ -4,7 +4,8 @@
 (``StoreBase``: the top-down search and the item lookups both stores inherit), with ``rerank`` (a
 binary shortlist re-ranked by float), ``postprocessed_search`` (a search after alpha-QE or k-reciprocal
 re-ranking, for ``item_search``), ``search_settings`` (``SearchSettings``: how to search, one value that every
-entry point builds and every layer reads) and ``store_checks`` (query and added-item checks). The index
+entry point builds and every layer reads), ``store_checks`` (query and added-item checks) and ``idempotency``
+(a retried add under an Idempotency-Key: replayed for the same request, refused for another). The index
 directory: ``index_directory.manifest`` (``manifest.json``), ``index_directory.file_checksums`` (the sha256 of every file, recorded in
 the manifest), ``index_directory.compaction`` (its policy, and what a compaction did),
 ``items.items_db`` (``items.sqlite`` and ``Item``; ``items.item_paths``: image paths inside the index stored

@@ -38,6 +38,7 @@ class AddOptions(TypedDict, total=False):
     """The keyword options of ``Store.add``, declared once for the protocol and its implementations."""
 
     idempotency_key: str | None  # the ids and count are remembered under it: a retry is answered by ``recall``
+    request_digest: str | None  # remembered beside them (``shared.idempotency``): a retry must send the same
     replace: bool  # a record key in use replaces the item holding it instead of a KeyConflictError
 
 

@@ -26,7 +26,7 @@ from retrieval.indexing.search.copy_join import DEFAULT_K, CopyPairs, near_copy_
 from retrieval.indexing.search.copy_thresholds import CopyThresholds, copy_thresholds
 from retrieval.indexing.search.copy_verifier import verify_copies
 from retrieval.indexing.store.backends import open_store
-from retrieval.indexing.store.shared.items.items_db import Hit, Item
+from retrieval.indexing.store.shared.items.items_db import Hit
 from retrieval.indexing.store.shared.store_protocol import Store
 from retrieval.indexing.usecases.inputs import PathLike
 
@@ -170,17 +170,21 @@ class GroupFilter:
     label: str | None = None
     mixed_labels: bool = False
 
-    def select(self, store: Store, groups: list[list[int]]) -> list[tuple[int, list[Item]]]:
-        """(group number from 1, its items) of the groups that pass, in the groups' order."""
-        chosen = []
-        for number, group in enumerate(groups, 1):
-            if len(group) < self.min_size:
-                continue
-            items = [item for item in store.items(group) if item is not None]
-            labels = {item.label for item in items}
-            if (self.label is None or self.label in labels) and (not self.mixed_labels or len(labels) > 1):
-                chosen.append((number, items))
-        return chosen
+    def numbers(self, store: Store, groups: list[list[int]]) -> list[int]:
+        """The numbers (from 1, in the groups' order) of the groups that pass; the items' labels are read only
+        when a label filter asks for them."""
+        sized = [number for number, group in enumerate(groups, 1) if len(group) >= self.min_size]
+        if self.label is None and not self.mixed_labels:
+            return sized
+        return [number for number in sized if self._labels_pass(group_labels(store, groups[number - 1]))]
+
+    def _labels_pass(self, labels: set[str]) -> bool:
+        return (self.label is None or self.label in labels) and (not self.mixed_labels or len(labels) > 1)
+
+
+def group_labels(store: Store, group: list[int]) -> set[str]:
+    """The labels the items of a group carry (more than one: possible label noise)."""
+    return {item.label for item in store.items(group) if item is not None}
 
 
 class GroupCache:
