@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from retrieval.indexing.common.errors import DataError
-from retrieval.indexing.store.item_search import filter_warnings
+from retrieval.indexing.query.chain import filter_warnings
 from retrieval.indexing.store.shared.items.item_filter import parse_filter
 from retrieval.indexing.store.shared.items.items_db import Item
 from retrieval.indexing.store.shared.store_protocol import Store
