@@ -124,6 +124,9 @@ def test_a_model_without_calibration_refuses_min_probability_in_every_door(
         )
         assert response.status_code == 400 and "no calibration" in response.json()["detail"]
         assert client.get("/items/1/similar?min_probability=0.8").status_code == 400
+        vector = client.post("/embed", files={"image": ("q.png", query_png(), "image/png")}).json()["embedding"]
+        by_json = client.post("/search", json={"vector": vector, "min_probability": 0.8})
+        assert by_json.status_code == 400 and by_json.json()["detail"] == f"{refused.value}."  # JSON was a 422
 
 
 def test_min_probability_outside_0_to_1_is_refused(calibrated_index: Path, query_file: Path) -> None:
@@ -168,4 +171,4 @@ def test_index_info_says_what_the_calibration_rests_on_or_that_there_is_none(
     shown = runner.invoke(app, ["index", "info", str(calibrated_index)]).output
     assert any(line.split()[:1] == ["calibration"] and "calibrated by hand" in line for line in shown.splitlines())
     missing = runner.invoke(app, ["index", "info", str(tiny_index_template)]).output
-    assert "this model has no calibration (it was trained without validation classes" in missing
+    assert "this model has no calibration (its run kept no validation classes to fit one on" in missing

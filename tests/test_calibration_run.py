@@ -52,4 +52,5 @@ def test_a_run_without_validation_classes_has_no_calibration_and_says_so(synth_d
     output = _train(synth_data, tmp_path / "run", "--split", "none")
     assert not (tmp_path / "run" / "calibration.json").exists()
     assert ModelManifest.load(tmp_path / "run" / "export").calibration is None
-    assert "calibration: this model has no calibration (it was trained without validation classes" in output
+    assert "calibration: this model has no calibration (its run kept no validation classes to fit one on" in output
+    assert "--epochs 0 --final-fit" in output  # what to run to get one

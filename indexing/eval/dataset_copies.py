@@ -9,12 +9,18 @@ from pathlib import Path
 
 import numpy as np
 
-from retrieval.indexing.common.atomic_write import atomic_write_text
-from retrieval.indexing.common.table_files import write_table
+from retrieval.indexing.common.atomic_write import atomic_write_bytes
+from retrieval.indexing.common.table_files import csv_text
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.eval.retrieval_grid import GridRow, save_grid
 from retrieval.indexing.search.copy_groups import copy_groups
 from retrieval.indexing.search.copy_thresholds import CopyThresholds
+
+def file_name_bytes(text: str) -> bytes:
+    """UTF-8, with a file name that is not UTF-8 written as its own bytes (Python reads such a name into
+    surrogates, ``os.fsdecode``): the written path is the file's, byte for byte, so ``--exclude`` finds it."""
+    return text.encode("utf-8", "surrogateescape")
+
 
 CSV_NAME = "duplicates.csv"
 GRID_NAME = "duplicates.png"
@@ -88,12 +94,12 @@ class DatasetCopies:
     def write(self, out_dir: Path, exclude_list: Path | None = None) -> list[Path]:
         """``duplicates.csv`` and ``duplicates.png`` in ``out_dir`` (and ``exclude_list``); the files written."""
         out_dir.mkdir(parents=True, exist_ok=True)
-        write_table(out_dir / CSV_NAME, self._columns())
+        atomic_write_bytes(out_dir / CSV_NAME, file_name_bytes(csv_text(self._columns())))
         written = [out_dir / CSV_NAME]
         if self.pairs:
             written.append(save_grid(self._grid_rows(), out_dir / GRID_NAME))
         if exclude_list is not None:
-            atomic_write_text(exclude_list, "".join(f"{path}\n" for path in self.excluded()))
+            atomic_write_bytes(exclude_list, file_name_bytes("".join(f"{path}\n" for path in self.excluded())))
             written.append(exclude_list)
         return written
 

@@ -18,6 +18,10 @@ Decision = Literal["trained", "reference", "no-training", "unmeasured"]
 it beyond validation noise); ``no-training``: ``--epochs 0``; ``unmeasured``: nothing held out to measure on."""
 
 
+CEILING = 0.9995
+"""A MAP@R that prints as 1.000: every query already finds its class first, so no gain can be measured."""
+
+
 class GainInterval(BaseModel):
     """MAP@R ``before`` -> ``after`` on ``queries`` paired queries, and the bootstrap interval of the gain."""
 
@@ -45,6 +49,11 @@ class GainInterval(BaseModel):
     def below_noise(self) -> bool:
         """The whole interval is below zero: a loss beyond the noise of these queries."""
         return self.high < 0
+
+    @property
+    def at_ceiling(self) -> bool:
+        """MAP@R was already (printed) 1.000 before: these queries cannot show a gain, nor its interval."""
+        return self.before >= CEILING
 
     def relative(self, value: float) -> float | None:
         """``value`` (a gain or an end of the interval) as a fraction of ``before``; None when ``before`` is 0."""
@@ -83,7 +92,12 @@ class TrainingVerdict(BaseModel):
         parts = [
             {"trained": "trained epoch kept", "reference": "starting backbone kept"}.get(self.decision, self.decision)
         ]
-        if self.validation is not None:
+        if self.validation is not None and self.validation.at_ceiling:
+            parts.append(
+                f"validation MAP@R {self.validation.before:.3f} before training, its ceiling: no gain measurable on "
+                f"{self.validation_queries} queries of {self.validation_classes} classes"
+            )
+        elif self.validation is not None:
             parts.append(
                 f"validation {_interval(self.validation)} on {self.validation_queries} queries of "
                 f"{self.validation_classes} classes" + ("" if self.reliable else " (unreliable)")

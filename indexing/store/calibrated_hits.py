@@ -8,7 +8,15 @@ from __future__ import annotations
 import numpy as np
 
 from retrieval.indexing.common.errors import DataError
-from retrieval.indexing.common.score_calibration import CalibrationKind, ScoreCalibration, require_calibration
+from retrieval.indexing.common.score_calibration import (
+    NO_CALIBRATION,
+    NO_MODEL_CALIBRATION,
+    CalibrationKind,
+    ScoreCalibration,
+    require_calibration,
+)
+from retrieval.indexing.exported_model.model_manifest import ModelManifest
+from retrieval.indexing.exported_model.no_model import has_model
 from retrieval.indexing.store.shared.items.items_db import Hit
 from retrieval.indexing.store.shared.search_settings import SearchSettings
 
@@ -20,11 +28,16 @@ def calibration_kind(settings: SearchSettings) -> CalibrationKind | None:
     return _KINDS.get(settings.score_kind) if settings.postprocess == "none" else None
 
 
-def check_min_probability(calibration: ScoreCalibration | None, settings: SearchSettings) -> None:
-    """A DataError, before searching, when ``min_probability`` cannot be applied."""
+def no_calibration_reason(model: ModelManifest) -> str:
+    """Why an index's model (``IndexManifest.model``) has no calibration, in words that fit it."""
+    return NO_CALIBRATION if has_model(model) else NO_MODEL_CALIBRATION
+
+
+def check_min_probability(model: ModelManifest, settings: SearchSettings) -> None:
+    """A DataError, before searching, when ``min_probability`` cannot be applied with ``model``'s calibration."""
     if settings.min_probability is None:
         return
-    require_calibration(calibration)
+    require_calibration(model.calibration, no_calibration_reason(model))
     if calibration_kind(settings) is None:
         raise DataError(
             f"min_probability cannot be combined with postprocess {settings.postprocess}: its scores are not "

@@ -11,10 +11,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from retrieval.indexing.exported_model.no_model import has_model
 from retrieval.indexing.exported_model.onnx_embedder import load_model_manifest
 from retrieval.indexing.exported_model.resolution import resolve_query_model
 from retrieval.indexing.search.copy_groups import collapse_copies
-from retrieval.indexing.search.copy_thresholds import copy_thresholds
+from retrieval.indexing.search.copy_thresholds import NO_MODEL, NoCopyThresholdError, copy_thresholds
 from retrieval.indexing.store.calibrated_hits import check_min_probability, with_probabilities
 from retrieval.indexing.store.shared.items.item_filter import ItemFilter
 from retrieval.indexing.store.shared.items.items_db import Hit
@@ -47,7 +48,7 @@ def ranked_pages(
     if len(dropped) != len(queries):
         raise ValueError(f"exclude has {len(dropped)} entries for {len(queries)} queries")
     calibration = store.manifest.model.calibration
-    check_min_probability(calibration, settings)
+    check_min_probability(store.manifest.model, settings)
     depth = settings.depth * (COLLAPSE_OVERFETCH if settings.collapse_duplicates else 1)
     if settings.postprocess != "none":
         results = postprocessed_search(store, queries, depth, settings, dropped)
@@ -64,8 +65,16 @@ def ranked_pages(
 
 def copy_threshold_of(store: Store) -> float:
     """The cosine similarity above which two items of ``store`` are copies: its model's measured one."""
-    model_dir = resolve_query_model(store.index_dir, store.manifest.model_dir)
-    return copy_thresholds(load_model_manifest(model_dir).duplicates, None).cosine
+    try:
+        if not has_model(store.manifest.model):
+            return copy_thresholds(None, None, missing=NO_MODEL).cosine
+        model_dir = resolve_query_model(store.index_dir, store.manifest.model_dir)
+        return copy_thresholds(load_model_manifest(model_dir).duplicates, None).cosine
+    except NoCopyThresholdError as error:
+        raise NoCopyThresholdError(
+            f"collapse_duplicates needs a copy threshold, and {error.reason}",
+            "search without collapse_duplicates (the duplicates commands and GET /duplicates take a threshold)",
+        ) from None
 
 
 def _collapsed(store: Store, hits: list[Hit], threshold: float) -> list[Hit]:

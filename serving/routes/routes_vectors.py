@@ -19,6 +19,7 @@ from retrieval.indexing.common.errors import (
     KeyConflictError,
     ModelMismatchError,
 )
+from retrieval.indexing.common.score_calibration import NoCalibrationError
 from retrieval.indexing.store.item_search import HitPage
 from retrieval.indexing.store.shared.search_settings import SearchSettings
 from retrieval.indexing.usecases.deleting import delete_matching
@@ -288,7 +289,7 @@ def _as_invalid_parameters() -> Iterator[None]:
     a 409."""
     try:
         yield
-    except (KeyConflictError, ModelMismatchError):
+    except (KeyConflictError, ModelMismatchError, NoCalibrationError):  # the index's state, not the body's values
         raise
     except DataError as error:
         raise InvalidParameterError(str(error)) from None
