@@ -25,6 +25,8 @@ def file_name_bytes(text: str) -> bytes:
 CSV_NAME = "duplicates.csv"
 GRID_NAME = "duplicates.png"
 GRID_PAIRS = 24
+PAIR_CAPTION = "image"
+"""The first cell of each row of duplicates.png: an image (not a query), its copy beside it."""
 EXACT, NEAR = "exact", "near"
 KEEP_FIRST = {"train": 0, "val": 1, "test": 2}
 """Which member of a group of copies is kept: one in the training split before the others."""
@@ -126,6 +128,12 @@ class DatasetCopies:
             key=lambda p: (p.split_a == p.split_b, self._label(p.a) == self._label(p.b), -p.score),
         )
         return [
-            GridRow(self.records[p.a].path, self._label(p.a), [(self.records[p.b].path, self._label(p.b))], [p.score])
+            GridRow(
+                self.records[p.a].path,
+                self._label(p.a),
+                [(self.records[p.b].path, self._label(p.b))],
+                [p.score],
+                query_caption=PAIR_CAPTION,
+            )
             for p in ranked[:GRID_PAIRS]
         ]
