@@ -60,6 +60,30 @@ class GainInterval(BaseModel):
         return value / self.before if self.before > 0 else None
 
 
+class DataCopies(BaseModel):
+    """The exact copies (the same decoded pixels) among the run's images, as ``retrieval data check`` counts
+    them: pairs within a class, across classes (possible label noise) and across the run's split (a leak)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    within_class: int = Field(ge=0)
+    across_classes: int = Field(ge=0)
+    across_split: int = Field(ge=0)
+
+    def sentence(self) -> str | None:
+        """What a reader of the verdict must know (None: no copy crosses a class or the split)."""
+        found = [
+            f"{self.across_classes} across classes (label noise?)" if self.across_classes else "",
+            f"{self.across_split} across the split (a leak that inflates the test figures)" if self.across_split else "",
+        ]
+        if not any(found):
+            return None
+        return (
+            f"the data holds exact copy pairs: {', '.join(part for part in found if part)} "
+            "(`retrieval data duplicates DIR --out OUT --exclude-list FILE`, then `--exclude FILE`)"
+        )
+
+
 class TrainingVerdict(BaseModel):
     """What the run decided, the sentence that says it, and the counts it rests on."""
 
@@ -76,6 +100,9 @@ class TrainingVerdict(BaseModel):
     validation_queries: int | None = None
     reliable: bool | None = Field(
         None, description="false: too few validation classes or queries to tell a gain from noise"
+    )
+    data_copies: DataCopies | None = Field(
+        None, description="the exact copies among the run's images (as `retrieval data check` counts them)"
     )
 
     @model_validator(mode="before")

@@ -148,8 +148,13 @@ def _untested(cfg: TrainConfig, result: TrainResult, ctx: DistContext) -> dict[s
     else:
         sentence = f"trained on every class for {epochs_text(result.best_epoch)}"
     sentence += " (data.split none: no classes were held out, so nothing was measured; --final-fit measures first)"
+    copies = result.data_copies.sentence() if result.data_copies is not None else None
     verdict = TrainingVerdict(
-        sentence=sentence, decision="unmeasured", reference=reference, best_epoch=result.best_epoch
+        sentence=sentence + (f"; {copies}" if copies else ""),
+        decision="unmeasured",
+        reference=reference,
+        best_epoch=result.best_epoch,
+        data_copies=result.data_copies,
     )
     test = {"best_epoch": result.best_epoch, "split": "none", "verdict": verdict.model_dump(mode="json")}
     _write_test_document(RunPaths(result.run_dir), test, ctx)

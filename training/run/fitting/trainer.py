@@ -36,6 +36,7 @@ from retrieval.training.config.loss_and_sampler import capped_steps, loss_from_c
 from retrieval.training.config.train_config import TrainConfig
 from retrieval.training.data_pipeline.data_loaders import build_train_loader, train_batch_sampler
 from retrieval.training.data_pipeline.image_dataset import ImageRecordDataset
+from retrieval.indexing.exported_model.training_verdict import DataCopies
 from retrieval.training.data_pipeline.run_data import RunData, prepare_run_data
 from retrieval.training.data_pipeline.transforms import build_train_transform
 from retrieval.training.losses import get_loss_spec
@@ -85,6 +86,7 @@ class TrainResult:
     best_epoch: int
     best_val: dict[str, Any] | None
     test: dict[str, Any]
+    data_copies: DataCopies | None = None  # the exact copies among the run's images (RunData.copies)
 
 
 class Trainer(TrainerTests, TrainerCheckpoints):
@@ -236,9 +238,11 @@ class Trainer(TrainerTests, TrainerCheckpoints):
         if not self.evaluate_test or self.test_inputs is None:  # no test classes: data.split none
             barrier(self.ctx)
             best_val = load_checkpoint(self.paths.best_checkpoint).get("val_metrics") if self.ctx.is_main else None
-            return TrainResult(self.paths.run_dir, epoch, self.selection.best_epoch, best_val or None, {})
+            return TrainResult(
+                self.paths.run_dir, epoch, self.selection.best_epoch, best_val or None, {}, self.data.copies
+            )
         test, best_val = self._final_test(validation_gain)
-        return TrainResult(self.paths.run_dir, epoch, self.selection.best_epoch, best_val, test)
+        return TrainResult(self.paths.run_dir, epoch, self.selection.best_epoch, best_val, test, self.data.copies)
 
     def _setup(self) -> RunSetup:
         return RunSetup(

@@ -220,6 +220,7 @@ class TrainerTests(TrainerParts):
             validation_queries=validation.queries if validation is not None else 0,
             whitened_reference_test=whitened["float"]["map_at_r"] if whitened else None,
             pool_classes=len(self.data.splits.train_classes) + len(self.data.splits.val_classes),
+            data_copies=self.data.copies,
         )
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from retrieval.indexing.data.splits import MIN_CLASSES
-from retrieval.indexing.exported_model.training_verdict import Decision, GainInterval, TrainingVerdict
+from retrieval.indexing.exported_model.training_verdict import DataCopies, Decision, GainInterval, TrainingVerdict
 
 MIN_VALIDATION_CLASSES = 5
 MIN_VALIDATION_QUERIES = 100
@@ -41,6 +41,7 @@ class Verdict:
     validation_queries: int = 0
     whitened_reference_test: float | None = None  # test MAP@R of the reference + the whitening stage, reported only
     pool_classes: int = 0  # the training and validation classes together (0: not known)
+    data_copies: DataCopies | None = None  # exact copies among the run's images, repeated beside the verdict
 
     @property
     def kept_reference(self) -> bool:
@@ -55,7 +56,8 @@ class Verdict:
         return "no-training" if self.epochs == 0 else "reference" if self.kept_reference else "trained"
 
     def sentence(self) -> str:
-        return self._decision_words() + self._whitening_chain()
+        copies = self.data_copies.sentence() if self.data_copies is not None else None
+        return self._decision_words() + self._whitening_chain() + (f"; {copies}" if copies else "")
 
     def _decision_words(self) -> str:
         if self.epochs == 0:
@@ -100,6 +102,7 @@ class Verdict:
             validation_classes=self.validation_classes,
             validation_queries=self.validation_queries,
             reliable=self.reliable if self.validation is not None else None,
+            data_copies=self.data_copies,
         )
 
     def _reliability(self, interval_follows: bool = True) -> str:
