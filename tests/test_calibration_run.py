@@ -40,7 +40,9 @@ def test_a_run_fits_on_its_validation_classes_and_the_export_keeps_it(synth_data
     assert "the other fits measured on the same hits: the calibration block of test_metrics.json" in output
     assert "calibration: unreliable calibration: it rests on 2 validation classes" in output
     float_line = next(line for line in output.splitlines() if line.startswith("probabilities, float index: "))
-    assert f"off by {block['float']['ece']:.2f} on average from how often the hit shares the query's class" in float_line
+    assert (
+        f"off by {block['float']['ece']:.2f} on average from how often the hit shares the query's class" in float_line
+    )
     assert "probabilities, binary index: off by" in output and "calibration float : ECE" not in output  # was jargon
     cut = block["float"]["cutoffs"][0]
     if cut["precision"] is not None:

@@ -15,8 +15,8 @@ from retrieval.cli.main import app
 from retrieval.indexing.common.errors import ConfigError, DataError
 from retrieval.indexing.data.exclusion import read_exclude_list
 from retrieval.indexing.data.sources import load_records
-from retrieval.indexing.exported_model.model_manifest import ModelManifest
 from retrieval.indexing.data.splits import split_records
+from retrieval.indexing.exported_model.model_manifest import ModelManifest
 from retrieval.indexing.usecases import SplitSettings, find_dataset_duplicates, find_exact_copies
 from retrieval.training.usecases import data_duplicates
 

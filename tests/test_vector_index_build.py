@@ -184,8 +184,9 @@ def test_duplicates_on_vectors_alone_take_a_threshold_and_without_one_say_what_t
         assert unasked.status_code == 422 and "query parameter threshold" in unasked.json()["detail"]
         collapsed = client.get(f"/items/{ids[3]}/similar", params={"k": 3, "collapse_duplicates": "true"})
         assert collapsed.status_code == 409  # was 503 "retry later": retrying never changes it
-        assert "collapse_duplicates needs a copy threshold, and this index was built from vectors alone" in (
-            collapsed.json()["detail"]
+        assert (
+            "collapse_duplicates needs a copy threshold, and this index was built from vectors alone"
+            in (collapsed.json()["detail"])
         )
         assert "search without collapse_duplicates" in collapsed.json()["detail"]
 

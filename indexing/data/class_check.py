@@ -7,8 +7,8 @@ split leaves it out: it neither trains nor counts as a query, ``splits.split_rec
 
 from __future__ import annotations
 
-from collections import Counter
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -61,7 +61,27 @@ def _names(names: Sequence[str]) -> str:
     return ", ".join(names[:SHOWN]) + (f", ... ({len(names) - SHOWN} more)" if len(names) > SHOWN else "")
 
 
-MIRROR_WORDS = frozenset({"left", "right", "lh", "rh", "arrow", "arrows", "mirror", "mirrored", "text", "letter", "letters", "digit", "digits", "sign", "signs", "logo", "logos"})
+MIRROR_WORDS = frozenset(
+    {
+        "left",
+        "right",
+        "lh",
+        "rh",
+        "arrow",
+        "arrows",
+        "mirror",
+        "mirrored",
+        "text",
+        "letter",
+        "letters",
+        "digit",
+        "digits",
+        "sign",
+        "signs",
+        "logo",
+        "logos",
+    }
+)
 """Words in a class name that suggest the class differs from another by its mirror image."""
 
 

@@ -16,6 +16,7 @@ from retrieval.indexing.eval.retrieval_grid import GridRow, save_grid
 from retrieval.indexing.search.copy_groups import copy_groups
 from retrieval.indexing.search.copy_thresholds import CopyThresholds
 
+
 def file_name_bytes(text: str) -> bytes:
     """UTF-8, with a file name that is not UTF-8 written as its own bytes (Python reads such a name into
     surrogates, ``os.fsdecode``): the written path is the file's, byte for byte, so ``--exclude`` finds it."""

@@ -74,7 +74,9 @@ class DataCopies(BaseModel):
         """What a reader of the verdict must know (None: no copy crosses a class or the split)."""
         found = [
             f"{self.across_classes} across classes (label noise?)" if self.across_classes else "",
-            f"{self.across_split} across the split (a leak that inflates the test figures)" if self.across_split else "",
+            f"{self.across_split} across the split (a leak that inflates the test figures)"
+            if self.across_split
+            else "",
         ]
         if not any(found):
             return None

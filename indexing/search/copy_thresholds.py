@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.exported_model.copy_threshold import CopyThreshold
 
-
 NOT_MEASURED = (
     "the model's model.json holds no measured copy threshold (exported before thresholds were measured, or its "
     "training images could not be read then; `retrieval export RUN` measures it again)"
@@ -21,8 +20,9 @@ NO_MODEL = "this index was built from vectors alone, so no model measured a copy
 class NoCopyThresholdError(ConfigError):
     """No threshold given and none measured: it will not change by retrying (the service answers 409)."""
 
-    def __init__(self, reason: str, advice: str = "give a copy threshold (--threshold; over HTTP the query "
-                 "parameter threshold)") -> None:
+    def __init__(
+        self, reason: str, advice: str = "give a copy threshold (--threshold; over HTTP the query parameter threshold)"
+    ) -> None:
         super().__init__(f"{reason}; {advice}")
         self.reason = reason
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from retrieval.indexing.common.errors import ConfigError, DataError
 from retrieval.indexing.data.bad_images import scan_images
-from retrieval.indexing.data.pixel_hash import exact_copy_sets, pixel_digests
 from retrieval.indexing.data.exclusion import drop_excluded, read_exclude_list
+from retrieval.indexing.data.pixel_hash import exact_copy_sets, pixel_digests
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import DatasetSplits

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from retrieval.indexing.common.atomic_write import atomic_write_text
 from retrieval.indexing.common.errors import DataError, RetrievalError
-from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.records import ImageRecord
+from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import split_records
 from retrieval.indexing.exported_model.model_manifest import ModelManifest, manifest_json
 from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
@@ -52,7 +52,9 @@ def _measured_on(records: list[ImageRecord], data: DataConfig) -> tuple[list[Ima
     if data.split == "none":
         return list(records), f"{len(records)} images"
     try:
-        splits = split_records(records, val_fraction=data.val_fraction, val_fold=data.val_fold, num_folds=data.num_folds)
+        splits = split_records(
+            records, val_fraction=data.val_fraction, val_fold=data.val_fold, num_folds=data.num_folds
+        )
     except DataError:
         return list(records), f"{len(records)} images (too few classes to split; the copies are synthetic)"
     return splits.train, f"{len(splits.train)} training images"

@@ -94,9 +94,7 @@ def _images_below(folder: Path, walk: _Walk | None = None) -> Iterator[Path]:
     if not walk.enter(folder):
         return
     for directory, subdirs, files in os.walk(folder, followlinks=True):
-        subdirs[:] = sorted(
-            name for name in subdirs if not name.startswith(".") and walk.enter(Path(directory) / name)
-        )
+        subdirs[:] = sorted(name for name in subdirs if not name.startswith(".") and walk.enter(Path(directory) / name))
         for name in sorted(files):
             path = Path(directory) / name
             if is_image_file(path) and walk.first_time(path):

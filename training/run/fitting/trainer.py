@@ -31,12 +31,12 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from retrieval.indexing.common.atomic_write import atomic_write_text
+from retrieval.indexing.exported_model.training_verdict import DataCopies
 from retrieval.training.config.hub_access import model_hub_access
 from retrieval.training.config.loss_and_sampler import capped_steps, loss_from_config, sampler_kind
 from retrieval.training.config.train_config import TrainConfig
 from retrieval.training.data_pipeline.data_loaders import build_train_loader, train_batch_sampler
 from retrieval.training.data_pipeline.image_dataset import ImageRecordDataset
-from retrieval.indexing.exported_model.training_verdict import DataCopies
 from retrieval.training.data_pipeline.run_data import RunData, prepare_run_data
 from retrieval.training.data_pipeline.transforms import build_train_transform
 from retrieval.training.losses import get_loss_spec

@@ -84,7 +84,9 @@ class Verdict:
         most = min(MIN_VALIDATION_CLASSES, self.pool_classes - MIN_CLASSES)
         if most <= self.validation_classes:
             return ", or add classes so that validation can draw more of them"
-        fraction = next(f / 100 for f in range(1, 100) if round(f / 100 * self.pool_classes) >= most)  # the split's rule
+        fraction = next(
+            f / 100 for f in range(1, 100) if round(f / 100 * self.pool_classes) >= most
+        )  # the split's rule
         return (
             f", or measure on {most} validation classes instead of {self.validation_classes}: "
             f"--val-fraction {fraction:.2f}"
