@@ -108,3 +108,6 @@ def test_final_fit_keeps_the_measured_fits_calibration_and_says_what_it_rests_on
     assert kept.training_classes == len(measured.training_classes) < CLASSES
     assert "kept for the final fit on all 24 classes" in manifest.calibration.sentence
     assert run.calibration is not None and run.calibration["sentence"] == manifest.calibration.sentence
+    (tmp_path / "run" / "calibration.json").unlink()  # a final fit trained before it kept the calibration
+    again = export(run.run_dir, tmp_path / "again").manifest.calibration  # re-exporting carries it over
+    assert again is not None and again.curves == measured.calibration.curves and again.measured_fit == kept

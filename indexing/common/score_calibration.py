@@ -32,6 +32,11 @@ NO_CALIBRATION = (
     "keeps the calibration of the fit that measures: `retrieval train --data DIR --out RUN --epochs 0 --final-fit`), "
     "then export and index that run"
 )
+FINAL_FIT_WITHOUT_CALIBRATION = (
+    "this model's final fit (--final-fit) was exported without the calibration of the fit that measured it (an "
+    "older version dropped it), so hits carry no probability; `retrieval export RUN` again carries it over, then "
+    "rebuild the index with `retrieval index build`"
+)
 NO_MODEL_CALIBRATION = (
     "this index was built from vectors alone: no model, so nothing calibrated its scores and hits carry no "
     "probability; filter by score instead (min_score)"

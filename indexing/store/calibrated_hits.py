@@ -9,6 +9,7 @@ import numpy as np
 
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.common.score_calibration import (
+    FINAL_FIT_WITHOUT_CALIBRATION,
     NO_CALIBRATION,
     NO_MODEL_CALIBRATION,
     CalibrationKind,
@@ -30,7 +31,10 @@ def calibration_kind(settings: SearchSettings) -> CalibrationKind | None:
 
 def no_calibration_reason(model: ModelManifest) -> str:
     """Why an index's model (``IndexManifest.model``) has no calibration, in words that fit it."""
-    return NO_CALIBRATION if has_model(model) else NO_MODEL_CALIBRATION
+    if not has_model(model):
+        return NO_MODEL_CALIBRATION
+    final_fit = model.verdict is not None and "final fit: " in model.verdict.sentence  # never --split none
+    return FINAL_FIT_WITHOUT_CALIBRATION if final_fit else NO_CALIBRATION
 
 
 def check_min_probability(model: ModelManifest, settings: SearchSettings) -> None:

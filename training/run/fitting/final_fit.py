@@ -96,6 +96,20 @@ def keep_measured_calibration(paths: RunPaths, final_fit: FinalFit) -> ScoreCali
     return kept
 
 
+def exported_calibration(paths: RunPaths) -> ScoreCalibration | None:
+    """The calibration ``retrieval export`` copies into ``model.json``: the run's own, or for a final fit
+    trained before it kept one, the class-disjoint fit's, carried over now (``keep_measured_calibration``)."""
+    own = run_calibration(paths.run_dir)
+    if own is not None or not paths.test_metrics.is_file():
+        return own
+    try:
+        recorded = json.loads(paths.test_metrics.read_text()).get("final_fit")
+        final_fit = FinalFit(int(recorded["epochs"]), int(recorded["classes"]), paths.selection_dir)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None  # no final fit (or an unreadable record): nothing to carry over
+    return keep_measured_calibration(paths, final_fit)
+
+
 def chosen_whitening(cfg: TrainConfig, selection_dir: Path) -> WhiteningConfig:
     """The whitening the first fit chose on its validation classes, for the final fit (which has none)."""
     report = RunPaths(selection_dir).whitening_report
