@@ -177,6 +177,12 @@ def test_a_validation_ceiling_says_it_cannot_measure_what_to_ship_and_a_val_frac
     assert "1.000 before training, its ceiling: no gain measurable" in verdict.record().figures()
     no_interval = Verdict("pretrained", 3, 0, 0, _noisy_gain(-0.02, 0.05), validation_classes=2, validation_queries=400)
     assert "the interval that follows" not in no_interval.sentence()  # "training did not help" prints none
+    itself = paired_gain_interval(BEFORE, BEFORE)  # epoch 0 was the candidate: measured against itself
+    unbeaten = Verdict("pretrained", 3, 0, 0, itself, validation_classes=12, validation_queries=400).record()
+    assert "interval +0.000 to +0.000" not in unbeaten.figures()
+    assert f"validation: no epoch beat epoch 0's MAP@R {BEFORE.mean():.3f} on 400 queries of 12 classes" in (
+        unbeaten.figures()
+    )
 
 
 def _classes(count: int) -> list[ImageRecord]:

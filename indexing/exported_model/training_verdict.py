@@ -126,6 +126,12 @@ class TrainingVerdict(BaseModel):
                 f"validation MAP@R {self.validation.before:.3f} before training, its ceiling: no gain measurable on "
                 f"{self.validation_queries} queries of {self.validation_classes} classes"
             )
+        elif self.validation is not None and self.candidate_epoch == 0:  # epoch 0 against itself: no interval
+            parts.append(
+                f"validation: no epoch beat epoch 0's MAP@R {self.validation.before:.3f} on "
+                f"{self.validation_queries} queries of {self.validation_classes} classes"
+                + ("" if self.reliable else " (unreliable)")
+            )
         elif self.validation is not None:
             parts.append(
                 f"validation {_interval(self.validation)} on {self.validation_queries} queries of "
