@@ -1,5 +1,5 @@
-# Two entry points: `make demo` (train -> export -> index -> eval -> serve on generated data)
-# and `make test`. Both create the virtualenv they need.
+# Two entry points: `make demo` (train -> export -> index -> eval -> serve on generated data;
+# `make demo PORT=8001` serves on another port) and `make test`. Both create the virtualenv they need.
 PYTHON ?= python3
 VENV ?= .venv
 # faiss-gpu/onnxruntime-gpu and faiss-cpu/onnxruntime cannot live side by side: pick one set.
@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	touch $@
 
 demo: setup
-	bash scripts/demo.sh
+	PORT=$(PORT) bash scripts/demo.sh
 
 lint: setup
 	$(VENV)/bin/ruff check .

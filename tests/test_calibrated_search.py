@@ -24,6 +24,7 @@ from retrieval.indexing.common.score_calibration import (
     ScoreCalibration,
 )
 from retrieval.indexing.exported_model.model_manifest import ModelManifest, manifest_json
+from retrieval.indexing.exported_model.training_verdict import TrainingVerdict
 from retrieval.indexing.store.build.builder import build_index
 from retrieval.indexing.usecases import search
 from retrieval.indexing.usecases.evaluating import EvalRequest, run_eval, save_evaluation
@@ -124,6 +125,9 @@ def test_a_model_without_calibration_refuses_min_probability_in_every_door(
         )
         assert response.status_code == 400 and "no calibration" in response.json()["detail"]
         assert client.get("/items/1/similar?min_probability=0.8").status_code == 400
+        vector = client.post("/embed", files={"image": ("q.png", query_png(), "image/png")}).json()["embedding"]
+        by_json = client.post("/search", json={"vector": vector, "min_probability": 0.8})
+        assert by_json.status_code == 400 and by_json.json()["detail"] == f"{refused.value}."  # JSON was a 422
 
 
 def test_min_probability_outside_0_to_1_is_refused(calibrated_index: Path, query_file: Path) -> None:
@@ -168,4 +172,16 @@ def test_index_info_says_what_the_calibration_rests_on_or_that_there_is_none(
     shown = runner.invoke(app, ["index", "info", str(calibrated_index)]).output
     assert any(line.split()[:1] == ["calibration"] and "calibrated by hand" in line for line in shown.splitlines())
     missing = runner.invoke(app, ["index", "info", str(tiny_index_template)]).output
-    assert "this model has no calibration (it was trained without validation classes" in missing
+    assert "this model has no calibration (its run kept no validation classes to fit one on" in missing
+
+
+def test_a_final_fit_model_without_calibration_is_not_blamed_on_split_none(query_file: Path, tmp_path: Path) -> None:
+    model_dir = export_tiny_model(tmp_path / "export")  # as an older version exported a final fit: no calibration
+    verdict = TrainingVerdict(sentence="...; final fit: retrained on all 24 classes for 2 epochs", decision="trained")
+    manifest = ModelManifest.load(model_dir).model_copy(update={"verdict": verdict})
+    (model_dir / "model.json").write_text(manifest_json(manifest))
+    build_index(model_dir, make_gallery(tmp_path / "gallery"), tmp_path / "index", progress=False)
+    with pytest.raises(DataError) as refused:
+        search(tmp_path / "index", query_file, k=3, min_probability=0.8)
+    assert "--split none" not in str(refused.value)  # it was never passed
+    assert "`retrieval export RUN` again carries it over" in str(refused.value)

@@ -37,9 +37,19 @@ def test_a_run_fits_on_its_validation_classes_and_the_export_keeps_it(synth_data
         "every pair, validation base rate",
         "every pair, shifted to the test base rate",
     }
-    assert "ECE of the alternatives on the same hits: isotonic on the first hits" in output
+    assert "the other fits measured on the same hits: the calibration block of test_metrics.json" in output
     assert "calibration: unreliable calibration: it rests on 2 validation classes" in output
-    assert "calibration float : ECE" in output and "calibration binary: ECE" in output
+    float_line = next(line for line in output.splitlines() if line.startswith("probabilities, float index: "))
+    assert (
+        f"off by {block['float']['ece']:.2f} on average from how often the hit shares the query's class" in float_line
+    )
+    assert "probabilities, binary index: off by" in output and "calibration float : ECE" not in output  # was jargon
+    cut = block["float"]["cutoffs"][0]
+    if cut["precision"] is not None:
+        assert f"min_probability 0.5: {cut['precision'] * 100:.0f} % of the hits it keeps share" in float_line
+    verdict = json.loads((tmp_path / "run" / "test_metrics.json").read_text())["verdict"]["sentence"]
+    assert output.count(verdict) == 1 and f"verdict: {verdict}" in output  # it was printed twice
+    assert "optimizer" not in output and "miner" not in output  # --epochs 0: no step, no loss or optimizer
     calibration = ModelManifest.load(tmp_path / "run" / "export").calibration
     assert calibration is not None and calibration.fitted_on.classes == 2 and not calibration.reliable
     assert calibration.fitted_on.pairs == calibration.fitted_on.queries * 10  # each query's first 10 hits
@@ -52,4 +62,5 @@ def test_a_run_without_validation_classes_has_no_calibration_and_says_so(synth_d
     output = _train(synth_data, tmp_path / "run", "--split", "none")
     assert not (tmp_path / "run" / "calibration.json").exists()
     assert ModelManifest.load(tmp_path / "run" / "export").calibration is None
-    assert "calibration: this model has no calibration (it was trained without validation classes" in output
+    assert "calibration: this model has no calibration (its run kept no validation classes to fit one on" in output
+    assert "--epochs 0 --final-fit" in output  # what to run to get one

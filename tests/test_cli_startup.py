@@ -133,6 +133,8 @@ def test_the_name_tables_are_the_registries() -> None:
 def test_serve_help_states_the_api_key_rule() -> None:
     shown = " ".join(CliRunner().invoke(app, ["serve", "--help"]).output.split())
     assert f"at least {MIN_API_KEY_CHARS} characters (a shorter one stops the start)" in shown, shown
+    assert "With a key, hits and items show only the file name in `path`" in shown  # it was told nowhere here
+    assert "RETRIEVAL_SHOW_PATHS=true shows full paths" in shown
 
 
 def test_the_backbone_table_is_the_registry() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -105,6 +106,19 @@ def test_train_then_export_on_the_command_line(synth_data: Path, tmp_path: Path)
     result = run_cli("export", str(run))
     assert result.returncode == 0, result.stderr[-2000:]
     assert (run / "export" / "model.onnx").is_file() and (run / "export" / "model.json").is_file()
+
+
+@pytest.mark.slow
+def test_an_epochs_0_run_says_no_loss_or_optimizer_and_its_verdict_once(synth_data: Path, tmp_path: Path) -> None:
+    args = ["--image-size", "32", "--embedding-dim", "16", "--workers", "0", "--device", "cpu", "--quiet"]
+    result = run_cli("train", "--data", str(synth_data), "--out", str(tmp_path / "run"), "--epochs", "0", *args)
+    assert result.returncode == 0, result.stderr[-2000:]
+    summary = {line.split()[0]: " ".join(line.split()[1:]) for line in result.stderr.splitlines() if line.strip()}
+    assert not {"loss", "batches", "optimizer"} & set(summary)  # no step runs: nothing of the kind to tell
+    assert summary["epochs"].startswith("0 (no training: the ")
+    verdict = json.loads((tmp_path / "run" / "test_metrics.json").read_text())["verdict"]["sentence"]
+    assert (result.stdout + result.stderr).count(verdict) == 1  # it was printed twice (the log, then the summary)
+    assert f"verdict: {verdict}" in result.stdout
 
 
 def test_every_train_option_names_a_real_config_key() -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import csv
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -11,8 +13,10 @@ from typer.testing import CliRunner
 
 from retrieval.cli.main import app
 from retrieval.indexing.common.errors import ConfigError, DataError
+from retrieval.indexing.data.exclusion import read_exclude_list
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import split_records
+from retrieval.indexing.exported_model.model_manifest import ModelManifest
 from retrieval.indexing.usecases import SplitSettings, find_dataset_duplicates, find_exact_copies
 from retrieval.training.usecases import data_duplicates
 
@@ -101,3 +105,23 @@ def test_cli_prints_counts_and_refuses_a_bad_threshold(planted: Path, tiny_model
     bad = CliRunner().invoke(app, [*args, "--threshold", "2"])
     assert isinstance(bad.exception, ConfigError)  # main() prints a RetrievalError as its one sentence
     assert str(bad.exception) == "--threshold must be a cosine similarity in [-1, 1], got 2"
+
+
+@pytest.mark.slow
+def test_the_default_model_on_six_classes_skips_a_corrupt_image_and_writes_a_non_utf8_name(tmp_path: Path) -> None:
+    data = planted_gallery(tmp_path / "data")  # 6 classes: too few for the default class-disjoint split
+    (data / "class_2" / "bad.jpg").write_bytes(b"\xff\xd8 not a jpeg")
+    odd = os.fsencode(data / "class_0") + b"/z\xe9.png"  # a Latin-1 name, not UTF-8: an exact copy of img_0
+    shutil.copyfile(data / "class_0" / "img_0.png", odd)
+    out, listed = tmp_path / "out", tmp_path / "ex.txt"
+    args = ["data", "duplicates", str(data), "--out", str(out), "--quiet", "--exclude-list", str(listed)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output  # was: the corrupt image stopped it, then a UnicodeEncodeError
+    assert f"warning: skipped {data / 'class_2' / 'bad.jpg'}" in result.output
+    assert ModelManifest.load(out / "model").duplicates is not None  # measured on the 6 classes' images
+    assert "threshold: --threshold" not in result.output and "(exact copies only)" not in result.output
+    rows = list(csv.DictReader((out / "duplicates.csv").read_bytes().decode("utf-8", "surrogateescape").splitlines()))
+    exact = {frozenset((row["path_a"], row["path_b"])) for row in rows if row["kind"] == "exact"}
+    assert frozenset((str(data / "class_0" / "img_0.png"), os.fsdecode(odd))) in exact  # the file's own bytes
+    left_out = read_exclude_list(listed)  # each group keeps its first path: copy_exact.png, class_1/img_1.png
+    assert {data / "class_0" / "img_0.png", Path(os.fsdecode(odd)), data / "class_4" / "copy_exact.bmp"} <= left_out

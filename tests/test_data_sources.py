@@ -44,6 +44,23 @@ def test_imagefolder_reads_classes_and_extensions_case_insensitively(tmp_path: P
     assert all(r.split is None and r.is_query and r.is_gallery and r.path.is_absolute() for r in records)
 
 
+def test_imagefolder_reads_each_real_file_once_through_a_symlink_loop_and_names_the_loop(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    for label in ("cat", "dog"):
+        for n in range(3):
+            _image(tmp_path / label / "sub" / f"{label}{n}.png", n)
+    (tmp_path / "cat" / "sub" / "up").symlink_to(tmp_path / "cat", target_is_directory=True)  # back up: a loop
+    (tmp_path / "dog" / "cats").symlink_to(tmp_path / "cat" / "sub", target_is_directory=True)  # a second link
+    with caplog.at_level("WARNING"):
+        records = load_records(tmp_path)
+    assert len(records) == 6  # was 3 + 3 x ~40 nesting levels: the loop was followed until the OS refused
+    assert len({record.path.resolve() for record in records}) == 6
+    assert sorted(record.label for record in records) == ["cat"] * 3 + ["dog"] * 3
+    assert str(tmp_path / "cat" / "sub" / "up") in caplog.text and "symlink loop" in caplog.text
+    assert str(tmp_path / "dog" / "cats") in caplog.text
+
+
 def test_csv_manifest_resolves_paths_and_reads_protocol_columns(tmp_path: Path) -> None:
     _image(tmp_path / "imgs" / "a.png")
     _image(tmp_path / "imgs" / "b.png")

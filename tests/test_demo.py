@@ -67,3 +67,12 @@ def test_demo_runs_the_whole_chain_and_serves(tmp_path: Path) -> None:
     assert (tmp_path / "demo" / "run" / "export" / "model.onnx").is_file()
     output = (tmp_path / "demo.log").read_text()
     assert f"http://127.0.0.1:{port}/" in output
+
+
+def test_make_demo_takes_the_port_on_its_command_line_and_the_readme_says_so() -> None:
+    planned = subprocess.run(
+        ["make", "-n", "demo", "PORT=8123", "STAMP=/dev/null"], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
+    assert planned.returncode == 0, planned.stderr
+    assert "PORT=8123 bash scripts/demo.sh" in planned.stdout  # the port was a variable of the script alone
+    assert "PORT=8001" in (ROOT / "README.md").read_text()

@@ -15,6 +15,7 @@ from retrieval.cli.main import app
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.exported_model.model_manifest import ModelManifest, manifest_json
 from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.exported_model.training_verdict import TrainingVerdict
 from retrieval.indexing.store.build.builder import build_index
 
 runner = CliRunner()
@@ -105,3 +106,17 @@ def test_evaluating_training_classes_warns(
     result = invoke("eval", "--model", model, "--data", gallery_dir, "--out", tmp_path / "e2", "--grid", 0)
     assert result.exit_code == 0 and "warning" not in result.output  # --split test: classes 3..5 only
     assert json.loads((tmp_path / "e2" / "metrics.json").read_text())["training_classes_evaluated"] == 0
+
+
+def test_an_untrained_models_classes_are_no_training_classes(
+    tiny_model_dir: Path, gallery_records: list[ImageRecord], tmp_path: Path
+) -> None:
+    model = with_training_classes(tiny_model_dir, tmp_path / "model", ["class_0", "class_1", "class_2"])
+    untrained = TrainingVerdict(sentence="no training epoch ran", decision="no-training", best_epoch=0)
+    manifest = ModelManifest.load(model).model_copy(update={"verdict": untrained})
+    (model / "model.json").write_text(manifest_json(manifest))
+    build_index(model, gallery_records, tmp_path / "all", progress=False)
+    result = invoke("eval", "--index", tmp_path / "all", "--out", tmp_path / "e", "--grid", 0)
+    assert result.exit_code == 0, result.output
+    assert "were training classes" not in result.output  # --epochs 0: no weight saw a label
+    assert json.loads((tmp_path / "e" / "metrics.json").read_text())["training_classes_evaluated"] == 0

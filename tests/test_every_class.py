@@ -12,6 +12,7 @@ import yaml
 
 from retrieval import export, study, train
 from retrieval.indexing.common.errors import ConfigError, DataError
+from retrieval.indexing.exported_model.model_manifest import ModelManifest
 from retrieval.indexing.exported_model.training_verdict import TrainingVerdict
 
 FAST = {
@@ -91,3 +92,22 @@ def test_study_refuses_batches_no_fold_can_form_before_the_first_trial(synth_dat
     assert "--losses triplet cannot train on fold 0 of 2" in message and "no trial has run" in message
     assert "lower trainer.batch_size" in message
     assert not (tmp_path / "study" / "search").exists()
+
+
+@pytest.mark.slow
+def test_final_fit_keeps_the_measured_fits_calibration_and_says_what_it_rests_on(
+    synth_data: Path, tmp_path: Path
+) -> None:
+    run = train(synth_data, tmp_path / "run", epochs=0, final_fit=True, **FAST)
+    measured = ModelManifest.load(export(tmp_path / "run" / "selection", tmp_path / "sel").manifest_path.parent)
+    manifest = export(run.run_dir).manifest
+    assert measured.calibration is not None and manifest.calibration is not None  # was None: thrown away
+    assert manifest.calibration.curves == measured.calibration.curves  # the same fit, carried over
+    kept = manifest.calibration.measured_fit
+    assert kept is not None and kept.epochs == 0 and kept.final_classes == CLASSES
+    assert kept.training_classes == len(measured.training_classes) < CLASSES
+    assert "kept for the final fit on all 24 classes" in manifest.calibration.sentence
+    assert run.calibration is not None and run.calibration["sentence"] == manifest.calibration.sentence
+    (tmp_path / "run" / "calibration.json").unlink()  # a final fit trained before it kept the calibration
+    again = export(run.run_dir, tmp_path / "again").manifest.calibration  # re-exporting carries it over
+    assert again is not None and again.curves == measured.calibration.curves and again.measured_fit == kept

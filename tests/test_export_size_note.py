@@ -27,8 +27,17 @@ def test_the_same_size_says_nothing() -> None:
 def test_a_kept_backbone_narrower_than_configured_names_the_pca() -> None:
     note = size_note(_manifest(24, KEPT_BACKBONE), 64)
     assert note is not None
-    assert note.startswith("the model is 24-d, not the configured --embedding-dim 64: the verdict kept the starting")
-    assert "no more dimensions than the images it is fitted on" in note
+    assert note.startswith("the model is 24-d, not the configured --embedding-dim 64: the verdict kept epoch 0")
+    assert "at most one dimension per training image" in note
+
+
+def test_an_epochs_0_run_at_the_default_width_says_so_and_blames_no_pca() -> None:
+    untrained = TrainingVerdict(sentence="no epoch", decision="no-training", best_epoch=0)
+    note = size_note(_manifest(1280, untrained), 2048)
+    assert note is not None
+    assert note.startswith("the model is 1280-d, not the configured --embedding-dim 2048 (the default): no epoch was")
+    assert "(--epochs 0)" in note and "kept at the backbone's own width" in note
+    assert "PCA keeps no more dimensions than the images" not in note  # was: a PCA blamed where none ran
 
 
 def test_a_trained_model_of_another_width_names_the_whitening() -> None:

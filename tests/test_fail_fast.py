@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -152,9 +153,19 @@ def test_silent_phases_spin_on_a_terminal_only(monkeypatch: pytest.MonkeyPatch) 
 
 def test_data_check_advises_turning_the_flip_off_for_mirror_sensitive_classes(tmp_path: Path) -> None:
     data = _folder_of_images(tmp_path / "data")
+    for name in ("arrow_left", "arrow_right"):
+        shutil.copytree(data / "c0", data / name)
     result = CliRunner().invoke(app, ["data", "check", str(data), "--quiet"])
     assert result.exit_code == 0 and "retrieval train --set data.horizontal_flip=false" in result.output
-    assert "mirror image" in result.output
+    assert "mirror image" in result.output and "(class names that suggest it: arrow_left, arrow_right)" in result.output
+
+
+def test_data_check_gives_birds_no_flip_advice(tmp_path: Path) -> None:
+    data = _folder_of_images(tmp_path / "data")  # c0, c1: nothing mirror-sensitive in the names
+    for name in ("Red_winged_Blackbird", "Gray_Catbird"):
+        shutil.copytree(data / "c0", data / name)
+    result = CliRunner().invoke(app, ["data", "check", str(data), "--quiet"])
+    assert result.exit_code == 0 and "horizontal_flip" not in result.output  # it advised flips for birds
 
 
 def test_study_mistakes_are_refused_before_torch_loads(tmp_path: Path) -> None:

@@ -9,6 +9,8 @@ import pytest
 from index_fixtures import make_image
 from PIL import Image
 
+from retrieval.indexing.data.records import ImageRecord
+from retrieval.indexing.eval.dataset_copies import CopyPair, DatasetCopies
 from retrieval.indexing.eval.evaluation import EvalData, grid_rows
 from retrieval.indexing.eval.retrieval_grid import (
     HIT,
@@ -125,3 +127,14 @@ def test_grid_tiles_are_filled_by_small_and_large_images_alike(tmp_path: Path, w
     assert columns.max() - columns.min() + 1 == pytest.approx(width * scale, abs=2)
     assert rows.max() - rows.min() + 1 == pytest.approx(height * scale, abs=2)
     assert max(np.ptp(columns), np.ptp(rows)) + 1 >= 95  # the longer side fills the tile
+
+
+def test_duplicates_grid_calls_its_first_image_an_image_not_a_query(tmp_path: Path) -> None:
+    records = [ImageRecord(path=tmp_path / f"{n}.png", label=f"c{n}") for n in range(2)]
+    copies = DatasetCopies(records, [CopyPair(0, 1, 0.99, "near", "train", "train")], None)
+    (row,) = copies._grid_rows()
+    captions = row_captions(row, 100, font())
+    assert captions[0][0] == "image" and captions[1][0] == "1. 0.990"  # was "query": nothing was searched
+    for n in range(2):
+        make_image(n, 0).save(records[n].path)
+    assert render_grid([row], thumb=40).size[0] > 0

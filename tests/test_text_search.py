@@ -24,7 +24,13 @@ from retrieval.indexing.eval.text_to_image import label_words
 from retrieval.indexing.exported_model.model_manifest import ModelManifest
 from retrieval.indexing.exported_model.no_model import NoModelError
 from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
-from retrieval.indexing.exported_model.text_encoder import NoTextSideError, TextEncoder, text_encoder_of
+from retrieval.indexing.exported_model.text_encoder import (
+    TEXT_RUN_COMMAND,
+    TEXT_RUN_MB,
+    NoTextSideError,
+    TextEncoder,
+    text_encoder_of,
+)
 from retrieval.indexing.store.backends import open_store
 from retrieval.indexing.store.maintenance.index_verify import verify_index
 from retrieval.serving.app import create_app
@@ -130,6 +136,10 @@ def test_http_refuses_a_model_without_text_side(fresh_index: Path) -> None:
             assert response.status_code == 409, response.text
             detail = response.json()["detail"]
             assert "has no text tower" in detail and "clip_vitb32" in detail and "retrieval export" in detail
+            assert (  # the command that makes one, and what it downloads
+                "`retrieval train --data DIR --out RUN --epochs 0 --backbone clip_vitb32 --pretrained hub "
+                "--allow-download` (about 605 MB of weights, downloaded once)"
+            ) in detail
         assert client.post("/search", files={"image": ("q.png", query_png(), "image/png")}).status_code == 200
 
 
@@ -262,3 +272,9 @@ def test_text_of_nothing_visible_or_with_nul_is_a_400(text_index: Path, text: st
             assert response.status_code == 400, response.text
             assert words in response.json()["detail"]
         assert client.post("/search", json={"text": "caf\u00e9 \u200bboat"}).status_code == 200
+
+
+def test_the_refusals_download_size_is_the_hub_weights_own() -> None:
+    from retrieval.training.config.hub_access import HUB_WEIGHTS_MB
+
+    assert HUB_WEIGHTS_MB["clip_vitb32"] == TEXT_RUN_MB and "--backbone clip_vitb32" in TEXT_RUN_COMMAND

@@ -155,3 +155,70 @@ def test_the_service_serves_vectors_and_refuses_images(vectors_index: tuple[Path
             assert "has no model" in refused.json()["detail"]
         keyed = client.put("/items/by-key/k1", files=png, data={"label": "x"}, headers=AUTH)
         assert keyed.status_code == 409 and "has no model" in keyed.json()["detail"]
+
+
+def test_duplicates_on_vectors_alone_take_a_threshold_and_without_one_say_what_to_pass(tmp_path: Path) -> None:
+    vectors = _unit(12, seed=5)
+    vectors[10] = vectors[3]  # planted copies: one exact, one a hair apart
+    nudged = vectors[5] + 0.01 * _unit(1, seed=6)[0]
+    vectors[11] = nudged / np.linalg.norm(nudged)
+    source = _write_embedding(tmp_path / "emb", vectors)
+    index = tmp_path / "index"
+    run_build(BuildRequest(model=None, data=None, out=index, vectors=source, items=None, progress=False))
+    with IndexStore.open(index) as store:
+        ids = [int(i) for i in store.ids()]
+    cosine = vectors @ vectors.T
+    brute = sorted(sorted(ids[j] for j in (a, b)) for a, b in zip(*np.nonzero(np.triu(cosine >= 0.95, k=1))))
+    assert brute == sorted([sorted([ids[3], ids[10]]), sorted([ids[5], ids[11]])])
+    found = invoke("index", "duplicates", index, "--threshold", "0.95", "--out", tmp_path / "d.csv")
+    assert found.exit_code == 0, found.output  # was: "the model it was built with (.../vec.npy) is gone"
+    assert "2 groups of copies hold 4 of 12 items" in found.output
+    missing = invoke("index", "duplicates", index, "--out", tmp_path / "e.csv")
+    assert "built from vectors alone, so no model measured a copy threshold" in str(missing.exception)
+    assert "is gone" not in str(missing.exception)
+    with serving_client(index) as client:
+        groups = client.get("/duplicates", params={"threshold": 0.95}, headers=AUTH)
+        assert groups.status_code == 200, groups.text
+        assert sorted(sorted(item["id"] for item in g["items"]) for g in groups.json()["groups"]) == brute
+        unasked = client.get("/duplicates", headers=AUTH)
+        assert unasked.status_code == 422 and "query parameter threshold" in unasked.json()["detail"]
+        collapsed = client.get(f"/items/{ids[3]}/similar", params={"k": 3, "collapse_duplicates": "true"})
+        assert collapsed.status_code == 409  # was 503 "retry later": retrying never changes it
+        assert (
+            "collapse_duplicates needs a copy threshold, and this index was built from vectors alone"
+            in (collapsed.json()["detail"])
+        )
+        assert "search without collapse_duplicates" in collapsed.json()["detail"]
+
+
+def test_an_item_added_by_vector_is_no_missing_image_and_its_thumbnail_says_it_has_none(
+    vectors_index: tuple[Path, np.ndarray],
+) -> None:
+    index, vectors = vectors_index
+    added = add_vectors(index, VectorAdd(vectors[0], "new", keys=["by-vector"]))
+    report = verify_index(index)
+    assert report.missing_count == 12  # the /photos/... paths the embedding file named: gone indeed
+    assert report.vector_items == 1 and not any("(vector)" in line for line in report.missing_images)
+    (new_id,) = added.ids
+    with serving_client(index) as client:
+        for path in (f"/items/{new_id}/thumbnail", f"/items/{new_id}/image"):
+            answer = client.get(path)
+            assert answer.status_code == 404, path
+            assert answer.json()["detail"] == f"item {new_id} was added by its vector and has no image."
+
+
+def test_min_probability_on_vectors_alone_is_the_same_400_on_every_door_with_the_reason_that_fits(
+    vectors_index: tuple[Path, np.ndarray],
+) -> None:
+    index, vectors = vectors_index
+    with IndexStore.open(index) as store:
+        first = int(store.ids()[0])
+    with serving_client(index) as client:
+        by_json = client.post("/search", json={"vector": vectors[1].tolist(), "min_probability": 0.5})
+        by_query = client.get(f"/items/{first}/similar", params={"min_probability": 0.5})
+        assert by_json.status_code == by_query.status_code == 400  # JSON was 422, query parameters 400
+        detail = by_json.json()["detail"]
+        assert detail == by_query.json()["detail"]
+        assert "built from vectors alone" in detail and "--split none" not in detail  # was: blamed --split none
+    shown = invoke("index", "info", index).output
+    assert "calibration" in shown and "built from vectors alone: no model" in shown

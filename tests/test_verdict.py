@@ -5,11 +5,15 @@ Cases are constructed per-query APs, so each decision is known before the bootst
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from retrieval.cli.commands.index_commands import _verdict_rows
 from retrieval.indexing.common.errors import DataError
+from retrieval.indexing.data.records import ImageRecord
+from retrieval.indexing.data.splits import split_records
 from retrieval.indexing.eval.gain_interval import paired_gain_interval
 from retrieval.indexing.eval.metrics import evaluate_retrieval
 from retrieval.indexing.exported_model.model_manifest import ModelManifest
@@ -148,3 +152,38 @@ def test_index_info_shows_the_sentence_then_the_decision_and_intervals() -> None
     assert figures.startswith("trained epoch kept; validation gain +0.080 (95 % interval +0.07")
     assert figures.endswith("on 400 queries of 3 classes (unreliable)")
     assert _verdict_rows(None) == []
+
+
+def test_a_validation_ceiling_says_it_cannot_measure_what_to_ship_and_a_val_fraction_that_would() -> None:
+    perfect = np.ones(60)
+    ceiling = paired_gain_interval(perfect, perfect)  # 2 validation classes, every query already perfect
+    verdict = Verdict(
+        reference="pretrained",
+        epochs=3,
+        best_epoch=0,
+        candidate_epoch=0,
+        validation=ceiling,
+        validation_classes=2,
+        validation_queries=60,
+        pool_classes=6,  # 12 classes: 6 test, 6 train or validate
+    )
+    sentence = verdict.sentence()
+    assert sentence.startswith("cannot measure: the pretrained backbone already scores validation MAP@R 1.000")
+    assert "training did not help" not in sentence and "interval that follows" not in sentence  # none follows
+    assert "ship the pretrained backbone (`--epochs 0`)" in sentence
+    assert sentence.endswith("measure on 4 validation classes instead of 2: --val-fraction 0.59")
+    assert len(split_records(_classes(12), val_fraction=0.59).val_classes) == 4  # the split rule itself
+    assert "+0.000 (95 % interval" not in verdict.record().figures()
+    assert "1.000 before training, its ceiling: no gain measurable" in verdict.record().figures()
+    no_interval = Verdict("pretrained", 3, 0, 0, _noisy_gain(-0.02, 0.05), validation_classes=2, validation_queries=400)
+    assert "the interval that follows" not in no_interval.sentence()  # "training did not help" prints none
+    itself = paired_gain_interval(BEFORE, BEFORE)  # epoch 0 was the candidate: measured against itself
+    unbeaten = Verdict("pretrained", 3, 0, 0, itself, validation_classes=12, validation_queries=400).record()
+    assert "interval +0.000 to +0.000" not in unbeaten.figures()
+    assert f"validation: no epoch beat epoch 0's MAP@R {BEFORE.mean():.3f} on 400 queries of 12 classes" in (
+        unbeaten.figures()
+    )
+
+
+def _classes(count: int) -> list[ImageRecord]:
+    return [ImageRecord(path=Path(f"/c{c}/{i}.png"), label=f"c{c:02d}") for c in range(count) for i in range(2)]

@@ -11,7 +11,7 @@ import typer
 from retrieval.cli.options.index_options import PixelCheckOpt, QuietOpt, ThresholdOpt
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.bad_images import scan_images
-from retrieval.indexing.data.class_check import class_problems
+from retrieval.indexing.data.class_check import class_problems, mirror_sensitive_classes
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.data.sources import describe_layout, load_records
 from retrieval.indexing.data.splits import split_records
@@ -119,7 +119,8 @@ def check(
     if len(records) > 1:
         copies = find_exact_copies(records, split=SplitSettings(val_fraction=val_fraction), progress=not quiet)
         typer.echo(f"{copies.summary()}; near copies too: retrieval data duplicates {path} --out DIR")
-    typer.echo(MIRROR_ADVICE)
+    if mirrored := mirror_sensitive_classes(record.label for record in records):
+        typer.echo(f"{MIRROR_ADVICE} (class names that suggest it: {', '.join(mirrored[:5])})")
     if not report.ok:
         raise DataError(f"{len(report.bad)} unreadable images in {path}; fix or remove them")
 

@@ -26,8 +26,8 @@ from retrieval.cli.options.index_options import (
     ThresholdOpt,
 )
 from retrieval.indexing import usecases as api
-from retrieval.indexing.common.score_calibration import NO_CALIBRATION
 from retrieval.indexing.exported_model.model_manifest import ModelManifest
+from retrieval.indexing.query.steps.probability import no_calibration_reason
 from retrieval.indexing.store.shared.index_directory.index_manifest import manifest_edit_problem
 
 MAX_LISTED_FAILURES = 10
@@ -137,7 +137,12 @@ def info(index_dir: IndexArg) -> None:
             f"{manifest.model_sha256[:12]} {manifest.model.backbone} / {manifest.model.loss} ({manifest.model_dir})",
         ),
         *_verdict_rows(manifest.model.verdict),
-        ("calibration", manifest.model.calibration.sentence if manifest.model.calibration else NO_CALIBRATION),
+        (
+            "calibration",
+            manifest.model.calibration.sentence
+            if manifest.model.calibration
+            else no_calibration_reason(manifest.model),
+        ),
         ("text", _text_side_text(manifest.model)),
         ("created", manifest.created_at),
         ("updated", f"{manifest.updated_at} (generation {manifest.generation})"),

@@ -61,7 +61,9 @@ def verify(
         )
     typer.echo(
         f"{index_dir} is consistent (generation {report.generation}): {report.items} items, {report.vectors} "
-        f"vectors, {report.uploads} stored images, {report.hashed_files} files checked against their sha256"
+        f"vectors, {report.uploads} stored images"
+        + (f", {report.vector_items} items added by vector (no image)" if report.vector_items else "")
+        + f", {report.hashed_files} files checked against their sha256"
     )
 
 

@@ -31,7 +31,9 @@ def serve(
         typer.Option(
             envvar="RETRIEVAL_API_KEY",
             help=f"key for writes (POST/PUT/DELETE /items...) and /admin/reload (X-API-Key header); at least "
-            f"{MIN_API_KEY_CHARS} characters (a shorter one stops the start); without it writes are refused",
+            f"{MIN_API_KEY_CHARS} characters (a shorter one stops the start); without it writes are refused. "
+            "With a key, hits and items show only the file name in `path` (the server's folders stay private; "
+            "RETRIEVAL_SHOW_PATHS=true shows full paths)",
         ),
     ] = None,
     threads: Annotated[
@@ -67,6 +69,8 @@ def serve(
     check_port(host, port)  # before the model and index load, not as uvicorn's OSError after
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     typer.echo(f"web page: http://{shown}:{port}/   API docs: http://{shown}:{port}/docs")
+    if settings.api_key and settings.show_paths is None:
+        typer.echo("paths: an API key is set, so hits show file names only (RETRIEVAL_SHOW_PATHS=true: full paths)")
     typer.echo(f"loading the model and the index from {index} (the page answers once they are loaded) ...")
     from retrieval.serving.app import create_app  # FastAPI loads here: `serve --help` and its errors need none
 

@@ -213,7 +213,7 @@ def _print_summary(result: TrainedRun) -> None:
                     f"binary MAP@R {reference.binary_metrics.map_at_r:.4f}"
                 )
     if result.verdict is not None:
-        typer.echo(result.verdict.sentence)
+        typer.echo(f"verdict: {result.verdict.sentence}")
     for line in summary_lines(result.calibration if result.test is not None else {"available": False}):
         typer.echo(line)
     typer.echo(f"next: retrieval export {result.run_dir}")

@@ -56,20 +56,27 @@ def summary_lines(document: Mapping[str, Any] | None) -> list[str]:
     if not document.get("available"):
         return [f"calibration: {document.get('sentence', NO_CALIBRATION)}"]
     lines = [f"calibration: {document['sentence']}"]
-    others = document.get("alternatives") or {}
     for kind in KINDS:
         report = document.get(kind)
         if isinstance(report, Mapping):
-            lines.append(f"calibration {kind:6s}: {_report_text(report)}")
-            costs = [f"{name} {figures[kind]['ece']:.3f}" for name, figures in others.items() if kind in figures]
-            if costs:
-                lines.append(f"  ECE of the alternatives on the same hits: {', '.join(costs)}")
+            lines.append(f"probabilities, {kind} index: {_report_text(report)}")
+    if document.get("alternatives"):
+        lines.append("  (the other fits measured on the same hits: the calibration block of test_metrics.json)")
     return lines
 
 
 def _report_text(report: Mapping[str, Any]) -> str:
-    parts = [f"ECE {report['ece']:.3f} on {report['hits']} hits"]
+    """In words: how far the probabilities are from what happens (ECE), and what each cut-off keeps."""
+    parts = [
+        f"off by {report['ece']:.2f} on average from how often the hit shares the query's class "
+        f"(ECE, {report['hits']} hits)"
+    ]
     for cut in report["cutoffs"]:
-        precision = "no hit kept" if cut["precision"] is None else f"precision {cut['precision']:.2f}"
-        parts.append(f"min_probability {cut['cutoff']:g}: {precision}, recall kept {cut['recall_kept']:.2f}")
+        if cut["precision"] is None:
+            parts.append(f"min_probability {cut['cutoff']:g} keeps no hit")
+            continue
+        parts.append(
+            f"min_probability {cut['cutoff']:g}: {cut['precision'] * 100:.0f} % of the hits it keeps share the "
+            f"query's class, and it keeps {cut['recall_kept'] * 100:.0f} % of those that do"
+        )
     return "; ".join(parts)

@@ -27,7 +27,18 @@ HITS_PER_QUERY = 10  # the hits of each query a fit and a report weigh: a first 
 MIN_CALIBRATION_CLASSES = 5  # the verdict's bar (training.run.measures.verdict.MIN_VALIDATION_CLASSES)
 _EDGE = 1e-6  # probabilities are kept inside (0, 1) so that the odds stay finite
 NO_CALIBRATION = (
-    "this model has no calibration (it was trained without validation classes, --split none), so hits carry no "
+    "this model has no calibration (its run kept no validation classes to fit one on: --split none), so hits carry "
+    "no probability; filter by score instead (min_score), or train with --final-fit instead of --split none (it "
+    "keeps the calibration of the fit that measures: `retrieval train --data DIR --out RUN --epochs 0 --final-fit`), "
+    "then export and index that run"
+)
+FINAL_FIT_WITHOUT_CALIBRATION = (
+    "this model's final fit (--final-fit) was exported without the calibration of the fit that measured it (an "
+    "older version dropped it), so hits carry no probability; `retrieval export RUN` again carries it over, then "
+    "rebuild the index with `retrieval index build`"
+)
+NO_MODEL_CALIBRATION = (
+    "this index was built from vectors alone: no model, so nothing calibrated its scores and hits carry no "
     "probability; filter by score instead (min_score)"
 )
 
@@ -86,6 +97,25 @@ class CalibrationFit(BaseModel):
         return self.same_class_pairs / self.pairs if self.pairs else 0.0
 
 
+class MeasuredFit(BaseModel):
+    """``trainer.final_fit``: the calibration was fitted with the class-disjoint fit's model and kept for the final
+    fit's (which has no validation classes left to fit on): what that measured model was trained on."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    epochs: int = Field(ge=0, description="the epochs the class-disjoint fit chose (and the final fit trained)")
+    training_classes: int = Field(ge=0, description="the classes the class-disjoint fit trained on")
+    final_classes: int = Field(ge=0, description="the classes the final fit trained on (every class)")
+    selection: str = Field("", description="the class-disjoint fit's run directory")
+
+    def sentence(self) -> str:
+        return (
+            f"fitted with the class-disjoint fit's model ({self.training_classes} training classes, "
+            f"{self.epochs} epoch{'' if self.epochs == 1 else 's'}) and kept for the final fit on all "
+            f"{self.final_classes} classes"
+        )
+
+
 class ScoreCalibration(BaseModel):
     """The float and binary curves and what they rest on."""
 
@@ -96,6 +126,13 @@ class ScoreCalibration(BaseModel):
     fitted_on: CalibrationFit
     reliable: bool = Field(description="false: fitted on too few classes to carry over to other classes")
     sentence: str
+    measured_fit: MeasuredFit | None = Field(
+        None, description="trainer.final_fit: the class-disjoint fit whose calibration the final model keeps"
+    )
+
+    def kept_for_final_fit(self, measured: MeasuredFit) -> ScoreCalibration:
+        """This calibration, carried over to a final fit's model, saying so in its sentence."""
+        return self.model_copy(update={"measured_fit": measured, "sentence": f"{self.sentence}; {measured.sentence()}"})
 
     def probabilities(self, kind: CalibrationKind, scores: np.ndarray) -> np.ndarray:
         """P(same class) of hits scoring ``scores`` of ``kind``."""
@@ -131,8 +168,14 @@ def _gallery_text(fit: CalibrationFit) -> str:
     return f", searched among {fit.gallery} images, {fit.distractors} of them training images of other classes"
 
 
-def require_calibration(calibration: ScoreCalibration | None) -> ScoreCalibration:
-    """The calibration, or the one sentence that refuses ``min_probability`` without it."""
+class NoCalibrationError(DataError):
+    """``min_probability`` asked of an index whose model has no calibration (the service answers 400 on every
+    door: forms, query parameters and JSON bodies)."""
+
+
+def require_calibration(calibration: ScoreCalibration | None, reason: str = NO_CALIBRATION) -> ScoreCalibration:
+    """The calibration, or the one sentence that refuses ``min_probability`` without it (``reason``: why the
+    index has none)."""
     if calibration is None:
-        raise DataError(f"min_probability cannot be applied: {NO_CALIBRATION}")
+        raise NoCalibrationError(f"min_probability cannot be applied: {reason}")
     return calibration

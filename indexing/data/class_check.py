@@ -7,8 +7,9 @@ split leaves it out: it neither trains nor counts as a query, ``splits.split_rec
 
 from __future__ import annotations
 
+import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from retrieval.indexing.data.layouts.imagefolder import is_image_file
@@ -58,3 +59,34 @@ def _count(number: int, noun: str) -> str:
 
 def _names(names: Sequence[str]) -> str:
     return ", ".join(names[:SHOWN]) + (f", ... ({len(names) - SHOWN} more)" if len(names) > SHOWN else "")
+
+
+MIRROR_WORDS = frozenset(
+    {
+        "left",
+        "right",
+        "lh",
+        "rh",
+        "arrow",
+        "arrows",
+        "mirror",
+        "mirrored",
+        "text",
+        "letter",
+        "letters",
+        "digit",
+        "digits",
+        "sign",
+        "signs",
+        "logo",
+        "logos",
+    }
+)
+"""Words in a class name that suggest the class differs from another by its mirror image."""
+
+
+def mirror_sensitive_classes(labels: Iterable[str]) -> list[str]:
+    """The class names that suggest handedness (``arrow_left``, ``left hand``, ``text``), sorted: the flip advice
+    is for them; birds, cars or products get none."""
+    words = {label: set(re.split(r"[^a-z0-9]+", label.lower())) for label in set(labels)}
+    return sorted(label for label, parts in words.items() if parts & MIRROR_WORDS)

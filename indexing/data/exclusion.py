@@ -14,7 +14,7 @@ from retrieval.indexing.data.records import ImageRecord
 def read_exclude_list(path: Path) -> set[Path]:
     """The absolute paths listed in ``path``; a ConfigError when it cannot be read."""
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        lines = Path(path).read_bytes().decode("utf-8", "surrogateescape").splitlines()  # a non-UTF-8 name: its bytes
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(f"cannot read the exclusion list {path}: {error.__class__.__name__}") from None
     return {Path(line.strip()).absolute() for line in lines if line.strip() and not line.lstrip().startswith("#")}

@@ -15,7 +15,10 @@ SHOWN = 3
 
 def training_classes_in(labels: Iterable[str], manifest: ModelManifest) -> list[str]:
     """The evaluated labels that are training classes of the model, sorted (empty when the export
-    records none, as exports written before the field existed)."""
+    records none, as exports written before the field existed, and for a run that trained no epoch: its
+    model is the starting backbone, whose centring saw the training images but no label)."""
+    if manifest.verdict is not None and manifest.verdict.decision == "no-training":
+        return []  # --epochs 0: no weight saw a label, so no class of it was trained on
     return sorted({str(label) for label in labels} & set(manifest.training_classes))
 
 

@@ -9,16 +9,25 @@ from pathlib import Path
 
 import numpy as np
 
-from retrieval.indexing.common.atomic_write import atomic_write_text
-from retrieval.indexing.common.table_files import write_table
+from retrieval.indexing.common.atomic_write import atomic_write_bytes
+from retrieval.indexing.common.table_files import csv_text
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.eval.retrieval_grid import GridRow, save_grid
 from retrieval.indexing.search.copy_groups import copy_groups
 from retrieval.indexing.search.copy_thresholds import CopyThresholds
 
+
+def file_name_bytes(text: str) -> bytes:
+    """UTF-8, with a file name that is not UTF-8 written as its own bytes (Python reads such a name into
+    surrogates, ``os.fsdecode``): the written path is the file's, byte for byte, so ``--exclude`` finds it."""
+    return text.encode("utf-8", "surrogateescape")
+
+
 CSV_NAME = "duplicates.csv"
 GRID_NAME = "duplicates.png"
 GRID_PAIRS = 24
+PAIR_CAPTION = "image"
+"""The first cell of each row of duplicates.png: an image (not a query), its copy beside it."""
 EXACT, NEAR = "exact", "near"
 KEEP_FIRST = {"train": 0, "val": 1, "test": 2}
 """Which member of a group of copies is kept: one in the training split before the others."""
@@ -88,12 +97,12 @@ class DatasetCopies:
     def write(self, out_dir: Path, exclude_list: Path | None = None) -> list[Path]:
         """``duplicates.csv`` and ``duplicates.png`` in ``out_dir`` (and ``exclude_list``); the files written."""
         out_dir.mkdir(parents=True, exist_ok=True)
-        write_table(out_dir / CSV_NAME, self._columns())
+        atomic_write_bytes(out_dir / CSV_NAME, file_name_bytes(csv_text(self._columns())))
         written = [out_dir / CSV_NAME]
         if self.pairs:
             written.append(save_grid(self._grid_rows(), out_dir / GRID_NAME))
         if exclude_list is not None:
-            atomic_write_text(exclude_list, "".join(f"{path}\n" for path in self.excluded()))
+            atomic_write_bytes(exclude_list, file_name_bytes("".join(f"{path}\n" for path in self.excluded())))
             written.append(exclude_list)
         return written
 
@@ -120,6 +129,12 @@ class DatasetCopies:
             key=lambda p: (p.split_a == p.split_b, self._label(p.a) == self._label(p.b), -p.score),
         )
         return [
-            GridRow(self.records[p.a].path, self._label(p.a), [(self.records[p.b].path, self._label(p.b))], [p.score])
+            GridRow(
+                self.records[p.a].path,
+                self._label(p.a),
+                [(self.records[p.b].path, self._label(p.b))],
+                [p.score],
+                query_caption=PAIR_CAPTION,
+            )
             for p in ranked[:GRID_PAIRS]
         ]

@@ -43,6 +43,7 @@ class GridRow:
     query_label: str
     neighbors: Sequence[tuple[Path, str]]
     scores: Sequence[float] = field(default_factory=tuple)
+    query_caption: str = "query"  # what the first cell is (duplicates.png: the first image of a pair of copies)
 
 
 def font() -> Font:
@@ -97,10 +98,13 @@ def _framed(tile: Image.Image, colour: RGB, caption: list[str], height: int, fac
     return cell
 
 
-def _legend_layout(width: int, face: Font, scores: bool) -> list[tuple[int, int, RGB | None, str]]:
-    """(x, y, swatch colour, text) of each legend entry, flowing onto new lines within ``width``."""
+def _legend_layout(
+    width: int, face: Font, scores: bool, first: str = "query"
+) -> list[tuple[int, int, RGB | None, str]]:
+    """(x, y, swatch colour, text) of each legend entry, flowing onto new lines within ``width``; ``first``
+    names the first column's cells."""
     items: list[tuple[RGB | None, str]] = [
-        (QUERY, "query"),
+        (QUERY, first),
         (HIT, "same label as the query"),
         (MISS, "different label"),
     ]
@@ -133,7 +137,8 @@ def render_grid(rows: Sequence[GridRow], thumb: int = 96) -> Image.Image:
     captions = [row_captions(row, cell_w - 4, face) for row in rows]
     cell_h = cell_w + 4 + LINE * max((len(c) for row in captions for c in row), default=1)
     width = columns * (cell_w + GAP) + GAP
-    legend = _legend_layout(width, face, scores=any(row.scores for row in rows))
+    first = rows[0].query_caption if rows else "query"
+    legend = _legend_layout(width, face, scores=any(row.scores for row in rows), first=first)
     grid_h = len(rows) * (cell_h + GAP) + GAP
     canvas = Image.new("RGB", (width, grid_h + legend[-1][1] + LINE + GAP), BACKGROUND)
     for r, (row, cell_captions) in enumerate(zip(rows, captions)):
@@ -149,7 +154,7 @@ def render_grid(rows: Sequence[GridRow], thumb: int = 96) -> Image.Image:
 
 def row_captions(row: GridRow, width: int, face: Font) -> list[list[str]]:
     """Caption lines of the query cell, then of each neighbour: rank and score, then the label."""
-    captions = [_caption("query", row.query_label, width, face)]
+    captions = [_caption(row.query_caption, row.query_label, width, face)]
     for rank, (_, label) in enumerate(row.neighbors, start=1):
         head = f"{rank}. {row.scores[rank - 1]:.3f}" if len(row.scores) >= rank else f"{rank}."
         captions.append(_caption(head, label, width, face))

@@ -27,6 +27,10 @@ from retrieval.indexing.exported_model.text_side import TextSide
 
 TEXT_BACKBONES = ("clip_vitb32", "clip_vitb16", "siglip_vitb16")
 """The backbones whose training-free export carries a text tower (issue 49)."""
+TEXT_RUN_COMMAND = (
+    "retrieval train --data DIR --out RUN --epochs 0 --backbone clip_vitb32 --pretrained hub --allow-download"
+)
+TEXT_RUN_MB = 605  # clip_vitb32's hub weights (training.config.hub_access.HUB_WEIGHTS_MB; a test keeps them equal)
 
 
 class NoTextSideError(ModelMismatchError):
@@ -40,7 +44,8 @@ def no_text_side_error(model: ModelManifest) -> RetrievalError:
     why = model.text_dropped or f"its backbone {model.backbone!r} has no text tower"
     return NoTextSideError(
         f"this index's model cannot embed texts: {why}; build the index with a training-free export of "
-        f"{', '.join(TEXT_BACKBONES)} (`retrieval export` writes its text.onnx and tokenizer.json)"
+        f"{', '.join(TEXT_BACKBONES)}: `{TEXT_RUN_COMMAND}` (about {TEXT_RUN_MB} MB of weights, downloaded once), "
+        "then `retrieval export RUN` (it writes text.onnx and tokenizer.json) and `retrieval index build --model RUN`"
     )
 
 

@@ -18,6 +18,10 @@ Decision = Literal["trained", "reference", "no-training", "unmeasured"]
 it beyond validation noise); ``no-training``: ``--epochs 0``; ``unmeasured``: nothing held out to measure on."""
 
 
+CEILING = 0.9995
+"""A MAP@R that prints as 1.000: every query already finds its class first, so no gain can be measured."""
+
+
 class GainInterval(BaseModel):
     """MAP@R ``before`` -> ``after`` on ``queries`` paired queries, and the bootstrap interval of the gain."""
 
@@ -46,9 +50,40 @@ class GainInterval(BaseModel):
         """The whole interval is below zero: a loss beyond the noise of these queries."""
         return self.high < 0
 
+    @property
+    def at_ceiling(self) -> bool:
+        """MAP@R was already (printed) 1.000 before: these queries cannot show a gain, nor its interval."""
+        return self.before >= CEILING
+
     def relative(self, value: float) -> float | None:
         """``value`` (a gain or an end of the interval) as a fraction of ``before``; None when ``before`` is 0."""
         return value / self.before if self.before > 0 else None
+
+
+class DataCopies(BaseModel):
+    """The exact copies (the same decoded pixels) among the run's images, as ``retrieval data check`` counts
+    them: pairs within a class, across classes (possible label noise) and across the run's split (a leak)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    within_class: int = Field(ge=0)
+    across_classes: int = Field(ge=0)
+    across_split: int = Field(ge=0)
+
+    def sentence(self) -> str | None:
+        """What a reader of the verdict must know (None: no copy crosses a class or the split)."""
+        found = [
+            f"{self.across_classes} across classes (label noise?)" if self.across_classes else "",
+            f"{self.across_split} across the split (a leak that inflates the test figures)"
+            if self.across_split
+            else "",
+        ]
+        if not any(found):
+            return None
+        return (
+            f"the data holds exact copy pairs: {', '.join(part for part in found if part)} "
+            "(`retrieval data duplicates DIR --out OUT --exclude-list FILE`, then `--exclude FILE`)"
+        )
 
 
 class TrainingVerdict(BaseModel):
@@ -68,6 +103,9 @@ class TrainingVerdict(BaseModel):
     reliable: bool | None = Field(
         None, description="false: too few validation classes or queries to tell a gain from noise"
     )
+    data_copies: DataCopies | None = Field(
+        None, description="the exact copies among the run's images (as `retrieval data check` counts them)"
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -83,7 +121,18 @@ class TrainingVerdict(BaseModel):
         parts = [
             {"trained": "trained epoch kept", "reference": "starting backbone kept"}.get(self.decision, self.decision)
         ]
-        if self.validation is not None:
+        if self.validation is not None and self.validation.at_ceiling:
+            parts.append(
+                f"validation MAP@R {self.validation.before:.3f} before training, its ceiling: no gain measurable on "
+                f"{self.validation_queries} queries of {self.validation_classes} classes"
+            )
+        elif self.validation is not None and self.candidate_epoch == 0:  # epoch 0 against itself: no interval
+            parts.append(
+                f"validation: no epoch beat epoch 0's MAP@R {self.validation.before:.3f} on "
+                f"{self.validation_queries} queries of {self.validation_classes} classes"
+                + ("" if self.reliable else " (unreliable)")
+            )
+        elif self.validation is not None:
             parts.append(
                 f"validation {_interval(self.validation)} on {self.validation_queries} queries of "
                 f"{self.validation_classes} classes" + ("" if self.reliable else " (unreliable)")

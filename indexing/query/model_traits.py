@@ -9,9 +9,10 @@ from functools import lru_cache
 from pathlib import Path
 
 from retrieval.indexing.common.score_calibration import ScoreCalibration
+from retrieval.indexing.exported_model.no_model import has_model
 from retrieval.indexing.exported_model.onnx_embedder import load_model_manifest
 from retrieval.indexing.exported_model.resolution import resolve_query_model
-from retrieval.indexing.search.copy_thresholds import copy_thresholds
+from retrieval.indexing.search.copy_thresholds import NO_MODEL, NoCopyThresholdError, copy_thresholds
 from retrieval.indexing.store.shared.store_protocol import Store
 
 
@@ -23,6 +24,7 @@ class ModelTraits:
     model_dir: str
     model_sha256: str
     calibration: ScoreCalibration | None
+    has_model: bool = True
     _copy_threshold: float | None = field(default=None, repr=False)
 
     @classmethod
@@ -32,14 +34,26 @@ class ModelTraits:
         model_dir = str(manifest.model_dir)
         traits = _traits(Path(store.index_dir), model_dir, manifest.model_sha256)
         traits.calibration = manifest.model.calibration
+        traits.has_model = has_model(manifest.model)
         return traits
 
     def copy_threshold(self) -> float:
         """The cosine similarity above which two items are copies: the model's measured one (model.json)."""
         if self._copy_threshold is None:
-            model_dir = resolve_query_model(self.index_dir, self.model_dir)
-            self._copy_threshold = copy_thresholds(load_model_manifest(model_dir).duplicates, None).cosine
+            self._copy_threshold = self._measured_copy_threshold()
         return self._copy_threshold
+
+    def _measured_copy_threshold(self) -> float:
+        try:
+            if not self.has_model:
+                return copy_thresholds(None, None, missing=NO_MODEL).cosine
+            model_dir = resolve_query_model(self.index_dir, self.model_dir)
+            return copy_thresholds(load_model_manifest(model_dir).duplicates, None).cosine
+        except NoCopyThresholdError as error:
+            raise NoCopyThresholdError(
+                f"collapse_duplicates needs a copy threshold, and {error.reason}",
+                "search without collapse_duplicates (the duplicates commands and GET /duplicates take a threshold)",
+            ) from None
 
 
 @lru_cache(maxsize=64)

@@ -8,6 +8,24 @@ from dataclasses import dataclass
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.exported_model.copy_threshold import CopyThreshold
 
+NOT_MEASURED = (
+    "the model's model.json holds no measured copy threshold (exported before thresholds were measured, or its "
+    "training images could not be read then; `retrieval export RUN` measures it again)"
+)
+"""Why there is no measured copy threshold, for a model that could have one."""
+NO_MODEL = "this index was built from vectors alone, so no model measured a copy threshold for it"
+"""Why a vectors-only index has none (a given threshold serves)."""
+
+
+class NoCopyThresholdError(ConfigError):
+    """No threshold given and none measured: it will not change by retrying (the service answers 409)."""
+
+    def __init__(
+        self, reason: str, advice: str = "give a copy threshold (--threshold; over HTTP the query parameter threshold)"
+    ) -> None:
+        super().__init__(f"{reason}; {advice}")
+        self.reason = reason
+
 
 @dataclass(frozen=True)
 class CopyThresholds:
@@ -34,9 +52,11 @@ def binary_equivalent(cosine: float) -> float:
     return 1.0 - 2.0 * math.acos(max(-1.0, min(1.0, cosine))) / math.pi
 
 
-def copy_thresholds(measured: CopyThreshold | None, override: float | None, *, verify: bool = True) -> CopyThresholds:
-    """``override`` (checked) when given, else the measured thresholds; neither is a ConfigError. The
-    measured pixel threshold applies either way unless ``verify`` is False."""
+def copy_thresholds(
+    measured: CopyThreshold | None, override: float | None, *, verify: bool = True, missing: str = NOT_MEASURED
+) -> CopyThresholds:
+    """``override`` (checked) when given, else the measured thresholds; neither is a NoCopyThresholdError saying
+    ``missing`` (why there is none). The measured pixel threshold applies either way unless ``verify`` is False."""
     pixel = measured.pixel_threshold if verify and measured is not None else None
     off = "" if verify else " (pixel check off)"
     if override is not None:
@@ -47,10 +67,7 @@ def copy_thresholds(measured: CopyThreshold | None, override: float | None, *, v
         source = f"--threshold {cosine:g}" + (f"; pixel check {pixel.threshold:.4f}" if pixel else off)
         return CopyThresholds(cosine, binary, source, pixel.threshold if pixel else None)
     if measured is None:
-        raise ConfigError(
-            "the model's model.json holds no measured copy threshold (exported before it was measured); "
-            "re-export it with `retrieval export` or pass --threshold"
-        )
+        raise NoCopyThresholdError(missing)
     on_floats, on_codes = measured.float_threshold, measured.binary_threshold
     if pixel and measured.candidate_threshold and measured.candidate_binary_threshold:
         on_floats, on_codes = measured.candidate_threshold, measured.candidate_binary_threshold  # the check decides

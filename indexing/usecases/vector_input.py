@@ -27,6 +27,7 @@ import numpy as np
 from retrieval.indexing.common.errors import DataError, ModelMismatchError
 from retrieval.indexing.data.records import ImageRecord, key_problem, label_problem
 from retrieval.indexing.store.shared.items.item_filter import check_metadata
+from retrieval.indexing.store.shared.items.item_paths import VECTOR_ITEM_PATH
 
 NORM_TOLERANCE = 1e-3
 """A row whose L2 norm is within this of 1 is kept exactly as given; another one is normalised."""
@@ -34,7 +35,7 @@ MODEL_PREFIX = 12
 """The shortest prefix of a model's sha256 that names it (the length ``retrieval index info`` shows)."""
 DEFAULT_LABEL = "unlabelled"
 """The label of a vector added without one (every item has a class label: ``/labels`` counts them)."""
-VECTOR_PATH = Path("(vector)")
+VECTOR_PATH = Path(VECTOR_ITEM_PATH)
 """The path of an item added by its vector: it has no image (its thumbnail and image are 404s)."""
 
 

@@ -25,6 +25,7 @@ from retrieval.indexing.common.errors import (
     ModelMismatchError,
     RetrievalError,
 )
+from retrieval.indexing.search.copy_thresholds import NoCopyThresholdError
 from retrieval.serving.api_models.schemas import Problem
 from retrieval.serving.http.service_errors import (
     ForbiddenError,
@@ -128,6 +129,7 @@ ERROR_STATUSES: tuple[tuple[type[RetrievalError], int], ...] = (
     (IndexChangedError, 409),
     (KeyConflictError, 409),
     (ModelMismatchError, 409),
+    (NoCopyThresholdError, 409),
     (PayloadTooLargeError, 413),
     (UnsupportedMediaTypeError, 415),
     (InvalidParameterError, 422),

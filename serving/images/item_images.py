@@ -20,6 +20,7 @@ from PIL import Image
 
 from retrieval.indexing.common.errors import DataError, ItemNotFoundError
 from retrieval.indexing.data.image_io import DECODE_ERRORS, UPLOAD_FORMATS, check_pixel_limit, open_rgb_bytes
+from retrieval.indexing.store.shared.items.item_paths import added_by_vector
 from retrieval.indexing.store.shared.items.items_db import Item
 from retrieval.serving.settings import ServeSettings
 
@@ -41,6 +42,8 @@ def image_url(item_id: int) -> str:
 def stored_image(item: Item, max_pixels: int) -> StoredImage:
     """The item's file, its format and ETag, from the header alone; ItemNotFoundError when it cannot be shown."""
     path = Path(item.path)
+    if added_by_vector(path):
+        raise ItemNotFoundError(f"item {item.id} was added by its vector and has no image")
     try:
         stat = path.stat()
         with Image.open(path, formats=UPLOAD_FORMATS) as image:  # the header only: nothing is decoded here

@@ -23,6 +23,7 @@ from PIL import Image
 
 from retrieval.indexing.common.errors import DataError, ItemNotFoundError
 from retrieval.indexing.data.image_io import open_rgb
+from retrieval.indexing.store.shared.items.item_paths import added_by_vector
 from retrieval.indexing.store.shared.items.items_db import Item
 
 JPEG_QUALITY = 85
@@ -58,7 +59,9 @@ class ThumbnailMaker:
 
     async def thumbnail_for(self, item: Item) -> Thumbnail:
         """A JPEG of ``item`` whose longer side is at most ``max_side``; ItemNotFoundError when its image
-        file is gone, unreadable, or over the decode budget."""
+        file is gone, unreadable, or over the decode budget, or it has none (an item added by its vector)."""
+        if added_by_vector(item.path):
+            raise ItemNotFoundError(f"item {item.id} was added by its vector and has no image")
         try:
             stat = Path(item.path).stat()
             key = (str(item.path), stat.st_mtime_ns, stat.st_size)

@@ -110,4 +110,4 @@ def _missing_threshold() -> Iterator[None]:
     try:
         yield
     except ConfigError as error:
-        raise InvalidParameterError(f"{error}; here: the query parameter threshold.") from None
+        raise InvalidParameterError(str(error)) from None

@@ -19,6 +19,7 @@ from retrieval.indexing.common.errors import (
     KeyConflictError,
     ModelMismatchError,
 )
+from retrieval.indexing.common.score_calibration import NoCalibrationError
 from retrieval.indexing.query.query import Query
 from retrieval.indexing.usecases.deleting import delete_matching
 from retrieval.indexing.usecases.vector_input import DEFAULT_LABEL, decoded_vector
@@ -186,7 +187,7 @@ def _as_invalid_parameters() -> Iterator[None]:
     a 409."""
     try:
         yield
-    except (KeyConflictError, ModelMismatchError):
+    except (KeyConflictError, ModelMismatchError, NoCalibrationError):  # the index's state, not the body's values
         raise
     except DataError as error:
         raise InvalidParameterError(str(error)) from None

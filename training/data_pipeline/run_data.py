@@ -5,14 +5,17 @@ from __future__ import annotations
 import functools
 import logging
 from dataclasses import dataclass, field
+from itertools import combinations
 from pathlib import Path
 
 from retrieval.indexing.common.errors import ConfigError, DataError
 from retrieval.indexing.data.bad_images import scan_images
 from retrieval.indexing.data.exclusion import drop_excluded, read_exclude_list
+from retrieval.indexing.data.pixel_hash import exact_copy_sets, pixel_digests
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import DatasetSplits
+from retrieval.indexing.exported_model.training_verdict import DataCopies
 from retrieval.training.config.run_split import capped_records, run_split
 from retrieval.training.config.train_config import DataConfig
 from retrieval.training.data_pipeline.class_grouping import group_classes
@@ -27,6 +30,7 @@ class RunData:
     train_label_index: dict[str, int]  # training classes -> 0..C-1, or their meta-class (data.meta_classes)
     eval_label_index: dict[str, int]  # every class -> an int, for metrics on val/test
     excluded: list[Path] = field(default_factory=list)  # left out by data.exclude
+    copies: DataCopies | None = None  # exact copies among the images, as `retrieval data check` counts them
 
     @property
     def num_train_labels(self) -> int:
@@ -50,7 +54,38 @@ def prepare_run_data(cfg: DataConfig, *, progress: bool, grouping_seed: int = 0)
             cfg.meta_classes,
             grouping_seed,
         )
-    return RunData(splits, train_index, label_index(records), excluded)
+    return RunData(splits, train_index, label_index(records), excluded, exact_copies(splits, progress=progress))
+
+
+def exact_copies(splits: DatasetSplits, *, progress: bool) -> DataCopies:
+    """The pairs of the run's images with the same decoded pixels: within a class, across classes, and across
+    the run's split (in two of training, validation and test), as ``retrieval data check`` counts them;
+    the verdict repeats them (``training.run.measures.verdict``)."""
+    named = [(record, part) for part in ("train", "val", "test") for record in getattr(splits, part)]
+    digests = _pixel_digests([record.path for record, _ in named], progress)
+    within = across = leaks = 0
+    for members in exact_copy_sets(digests):
+        for a, b in combinations(members, 2):
+            (first, split_a), (second, split_b) = named[a], named[b]
+            within, across = (within + 1, across) if first.label == second.label else (within, across + 1)
+            leaks += split_a != split_b
+    return DataCopies(within_class=within, across_classes=across, across_split=leaks)
+
+
+_DIGESTS: dict[tuple[str, int, int], str | None] = {}
+
+
+def _pixel_digests(paths: list[Path], progress: bool) -> list[str | None]:
+    """Each image decoded once per process (a final fit prepares the same images again), by path, size and time."""
+    keys = []
+    for path in paths:
+        stat = path.stat()
+        keys.append((str(path), stat.st_mtime_ns, stat.st_size))
+    missing = [path for path, key in zip(paths, keys, strict=True) if key not in _DIGESTS]
+    if missing:
+        fresh = dict(zip(missing, pixel_digests(missing, progress=progress), strict=True))
+        _DIGESTS.update({key: fresh[path] for path, key in zip(paths, keys, strict=True) if path in fresh})
+    return [_DIGESTS[key] for key in keys]
 
 
 def _exclude(records: list[ImageRecord], exclude: Path | None) -> tuple[list[ImageRecord], list[Path]]:

@@ -9,9 +9,10 @@ import logging
 from pathlib import Path
 
 from retrieval.indexing.common.atomic_write import atomic_write_text
-from retrieval.indexing.common.errors import RetrievalError
+from retrieval.indexing.common.errors import DataError, RetrievalError
+from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.data.sources import load_records
-from retrieval.indexing.data.splits import every_class_split, split_records
+from retrieval.indexing.data.splits import split_records
 from retrieval.indexing.exported_model.model_manifest import ModelManifest, manifest_json
 from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.search.copy_calibration import measure_copy_threshold
@@ -28,21 +29,14 @@ def with_copy_threshold(result: ExportResult, data: DataConfig) -> ExportResult:
 
 
 def measured_copy_threshold(manifest: ModelManifest, manifest_path: Path, data: DataConfig) -> ModelManifest:
-    """``manifest`` with the copy threshold measured on ``data``'s training split, written to
-    ``manifest_path``; unchanged (with a warning) when that cannot be measured."""
+    """``manifest`` with the copy threshold measured on ``data``'s training split (every image when the data is
+    too small to split: synthetic copies of any images measure it), written to ``manifest_path``; unchanged
+    (with a warning) when that cannot be measured."""
     try:
         records = load_records(data.path) if data.path is not None else []
-        splits = (
-            every_class_split(records)
-            if data.split == "none"
-            else split_records(
-                records, val_fraction=data.val_fraction, val_fold=data.val_fold, num_folds=data.num_folds
-            )
-        )
+        images, described = _measured_on(records, data)
         embedder = OnnxEmbedder(manifest_path.parent)
-        threshold = measure_copy_threshold(
-            embedder, splits.train, described_as=f"{len(splits.train)} training images of {data.path}"
-        )
+        threshold = measure_copy_threshold(embedder, images, described_as=f"{described} of {data.path}")
     except (RetrievalError, OSError) as error:
         log.warning("model.json holds no copy threshold (%s); pass --threshold to the duplicates commands", error)
         return manifest
@@ -50,3 +44,17 @@ def measured_copy_threshold(manifest: ModelManifest, manifest_path: Path, data: 
     atomic_write_text(manifest_path, manifest_json(manifest))
     log.info("%s", threshold.sentence())
     return manifest
+
+
+def _measured_on(records: list[ImageRecord], data: DataConfig) -> tuple[list[ImageRecord], str]:
+    """The images the copy threshold is measured on, and how to name them: the training split's, or every
+    image where the classes are too few to split (the copies are synthetic, so any images measure it)."""
+    if data.split == "none":
+        return list(records), f"{len(records)} images"
+    try:
+        splits = split_records(
+            records, val_fraction=data.val_fraction, val_fold=data.val_fold, num_folds=data.num_folds
+        )
+    except DataError:
+        return list(records), f"{len(records)} images (too few classes to split; the copies are synthetic)"
+    return splits.train, f"{len(splits.train)} training images"

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
 import torch
+from PIL import Image
 
 from retrieval.indexing.common.artifact_names import MODEL_MANIFEST_NAME
-from retrieval.indexing.common.errors import RetrievalError
+from retrieval.indexing.common.errors import DataError, RetrievalError
 from retrieval.indexing.data.image_io import open_rgb
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.exported_model.model_manifest import ModelManifest
@@ -81,11 +83,23 @@ def _centred(model: EmbeddingModel, config: TrainConfig) -> EmbeddingModel:
     parts = []
     with torch.no_grad():
         for start in range(0, len(sample), BATCH):
-            images = [open_rgb(record.path) for record in sample[start : start + BATCH]]
-            parts.append(model(torch.from_numpy(preprocess_batch(images, prep))).numpy())
+            images = _readable(record.path for record in sample[start : start + BATCH])
+            if images:
+                parts.append(model(torch.from_numpy(preprocess_batch(images, prep))).numpy())
     mean = np.concatenate(parts).mean(axis=0) if parts else np.zeros(model.embedding_dim, np.float32)
     rotation, _ = np.linalg.qr(np.random.default_rng(SEED).normal(size=(model.embedding_dim,) * 2))
     return with_whitening(model, rotation.astype(np.float32), (-mean @ rotation).astype(np.float32))
+
+
+def _readable(paths: Iterable[Path]) -> list[Image.Image]:
+    """The images that decode (an unreadable one is left out of the mean; the duplicates search names it)."""
+    images = []
+    for path in paths:
+        try:
+            images.append(open_rgb(path))
+        except DataError:
+            continue
+    return images
 
 
 def _reusable(out_dir: Path, config: TrainConfig) -> ModelManifest | None:

@@ -23,7 +23,7 @@ from retrieval.training.export.onnx_export import (
     write_checked_export,
 )
 from retrieval.training.export.text_export import text_side_fields
-from retrieval.training.run.measures.calibration_fit import run_calibration
+from retrieval.training.run.fitting.final_fit import exported_calibration
 from retrieval.training.run.outputs.run_dir import RunPaths
 from retrieval.training.run.outputs.run_model import load_run_model
 
@@ -59,7 +59,7 @@ def export_run(
         fp16=fp16,
         manifest_for=lambda onnx_bytes, precision: build_manifest(
             config, state, onnx_bytes, model.embedding_dim, precision, run_verdict(paths), sources
-        ).model_copy(update={"calibration": run_calibration(paths.run_dir) if checkpoint == "best" else None, **text}),
+        ).model_copy(update={"calibration": exported_calibration(paths) if checkpoint == "best" else None, **text}),
         int8=int8.for_run(config.data) if int8 is not None else None,
     )
     return with_copy_threshold(result, config.data)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from retrieval.indexing.exported_model.model_manifest import ModelManifest
+from retrieval.training.config.train_config import ModelConfig
+
+DEFAULT_DIM = ModelConfig.model_fields["embedding_dim"].default
 
 
 def size_note(manifest: ModelManifest, configured_dim: int | None) -> str | None:
@@ -17,12 +20,14 @@ def size_note(manifest: ModelManifest, configured_dim: int | None) -> str | None
     if dim == configured_dim:
         return None
     verdict = manifest.verdict
+    configured = f"--embedding-dim {configured_dim}" + (" (the default)" if configured_dim == DEFAULT_DIM else "")
     if verdict is not None and (verdict.decision in ("reference", "no-training") or verdict.best_epoch == 0):
+        start = "no epoch was trained (--epochs 0)" if verdict.decision == "no-training" else "the verdict kept epoch 0"
         why = (
-            "the verdict kept the starting backbone (epoch 0), whose pooled features are reduced by a PCA fitted "
-            "on the training images, and a PCA keeps no more dimensions than the images it is fitted on or the "
-            "backbone's own feature width, whichever is smaller"
+            f"{start}, so the model is the starting backbone's pooled features, which have no layer of that size "
+            f"(--embedding-dim sizes the layer training adds); they are narrowed by a PCA only where they are wider "
+            f"than that, to at most one dimension per training image, and else kept at the backbone's own width"
         )
     else:
         why = "the whitening fitted after training (the config's whitening section) chose that width"
-    return f"the model is {dim}-d, not the configured --embedding-dim {configured_dim}: {why}"
+    return f"the model is {dim}-d, not the configured {configured}: {why}"

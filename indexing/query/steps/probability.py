@@ -11,7 +11,16 @@ from dataclasses import replace
 import numpy as np
 
 from retrieval.indexing.common.errors import DataError
-from retrieval.indexing.common.score_calibration import CalibrationKind, ScoreCalibration, require_calibration
+from retrieval.indexing.common.score_calibration import (
+    FINAL_FIT_WITHOUT_CALIBRATION,
+    NO_CALIBRATION,
+    NO_MODEL_CALIBRATION,
+    CalibrationKind,
+    ScoreCalibration,
+    require_calibration,
+)
+from retrieval.indexing.exported_model.model_manifest import ModelManifest
+from retrieval.indexing.exported_model.no_model import has_model
 from retrieval.indexing.query.steps.step import BaseStep, HitPage, StepContext
 from retrieval.indexing.store.shared.items.items_db import Hit
 from retrieval.indexing.store.shared.search_settings import SearchSettings
@@ -24,11 +33,19 @@ def calibration_kind(settings: SearchSettings) -> CalibrationKind | None:
     return _KINDS.get(settings.score_kind) if settings.postprocess == "none" else None
 
 
-def check_min_probability(calibration: ScoreCalibration | None, settings: SearchSettings) -> None:
-    """A DataError, before searching, when ``min_probability`` cannot be applied."""
+def no_calibration_reason(model: ModelManifest) -> str:
+    """Why an index's model (``IndexManifest.model``) has no calibration, in words that fit it."""
+    if not has_model(model):
+        return NO_MODEL_CALIBRATION
+    final_fit = model.verdict is not None and "final fit: " in model.verdict.sentence  # never --split none
+    return FINAL_FIT_WITHOUT_CALIBRATION if final_fit else NO_CALIBRATION
+
+
+def check_min_probability(model: ModelManifest, settings: SearchSettings) -> None:
+    """A DataError, before searching, when ``min_probability`` cannot be applied with ``model``'s calibration."""
     if settings.min_probability is None:
         return
-    require_calibration(calibration)
+    require_calibration(model.calibration, no_calibration_reason(model))
     if calibration_kind(settings) is None:
         raise DataError(
             f"min_probability cannot be combined with postprocess {settings.postprocess}: its scores are not "
@@ -54,7 +71,7 @@ class Probability(BaseStep):
         return True
 
     def check(self, context: StepContext) -> None:
-        check_min_probability(context.traits.calibration, context.settings)
+        check_min_probability(context.store.manifest.model, context.settings)
 
     def apply(self, page: HitPage, context: StepContext) -> HitPage:
         hits = with_probabilities(page.hits, context.traits.calibration, context.settings)

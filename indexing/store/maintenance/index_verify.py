@@ -51,6 +51,7 @@ from retrieval.indexing.store.shared.index_directory.index_manifest import (
     load_index_manifest,
     manifest_edit_problem,
 )
+from retrieval.indexing.store.shared.items.item_paths import added_by_vector
 from retrieval.indexing.store.shared.items.items_db import ItemsDb
 
 CHUNK = 65_536  # vectors compared at once
@@ -72,6 +73,7 @@ class VerifyReport:
     uploads: int = 0
     missing_images: list[str] = field(default_factory=list)
     missing_count: int = 0
+    vector_items: int = 0  # items added by their vector: no image file, nothing missing
     notes: list[str] = field(default_factory=list)
 
 
@@ -304,6 +306,8 @@ def _check_records(index_dir: Path, db: ItemsDb, report: VerifyReport) -> None:
             if _SHA256_NAME.match(path.stem) and file_sha256(path) != path.stem:
                 _fail(index_dir, f"the image of item {item.id} ({path.name}) has changed: its sha256 is not its name")
             report.uploads += 1
+        elif added_by_vector(path):
+            report.vector_items += 1  # no image to miss
         elif not path.is_file():
             report.missing_count += 1
             if len(report.missing_images) < LISTED_MISSING:

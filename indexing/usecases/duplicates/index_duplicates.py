@@ -18,12 +18,13 @@ import numpy as np
 
 from retrieval.indexing.common.atomic_write import atomic_write_text
 from retrieval.indexing.common.table_files import csv_text
+from retrieval.indexing.exported_model.no_model import has_model
 from retrieval.indexing.exported_model.onnx_embedder import load_model_manifest
 from retrieval.indexing.exported_model.resolution import resolve_query_model
 from retrieval.indexing.search.binary import binarize
 from retrieval.indexing.search.copy_groups import copy_groups
 from retrieval.indexing.search.copy_join import DEFAULT_K, CopyPairs, near_copy_pairs
-from retrieval.indexing.search.copy_thresholds import CopyThresholds, copy_thresholds
+from retrieval.indexing.search.copy_thresholds import NO_MODEL, CopyThresholds, copy_thresholds
 from retrieval.indexing.search.copy_verifier import verify_copies
 from retrieval.indexing.store.backends import open_store
 from retrieval.indexing.store.shared.items.items_db import Hit
@@ -58,6 +59,8 @@ class DuplicateGroups:
 def store_thresholds(store: Store, threshold: float | None = None, *, verify: bool = True) -> CopyThresholds:
     """``threshold`` (checked) or the one the index's model measured, with its pixel check unless ``verify``
     is False."""
+    if not has_model(store.manifest.model):  # vectors alone: no model measured one, a given threshold serves
+        return copy_thresholds(None, threshold, verify=verify, missing=NO_MODEL)
     model_dir = resolve_query_model(store.index_dir, store.manifest.model_dir)
     return copy_thresholds(load_model_manifest(model_dir).duplicates, threshold, verify=verify)
 

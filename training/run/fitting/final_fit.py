@@ -19,10 +19,12 @@ from typing import Any
 
 from retrieval.indexing.common.atomic_write import atomic_write_text
 from retrieval.indexing.common.errors import ConfigError
+from retrieval.indexing.common.score_calibration import MeasuredFit, ScoreCalibration
 from retrieval.indexing.exported_model.training_verdict import TrainingVerdict
 from retrieval.training.config.train_config import TrainConfig, WhiteningConfig
 from retrieval.training.run.fitting.distributed import DistContext, barrier
 from retrieval.training.run.fitting.trainer import Trainer, TrainResult
+from retrieval.training.run.measures.calibration_fit import CALIBRATION_NAME, run_calibration
 from retrieval.training.run.measures.reference import reference_name
 from retrieval.training.run.measures.trained_run import FinalFit, TrainedRun, epochs_text
 from retrieval.training.run.outputs.run_dir import RunPaths, load_checkpoint
@@ -61,14 +63,51 @@ def fit_run(
     final = _fit(every_class, run_dir, resume=resume, progress=progress, ctx=ctx, stop_check=stop_check)
     num_classes = len(load_checkpoint(paths.best_checkpoint).get("training_classes") or [])
     final_fit = FinalFit(epochs, num_classes, paths.selection_dir)
+    kept = keep_measured_calibration(paths, final_fit) if ctx.is_main else None
     verdict = _with_final_fit(first_test.get("verdict"), final_fit)
     test = {
         **first_test,
         "verdict": verdict.model_dump(mode="json"),
         "final_fit": {"epochs": epochs, "classes": num_classes, "selection": str(paths.selection_dir)},
     }
+    if kept is not None and isinstance(test.get("calibration"), dict):
+        test["calibration"] = {**test["calibration"], "sentence": kept.sentence}
     _write_test_document(paths, test, ctx)
     return TrainedRun.of(run_dir, final.best_epoch, final.epochs_completed, test, final_fit)
+
+
+def keep_measured_calibration(paths: RunPaths, final_fit: FinalFit) -> ScoreCalibration | None:
+    """The final fit has no validation classes to fit a calibration on: it keeps the class-disjoint fit's
+    (``selection/calibration.json``), recording the epochs and classes that fit's model was trained on."""
+    measured = run_calibration(paths.selection_dir)
+    target = paths.run_dir / CALIBRATION_NAME
+    if measured is None:
+        target.unlink(missing_ok=True)
+        return None
+    trained = len(load_checkpoint(RunPaths(paths.selection_dir).best_checkpoint).get("training_classes") or [])
+    note = MeasuredFit(
+        epochs=final_fit.epochs,
+        training_classes=trained,
+        final_classes=final_fit.num_classes,
+        selection=str(paths.selection_dir),
+    )
+    kept = measured.kept_for_final_fit(note)
+    atomic_write_text(target, kept.model_dump_json(indent=2) + "\n")
+    return kept
+
+
+def exported_calibration(paths: RunPaths) -> ScoreCalibration | None:
+    """The calibration ``retrieval export`` copies into ``model.json``: the run's own, or for a final fit
+    trained before it kept one, the class-disjoint fit's, carried over now (``keep_measured_calibration``)."""
+    own = run_calibration(paths.run_dir)
+    if own is not None or not paths.test_metrics.is_file():
+        return own
+    try:
+        recorded = json.loads(paths.test_metrics.read_text()).get("final_fit")
+        final_fit = FinalFit(int(recorded["epochs"]), int(recorded["classes"]), paths.selection_dir)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None  # no final fit (or an unreadable record): nothing to carry over
+    return keep_measured_calibration(paths, final_fit)
 
 
 def chosen_whitening(cfg: TrainConfig, selection_dir: Path) -> WhiteningConfig:
@@ -123,8 +162,13 @@ def _untested(cfg: TrainConfig, result: TrainResult, ctx: DistContext) -> dict[s
     else:
         sentence = f"trained on every class for {epochs_text(result.best_epoch)}"
     sentence += " (data.split none: no classes were held out, so nothing was measured; --final-fit measures first)"
+    copies = result.data_copies.sentence() if result.data_copies is not None else None
     verdict = TrainingVerdict(
-        sentence=sentence, decision="unmeasured", reference=reference, best_epoch=result.best_epoch
+        sentence=sentence + (f"; {copies}" if copies else ""),
+        decision="unmeasured",
+        reference=reference,
+        best_epoch=result.best_epoch,
+        data_copies=result.data_copies,
     )
     test = {"best_epoch": result.best_epoch, "split": "none", "verdict": verdict.model_dump(mode="json")}
     _write_test_document(RunPaths(result.run_dir), test, ctx)

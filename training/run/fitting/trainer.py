@@ -31,6 +31,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from retrieval.indexing.common.atomic_write import atomic_write_text
+from retrieval.indexing.exported_model.training_verdict import DataCopies
 from retrieval.training.config.hub_access import model_hub_access
 from retrieval.training.config.loss_and_sampler import capped_steps, loss_from_config, sampler_kind
 from retrieval.training.config.train_config import TrainConfig
@@ -85,6 +86,7 @@ class TrainResult:
     best_epoch: int
     best_val: dict[str, Any] | None
     test: dict[str, Any]
+    data_copies: DataCopies | None = None  # the exact copies among the run's images (RunData.copies)
 
 
 class Trainer(TrainerTests, TrainerCheckpoints):
@@ -236,9 +238,11 @@ class Trainer(TrainerTests, TrainerCheckpoints):
         if not self.evaluate_test or self.test_inputs is None:  # no test classes: data.split none
             barrier(self.ctx)
             best_val = load_checkpoint(self.paths.best_checkpoint).get("val_metrics") if self.ctx.is_main else None
-            return TrainResult(self.paths.run_dir, epoch, self.selection.best_epoch, best_val or None, {})
+            return TrainResult(
+                self.paths.run_dir, epoch, self.selection.best_epoch, best_val or None, {}, self.data.copies
+            )
         test, best_val = self._final_test(validation_gain)
-        return TrainResult(self.paths.run_dir, epoch, self.selection.best_epoch, best_val, test)
+        return TrainResult(self.paths.run_dir, epoch, self.selection.best_epoch, best_val, test, self.data.copies)
 
     def _setup(self) -> RunSetup:
         return RunSetup(

@@ -154,7 +154,7 @@ class TrainerTests(TrainerParts):
         result["num_test_classes"] = len(self.data.splits.test_classes)
         result["num_test_images"] = len(self.data.splits.test)
         atomic_write_text(self.paths.test_metrics, json.dumps(result, indent=2) + "\n")
-        log.info("verdict: %s", verdict.sentence())
+        log.debug("verdict: %s", verdict.sentence())  # the doors print it once (retrieval train: its summary)
         return result, best.get("val_metrics")
 
     def _calibration_distractors(self) -> SplitInputs | None:
@@ -219,6 +219,8 @@ class TrainerTests(TrainerParts):
             validation_classes=len(self.data.splits.val_classes),
             validation_queries=validation.queries if validation is not None else 0,
             whitened_reference_test=whitened["float"]["map_at_r"] if whitened else None,
+            pool_classes=len(self.data.splits.train_classes) + len(self.data.splits.val_classes),
+            data_copies=self.data.copies,
         )
 
 

@@ -54,14 +54,17 @@ def log_summary(rows: Sequence[Row]) -> None:
 def training_rows(cfg: TrainConfig, data: RunData, setup: RunSetup) -> list[Row]:
     """The summary of one training run."""
     resumed = " (resuming from checkpoints/last.pt)" if setup.resuming else ""
+    training: list[Row] = (
+        [("loss", _loss(cfg.loss)), ("batches", _batches(cfg, setup)), ("optimizer", _optimizer(cfg))]
+        if cfg.trainer.epochs > 0
+        else []  # --epochs 0: no step runs, so no loss, batches or optimizer to speak of
+    )
     return [
         ("run", f"{setup.run_dir}{resumed}"),
         ("device", _device(setup)),
         ("data", f"{cfg.data.path}: {_splits(data)}{_excluded(cfg, data)}"),
         ("model", _model(cfg, setup)),
-        ("loss", _loss(cfg.loss)),
-        ("batches", _batches(cfg, setup)),
-        ("optimizer", _optimizer(cfg)),
+        *training,
         ("epochs", _epochs(cfg)),
         *([("text", _text(cfg))] if cfg.model.backbone in TEXT_TOWERS else []),
     ]
@@ -153,6 +156,8 @@ def _optimizer(cfg: TrainConfig) -> str:
 
 def _epochs(cfg: TrainConfig) -> str:
     trainer = cfg.trainer
+    if trainer.epochs == 0:
+        return f"0 (no training: the {reference_name(cfg.model)} backbone is measured and is the run's model)"
     notes = []
     if trainer.warm_start_epochs:
         notes.append(f"{_count(trainer.warm_start_epochs, 'warm-start epoch')} training only the new layers")

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from retrieval.indexing.exported_model.training_verdict import Decision, GainInterval, TrainingVerdict
+from retrieval.indexing.data.splits import MIN_CLASSES
+from retrieval.indexing.exported_model.training_verdict import DataCopies, Decision, GainInterval, TrainingVerdict
 
 MIN_VALIDATION_CLASSES = 5
 MIN_VALIDATION_QUERIES = 100
@@ -39,6 +40,8 @@ class Verdict:
     validation_classes: int = 0
     validation_queries: int = 0
     whitened_reference_test: float | None = None  # test MAP@R of the reference + the whitening stage, reported only
+    pool_classes: int = 0  # the training and validation classes together (0: not known)
+    data_copies: DataCopies | None = None  # exact copies among the run's images, repeated beside the verdict
 
     @property
     def kept_reference(self) -> bool:
@@ -53,7 +56,8 @@ class Verdict:
         return "no-training" if self.epochs == 0 else "reference" if self.kept_reference else "trained"
 
     def sentence(self) -> str:
-        return self._decision_words() + self._whitening_chain()
+        copies = self.data_copies.sentence() if self.data_copies is not None else None
+        return self._decision_words() + self._whitening_chain() + (f"; {copies}" if copies else "")
 
     def _decision_words(self) -> str:
         if self.epochs == 0:
@@ -62,7 +66,31 @@ class Verdict:
             return f"no epoch beat the {self.reference} backbone on validation, so it is kept as the run's model"
         if self.validation is None:
             return f"trained model kept (epoch {self.best_epoch}); no validation classes to compare it on"
-        return self._reliability() + self._choice(self.validation)
+        if self.validation.at_ceiling and self.kept_reference:
+            return self._ceiling(self.validation)
+        interval_follows = self.candidate_epoch != 0
+        return self._reliability(interval_follows) + self._choice(self.validation)
+
+    def _ceiling(self, validation: GainInterval) -> str:
+        """Validation MAP@R already at 1.000: a ceiling, not evidence that training does not help."""
+        return (
+            f"cannot measure: the {self.reference} backbone already scores validation MAP@R {validation.before:.3f} "
+            f"on the {self.validation_classes} validation classes ({self.validation_queries} queries), the ceiling, so "
+            f"no epoch can show a gain there; ship {self._backbone()} (`--epochs 0`){self._more_classes_advice()}"
+        )
+
+    def _more_classes_advice(self) -> str:
+        """A --val-fraction that draws more validation classes (up to the reliable count), or: add classes."""
+        most = min(MIN_VALIDATION_CLASSES, self.pool_classes - MIN_CLASSES)
+        if most <= self.validation_classes:
+            return ", or add classes so that validation can draw more of them"
+        fraction = next(
+            f / 100 for f in range(1, 100) if round(f / 100 * self.pool_classes) >= most
+        )  # the split's rule
+        return (
+            f", or measure on {most} validation classes instead of {self.validation_classes}: "
+            f"--val-fraction {fraction:.2f}"
+        )
 
     def record(self) -> TrainingVerdict:
         return TrainingVerdict(
@@ -76,19 +104,21 @@ class Verdict:
             validation_classes=self.validation_classes,
             validation_queries=self.validation_queries,
             reliable=self.reliable if self.validation is not None else None,
+            data_copies=self.data_copies,
         )
 
-    def _reliability(self) -> str:
+    def _reliability(self, interval_follows: bool = True) -> str:
         """What too small a validation split threatens: with few classes, the luck of which classes were drawn
         (the interval, a bootstrap over their queries, cannot see it); with few queries, the interval itself."""
         if self.reliable:
             return ""
         classes, queries = self.validation_classes, self.validation_queries
+        interval = "the interval that follows" if interval_follows else "a gain's interval"
         threat = (
-            f"; the interval that follows counts the noise of those queries, not the luck of which {classes} classes "
+            f"; {interval} counts the noise of those queries, not the luck of which {classes} classes "
             "happened to be drawn, and other classes might choose otherwise"
             if classes < MIN_VALIDATION_CLASSES
-            else ", too few queries for the interval that follows to be trusted"
+            else f", too few queries for {interval} to be trusted"
         )
         return f"unreliable choice: it rests on {classes} validation classes ({queries} queries){threat} ({FEWER_ADVICE}); "
 

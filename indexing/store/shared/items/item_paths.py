@@ -4,7 +4,8 @@ inside it (the service's ``uploads/``), absolute otherwise (a gallery indexed fr
 A relative path keeps pointing at the index's own file wherever the directory goes: a snapshot, a copy
 restored elsewhere, the next generation made live. Items are read back with absolute paths (the index
 directory joined in front); a path stored absolute by an older version is read as it is, and a
-snapshot stores its copies relative (``relocate_paths``).
+snapshot stores its copies relative (``relocate_paths``). An item added by its vector has no image: its
+path is ``VECTOR_ITEM_PATH`` (read back inside the index directory, where no such file is), ``added_by_vector``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,14 @@ import os
 import sqlite3
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
+
+VECTOR_ITEM_PATH = "(vector)"
+"""The path of an item added by its vector (it has no image: its thumbnail and image are 404s)."""
+
+
+def added_by_vector(path: str | Path) -> bool:
+    """Whether an item's path (as read back) is that of an item added by its vector, which has no image file."""
+    return Path(path).name == VECTOR_ITEM_PATH and not os.path.exists(path)
 
 
 def stored_path(path: str | Path, root: Path) -> str:
