@@ -188,7 +188,7 @@ def _reference_columns(model: Path, evaluation: api.Evaluation, *, quiet: bool) 
     if importlib.util.find_spec("torch") is None:
         typer.echo("no reference column: it needs torch (pip install 'retrieval[train]')", err=True)
         return
-    from retrieval.training.run.measures.reference_columns import reference_column, whitened_reference_column
+    from retrieval.training.usecases import reference_column, whitened_reference_column
 
     report = evaluation.report
     announce = None if quiet else partial(typer.echo, err=True)

@@ -46,7 +46,7 @@ from retrieval.training.config.train_config import TrainConfig, build_config
 from retrieval.training.config.train_request import TrainRequest
 
 if TYPE_CHECKING:  # torch loads only when a command needs it
-    from retrieval.training.run.measures.trained_run import TrainedRun
+    from retrieval.training.usecases import TrainedRun
 
 
 def train(
@@ -152,10 +152,13 @@ def train(
     with activity("loading torch and the training code", enabled=not (quiet or print_config)):
         from retrieval.training.config.config_resolver import resolve_config
         from retrieval.training.config.recipes import describe_recipe
-        from retrieval.training.run.fitting.distributed import DistContext
-        from retrieval.training.run.fitting.interrupt import interrupt_at_safe_points
-        from retrieval.training.run.measures.trained_run import TrainedRun
-        from retrieval.training.usecases import interrupted_note, run_train
+        from retrieval.training.usecases import (
+            DistContext,
+            TrainedRun,
+            interrupt_at_safe_points,
+            interrupted_note,
+            run_train,
+        )
 
     if print_config:
         _print_config(resolve_config(request))

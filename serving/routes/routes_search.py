@@ -12,7 +12,7 @@ from fastapi import APIRouter, Depends, File, Form, Path, Request, UploadFile
 
 from retrieval.indexing.common.errors import DataError, ItemNotFoundError
 from retrieval.indexing.query.query import Query
-from retrieval.indexing.store.shared.search_settings import SearchSettings
+from retrieval.indexing.usecases import SearchSettings
 from retrieval.serving.api_models import vector_schemas
 from retrieval.serving.api_models.schemas import (
     MAX_ITEM_ID,

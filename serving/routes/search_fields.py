@@ -13,7 +13,7 @@ from fastapi import Form, Query
 from fastapi.openapi.models import Example
 from pydantic import BaseModel
 
-from retrieval.indexing.store.shared.search_settings import SearchSettings, aliased
+from retrieval.indexing.usecases import SearchSettings, aliased
 from retrieval.serving.api_models.schemas import DEFAULT_K, RERANK_FACTOR, IndexKind, PostprocessName
 from retrieval.serving.dependencies import Services
 from retrieval.serving.http.service_errors import InvalidParameterError, invalid_parameters
