@@ -31,10 +31,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from retrieval.indexing.common.errors import ConfigError
-from retrieval.indexing.eval.dataset_copies import DatasetCopies
-from retrieval.indexing.search.copy_thresholds import check_threshold
+from retrieval.indexing.duplicates.copy_thresholds import check_threshold
+from retrieval.indexing.duplicates.dataset_copies import DatasetCopies
+from retrieval.indexing.duplicates.dataset_duplicates import SplitSettings, find_dataset_duplicates
 from retrieval.indexing.usecases import build_index, embed, evaluate, search
-from retrieval.indexing.usecases.duplicates.dataset_duplicates import SplitSettings, find_dataset_duplicates
 from retrieval.indexing.usecases.inputs import PathLike
 from retrieval.training.config.config_checks import check_config, recipe_loss_warning
 from retrieval.training.config.config_resolver import resolve_config

@@ -13,7 +13,7 @@ import typer
 
 from retrieval.cli.options.index_options import QuietOpt
 from retrieval.indexing import usecases as api
-from retrieval.indexing.calibration.held_out import summary_lines
+from retrieval.indexing.probability.held_out import summary_lines
 
 
 def _recall_at(metrics: api.RetrievalMetrics, k: int) -> float | None:

@@ -39,8 +39,8 @@ from retrieval.cli.options.train_options import (
     Workers,
     consent_command,
 )
-from retrieval.indexing.calibration.held_out import summary_lines
 from retrieval.indexing.common.errors import ConfigError
+from retrieval.indexing.probability.held_out import summary_lines
 from retrieval.training.config.config_checks import check_config, check_run_dir, recipe_loss_warning
 from retrieval.training.config.train_config import TrainConfig, build_config
 from retrieval.training.config.train_request import TrainRequest

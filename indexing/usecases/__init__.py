@@ -11,8 +11,9 @@ the one build use case, and ``build_index``, ``build_shard``, with their ``Build
 ``dataset_embeddings``), ``updating`` (``add_images``, ``remove_items``, ``remove``, ``compact_index``; ``add_embedded`` and ``remove_from``: every item write), ``vectors``
 (``add``, ``add_vectors``: items in by vectors made elsewhere, checked by
 ``vector_input``; ``vector_build``: an index built from vectors alone), ``deleting`` (``delete_matching``: the items a filter selects),
-``duplicates/`` (``find_dataset_duplicates``, ``find_exact_copies``: the copies in a dataset;
-``find_index_duplicates``, ``store_duplicate_groups``, ``item_duplicates``: copies in a gallery) and
+``indexing.duplicates``' use cases re-exported (``find_dataset_duplicates``, ``find_exact_copies``: the
+copies in a dataset; ``find_index_duplicates``, ``store_duplicate_groups``, ``item_duplicates``: copies in a
+gallery) and
 ``maintaining`` (``index_info``, ``index_generations``, ``snapshot_index``, ``verify_index``, ``rebuild_index``,
 ``switch_index``, ``rollback_index``).
 ``retrieval.training.usecases`` adds what needs torch (train, export, study). What a caller meets is one
@@ -35,6 +36,17 @@ from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.data.sources import describe_layout, load_records
 from retrieval.indexing.data.splits import split_records
 from retrieval.indexing.data.synth.generator import generate_synthetic_dataset
+from retrieval.indexing.duplicates.dataset_duplicates import (
+    SplitSettings,
+    find_dataset_duplicates,
+    find_exact_copies,
+)
+from retrieval.indexing.duplicates.index_duplicates import (
+    DuplicateGroups,
+    find_index_duplicates,
+    item_duplicates,
+    store_duplicate_groups,
+)
 from retrieval.indexing.eval.evaluation import KINDS, EvaluationReport
 from retrieval.indexing.eval.metrics import RetrievalMetrics
 from retrieval.indexing.eval.text_to_image import DEFAULT_PROMPT
@@ -75,17 +87,6 @@ from retrieval.indexing.usecases.building import (
     build_shard,
     merge_index,
     run_build,
-)
-from retrieval.indexing.usecases.duplicates.dataset_duplicates import (
-    SplitSettings,
-    find_dataset_duplicates,
-    find_exact_copies,
-)
-from retrieval.indexing.usecases.duplicates.index_duplicates import (
-    DuplicateGroups,
-    find_index_duplicates,
-    item_duplicates,
-    store_duplicate_groups,
 )
 from retrieval.indexing.usecases.embedding import dataset_embeddings, embed, index_embeddings
 from retrieval.indexing.usecases.evaluating import (

@@ -12,9 +12,9 @@ import numpy as np
 from retrieval.indexing.common.atomic_write import atomic_write_text
 from retrieval.indexing.common.table_files import write_table
 from retrieval.indexing.data.records import ImageRecord
+from retrieval.indexing.duplicates.copy_groups import copy_groups
+from retrieval.indexing.duplicates.copy_thresholds import CopyThresholds
 from retrieval.indexing.eval.retrieval_grid import GridRow, save_grid
-from retrieval.indexing.search.copy_groups import copy_groups
-from retrieval.indexing.search.copy_thresholds import CopyThresholds
 
 CSV_NAME = "duplicates.csv"
 GRID_NAME = "duplicates.png"
