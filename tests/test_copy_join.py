@@ -10,10 +10,10 @@ import pytest
 from PIL import Image
 from reference_hamming import hamming_distances
 
+from retrieval.indexing.duplicates import copy_join
 from retrieval.indexing.duplicates.copy_groups import copy_groups
 from retrieval.indexing.duplicates.copy_join import near_copy_pairs
 from retrieval.indexing.duplicates.pixel_hash import exact_copy_sets, pixel_digests
-from retrieval.indexing.duplicates import copy_join
 from retrieval.indexing.search.binary import binarize
 
 BITS = 256

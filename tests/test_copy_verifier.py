@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from retrieval.cli.main import app
 from retrieval.indexing import usecases as api
 from retrieval.indexing.data.sources import load_records
+from retrieval.indexing.duplicates import copy_verifier
 from retrieval.indexing.duplicates.copy_join import CopyPairs
 from retrieval.indexing.duplicates.copy_signature import (
     CROPS,
@@ -30,7 +31,6 @@ from retrieval.indexing.duplicates.copy_verifier import verify_copies
 from retrieval.indexing.duplicates.index_duplicates import item_duplicates, store_duplicate_groups
 from retrieval.indexing.exported_model.model_manifest import ModelManifest, manifest_json
 from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
-from retrieval.indexing.duplicates import copy_verifier
 from retrieval.indexing.store.backends import open_store
 
 
