@@ -22,6 +22,7 @@ from retrieval.indexing.usecases import build_index as build_index
 from retrieval.indexing.usecases import embed as embed
 from retrieval.indexing.usecases import evaluate as evaluate
 from retrieval.indexing.usecases import find_index_duplicates as find_index_duplicates
+from retrieval.indexing.usecases import remove as remove
 from retrieval.indexing.usecases import search as search
 
 TRAINING_API = "retrieval.training.usecases"

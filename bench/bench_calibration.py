@@ -2,7 +2,7 @@
 measured on one model's validation classes (fit) and test classes (measure), as ``retrieval train`` splits them.
 
 Rows: the chosen fit (Platt's logistic fit on each validation query's first 10 hits, searched among the
-validation and training images) and the alternatives of ``indexing.calibration.alternatives`` (isotonic; the
+validation and training images) and the alternatives of ``indexing.probability.alternatives`` (isotonic; the
 validation classes alone; every query-gallery pair, keeping the validation classes' base rate or moving it to
 the test gallery's by Bayes' rule on the odds). Each row: ECE over the test queries' first 10 hits (15 bins),
 and the precision realised and the recall kept at min_probability 0.8. ``--trials`` adds the query-adaptive
@@ -23,10 +23,10 @@ from calibration_trials import TRIALS, class_halves, trial_eces
 from given_run import model_and_data
 from quick_mode import parse_quick
 
-from retrieval.indexing.calibration.alternatives import alternative_reports, figures
-from retrieval.indexing.calibration.fitting import fit_score_calibration
-from retrieval.indexing.calibration.held_out import held_out_reports
-from retrieval.indexing.calibration.pair_scores import LabelledSet
+from retrieval.indexing.probability.alternatives import alternative_reports, figures
+from retrieval.indexing.probability.fitting import fit_score_calibration
+from retrieval.indexing.probability.held_out import held_out_reports
+from retrieval.indexing.probability.pair_scores import LabelledSet
 from retrieval.indexing.usecases import embed
 
 

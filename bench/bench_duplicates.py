@@ -64,8 +64,8 @@ def scored(found: set[tuple[int, int]], truth: set[tuple[int, int]]) -> tuple[fl
 def run_ours(n: int, search_bits: int | None = None) -> dict[str, float]:
     """The self-join; ``search_bits``: the bits its IVF index compares (default ``copy_join.SEARCH_BITS``;
     ``BITS``: the whole codes, the layout before the first-bits search)."""
-    from retrieval.indexing.search import copy_join
-    from retrieval.indexing.search.copy_join import near_copy_pairs
+    from retrieval.indexing.duplicates import copy_join
+    from retrieval.indexing.duplicates.copy_join import near_copy_pairs
 
     copy_join.SEARCH_BITS = search_bits or copy_join.SEARCH_BITS
     codes, truth = planted_codes(n)
@@ -145,8 +145,8 @@ def images(data: Path, model: Path, plants: int, seed: int) -> None:
     from retrieval.indexing.data.image_io import open_rgb
     from retrieval.indexing.data.records import ImageRecord
     from retrieval.indexing.data.sources import load_records
-    from retrieval.indexing.search.copy_calibration import synthetic_copies
-    from retrieval.indexing.usecases.duplicates.dataset_duplicates import find_dataset_duplicates
+    from retrieval.indexing.duplicates.copy_threshold_measure import synthetic_copies
+    from retrieval.indexing.duplicates.dataset_duplicates import find_dataset_duplicates
 
     records = load_records(data)
     rng = random.Random(seed)

@@ -13,11 +13,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from retrieval.indexing.calibration.isotonic import fit_isotonic
-from retrieval.indexing.calibration.logistic import fit_logistic
-from retrieval.indexing.calibration.pair_scores import LabelledSet, score_rows
-from retrieval.indexing.calibration.reliability import expected_calibration_error
 from retrieval.indexing.common.score_calibration import HITS_PER_QUERY, CalibrationKind
+from retrieval.indexing.probability.isotonic import fit_isotonic
+from retrieval.indexing.probability.logistic import fit_logistic
+from retrieval.indexing.probability.pair_scores import LabelledSet, score_rows
+from retrieval.indexing.probability.reliability import expected_calibration_error
 
 CONTEXT = 50
 BACKGROUND_FROM = 19  # ranks 20-50 (in a smaller gallery: its last ranks)

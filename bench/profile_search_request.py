@@ -48,7 +48,7 @@ from retrieval.serving.app import create_app
 from retrieval.serving.query_pipeline import FoundPage, decode_query, shown
 from retrieval.serving.routes import routes_search
 from retrieval.serving.routes.routes_search import _response
-from retrieval.serving.routes.search_fields import SearchOptions, settings_of
+from retrieval.serving.routes.search_fields import SearchParams, settings_of
 from retrieval.serving.service_state import open_snapshot
 from retrieval.serving.settings import ServeSettings
 
@@ -125,7 +125,7 @@ def stage_table(index_dir: Path, jpeg: bytes, repeats: int) -> list[tuple[str, f
         pixels = np.asarray(resize_and_crop(image, prep))
         one = decode_query(jpeg, "q", settings, prep)
         vector = snapshot.embedder.embed_arrays(one[None])[0]
-        search = settings_of(services, SearchOptions(10))
+        search = settings_of(services, SearchParams(10))
         queries = [Query.embedded(vector)]
 
         def found() -> list[FoundPage]:

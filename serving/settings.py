@@ -13,6 +13,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from retrieval.indexing.common.errors import ConfigError
+from retrieval.indexing.store.shared.index_directory.index_manifest import load_index_manifest
 
 ENV_PREFIX = "RETRIEVAL_"
 
@@ -138,3 +139,9 @@ def make_settings(**values: object) -> ServeSettings:
         raise ConfigError(
             f"serving setting '{key}' is invalid: {first['msg']} (env var {ENV_PREFIX}{key.upper()} or the CLI flag)."
         ) from None
+
+
+def check_index_dir(index_dir: Path) -> None:
+    """An index directory the service can load, or a ``DataError`` naming what is wrong (``retrieval serve``
+    asks before it starts, so that a wrong path is one sentence, not a 503 from ``/readyz`` later)."""
+    load_index_manifest(index_dir)

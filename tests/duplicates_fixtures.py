@@ -12,9 +12,9 @@ from PIL import Image
 
 from retrieval.indexing.data.image_io import open_rgb
 from retrieval.indexing.data.sources import load_records
+from retrieval.indexing.duplicates.copy_threshold_measure import synthetic_copies
 from retrieval.indexing.exported_model.copy_threshold import COPY_KINDS
 from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
-from retrieval.indexing.search.copy_calibration import synthetic_copies
 
 EXACT_PLANTS = {  # planted copy -> its original: the same pixels
     "class_0/copy_exact.png": "class_0/img_0.png",  # within a class

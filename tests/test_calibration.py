@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from retrieval.indexing.calibration.fitting import fit_score_calibration
-from retrieval.indexing.calibration.held_out import held_out_reports
-from retrieval.indexing.calibration.isotonic import fit_isotonic, pool_adjacent_violators
-from retrieval.indexing.calibration.logistic import fit_logistic, logistic_parameters
-from retrieval.indexing.calibration.pair_scores import LabelledSet, all_pairs, top_hits
-from retrieval.indexing.calibration.reliability import at_cutoff, calibration_report, expected_calibration_error
 from retrieval.indexing.common.score_calibration import ScoreCalibration, calibration_sentence, shift_base_rate
+from retrieval.indexing.probability.fitting import fit_score_calibration
+from retrieval.indexing.probability.held_out import held_out_reports
+from retrieval.indexing.probability.isotonic import fit_isotonic, pool_adjacent_violators
+from retrieval.indexing.probability.logistic import fit_logistic, logistic_parameters
+from retrieval.indexing.probability.pair_scores import LabelledSet, all_pairs, top_hits
+from retrieval.indexing.probability.reliability import at_cutoff, calibration_report, expected_calibration_error
 from retrieval.indexing.search.binary import binarize, hamming_to_similarity
 
 

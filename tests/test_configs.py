@@ -84,7 +84,7 @@ def test_the_docs_example_is_a_config_that_runs_offline() -> None:
     import torch
 
     from retrieval.training.model.embedding_model import build_embedding_model
-    from retrieval.training.model.trunks.pretrained import load_pretrained
+    from retrieval.training.model.pretrained import load_pretrained
 
     blocks = re.findall(r"```yaml\n(.*?)```", (ROOT / "docs" / "training.md").read_text(), re.S)
     assert blocks, "docs/training.md has no yaml example"

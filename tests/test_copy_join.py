@@ -10,11 +10,11 @@ import pytest
 from PIL import Image
 from reference_hamming import hamming_distances
 
-from retrieval.indexing.data.pixel_hash import exact_copy_sets, pixel_digests
-from retrieval.indexing.search import copy_join
+from retrieval.indexing.duplicates import copy_join
+from retrieval.indexing.duplicates.copy_groups import copy_groups
+from retrieval.indexing.duplicates.copy_join import near_copy_pairs
+from retrieval.indexing.duplicates.pixel_hash import exact_copy_sets, pixel_digests
 from retrieval.indexing.search.binary import binarize
-from retrieval.indexing.search.copy_groups import copy_groups
-from retrieval.indexing.search.copy_join import near_copy_pairs
 
 BITS = 256
 

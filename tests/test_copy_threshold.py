@@ -12,17 +12,17 @@ from PIL import Image
 from test_export import write_run
 
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.exported_model.copy_threshold import CopyThreshold, ThresholdRates
-from retrieval.indexing.exported_model.model_manifest import ModelManifest
-from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
-from retrieval.indexing.search.copy_calibration import (
+from retrieval.indexing.duplicates.copy_threshold_measure import (
     COPIES_END,
     DISTINCT_END,
     choose_threshold,
     measure_copy_threshold,
     synthetic_copies,
 )
-from retrieval.indexing.search.copy_thresholds import copy_thresholds
+from retrieval.indexing.duplicates.copy_thresholds import copy_thresholds
+from retrieval.indexing.exported_model.copy_threshold import CopyThreshold, ThresholdRates
+from retrieval.indexing.exported_model.model_manifest import ModelManifest
+from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.training.config.train_config import TrainConfig
 from retrieval.training.export.run_export import export_run
 from retrieval.training.run.outputs.run_dir import write_run_config

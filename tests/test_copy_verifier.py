@@ -16,16 +16,22 @@ from typer.testing import CliRunner
 
 from retrieval.cli.main import app
 from retrieval.indexing import usecases as api
-from retrieval.indexing.data.copy_signature import CROPS, SIZE, copy_signature, path_signature, signature_similarity
 from retrieval.indexing.data.sources import load_records
+from retrieval.indexing.duplicates import copy_verifier
+from retrieval.indexing.duplicates.copy_join import CopyPairs
+from retrieval.indexing.duplicates.copy_signature import (
+    CROPS,
+    SIZE,
+    copy_signature,
+    path_signature,
+    signature_similarity,
+)
+from retrieval.indexing.duplicates.copy_threshold_measure import measure_copy_threshold
+from retrieval.indexing.duplicates.copy_verifier import verify_copies
+from retrieval.indexing.duplicates.index_duplicates import item_duplicates, store_duplicate_groups
 from retrieval.indexing.exported_model.model_manifest import ModelManifest, manifest_json
 from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
-from retrieval.indexing.search import copy_verifier
-from retrieval.indexing.search.copy_calibration import measure_copy_threshold
-from retrieval.indexing.search.copy_join import CopyPairs
-from retrieval.indexing.search.copy_verifier import verify_copies
 from retrieval.indexing.store.backends import open_store
-from retrieval.indexing.usecases.duplicates.index_duplicates import item_duplicates, store_duplicate_groups
 
 
 def hand_similarity(a: Image.Image, b: Image.Image) -> float:

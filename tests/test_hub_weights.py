@@ -42,7 +42,7 @@ from retrieval.training.config.train_config import ModelConfig
 from retrieval.training.export.onnx_export import TOLERANCE
 from retrieval.training.model.embedding_model import EmbeddingModel, build_embedding_model
 from retrieval.training.model.hub_weights import hub_weights_file
-from retrieval.training.model.trunks.pretrained import load_pretrained
+from retrieval.training.model.pretrained import load_pretrained
 
 TIMM_NAME = "vit_tiny_patch16_224.augreg_in21k"  # the smallest ViT timm publishes weights for (5.5M parameters)
 BACKBONE = f"timm:{TIMM_NAME}"

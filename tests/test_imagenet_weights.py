@@ -83,7 +83,7 @@ def test_lite_mapping_refuses_a_model_of_another_shape() -> None:
 def test_pretrained_imagenet_loads_the_lite_weights_into_the_embedder(cars196_dir: Path, variant: int) -> None:
     from retrieval.training.config.train_config import ModelConfig
     from retrieval.training.model.embedding_model import build_embedding_model
-    from retrieval.training.model.trunks.pretrained import load_pretrained
+    from retrieval.training.model.pretrained import load_pretrained
 
     model = build_embedding_model(ModelConfig(backbone=f"efficientnet_lite{variant}", embedding_dim=16))
     report = load_pretrained(model, "imagenet")
@@ -100,7 +100,7 @@ def test_lite_onnx_export_matches_torch(variant: int) -> None:
     from retrieval.training.config.train_config import ModelConfig
     from retrieval.training.export.onnx_export import onnx_export_bytes, parity_max_abs_diff
     from retrieval.training.model.embedding_model import build_embedding_model
-    from retrieval.training.model.trunks.pretrained import load_pretrained
+    from retrieval.training.model.pretrained import load_pretrained
 
     model = build_embedding_model(ModelConfig(backbone=f"efficientnet_lite{variant}", embedding_dim=32))
     load_pretrained(model, "imagenet")
@@ -127,7 +127,7 @@ def test_timm_backbone_loads_imagenet_weights_from_the_local_cache_only(
     from retrieval.indexing.common.errors import ConfigError
     from retrieval.training.config.train_config import ModelConfig
     from retrieval.training.model.embedding_model import build_embedding_model
-    from retrieval.training.model.trunks.pretrained import load_pretrained
+    from retrieval.training.model.pretrained import load_pretrained
 
     source = timm.create_model("resnet18", pretrained=False).state_dict()  # with its classifier
     torch.save(source, tmp_path / "pytorch_model.bin")

@@ -12,8 +12,8 @@ import torchvision
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.training.config.train_config import ModelConfig
 from retrieval.training.model.embedding_model import EmbeddingModel, build_embedding_model
+from retrieval.training.model.pretrained import load_pretrained, torchvision_cache_path
 from retrieval.training.model.trunks.backbones import BACKBONES, build_backbone
-from retrieval.training.model.trunks.pretrained import load_pretrained, torchvision_cache_path
 
 
 def _model(backbone: str = "resnet18") -> EmbeddingModel:

@@ -18,10 +18,10 @@ from retrieval.training.config.train_config import ModelConfig, TrainConfig
 from retrieval.training.export.onnx_export import TOLERANCE, onnx_export_bytes, parity_max_abs_diff
 from retrieval.training.losses import build_loss
 from retrieval.training.model.embedding_model import EmbeddingModel, build_embedding_model
+from retrieval.training.model.pretrained import load_pretrained
 from retrieval.training.model.token_pooling import TokenPooling
 from retrieval.training.model.trunks.backbone_facts import MEASURED_CPU_IMAGES_PER_S
 from retrieval.training.model.trunks.backbones import BACKBONES, VITS, get_backbone, weights_origin
-from retrieval.training.model.trunks.pretrained import load_pretrained
 from retrieval.training.model.trunks.timm_trunks import timm_native_size, timm_normalization
 from retrieval.training.model.trunks.trunk_stages import trunk_stages
 from retrieval.training.run.fitting.optim import parameter_groups

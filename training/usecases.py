@@ -31,10 +31,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from retrieval.indexing.common.errors import ConfigError
-from retrieval.indexing.eval.dataset_copies import DatasetCopies
-from retrieval.indexing.search.copy_thresholds import check_threshold
+from retrieval.indexing.duplicates.copy_thresholds import check_threshold
+from retrieval.indexing.duplicates.dataset_copies import DatasetCopies
+from retrieval.indexing.duplicates.dataset_duplicates import SplitSettings, find_dataset_duplicates
 from retrieval.indexing.usecases import build_index, embed, evaluate, search
-from retrieval.indexing.usecases.duplicates.dataset_duplicates import SplitSettings, find_dataset_duplicates
 from retrieval.indexing.usecases.inputs import PathLike
 from retrieval.training.config.config_checks import check_config, recipe_loss_warning
 from retrieval.training.config.config_resolver import resolve_config
@@ -45,19 +45,34 @@ from retrieval.training.config.train_request import API, TrainRequest
 from retrieval.training.ensemble.ensemble_training import EnsembleResult, read_ensemble_spec, resolve_ensemble
 from retrieval.training.ensemble.ensemble_training import train_ensemble as _train_ensemble
 from retrieval.training.export.int8_export import Int8Request
-from retrieval.training.export.onnx_export import ExportResult
+from retrieval.training.export.onnx_export import TOLERANCE, ExportResult
 from retrieval.training.export.pretrained_export import pretrained_export
 from retrieval.training.export.run_export import export_run
+from retrieval.training.export.size_note import size_note
 from retrieval.training.run.fitting.distributed import DistContext
 from retrieval.training.run.fitting.final_fit import fit_run
+from retrieval.training.run.fitting.interrupt import interrupt_at_safe_points
+from retrieval.training.run.measures.reference_columns import reference_column, whitened_reference_column
 from retrieval.training.run.measures.trained_run import TrainedRun
-from retrieval.training.run.outputs.run_dir import RunPaths, claim_run_dir
+from retrieval.training.run.outputs.run_dir import RunPaths, claim_run_dir, load_run_config
 from retrieval.training.study.runner import StudyOutcome, run_study
 from retrieval.training.study.study_state import StudySpec
 
 log = logging.getLogger(__name__)
 __all__ = ["build_index", "config", "embed", "evaluate", "export", "search", "study", "train", "train_ensemble"]
 __all__ += ["data_duplicates"]
+__all__ += [  # what the commands meet, one import away (they import nothing below this layer)
+    "TOLERANCE",
+    "DistContext",
+    "Int8Request",
+    "TrainedRun",
+    "export_run",
+    "interrupt_at_safe_points",
+    "load_run_config",
+    "reference_column",
+    "size_note",
+    "whitened_reference_column",
+]
 PRETRAINED_MODEL_DIR = "model"
 
 

@@ -16,8 +16,8 @@ from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.data.sources import describe_layout, load_records
 from retrieval.indexing.data.splits import split_records
 from retrieval.indexing.data.synth.generator import generate_synthetic_dataset
-from retrieval.indexing.eval.dataset_copies import CSV_NAME, GRID_NAME
-from retrieval.indexing.usecases.duplicates.dataset_duplicates import SplitSettings, find_exact_copies
+from retrieval.indexing.duplicates.dataset_copies import CSV_NAME, GRID_NAME
+from retrieval.indexing.duplicates.dataset_duplicates import SplitSettings, find_exact_copies
 from retrieval.training.run.measures.verdict import FEWER_ADVICE, MIN_VALIDATION_CLASSES, MIN_VALIDATION_QUERIES
 
 DatasetArg = Annotated[Path, typer.Argument(help="Dataset folder or CSV manifest.")]

@@ -13,7 +13,7 @@ import typer
 
 from retrieval.cli.options.index_options import QuietOpt
 from retrieval.indexing import usecases as api
-from retrieval.indexing.calibration.held_out import summary_lines
+from retrieval.indexing.probability.held_out import summary_lines
 
 
 def _recall_at(metrics: api.RetrievalMetrics, k: int) -> float | None:
@@ -188,7 +188,7 @@ def _reference_columns(model: Path, evaluation: api.Evaluation, *, quiet: bool) 
     if importlib.util.find_spec("torch") is None:
         typer.echo("no reference column: it needs torch (pip install 'retrieval[train]')", err=True)
         return
-    from retrieval.training.run.measures.reference_columns import reference_column, whitened_reference_column
+    from retrieval.training.usecases import reference_column, whitened_reference_column
 
     report = evaluation.report
     announce = None if quiet else partial(typer.echo, err=True)

@@ -61,11 +61,13 @@ def export(
     ] = None,
 ) -> None:
     """Export a trained run to ONNX, check it against torch and write model.onnx + model.json."""
-    from retrieval.training.export.int8_export import Int8Request
-    from retrieval.training.export.onnx_export import TOLERANCE
-    from retrieval.training.export.run_export import export_run  # torch loads only for this command
-    from retrieval.training.export.size_note import size_note
-    from retrieval.training.run.outputs.run_dir import load_run_config
+    from retrieval.training.usecases import (  # torch loads only for this command
+        TOLERANCE,
+        Int8Request,
+        export_run,
+        load_run_config,
+        size_note,
+    )
 
     int8 = Int8Request(calibration_images, max_map_drop, force, data, progress=True) if quantize else None
     result = export_run(run_dir, out, fp16=fp16, checkpoint=checkpoint.value, int8=int8)
@@ -112,7 +114,7 @@ def int8_summary(quantization: Quantization) -> str:
 def next_command(run_dir: Path, out: Path | None) -> str:
     """The ``index build`` command for this export, with the run's own data path: the test classes, or every
     class for a run that trained on all of them (``--split none``, ``--final-fit``)."""
-    from retrieval.training.run.outputs.run_dir import load_run_config
+    from retrieval.training.usecases import load_run_config
 
     config = load_run_config(run_dir)
     data = config.data.path or "DATA"

@@ -27,8 +27,6 @@ from retrieval.cli.options.index_options import (
 )
 from retrieval.indexing import usecases as api
 from retrieval.indexing.exported_model.model_manifest import ModelManifest
-from retrieval.indexing.query.steps.probability import no_calibration_reason
-from retrieval.indexing.store.shared.index_directory.index_manifest import manifest_edit_problem
 
 MAX_LISTED_FAILURES = 10
 
@@ -141,7 +139,7 @@ def info(index_dir: IndexArg) -> None:
             "calibration",
             manifest.model.calibration.sentence
             if manifest.model.calibration
-            else no_calibration_reason(manifest.model),
+            else api.no_calibration_reason(manifest.model),
         ),
         ("text", _text_side_text(manifest.model)),
         ("created", manifest.created_at),
@@ -150,7 +148,7 @@ def info(index_dir: IndexArg) -> None:
         ("files", ", ".join(f"{name} {size / 1e6:.2f} MB" for name, size in sorted(sizes.items()))),
         *[("generation", _generation_text(generation)) for generation in api.index_generations(index_dir)],
     ]
-    if (edited := manifest_edit_problem(index_dir)) is not None:  # its figures above may be wrong
+    if (edited := api.manifest_edit_problem(index_dir)) is not None:  # its figures above may be wrong
         rows.insert(0, ("WARNING", f"{edited}; `retrieval index verify {index_dir}` checks the rest"))
     for key, value in rows:
         typer.echo(f"{key:<10} {value}")

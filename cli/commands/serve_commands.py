@@ -12,8 +12,7 @@ import typer
 import uvicorn
 
 from retrieval.indexing.common.errors import ConfigError
-from retrieval.indexing.store.shared.index_directory.index_manifest import load_index_manifest
-from retrieval.serving.settings import MIN_API_KEY_CHARS, ServeSettings, settings_from_env
+from retrieval.serving.settings import MIN_API_KEY_CHARS, ServeSettings, check_index_dir, settings_from_env
 
 
 def register(app: typer.Typer) -> None:
@@ -65,7 +64,7 @@ def serve(
         max_concurrent_decodes=decode_threads,
         verify_on_load=verify_on_load or None,
     )
-    load_index_manifest(index)  # fail now with one sentence, not later as a 503 from /readyz
+    check_index_dir(index)  # fail now with one sentence, not later as a 503 from /readyz
     check_port(host, port)  # before the model and index load, not as uvicorn's OSError after
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     typer.echo(f"web page: http://{shown}:{port}/   API docs: http://{shown}:{port}/docs")

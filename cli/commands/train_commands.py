@@ -39,14 +39,14 @@ from retrieval.cli.options.train_options import (
     Workers,
     consent_command,
 )
-from retrieval.indexing.calibration.held_out import summary_lines
 from retrieval.indexing.common.errors import ConfigError
+from retrieval.indexing.probability.held_out import summary_lines
 from retrieval.training.config.config_checks import check_config, check_run_dir, recipe_loss_warning
 from retrieval.training.config.train_config import TrainConfig, build_config
 from retrieval.training.config.train_request import TrainRequest
 
 if TYPE_CHECKING:  # torch loads only when a command needs it
-    from retrieval.training.run.measures.trained_run import TrainedRun
+    from retrieval.training.usecases import TrainedRun
 
 
 def train(
@@ -152,10 +152,13 @@ def train(
     with activity("loading torch and the training code", enabled=not (quiet or print_config)):
         from retrieval.training.config.config_resolver import resolve_config
         from retrieval.training.config.recipes import describe_recipe
-        from retrieval.training.run.fitting.distributed import DistContext
-        from retrieval.training.run.fitting.interrupt import interrupt_at_safe_points
-        from retrieval.training.run.measures.trained_run import TrainedRun
-        from retrieval.training.usecases import interrupted_note, run_train
+        from retrieval.training.usecases import (
+            DistContext,
+            TrainedRun,
+            interrupt_at_safe_points,
+            interrupted_note,
+            run_train,
+        )
 
     if print_config:
         _print_config(resolve_config(request))

@@ -4,4 +4,4 @@ the file and folder names of the on-disk artifacts (``artifact_names``), the one
 table shape (``registry``), tables written as .parquet or .csv (``table_files``) and text that UTF-8
 can encode (``unicode_text``: lone surrogates refused where text comes in, replaced where it is read), and
 ``score_calibration``: a model's fitted score -> P(same class) map as ``model.json`` stores it (fitted by
-``indexing.calibration``, applied by the store to every hit)."""
+``indexing.probability``, applied by the store to every hit)."""

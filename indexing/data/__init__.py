@@ -4,7 +4,7 @@
 (``layouts/``: ImageFolder, CSV manifest, CUB-200-2011, Cars196, SOP, In-Shop); ``splits`` makes the
 class-disjoint train / validation / test splits (``subsample`` first caps the images per class, for
 quick runs); ``image_io`` decodes any image to 8-bit RGB or fails with one sentence, and
-``exclusion`` leaves out the images a list names (``train --exclude``), ``pixel_hash`` finds exact copies by a hash of the decoded pixels, ``copy_signature`` is the small grayscale thumbnail (three framings) that tells a copy from a look-alike, ``bad_images`` scans a dataset for unreadable and too small files up front, ``class_check`` for empty
+``exclusion`` leaves out the images a list names (``train --exclude``), ``bad_images`` scans a dataset for unreadable and too small files up front, ``class_check`` for empty
 class folders and single-image classes; ``synth/`` generates the built-in
 shapes x colours x textures dataset.
 """

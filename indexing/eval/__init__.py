@@ -2,7 +2,6 @@
 ``nmi`` (k-means NMI), ``evaluation`` (embed or read an index and measure, float and binary),
 ``postprocess_eval`` (each post-processing method's metrics beside the raw row, ``eval
 --postprocess``), ``retrieval_grid`` (the query -> results PNG), ``neighbour_table`` (each query's top results as a
-table, ``eval --neighbours``), ``class_overlap`` (evaluated classes the model was trained on), ``dataset_copies`` (the copies in a dataset:
-counts, ``duplicates.csv``, ``duplicates.png``, what to leave out) and
+table, ``eval --neighbours``), ``class_overlap`` (evaluated classes the model was trained on) and
 ``gain_interval`` (the paired bootstrap interval of a MAP@R gain, the training verdict's noise) and
 ``text_to_image`` (a prompt per class searched by a model's text tower: the text -> image row)."""

@@ -117,7 +117,7 @@ class ModelManifest(BaseModel):
     )
     calibration: ScoreCalibration | None = Field(
         None,
-        description="P(same class) of a hit's score, fitted on the validation classes (indexing.calibration); "
+        description="P(same class) of a hit's score, fitted on the validation classes (indexing.probability); "
         "None: no validation classes to fit on (--split none), so hits carry no probability",
     )
     duplicates: CopyThreshold | None = Field(

@@ -9,10 +9,10 @@ from functools import lru_cache
 from pathlib import Path
 
 from retrieval.indexing.common.score_calibration import ScoreCalibration
+from retrieval.indexing.duplicates.copy_thresholds import NO_MODEL, NoCopyThresholdError, copy_thresholds
 from retrieval.indexing.exported_model.no_model import has_model
 from retrieval.indexing.exported_model.onnx_embedder import load_model_manifest
 from retrieval.indexing.exported_model.resolution import resolve_query_model
-from retrieval.indexing.search.copy_thresholds import NO_MODEL, NoCopyThresholdError, copy_thresholds
 from retrieval.indexing.store.shared.store_protocol import Store
 
 

@@ -8,11 +8,12 @@ the one build use case, and ``build_index``, ``build_shard``, with their ``Build
 ``searching`` (``search_store``, the one search of every door; ``search``; ``SearchRequest`` and
 ``search_index``, which both ``search`` and ``retrieval search`` run), ``evaluating`` (``evaluate``; ``evaluate_index_dir``, ``evaluate_dataset`` and
 ``save_evaluation`` for ``retrieval eval``, with ``run_dir_of``: the training run of a ``--model``), ``embedding`` (``embed``; ``index_embeddings``,
-``dataset_embeddings``), ``updating`` (``add_images``, ``remove_items``, ``compact_index``), ``vectors``
+``dataset_embeddings``), ``updating`` (``add_images``, ``remove_items``, ``remove``, ``compact_index``; ``add_embedded`` and ``remove_from``: every item write), ``vectors``
 (``add``, ``add_vectors``: items in by vectors made elsewhere, checked by
 ``vector_input``; ``vector_build``: an index built from vectors alone), ``deleting`` (``delete_matching``: the items a filter selects),
-``duplicates/`` (``find_dataset_duplicates``, ``find_exact_copies``: the copies in a dataset;
-``find_index_duplicates``, ``store_duplicate_groups``, ``item_duplicates``: copies in a gallery) and
+``indexing.duplicates``' use cases re-exported (``find_dataset_duplicates``, ``find_exact_copies``: the
+copies in a dataset; ``find_index_duplicates``, ``store_duplicate_groups``, ``item_duplicates``: copies in a
+gallery) and
 ``maintaining`` (``index_info``, ``index_generations``, ``snapshot_index``, ``verify_index``, ``rebuild_index``,
 ``switch_index``, ``rollback_index``).
 ``retrieval.training.usecases`` adds what needs torch (train, export, study). What a caller meets is one
@@ -35,6 +36,17 @@ from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.data.sources import describe_layout, load_records
 from retrieval.indexing.data.splits import split_records
 from retrieval.indexing.data.synth.generator import generate_synthetic_dataset
+from retrieval.indexing.duplicates.dataset_duplicates import (
+    SplitSettings,
+    find_dataset_duplicates,
+    find_exact_copies,
+)
+from retrieval.indexing.duplicates.index_duplicates import (
+    DuplicateGroups,
+    find_index_duplicates,
+    item_duplicates,
+    store_duplicate_groups,
+)
 from retrieval.indexing.eval.evaluation import KINDS, EvaluationReport
 from retrieval.indexing.eval.metrics import RetrievalMetrics
 from retrieval.indexing.eval.text_to_image import DEFAULT_PROMPT
@@ -43,15 +55,32 @@ from retrieval.indexing.exported_model.model_manifest import Quantization
 from retrieval.indexing.exported_model.resolution import run_dir_of
 from retrieval.indexing.exported_model.training_verdict import TrainingVerdict
 from retrieval.indexing.query.query import Query
+from retrieval.indexing.query.steps.probability import no_calibration_reason
 from retrieval.indexing.search.postprocess_params import IndexPostprocess, load_params, parse_methods
 from retrieval.indexing.store.backends import backend_of, index_target
 from retrieval.indexing.store.files.faiss_kinds import BINARY_KINDS, FLOAT_KINDS
 from retrieval.indexing.store.maintenance.generations import KEEP_PREVIOUS, Generation
 from retrieval.indexing.store.maintenance.model_check import DEEP_SAMPLE
 from retrieval.indexing.store.maintenance.model_upgrade import UpgradeReport
+from retrieval.indexing.store.shared.idempotency import replayed, request_digest
 from retrieval.indexing.store.shared.index_directory.compaction import CompactionPolicy
-from retrieval.indexing.store.shared.index_directory.index_manifest import load_index_manifest
-from retrieval.indexing.store.shared.items.item_filter import parse_metadata
+from retrieval.indexing.store.shared.index_directory.index_manifest import (
+    IndexManifest,
+    load_index_manifest,
+    manifest_edit_problem,
+)
+from retrieval.indexing.store.shared.items.item_filter import (
+    LABEL_KEY,
+    MAX_JSON_BYTES,
+    MAX_KEYS,
+    Scalar,
+    check_key,
+    parse_filter,
+    parse_metadata,
+    parse_metadata_for,
+)
+from retrieval.indexing.store.shared.items.items_db import Item
+from retrieval.indexing.store.shared.search_settings import SearchSettings
 from retrieval.indexing.usecases.build_request import BuildRequest
 from retrieval.indexing.usecases.building import (
     BuildReport,
@@ -60,17 +89,6 @@ from retrieval.indexing.usecases.building import (
     build_shard,
     merge_index,
     run_build,
-)
-from retrieval.indexing.usecases.duplicates.dataset_duplicates import (
-    SplitSettings,
-    find_dataset_duplicates,
-    find_exact_copies,
-)
-from retrieval.indexing.usecases.duplicates.index_duplicates import (
-    DuplicateGroups,
-    find_index_duplicates,
-    item_duplicates,
-    store_duplicate_groups,
 )
 from retrieval.indexing.usecases.embedding import dataset_embeddings, embed, index_embeddings
 from retrieval.indexing.usecases.evaluating import (
@@ -100,7 +118,7 @@ from retrieval.indexing.usecases.searching import (
     search_index,
     search_store,
 )
-from retrieval.indexing.usecases.updating import add_images, compact_index, remove_items
+from retrieval.indexing.usecases.updating import add_images, compact_index, remove, remove_items
 from retrieval.indexing.usecases.vectors import VectorAdd, VectorAddReport, add, add_vectors
 
 __all__ = [
@@ -112,23 +130,30 @@ __all__ = [
     "DEEP_SAMPLE",
     "DEFAULT_PROMPT",
     "DataError",
-    "EvalRequest",
     "DuplicateGroups",
+    "EvalRequest",
     "Evaluation",
     "EvaluationReport",
     "FLOAT_KINDS",
     "Generation",
     "ImageRecord",
+    "IndexManifest",
     "IndexPostprocess",
+    "Item",
     "KEEP_PREVIOUS",
     "KINDS",
+    "LABEL_KEY",
+    "MAX_JSON_BYTES",
+    "MAX_KEYS",
     "Quantization",
     "Query",
     "QueryHits",
     "RetrievalError",
     "RetrievalMetrics",
+    "Scalar",
     "SearchOutcome",
     "SearchRequest",
+    "SearchSettings",
     "ShardReport",
     "SplitSettings",
     "TrainingVerdict",
@@ -143,6 +168,7 @@ __all__ = [
     "build_index",
     "build_shard",
     "check_embedding_path",
+    "check_key",
     "class_problems",
     "compact_index",
     "dataset_embeddings",
@@ -158,15 +184,22 @@ __all__ = [
     "index_embeddings",
     "index_generations",
     "index_info",
-    "item_duplicates",
     "index_target",
+    "item_duplicates",
     "load_index_manifest",
     "load_params",
     "load_records",
+    "manifest_edit_problem",
     "merge_index",
+    "no_calibration_reason",
+    "parse_filter",
     "parse_metadata",
+    "parse_metadata_for",
     "parse_methods",
     "rebuild_index",
+    "replayed",
+    "request_digest",
+    "remove",
     "remove_items",
     "rollback_index",
     "run_build",

@@ -14,9 +14,6 @@ from typing import Any
 
 import numpy as np
 
-from retrieval.indexing.calibration.held_out import calibration_document, held_out_reports, labelled_set
-from retrieval.indexing.calibration.reliability import CalibrationReport
-from retrieval.indexing.calibration.reliability_plot import CALIBRATION_PLOT_NAME, save_reliability_plot
 from retrieval.indexing.common.artifact_names import INDEX_MODEL_SUBDIR
 from retrieval.indexing.common.atomic_write import atomic_write_text
 from retrieval.indexing.common.errors import ConfigError
@@ -43,6 +40,9 @@ from retrieval.indexing.exported_model.model_manifest import ModelManifest
 from retrieval.indexing.exported_model.onnx_embedder import load_model_manifest
 from retrieval.indexing.exported_model.resolution import is_export_dir, resolve_export_dir
 from retrieval.indexing.exported_model.text_encoder import text_encoder_of
+from retrieval.indexing.probability.held_out import calibration_document, held_out_reports, labelled_set
+from retrieval.indexing.probability.reliability import CalibrationReport
+from retrieval.indexing.probability.reliability_plot import CALIBRATION_PLOT_NAME, save_reliability_plot
 from retrieval.indexing.search.postprocess_params import PostprocessParams
 from retrieval.indexing.store.backends import open_store
 from retrieval.indexing.usecases.inputs import Data, PathLike, embed_texts, records_of

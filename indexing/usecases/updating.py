@@ -1,4 +1,8 @@
-"""Change an existing index: add images, remove items, compact (``retrieval index add|remove|compact``)."""
+"""Change an existing index: add images, remove items, compact (``retrieval index add|remove|compact``, the
+Python API's ``remove``). Every item write of every door goes through here or ``vectors`` (by vector) and
+``deleting`` (by filter): ``add_embedded`` (images once embedded, by any door; a key's upsert with
+``replace``), ``remove_from`` (items by id or key, in an open store: ``DELETE /items/{id}``, ``DELETE
+/items/by-key/{key}``, ``retrieval index remove``, ``remove``)."""
 
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ from retrieval.indexing.store.shared.index_directory.compaction import Compactio
 from retrieval.indexing.store.shared.index_directory.index_manifest import check_model, load_index_manifest
 from retrieval.indexing.store.shared.index_directory.write_lock import exclusive_writer
 from retrieval.indexing.store.shared.items.item_filter import Scalar
+from retrieval.indexing.store.shared.items.items_db import Item
 from retrieval.indexing.store.shared.store_checks import check_keys_free, validate_records
 from retrieval.indexing.store.shared.store_protocol import Store
 from retrieval.indexing.usecases.inputs import query_embedder
@@ -120,6 +125,31 @@ def add_embedded(
     return Addition(ids, store.count, before + len(ids) - store.count)
 
 
+@dataclass(frozen=True)
+class Removal:
+    """The items removed (the service discards their stored uploads), how many, and the index's size after."""
+
+    items: list[Item]
+    removed: int
+    count: int
+
+
+def remove_from(store: Store, ids: Sequence[int] = (), keys: Sequence[str] = ()) -> Removal:
+    """Remove the items with ``ids`` and those carrying ``keys`` from an open store (the caller holds its
+    writer); an unknown id or key is an ItemNotFoundError and removes nothing."""
+    found = [store.item(item_id) for item_id in ids] + [store.item_by_key(key) for key in keys]
+    items = list({item.id: item for item in found}.values())
+    removed = store.remove([item.id for item in items])
+    return Removal(items, removed, store.count)
+
+
+def remove(index: Path | str, ids: Sequence[int] = (), *, keys: Sequence[str] = ()) -> tuple[int, int]:
+    """(items removed, items left): the Python API's ``remove`` of items by id or key, under the index's
+    writer lock (the service may write meanwhile), as ``retrieval index remove``."""
+    with exclusive_writer(Path(index)):
+        return remove_items(Path(index), ids, keys=keys)
+
+
 def remove_items(index_dir: Path, ids: Sequence[int], *, keys: Sequence[str] = ()) -> tuple[int, int]:
     """(items removed, items left) of the items with ``ids`` and those carrying ``keys``; an id or key the
     index does not hold removes nothing and fails."""
@@ -140,8 +170,8 @@ def remove_items(index_dir: Path, ids: Sequence[int], *, keys: Sequence[str] = (
                 + (f" (nor {len(missing) - 1} other key(s))" if len(missing) > 1 else "")
                 + "; nothing was removed"
             )
-        ids = [*ids, *found.values()]
-        return store.remove(ids), store.count
+        removal = remove_from(store, [*ids, *found.values()])
+        return removal.removed, removal.count
 
 
 def compact_index(index_dir: Path, changes: Mapping[str, int | float | None]) -> CompactReport:

@@ -16,8 +16,7 @@ import json
 from fastapi import APIRouter, Depends, Query
 
 from retrieval.indexing.query.chain import filter_warnings
-from retrieval.indexing.store.shared.index_directory.index_manifest import IndexManifest
-from retrieval.indexing.store.shared.items.item_filter import LABEL_KEY, check_key, parse_filter
+from retrieval.indexing.usecases import LABEL_KEY, IndexManifest, check_key, parse_filter
 from retrieval.serving.api_models.schemas import MAX_ITEM_ID, ItemsPage, ValueCount, ValueCounts
 from retrieval.serving.api_models.vector_schemas import WITH_VECTORS, ItemsPageWithVectors
 from retrieval.serving.dependencies import Services, get_services

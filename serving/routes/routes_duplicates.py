@@ -1,6 +1,6 @@
 """``GET /duplicates`` (the groups of near-duplicate items, largest first, page by page behind a cursor,
 filterable by size and label) and ``GET /items/{id}/duplicates`` (one item's copies). Both call
-``indexing.usecases.duplicates.index_duplicates``, as ``retrieval index duplicates`` does; the groups are computed once
+``indexing.duplicates.index_duplicates``, as ``retrieval index duplicates`` does; the groups are computed once
 per state of the index and threshold (``GroupCache``), on the store thread.
 
 A cursor is the number of the last group shown and the build of the index, as ``GET /items``'s is.
@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from fastapi import APIRouter, Depends, Path, Query
 
 from retrieval.indexing.common.errors import ConfigError, ItemNotFoundError
-from retrieval.indexing.usecases.duplicates.index_duplicates import GroupCache, GroupFilter, item_duplicates
+from retrieval.indexing.duplicates.index_duplicates import GroupCache, GroupFilter, item_duplicates
 from retrieval.serving.api_models.schemas import MAX_ITEM_ID, DuplicateGroup, DuplicateGroupsPage, ItemDuplicates
 from retrieval.serving.dependencies import Services, get_services
 from retrieval.serving.http import api_examples

@@ -17,10 +17,16 @@ from retrieval.indexing.common.errors import (
     KeyConflictError,
 )
 from retrieval.indexing.data.records import MAX_KEY_CHARS, MAX_LABEL_CHARS, ImageRecord, item_key, label_problem
-from retrieval.indexing.store.shared.idempotency import replayed, request_digest
-from retrieval.indexing.store.shared.items.item_filter import MAX_JSON_BYTES, MAX_KEYS, Scalar, parse_metadata_for
-from retrieval.indexing.store.shared.items.items_db import Item
-from retrieval.indexing.usecases.updating import add_embedded, check_new_keys
+from retrieval.indexing.usecases import (
+    MAX_JSON_BYTES,
+    MAX_KEYS,
+    Item,
+    Scalar,
+    parse_metadata_for,
+    replayed,
+    request_digest,
+)
+from retrieval.indexing.usecases.updating import add_embedded, check_new_keys, remove_from
 from retrieval.serving.api_models.schemas import MAX_ITEM_ID, AddItemsResponse, DeleteItemResponse, ItemResponse
 from retrieval.serving.api_models.vector_schemas import WITH_VECTORS, ItemWithVector
 from retrieval.serving.dependencies import COMMON_CAUSES, WRITE_CAUSES, Services, get_services, require_api_key
@@ -206,10 +212,10 @@ async def delete_item(
     item_id: int = Path(ge=1, le=MAX_ITEM_ID, description="item id"), services: Services = Depends(get_services)
 ) -> DeleteItemResponse:
     def remove(current: Snapshot) -> DeleteItemResponse:
-        item = current.store.item(item_id)  # 404 for an unknown id
-        current.store.remove([item_id])
+        removal = remove_from(current.store, [item_id])  # 404 for an unknown id
+        (item,) = removal.items
         discard_item_upload(services.settings.index_dir, current.store, item.path)
-        return DeleteItemResponse(id=item_id, key=item.key, count=current.store.count)
+        return DeleteItemResponse(id=item_id, key=item.key, count=removal.count)
 
     return await services.state.write(remove)
 

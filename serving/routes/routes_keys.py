@@ -14,8 +14,8 @@ from fastapi import APIRouter, Depends, File, Form, Path, Query, Response, Uploa
 
 from retrieval.indexing.common.errors import DataError, IndexChangedError, ItemNotFoundError
 from retrieval.indexing.data.records import MAX_KEY_CHARS, ImageRecord, item_key, label_problem
-from retrieval.indexing.store.shared.items.item_filter import parse_metadata
-from retrieval.indexing.store.shared.items.items_db import Item
+from retrieval.indexing.usecases import Item, parse_metadata
+from retrieval.indexing.usecases.updating import add_embedded, remove_from
 from retrieval.serving.api_models.schemas import DeleteItemResponse, ItemResponse, PutItemResponse
 from retrieval.serving.api_models.vector_schemas import WITH_VECTORS, ItemWithVector
 from retrieval.serving.dependencies import COMMON_CAUSES, WRITE_CAUSES, Services, get_services, require_api_key
@@ -108,10 +108,10 @@ async def put_by_key(
         with stored_uploads(index_dir, current.store, [embedded.data]) as (path,):
             item_metadata = {"filename": image.filename or "", **extra}
             record = ImageRecord(path=path, label=label, metadata=item_metadata, key=key)
-            (new_id,) = current.store.add([record], embedded.vector[None], replace=True)
+            added = add_embedded(current.store, [record], embedded.vector[None], replace=True)
         if old_path is not None:
             discard_item_upload(index_dir, current.store, old_path)
-        return PutItemResponse(id=new_id, key=key, replaced=old_id, count=current.store.count)
+        return PutItemResponse(id=added.ids[0], key=key, replaced=old_id, count=added.count)
 
     answer = await services.state.write(put)
     response.status_code = 200 if answer.replaced is not None else 201
@@ -131,9 +131,9 @@ async def delete_by_key(
     key = checked_key(key)
 
     def remove(current: Snapshot) -> DeleteItemResponse:
-        item = current.store.item_by_key(key)  # 404 for an unknown key
-        current.store.remove([item.id])
+        removal = remove_from(current.store, keys=[key])  # 404 for an unknown key
+        (item,) = removal.items
         discard_item_upload(services.settings.index_dir, current.store, item.path)
-        return DeleteItemResponse(id=item.id, key=key, count=current.store.count)
+        return DeleteItemResponse(id=item.id, key=key, count=removal.count)
 
     return await services.state.write(remove)

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Depends, File, Form, Path, Request, UploadFile
 
 from retrieval.indexing.common.errors import DataError, ItemNotFoundError
 from retrieval.indexing.query.query import Query
-from retrieval.indexing.store.shared.search_settings import SearchSettings
+from retrieval.indexing.usecases import SearchSettings
 from retrieval.serving.api_models import vector_schemas
 from retrieval.serving.api_models.schemas import (
     MAX_ITEM_ID,
@@ -33,7 +33,7 @@ from retrieval.serving.http.service_errors import (
     UnsupportedMediaTypeError,
 )
 from retrieval.serving.query_pipeline import FoundPage, embed_upload, search_images, search_queries, search_texts
-from retrieval.serving.routes.search_fields import SearchOptions, body_options, form_options, query_options, settings_of
+from retrieval.serving.routes.search_fields import SearchParams, body_options, form_options, query_options, settings_of
 from retrieval.serving.routes.strict_forms import StrictFormRoute
 
 router = APIRouter(tags=["search"], route_class=StrictFormRoute)
@@ -60,7 +60,7 @@ class SearchInput:
     images: list[UploadFile] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
     vectors: list[Query] = field(default_factory=list)
-    options: SearchOptions = SearchOptions()
+    options: SearchParams = SearchParams()
     batch: bool = False
 
     @property
@@ -78,8 +78,8 @@ async def search(
     request: Request,
     image: list[UploadFile] | None = File(None, description=_IMAGE),
     text: list[str] | None = Form(None, description=_TEXT),
-    from_query: SearchOptions = Depends(query_options),
-    from_form: SearchOptions = Depends(form_options),
+    from_query: SearchParams = Depends(query_options),
+    from_form: SearchParams = Depends(form_options),
     services: Services = Depends(get_services),
 ) -> SearchResponse | BatchSearchResponse:
     """The one route of ``POST /search``: a form (images or words) or a JSON body (vectors or words), the
@@ -106,7 +106,7 @@ async def search(
     return _batch_response(settings, pages, timings) if asked.batch else _response(settings, pages[0], timings)
 
 
-def form_input(images: list[UploadFile], texts: list[str], options: SearchOptions) -> SearchInput:
+def form_input(images: list[UploadFile], texts: list[str], options: SearchParams) -> SearchInput:
     """A form's search: images or words, not both or neither."""
     if (not images) == (not texts):
         raise InvalidParameterError(
@@ -116,7 +116,7 @@ def form_input(images: list[UploadFile], texts: list[str], options: SearchOption
     return SearchInput(kind, images, texts, options=options, batch=len(images) + len(texts) > 1)
 
 
-def json_input(body: vector_schemas.VectorSearchRequest, from_query: SearchOptions) -> SearchInput:
+def json_input(body: vector_schemas.VectorSearchRequest, from_query: SearchParams) -> SearchInput:
     """A JSON body's search: ``text`` (one, or a list: a batch), or ``vector`` / ``vectors`` (a batch) with
     their ``model``; the settings from the body or the query."""
     options = from_query.merged(body_options(body), "a JSON field")
@@ -161,13 +161,13 @@ async def embed(
 )
 async def similar(
     item_id: int = Path(ge=1, le=MAX_ITEM_ID, description="item id"),
-    options: SearchOptions = Depends(query_options),
+    options: SearchParams = Depends(query_options),
     services: Services = Depends(get_services),
 ) -> SearchResponse:
     return await similar_to(Query.item(item_id), options, services)
 
 
-async def similar_to(query: Query, options: SearchOptions, services: Services) -> SearchResponse:
+async def similar_to(query: Query, options: SearchParams, services: Services) -> SearchResponse:
     """The answer of a similar-items route: the stored item's own vector searched, itself left out."""
     start = time.perf_counter()
     settings, timings = settings_of(services, options), Timings()

@@ -39,7 +39,7 @@ from retrieval.serving.http.service_errors import (
 from retrieval.serving.images.upload_storage import discard_item_upload
 from retrieval.serving.routes.routes_keys import checked_key
 from retrieval.serving.routes.routes_search import similar_to
-from retrieval.serving.routes.search_fields import SearchOptions, query_options
+from retrieval.serving.routes.search_fields import SearchParams, query_options
 from retrieval.serving.service_state import Snapshot
 
 json_router = APIRouter(route_class=JsonBodyRoute)
@@ -164,7 +164,7 @@ async def delete_by_filter(
 )
 async def similar_by_key(
     key: str = Path(description="the item's key"),
-    options: SearchOptions = Depends(query_options),
+    options: SearchParams = Depends(query_options),
     services: Services = Depends(get_services),
 ) -> SearchResponse:
     return await similar_to(Query.key(checked_key(key)), options, services)

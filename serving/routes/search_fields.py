@@ -13,7 +13,7 @@ from fastapi import Form, Query
 from fastapi.openapi.models import Example
 from pydantic import BaseModel
 
-from retrieval.indexing.store.shared.search_settings import SearchSettings, aliased
+from retrieval.indexing.usecases import SearchSettings, aliased
 from retrieval.serving.api_models.schemas import DEFAULT_K, RERANK_FACTOR, IndexKind, PostprocessName
 from retrieval.serving.dependencies import Services
 from retrieval.serving.http.service_errors import InvalidParameterError, invalid_parameters
@@ -54,7 +54,7 @@ _SAME = "same as the query parameter "
 
 
 @dataclass(frozen=True)
-class SearchOptions:
+class SearchParams:
     """The settings one place of a request gave (None: not given there), by their HTTP names."""
 
     k: int | None = None
@@ -71,7 +71,7 @@ class SearchOptions:
     def given(self) -> dict[str, Any]:
         return {each.name: getattr(self, each.name) for each in fields(self) if getattr(self, each.name) is not None}
 
-    def merged(self, other: SearchOptions, where: str) -> SearchOptions:
+    def merged(self, other: SearchParams, where: str) -> SearchParams:
         """These (the query's) and ``other`` (the body's, sent as ``where``); a setting in both is a 422."""
         mine, theirs = self.given(), other.given()
         for name in theirs:
@@ -79,7 +79,7 @@ class SearchOptions:
                 raise InvalidParameterError(
                     f"'{name}' was sent both as a query parameter and as {where}; send it once."
                 )
-        return SearchOptions(**mine, **theirs)
+        return SearchParams(**mine, **theirs)
 
 
 async def query_options(
@@ -93,9 +93,9 @@ async def query_options(
     min_score: float | None = Query(None, description=_MIN_SCORE),
     min_probability: float | None = Query(None, description=_MIN_PROBABILITY),
     collapse_duplicates: bool | None = Query(None, description=_COLLAPSE),
-) -> SearchOptions:
+) -> SearchParams:
     """The settings sent as query parameters."""
-    return SearchOptions(
+    return SearchParams(
         k, kind, index, rerank, filter_, postprocess, offset, min_score, min_probability, collapse_duplicates
     )
 
@@ -113,20 +113,20 @@ async def form_options(
     collapse_duplicates: bool | None = Form(
         None, alias="collapse_duplicates", description=_SAME + "collapse_duplicates"
     ),
-) -> SearchOptions:
+) -> SearchParams:
     """The settings sent as form fields (``StrictFormRoute`` refuses one sent as a query parameter as well)."""
-    return SearchOptions(
+    return SearchParams(
         k, kind, index, rerank, filter_, postprocess, offset, min_score, min_probability, collapse_duplicates
     )
 
 
-def body_options(body: BaseModel) -> SearchOptions:
+def body_options(body: BaseModel) -> SearchParams:
     """The settings a JSON body sent (the fields it set, its defaults left out)."""
-    names = {each.name for each in fields(SearchOptions)}
-    return SearchOptions(**{name: getattr(body, name) for name in body.model_fields_set & names})
+    names = {each.name for each in fields(SearchParams)}
+    return SearchParams(**{name: getattr(body, name) for name in body.model_fields_set & names})
 
 
-def settings_of(services: Services, options: SearchOptions) -> SearchSettings:
+def settings_of(services: Services, options: SearchParams) -> SearchSettings:
     """The settings as ``SearchSettings`` (``filter`` is the ``where``), within the service's limits:
     ``k <= k_max``, ``k <= rerank <= RERANK_FACTOR * k_max`` and ``offset + k`` at most that deepest page.
     An out-of-range value or a bad filter is a 422 problem."""

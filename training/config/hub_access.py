@@ -176,8 +176,3 @@ def text_dropped_reason(cfg: TrainConfig) -> str | None:
             f"trained against ({KEEP_HINT})"
         )
     return None
-
-
-def keeps_text(cfg: TrainConfig) -> bool:
-    """Whether the run's export carries the text tower."""
-    return cfg.model.backbone in TEXT_TOWERS and text_dropped_reason(cfg) is None

@@ -13,9 +13,9 @@ from retrieval.indexing.common.errors import DataError, RetrievalError
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import split_records
+from retrieval.indexing.duplicates.copy_threshold_measure import measure_copy_threshold
 from retrieval.indexing.exported_model.model_manifest import ModelManifest, manifest_json
 from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
-from retrieval.indexing.search.copy_calibration import measure_copy_threshold
 from retrieval.training.config.train_config import DataConfig
 from retrieval.training.export.onnx_export import ExportResult
 

@@ -30,7 +30,7 @@ from retrieval.training.data_pipeline.transforms import eval_preprocessing
 from retrieval.training.export.copy_threshold_export import measured_copy_threshold, with_copy_threshold
 from retrieval.training.export.onnx_export import build_manifest, write_checked_export
 from retrieval.training.model.embedding_model import EmbeddingModel, build_embedding_model, with_whitening
-from retrieval.training.model.trunks.pretrained import load_pretrained
+from retrieval.training.model.pretrained import load_pretrained
 
 log = logging.getLogger(__name__)
 PRETRAINED_BACKBONE = "efficientnet_lite0"

@@ -1,8 +1,8 @@
 """The network: ``trunks.backbones`` (registry of trunks: torchvision, EfficientNet-Lite0/1/2, DINOv2/CLIP/SigLIP
 vision transformers, any timm model through ``trunks.timm_trunks``), ``trunks.vit_trunks`` (a timm vision transformer made
 for the image size, returning its tokens, and its stages), ``trunks.trunk_stages`` (a trunk as a sequence of stages,
-the first ones freezable), ``trunks.imagenet_weights`` and ``trunks.pretrained`` (ImageNet weights found offline, hub
-weights, or a file), ``hub_weights`` (a weights file downloaded from the Hugging Face hub with consent, resumable
+the first ones freezable), ``trunks.imagenet_weights`` (ImageNet weights found offline) and ``pretrained`` (weights loaded into
+the embedding model: ImageNet, hub weights, or a file), ``hub_weights`` (a weights file downloaded from the Hugging Face hub with consent, resumable
 across runs, checksum verified), ``embedding_model`` (trunk -> pooling -> LayerNorm -> head -> L2 norm; from any stage),
 ``token_pooling`` (a transformer's tokens pooled: cls, mean, cls+mean), ``ensemble_model`` (members joined
 into one embedding), ``whitening`` (a learned linear map after the embedding: PCA or supervised

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from retrieval.indexing.duplicates.copy_groups import collapse_copies
 from retrieval.indexing.query.steps.step import BaseStep, HitPage, StepContext
-from retrieval.indexing.search.copy_groups import collapse_copies
 from retrieval.indexing.store.shared.search_settings import SearchSettings
 
 COLLAPSE_OVERFETCH = 4

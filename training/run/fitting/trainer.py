@@ -42,7 +42,7 @@ from retrieval.training.data_pipeline.transforms import build_train_transform
 from retrieval.training.losses import get_loss_spec
 from retrieval.training.model.device import resolve_device, resolve_precision
 from retrieval.training.model.embedding_model import build_embedding_model
-from retrieval.training.model.trunks.pretrained import load_pretrained
+from retrieval.training.model.pretrained import load_pretrained
 from retrieval.training.run.fitting.distributed import (
     DistContext,
     average_across_ranks,

@@ -14,12 +14,12 @@ from typing import Any
 import numpy as np
 from torch import nn
 
-from retrieval.indexing.calibration.alternatives import alternative_reports, figures
-from retrieval.indexing.calibration.fitting import fit_score_calibration
-from retrieval.indexing.calibration.held_out import calibration_document, held_out_reports, labelled_set
-from retrieval.indexing.calibration.pair_scores import LabelledSet
 from retrieval.indexing.common.atomic_write import atomic_write_text
 from retrieval.indexing.common.score_calibration import ScoreCalibration
+from retrieval.indexing.probability.alternatives import alternative_reports, figures
+from retrieval.indexing.probability.fitting import fit_score_calibration
+from retrieval.indexing.probability.held_out import calibration_document, held_out_reports, labelled_set
+from retrieval.indexing.probability.pair_scores import LabelledSet
 from retrieval.training.run.inputs.split_inputs import SplitInputs
 
 CALIBRATION_NAME = "calibration.json"
@@ -54,7 +54,7 @@ def fit_run_calibration(
 ) -> dict[str, Any]:
     """Fit on ``validation`` searched among itself and ``distractors``, write ``calibration.json`` (removed when
     there is nothing to fit on), and return ``test_metrics.json``'s ``calibration`` block: the test figures per
-    kind, and the alternatives' on the same hits (``indexing.calibration.alternatives``)."""
+    kind, and the alternatives' on the same hits (``indexing.probability.alternatives``)."""
     target = run_dir / CALIBRATION_NAME
     fitted = fitting_set(validation, distractors, model) if validation is not None else None
     calibration = fit_score_calibration(fitted) if fitted is not None else None

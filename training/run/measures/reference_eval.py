@@ -23,7 +23,7 @@ from retrieval.training.data_pipeline.data_loaders import build_eval_loader
 from retrieval.training.data_pipeline.image_dataset import ImageRecordDataset, label_index
 from retrieval.training.model.device import Precision, resolve_device
 from retrieval.training.model.embedding_model import EmbeddingModel, build_embedding_model
-from retrieval.training.model.trunks.pretrained import load_pretrained
+from retrieval.training.model.pretrained import load_pretrained
 from retrieval.training.run.inputs.embed import embed_loader
 from retrieval.training.run.measures.reference import pretrained_reference, reference_name
 from retrieval.training.run.outputs.run_dir import RunPaths, load_checkpoint

@@ -101,7 +101,7 @@ class TrainedRun:
     test: TestMetrics | None  # None: every class trained (data.split none), nothing held out to test on
     verdict: TrainingVerdict | None  # str(run.verdict): its sentence; None: the run wrote none
     final_fit: FinalFit | None = None
-    calibration: Mapping[str, Any] | None = None  # test_metrics.json's calibration block (indexing.calibration)
+    calibration: Mapping[str, Any] | None = None  # test_metrics.json's calibration block (indexing.probability)
 
     @classmethod
     def of(

@@ -33,7 +33,7 @@ from retrieval.training.data_pipeline.data_loaders import build_eval_loader
 from retrieval.training.data_pipeline.image_dataset import ImageRecordDataset, label_index
 from retrieval.training.model.device import resolve_device, resolve_precision
 from retrieval.training.model.embedding_model import build_embedding_model
-from retrieval.training.model.trunks.pretrained import load_pretrained
+from retrieval.training.model.pretrained import load_pretrained
 from retrieval.training.run.inputs.embed import embed_loader
 
 log = logging.getLogger(__name__)

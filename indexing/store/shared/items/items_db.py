@@ -386,7 +386,7 @@ class _ItemScore(NamedTuple):
 class Hit(_ItemScore):
     """One ranked search result: the stored item, its score (higher is closer) and ``probability``, the
     calibrated chance that it shares the query's class (None: the model has no calibration, or the scores were
-    post-processed; ``retrieval.indexing.calibration``). A tuple of (item, score), so ``for item, score in
+    post-processed; ``retrieval.indexing.probability``). A tuple of (item, score), so ``for item, score in
     hits`` reads it too. Its score is clipped to -1..1 (``MIN_SCORE_RANGE``): float16 storage put 1.0002."""
 
     probability: float | None

@@ -25,9 +25,9 @@ import numpy as np
 from PIL import Image, ImageEnhance
 
 from retrieval.indexing.common.errors import DataError
-from retrieval.indexing.data.copy_signature import copy_signature, signature_similarity
 from retrieval.indexing.data.image_io import open_rgb
 from retrieval.indexing.data.records import ImageRecord
+from retrieval.indexing.duplicates.copy_signature import copy_signature, signature_similarity
 from retrieval.indexing.exported_model.copy_threshold import (
     MAX_DISTINCT_RATE,
     TARGET_COPY_RECALL,

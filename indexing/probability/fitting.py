@@ -10,8 +10,6 @@ from typing import get_args
 
 import numpy as np
 
-from retrieval.indexing.calibration.logistic import fit_logistic
-from retrieval.indexing.calibration.pair_scores import LabelledSet, top_hits
 from retrieval.indexing.common.score_calibration import (
     HITS_PER_QUERY,
     MIN_CALIBRATION_CLASSES,
@@ -21,6 +19,8 @@ from retrieval.indexing.common.score_calibration import (
     ScoreCalibration,
     calibration_sentence,
 )
+from retrieval.indexing.probability.logistic import fit_logistic
+from retrieval.indexing.probability.pair_scores import LabelledSet, top_hits
 
 CurveFit = Callable[[np.ndarray, np.ndarray], CalibrationCurve]
 KINDS: tuple[CalibrationKind, ...] = get_args(CalibrationKind)

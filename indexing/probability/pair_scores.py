@@ -112,13 +112,3 @@ def top_hits(data: LabelledSet, kind: CalibrationKind, k: int) -> tuple[np.ndarr
         scores.append(top[valid])
         same.append(np.take_along_axis(chunk_same, best, 1)[valid])
     return np.concatenate(scores), np.concatenate(same)
-
-
-def result_hits(
-    ids: np.ndarray, scores: np.ndarray, query_labels: np.ndarray, gallery_labels: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """(scores, same class) of the real slots of search results (ids -1: padding)."""
-    valid = ids >= 0
-    labels = np.asarray(gallery_labels)[np.where(valid, ids, 0)]
-    same = labels == np.asarray(query_labels)[:, None]
-    return np.asarray(scores, np.float64)[valid], same[valid]

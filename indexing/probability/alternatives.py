@@ -9,12 +9,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from retrieval.indexing.calibration.fitting import KINDS
-from retrieval.indexing.calibration.isotonic import fit_isotonic
-from retrieval.indexing.calibration.logistic import fit_logistic
-from retrieval.indexing.calibration.pair_scores import LabelledSet, all_pairs, top_hits
-from retrieval.indexing.calibration.reliability import CalibrationReport, calibration_report
 from retrieval.indexing.common.score_calibration import HITS_PER_QUERY, CalibrationKind, shift_base_rate
+from retrieval.indexing.probability.fitting import KINDS
+from retrieval.indexing.probability.isotonic import fit_isotonic
+from retrieval.indexing.probability.logistic import fit_logistic
+from retrieval.indexing.probability.pair_scores import LabelledSet, all_pairs, top_hits
+from retrieval.indexing.probability.reliability import CalibrationReport, calibration_report
 
 Probabilities = Callable[[LabelledSet, LabelledSet, CalibrationKind, np.ndarray], np.ndarray]
 

@@ -8,15 +8,15 @@ from typing import Any
 
 import numpy as np
 
-from retrieval.indexing.calibration.fitting import KINDS
-from retrieval.indexing.calibration.pair_scores import LabelledSet, top_hits
-from retrieval.indexing.calibration.reliability import CalibrationReport, calibration_report
 from retrieval.indexing.common.score_calibration import (
     HITS_PER_QUERY,
     NO_CALIBRATION,
     CalibrationKind,
     ScoreCalibration,
 )
+from retrieval.indexing.probability.fitting import KINDS
+from retrieval.indexing.probability.pair_scores import LabelledSet, top_hits
+from retrieval.indexing.probability.reliability import CalibrationReport, calibration_report
 
 
 def held_out_reports(

@@ -12,9 +12,9 @@ import numpy as np
 from retrieval.indexing.common.atomic_write import atomic_write_bytes
 from retrieval.indexing.common.table_files import csv_text
 from retrieval.indexing.data.records import ImageRecord
+from retrieval.indexing.duplicates.copy_groups import copy_groups
+from retrieval.indexing.duplicates.copy_thresholds import CopyThresholds
 from retrieval.indexing.eval.retrieval_grid import GridRow, save_grid
-from retrieval.indexing.search.copy_groups import copy_groups
-from retrieval.indexing.search.copy_thresholds import CopyThresholds
 
 
 def file_name_bytes(text: str) -> bytes:

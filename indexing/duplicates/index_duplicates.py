@@ -18,18 +18,19 @@ import numpy as np
 
 from retrieval.indexing.common.atomic_write import atomic_write_text
 from retrieval.indexing.common.table_files import csv_text
+from retrieval.indexing.duplicates.copy_groups import copy_groups
+from retrieval.indexing.duplicates.copy_join import DEFAULT_K, CopyPairs, near_copy_pairs
+from retrieval.indexing.duplicates.copy_thresholds import NO_MODEL, CopyThresholds, copy_thresholds
+from retrieval.indexing.duplicates.copy_verifier import verify_copies
 from retrieval.indexing.exported_model.no_model import has_model
 from retrieval.indexing.exported_model.onnx_embedder import load_model_manifest
 from retrieval.indexing.exported_model.resolution import resolve_query_model
 from retrieval.indexing.search.binary import binarize
-from retrieval.indexing.search.copy_groups import copy_groups
-from retrieval.indexing.search.copy_join import DEFAULT_K, CopyPairs, near_copy_pairs
-from retrieval.indexing.search.copy_thresholds import NO_MODEL, CopyThresholds, copy_thresholds
-from retrieval.indexing.search.copy_verifier import verify_copies
 from retrieval.indexing.store.backends import open_store
 from retrieval.indexing.store.shared.items.items_db import Hit
 from retrieval.indexing.store.shared.store_protocol import Store
-from retrieval.indexing.usecases.inputs import PathLike
+
+PathLike = str | Path
 
 CODE_BLOCK = 65536
 ITEM_COPIES_K = 100

@@ -9,23 +9,28 @@ Each pair is told within a class, across classes, and across the class-disjoint 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
 
 from retrieval.indexing.common.errors import DataError
-from retrieval.indexing.data.pixel_hash import exact_copy_sets, pixel_digests
 from retrieval.indexing.data.records import ImageRecord
+from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import split_records
-from retrieval.indexing.eval.dataset_copies import EXACT, NEAR, CopyPair, DatasetCopies
+from retrieval.indexing.duplicates.copy_join import DEFAULT_K, near_copy_pairs
+from retrieval.indexing.duplicates.copy_thresholds import copy_thresholds
+from retrieval.indexing.duplicates.copy_verifier import verify_copies
+from retrieval.indexing.duplicates.dataset_copies import EXACT, NEAR, CopyPair, DatasetCopies
+from retrieval.indexing.duplicates.pixel_hash import exact_copy_sets, pixel_digests
 from retrieval.indexing.exported_model.embedding_files import embedding_table
 from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.exported_model.resolution import resolve_export_dir
 from retrieval.indexing.search.binary import binarize
-from retrieval.indexing.search.copy_join import DEFAULT_K, near_copy_pairs
-from retrieval.indexing.search.copy_thresholds import copy_thresholds
-from retrieval.indexing.search.copy_verifier import verify_copies
-from retrieval.indexing.usecases.inputs import Data, PathLike, records_of
+
+PathLike = str | Path
+Data = PathLike | Sequence[ImageRecord]
+"""A dataset: any layout ``retrieval data`` reads, or a list of records (as ``usecases.inputs.Data``)."""
 
 NO_SPLIT = ""
 
@@ -93,7 +98,7 @@ def find_exact_copies(data: Data, *, split: SplitSettings = SplitSettings(), pro
 
 
 def _records(data: Data) -> list[ImageRecord]:
-    records = records_of(data, "all")
+    records = load_records(Path(data)) if isinstance(data, str | Path) else list(data)
     if len(records) < 2:
         named = data if isinstance(data, str | Path) else "the given records"
         raise DataError(f"finding copies needs two images or more; {named} holds {len(records)}")

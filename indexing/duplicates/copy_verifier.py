@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from retrieval.indexing.data.copy_signature import path_signature, signature_similarity
-from retrieval.indexing.search.copy_join import CopyPairs
+from retrieval.indexing.duplicates.copy_join import CopyPairs
+from retrieval.indexing.duplicates.copy_signature import path_signature, signature_similarity
 
 PAIR_CHUNK = 50_000
 """Candidate pairs checked per round (their images' signatures, at most 2 x this many, are held meanwhile)."""

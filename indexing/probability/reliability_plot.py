@@ -8,9 +8,9 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from retrieval.indexing.calibration.reliability import BINS, CalibrationReport
 from retrieval.indexing.common.atomic_write import atomic_write_with
 from retrieval.indexing.common.score_calibration import CalibrationKind
+from retrieval.indexing.probability.reliability import BINS, CalibrationReport
 
 CALIBRATION_PLOT_NAME = "calibration.png"
 
