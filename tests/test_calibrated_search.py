@@ -175,9 +175,7 @@ def test_index_info_says_what_the_calibration_rests_on_or_that_there_is_none(
     assert "this model has no calibration (its run kept no validation classes to fit one on" in missing
 
 
-def test_a_final_fit_model_without_calibration_is_not_blamed_on_split_none(
-    query_file: Path, tmp_path: Path
-) -> None:
+def test_a_final_fit_model_without_calibration_is_not_blamed_on_split_none(query_file: Path, tmp_path: Path) -> None:
     model_dir = export_tiny_model(tmp_path / "export")  # as an older version exported a final fit: no calibration
     verdict = TrainingVerdict(sentence="...; final fit: retrained on all 24 classes for 2 epochs", decision="trained")
     manifest = ModelManifest.load(model_dir).model_copy(update={"verdict": verdict})
