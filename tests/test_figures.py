@@ -10,7 +10,7 @@ from index_fixtures import make_image
 from PIL import Image
 
 from retrieval.indexing.data.records import ImageRecord
-from retrieval.indexing.eval.dataset_copies import CopyPair, DatasetCopies
+from retrieval.indexing.duplicates.dataset_copies import CopyPair, DatasetCopies
 from retrieval.indexing.eval.evaluation import EvalData, grid_rows
 from retrieval.indexing.eval.retrieval_grid import (
     HIT,

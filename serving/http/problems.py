@@ -25,7 +25,7 @@ from retrieval.indexing.common.errors import (
     ModelMismatchError,
     RetrievalError,
 )
-from retrieval.indexing.search.copy_thresholds import NoCopyThresholdError
+from retrieval.indexing.duplicates.copy_thresholds import NoCopyThresholdError
 from retrieval.serving.api_models.schemas import Problem
 from retrieval.serving.http.service_errors import (
     ForbiddenError,

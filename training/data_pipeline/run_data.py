@@ -11,10 +11,10 @@ from pathlib import Path
 from retrieval.indexing.common.errors import ConfigError, DataError
 from retrieval.indexing.data.bad_images import scan_images
 from retrieval.indexing.data.exclusion import drop_excluded, read_exclude_list
-from retrieval.indexing.data.pixel_hash import exact_copy_sets, pixel_digests
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.data.sources import load_records
 from retrieval.indexing.data.splits import DatasetSplits
+from retrieval.indexing.duplicates.pixel_hash import exact_copy_sets, pixel_digests
 from retrieval.indexing.exported_model.training_verdict import DataCopies
 from retrieval.training.config.run_split import capped_records, run_split
 from retrieval.training.config.train_config import DataConfig

@@ -28,7 +28,6 @@ from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.store.shared.items.filter_sql import filter_sql
 from retrieval.indexing.store.shared.items.item_filter import ItemFilter, Scalar
 from retrieval.indexing.store.shared.items.item_paths import absolute_path, stored_path
-from retrieval.indexing.store.shared.search_settings import MIN_SCORE_RANGE
 
 _SCHEMA = """
 CREATE TABLE items (
@@ -387,12 +386,12 @@ class Hit(_ItemScore):
     """One ranked search result: the stored item, its score (higher is closer) and ``probability``, the
     calibrated chance that it shares the query's class (None: the model has no calibration, or the scores were
     post-processed; ``retrieval.indexing.probability``). A tuple of (item, score), so ``for item, score in
-    hits`` reads it too. Its score is clipped to -1..1 (``MIN_SCORE_RANGE``): float16 storage put 1.0002."""
+    hits`` reads it too. Its score is clipped to the documented -1..1: float16 storage put 1.0002."""
 
     probability: float | None
 
     def __new__(cls, item: Item, score: float, probability: float | None = None) -> Hit:
-        hit = super().__new__(cls, item, min(MIN_SCORE_RANGE[1], max(MIN_SCORE_RANGE[0], score)))
+        hit = super().__new__(cls, item, min(1.0, max(-1.0, score)))
         hit.probability = probability
         return hit
 
