@@ -4,8 +4,10 @@ steps must not make a search slower), before and after, in one run.
 The same files index (random unit vectors, built once) is searched one query at a time by each checkout's own
 code in its own interpreter, the two alternating round by round: ``--before PYTHON`` is the interpreter of the
 checkout before the change (e.g. ``/work/main/.venv/bin/python``: its ``usecases.searching.search_vectors``),
-this interpreter runs the one after (``usecases.searching.search_store`` over ``Query.embedded``). Each cell
-is the median of the rounds' medians; the ratio is after / before. Without ``--before`` only "after" is timed.
+this interpreter runs the one after (``usecases.searching.search_store`` over ``Query.embedded``), faiss on one
+thread with ``OMP_WAIT_POLICY=PASSIVE`` (on the busy shared machine, spinning OpenMP threads made the same
+process 1 ms or 100 ms per query at random). Each cell is the median of the rounds' medians; the ratio is
+after / before. Without ``--before`` only "after" is timed.
 
     python bench/bench_query_path.py --before /work/main/.venv/bin/python
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -31,7 +34,9 @@ SETTINGS = {
 }
 MEASURE = r"""
 import json, sys, time
+import faiss
 import numpy as np
+faiss.omp_set_num_threads(1)  # one query at a time: threads only spin against other jobs on a busy machine
 from retrieval.indexing.store.files.index_store import IndexStore
 from retrieval.indexing.store.shared.search_settings import SearchSettings
 from retrieval.indexing.usecases import searching
@@ -92,6 +97,7 @@ def measure(python: str, index_dir: Path, queries: Path) -> dict[str, float]:
         capture_output=True,
         text=True,
         check=True,
+        env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"},  # bench_search.py: spin-waiting is 60x slower here
     )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
