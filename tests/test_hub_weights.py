@@ -28,6 +28,7 @@ from safetensors.torch import save_file
 from retrieval import build_index, export, search, train
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.data.synth.generator import generate_synthetic_dataset
+from retrieval.indexing.exported_model.text_side import TEXT_TOWERS
 from retrieval.training.config.hub_access import (
     HUB_WEIGHTS_MB,
     HubAccess,
@@ -37,7 +38,7 @@ from retrieval.training.config.hub_access import (
     hub_repo,
 )
 from retrieval.training.config.image_sizes import check_image_size
-from retrieval.training.config.known_names import TEXT_TOWERS, VIT_TIMM_NAMES
+from retrieval.training.config.known_names import VIT_TIMM_NAMES
 from retrieval.training.config.train_config import ModelConfig
 from retrieval.training.export.onnx_export import TOLERANCE
 from retrieval.training.model.embedding_model import EmbeddingModel, build_embedding_model

@@ -34,8 +34,8 @@ from typer.testing import CliRunner
 from retrieval import export, train
 from retrieval.cli.main import app
 from retrieval.indexing.exported_model.model_manifest import ModelManifest
+from retrieval.indexing.exported_model.text_side import TEXT_TOWERS
 from retrieval.training.config.hub_access import text_dropped_reason
-from retrieval.training.config.known_names import TEXT_TOWERS
 from retrieval.training.config.train_config import TrainConfig
 from retrieval.training.export.onnx_export import TOLERANCE
 from retrieval.training.export.text_export import tokenized

@@ -16,8 +16,8 @@ from open_clip import factory
 from torch import nn
 
 from retrieval.indexing.exported_model.model_manifest import ModelManifest
+from retrieval.indexing.exported_model.text_side import TEXT_TOWERS
 from retrieval.training.config.hub_access import OPEN_CLIP_FILES, hub_repo
-from retrieval.training.config.known_names import TEXT_TOWERS
 from retrieval.training.config.train_config import TrainConfig
 from retrieval.training.export.onnx_export import build_manifest, write_checked_export
 from retrieval.training.export.text_export import write_text_side

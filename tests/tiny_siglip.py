@@ -15,8 +15,8 @@ from tiny_clip import seeded_open_clip, state_bytes
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
 from torch import nn
 
+from retrieval.indexing.exported_model.text_side import TEXT_TOWERS
 from retrieval.training.config.hub_access import OPEN_CLIP_FILES, hub_repo
-from retrieval.training.config.known_names import TEXT_TOWERS
 from retrieval.training.model.text.siglip_tokenizer import HUB_TOKENIZER
 from retrieval.training.model.trunks.backbones import BACKBONES, Backbone, Normalization
 

@@ -23,10 +23,10 @@ from retrieval.indexing.data.records import is_invisible
 from retrieval.indexing.exported_model.model_manifest import ModelManifest, file_sha256
 from retrieval.indexing.exported_model.no_model import has_model, no_model_error
 from retrieval.indexing.exported_model.onnx_embedder import l2_normalize
-from retrieval.indexing.exported_model.text_side import TextSide
+from retrieval.indexing.exported_model.text_side import TEXT_TOWERS, TextSide
 
-TEXT_BACKBONES = ("clip_vitb32", "clip_vitb16", "siglip_vitb16")
-"""The backbones whose training-free export carries a text tower (issue 49)."""
+TEXT_BACKBONES = tuple(TEXT_TOWERS)
+"""The backbones whose training-free export carries a text tower: ``text_side.TEXT_TOWERS``' names."""
 TEXT_RUN_COMMAND = (
     "retrieval train --data DIR --out RUN --epochs 0 --backbone clip_vitb32 --pretrained hub --allow-download"
 )

@@ -14,6 +14,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 TEXT_ONNX_NAME = "text.onnx"
 TOKENIZER_NAME = "tokenizer.json"
+TEXT_TOWERS = {
+    "clip_vitb32": ("ViT-B-32", "openai"),
+    "clip_vitb16": ("ViT-B-16", "openai"),
+    "siglip_vitb16": ("ViT-B-16-SigLIP", "webli"),
+}
+"""The one list of backbones with a text tower: each one's open_clip model name and pretrained tag. Their hub
+weights are a whole CLIP model (image and text towers, ``training.model.text.text_towers``), and their
+training-free export carries the text tower (issue 49)."""
 
 
 class TextSide(BaseModel):

@@ -143,6 +143,7 @@ def search(
     where: Mapping[str, Any] | None = None,
     min_probability: float | None = None,
     collapse_duplicates: bool = False,
+    item_ids: Sequence[int] = (),
 ) -> list[HitList]:
     """The ``k`` most similar items of each image (a path or a PIL image), embedded with the index's
     own model: per image a ``HitList`` of ``(Item, score)``, best first. ``filter`` keeps the items whose
@@ -154,15 +155,18 @@ def search(
     ``min_probability`` keeps the hits whose ``probability`` of sharing the query's class (the model's
     calibration) is at least it, a DataError on a model without calibration; ``collapse_duplicates``: one hit
     per group of copies (the model's measured copy threshold). ``texts``: words searched for (e.g. ``["red
-    pickup truck"]``), one HitList each, on an index whose model has a text side (a CLIP or SigLIP export)."""
+    pickup truck"]``), one HitList each, on an index whose model has a text side (a CLIP or SigLIP export).
+    ``item_ids``: stored items searched by their own vectors, each left out of its own hits (one HitList each,
+    after the images', texts' and vectors')."""
     queries = [images] if isinstance(images, str | Path | Image.Image) else list(images or [])
     if isinstance(texts, str):
         raise DataError("texts= takes a list of texts; write texts=[...] for one")
-    if not queries and vectors is None and not texts:
-        raise DataError("search() needs at least one image, or vectors=, or texts=")
+    if not queries and vectors is None and not texts and not item_ids:
+        raise DataError("search() needs at least one image, or vectors=, texts= or item_ids=")
     request = SearchRequest.of(
         index,
         queries,
+        item_ids,
         k=k,
         kind=kind,
         rerank=rerank,

@@ -2,7 +2,7 @@
 
 ``--pretrained hub`` takes a vision transformer's weights (DINOv2, CLIP, SigLIP, or ``timm:NAME.TAG``) from
 the hub repository timm publishes them in (``timm/<model>.<tag>``); for a backbone with a text tower
-(``known_names.TEXT_TOWERS``: CLIP, SigLIP) the file is open_clip's, which holds both towers, in that same repository
+(``text_side.TEXT_TOWERS``: CLIP, SigLIP) the file is open_clip's, which holds both towers, in that same repository
 (SigLIP's: open_clip's own, ``known_names.OPEN_CLIP_REPOS``). A copy already in the cache is used as it
 is, with no network access at all (so offline, ``HF_HUB_OFFLINE=1``, works). A missing one is downloaded only
 with the user's consent: ``--allow-download``, ``model.allow_download: true`` or ``RETRIEVAL_ALLOW_DOWNLOAD=1``;
@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from retrieval.indexing.common.errors import ConfigError
+from retrieval.indexing.exported_model.text_side import TEXT_TOWERS
 from retrieval.training.config.known_names import (
     OPEN_CLIP_REPOS,
-    TEXT_TOWERS,
     TIMM_PREFIX,
     VIT_TIMM_NAMES,
     timm_name_of,

@@ -65,14 +65,9 @@ VIT_TIMM_NAMES = {  # the vision transformers of BACKBONE_NAMES -> timm's model 
     "clip_vitb32": "vit_base_patch32_clip_224.openai",
     "siglip_vitb16": "vit_base_patch16_siglip_224.webli",
 }
-# the backbones whose hub weights are a whole CLIP model (image and text towers) -> open_clip's model name and
-# pretrained tag; their hub file is open_clip's (``hub_access.OPEN_CLIP_FILES``), read by timm for the image
-# tower and by open_clip for the text tower (``training.model.text.text_towers``)
-TEXT_TOWERS = {
-    "clip_vitb16": ("ViT-B-16", "openai"),
-    "clip_vitb32": ("ViT-B-32", "openai"),
-    "siglip_vitb16": ("ViT-B-16-SigLIP", "webli"),
-}
+# the backbones whose hub weights are a whole CLIP model (image and text towers): ``text_side.TEXT_TOWERS``, the
+# one list (open_clip's model name and pretrained tag of each); their hub file is open_clip's
+# (``hub_access.OPEN_CLIP_FILES``), read by timm for the image tower and by open_clip for the text tower
 # where open_clip's file of a TEXT_TOWERS backbone is, when not in timm's repository of its image tower (timm's
 # SigLIP repository holds the image tower alone; open_clip's pretrained tag names this one)
 OPEN_CLIP_REPOS = {"siglip_vitb16": "timm/ViT-B-16-SigLIP"}

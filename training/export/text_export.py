@@ -26,9 +26,8 @@ from torch import nn
 
 from retrieval.indexing.common.atomic_write import atomic_write_bytes, atomic_write_text
 from retrieval.indexing.common.errors import RetrievalError
-from retrieval.indexing.exported_model.text_side import TEXT_ONNX_NAME, TOKENIZER_NAME, TextSide
+from retrieval.indexing.exported_model.text_side import TEXT_ONNX_NAME, TEXT_TOWERS, TOKENIZER_NAME, TextSide
 from retrieval.training.config.hub_access import model_hub_access, text_dropped_reason
-from retrieval.training.config.known_names import TEXT_TOWERS
 from retrieval.training.config.train_config import TrainConfig
 from retrieval.training.export.onnx_export import TOLERANCE, max_abs_diff_on
 from retrieval.training.model.hub_weights import hub_side_file

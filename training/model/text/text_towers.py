@@ -1,6 +1,6 @@
 """A CLIP (or SigLIP) model's two towers from open_clip: the text tower exported beside the image tower.
 
-The hub file of a backbone in ``known_names.TEXT_TOWERS`` is open_clip's whole model (``hub_access.hub_files``).
+The hub file of a backbone in ``text_side.TEXT_TOWERS`` is open_clip's whole model (``hub_access.hub_files``).
 open_clip builds it by its model name (``ViT-B-32``) with its pretrained tag's settings (OpenAI's weights use
 QuickGELU) and loads the file; ``TextTower`` and ``ImageTower`` are its ``encode_text`` and ``encode_image``,
 L2-normalised, as modules ONNX exports. The image trunk of a run stays timm's (``vit_trunks``), which reads
@@ -17,8 +17,8 @@ import torch
 from torch import nn
 
 from retrieval.indexing.common.errors import ConfigError
+from retrieval.indexing.exported_model.text_side import TEXT_TOWERS
 from retrieval.training.config.hub_access import HubAccess
-from retrieval.training.config.known_names import TEXT_TOWERS
 from retrieval.training.model.hub_weights import hub_weights_file
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import torch
 
+from retrieval.indexing.exported_model.text_side import TEXT_TOWERS
 from retrieval.training.config.hub_access import has_tower_embedding, text_dropped_reason
-from retrieval.training.config.known_names import TEXT_TOWERS
 from retrieval.training.config.train_config import LossConfig, TrainConfig
 from retrieval.training.data_pipeline.run_data import RunData
 from retrieval.training.losses import get_loss_spec
