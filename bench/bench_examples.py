@@ -18,8 +18,11 @@
 
 from __future__ import annotations
 
-import argparse
 import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before faiss loads: idle OpenMP threads must not spin here
+
+import argparse
 import subprocess
 import time
 import zlib
@@ -291,7 +294,7 @@ def main() -> None:
     args = parse_args()
     load_note = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     print(f"# bench_examples {'(synthetic)' if args.synthetic else ''}: load {load_note}")
-    print(f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}")
+    print(f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}, OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}")
     feedback(args)
     latency(args)
     groups(args)

@@ -32,9 +32,13 @@ def test_best_score_against_a_loop() -> None:
     expected = []
     for good, bad in zip(positive_sims, negative_sims):
         best_good, best_bad = max(good), max(bad)
-        expected.append(1 / (1 + np.exp(-best_good)) if best_good > best_bad else -1 / (1 + np.exp(-best_bad)))
+        expected.append(_fast_sigmoid(best_good) if best_good > best_bad else -_fast_sigmoid(best_bad))
     assert np.allclose(best_score(positive_sims, negative_sims), expected, atol=1e-6)
-    assert np.allclose(best_score(positive_sims, np.zeros((20, 0))), 1 / (1 + np.exp(-positive_sims.max(1))))
+    assert np.allclose(best_score(positive_sims, np.zeros((20, 0))), [_fast_sigmoid(x) for x in positive_sims.max(1)])
+
+
+def _fast_sigmoid(x: float) -> float:
+    return 0.5 * (x / (1 + abs(x)) + 1)
 
 
 def test_strategy_vectors_and_names() -> None:
@@ -131,3 +135,34 @@ def test_mmr_by_hand_skips_a_near_copy() -> None:
     assert mmr_order(relevance, pairwise, 0.0, 3).tolist() == [0, 1, 2]
     # second pick at d = 0.5: item 1 scores 0.445 - 0.495 < 0, item 2 scores 0.25 - 0 > 0
     assert mmr_order(relevance, pairwise, 0.5, 2).tolist() == [0, 2]
+
+
+def test_ours_agree_with_qdrant_client_recommend() -> None:
+    """average_vector and best_score rank (and best_score scores) as qdrant-client's recommend, local mode."""
+    qdrant = pytest.importorskip("qdrant_client")
+    from qdrant_client import models
+
+    from retrieval.indexing.examples.example_search import search_by_examples
+
+    rng = np.random.default_rng(4)
+    vectors = rng.normal(size=(60, 8)).astype(np.float32)
+    client = qdrant.QdrantClient(":memory:")
+    client.create_collection("t", vectors_config=models.VectorParams(size=8, distance=models.Distance.DOT))
+    client.upload_collection("t", vectors=vectors, ids=list(range(60)))
+    positive, negative = [0, 5, 9], [3, 4]
+    examples = Examples.of(vectors[positive], vectors[negative])
+
+    def search(queries: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+        scores = queries @ vectors.T
+        top = np.argsort(-scores, axis=1, kind="stable")[:, :n]
+        return top, np.take_along_axis(scores, top, axis=1)
+
+    for name in ("average_vector", "best_score"):
+        ids, scores = search_by_examples(
+            search, lambda ids, x: vectors[ids] @ x.T, STRATEGIES.get(name), examples, 5, np.array(positive + negative)
+        )
+        recommend = models.RecommendInput(positive=positive, negative=negative, strategy=name)
+        found = client.query_points("t", query=models.RecommendQuery(recommend=recommend), limit=5).points
+        assert ids.tolist() == [point.id for point in found], name
+        if name == "best_score":
+            assert np.allclose(scores, [point.score for point in found], atol=1e-5)

@@ -3,7 +3,8 @@ own score is not the answer, how a candidate is scored from its similarities to 
 
 - ``average_vector`` (Qdrant's): one vector, ``avg(positive) + (avg(positive) - avg(negative))``.
 - ``best_score`` (Qdrant's): every positive searched; a candidate closer to a positive than to any negative
-  scores ``sigmoid(best positive similarity)``, otherwise ``-sigmoid(best negative similarity)``.
+  scores ``sigmoid(best positive similarity)``, otherwise ``-sigmoid(best negative similarity)`` (Qdrant's
+  fast sigmoid ``(x / (1 + |x|) + 1) / 2``).
 - ``rocchio`` (ours, Rocchio 1971): one vector, ``avg(positive) - NEGATIVE_WEIGHT * avg(negative)``: the
   negatives pull away gently (the weight was chosen on validation classes, bench/bench_examples.py).
 """
@@ -85,7 +86,9 @@ def best_score(positive_sims: np.ndarray, negative_sims: np.ndarray) -> np.ndarr
 
 
 def _sigmoid(values: np.ndarray) -> np.ndarray:
-    return (1.0 / (1.0 + np.exp(-np.asarray(values, dtype=np.float64)))).astype(np.float32)
+    """Qdrant's ``scaled_fast_sigmoid``: ``(x / (1 + |x|) + 1) / 2``, in (0, 1) and increasing."""
+    x = np.asarray(values, dtype=np.float64)
+    return (0.5 * (x / (1.0 + np.abs(x)) + 1.0)).astype(np.float32)
 
 
 STRATEGIES: Registry[Strategy] = Registry("strategy", "strategies", ordered=True, error=DataError)
