@@ -19,13 +19,17 @@ Method = Callable[[list[int], list[int], int], list[int]]
 """(positive ids, negative ids, k) -> the best k other ids."""
 
 
-def precision_by_round(method: Method, labels: np.ndarray, queries: np.ndarray, rounds: int, k: int) -> np.ndarray:
-    """Mean P@k of each round (0 = the plain search) over ``queries``."""
+def precision_by_round(
+    method: Method, vectors: np.ndarray, labels: np.ndarray, queries: np.ndarray, rounds: int, k: int
+) -> np.ndarray:
+    """Mean P@k of each round over ``queries``; round 0 is the plain search (one positive: the query), the
+    same for every method, so every method starts from the same marks."""
+    plain = ours(vectors, STRATEGIES.get("average_vector"))
     precision = np.zeros(rounds + 1)
     for query in queries.tolist():
         positive, negative = [query], []
         for round_number in range(rounds + 1):
-            hits = method(positive, negative, k)
+            hits = (method if round_number else plain)(positive, negative, k)
             relevant = [hit for hit in hits if labels[hit] == labels[query]]
             precision[round_number] += len(relevant) / k
             positive += relevant
