@@ -3,7 +3,7 @@
 The index is written by the real build path (``write_index``: the SQLite item table, the faiss indexes,
 the stored embeddings) over random unit vectors with ``--labels`` labels (item i has label ``c{i % labels}``),
 once, and cached under ``--cache`` (default /tmp) for later runs. Each query runs what ``POST /search`` runs
-on the store thread (``serving.query_pipeline.pages_for``: ``filter_warnings``, then ``ranked_pages``):
+on the store thread (``usecases.searching.search_store``: ``filter_warnings``, then ``ranked_pages``):
 unfiltered, with ``{"label": {"$in": [10 labels]}}`` (the same filter every query: the store remembers its
 matches for its generation), and with a new 10-label filter every query (its matches read from SQLite each
 time), the three taking turns query by query, faiss on one thread (the service's ``search_threads``).
@@ -33,10 +33,10 @@ from vector_model import NO_MODEL_SHA256, vectors_only_manifest  # noqa: E402
 
 from retrieval.indexing.data.records import ImageRecord  # noqa: E402
 from retrieval.indexing.exported_model.model_manifest import manifest_json  # noqa: E402
+from retrieval.indexing.query.chain import filter_warnings, ranked_pages  # noqa: E402
 from retrieval.indexing.store.build.builder import write_index  # noqa: E402
 from retrieval.indexing.store.files.faiss_kinds import binary_kind, float_kind  # noqa: E402
 from retrieval.indexing.store.files.index_store import IndexStore  # noqa: E402
-from retrieval.indexing.store.item_search import filter_warnings, ranked_pages  # noqa: E402
 from retrieval.indexing.store.shared.items.item_filter import ItemFilter, parse_filter  # noqa: E402
 from retrieval.indexing.store.shared.search_settings import SearchSettings  # noqa: E402
 

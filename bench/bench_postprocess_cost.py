@@ -36,6 +36,7 @@ from vector_model import NO_MODEL_SHA256, vectors_only_manifest  # noqa: E402
 
 from retrieval.indexing.data.records import ImageRecord  # noqa: E402
 from retrieval.indexing.exported_model.model_manifest import manifest_json  # noqa: E402
+from retrieval.indexing.query.chain import ranked_pages  # noqa: E402
 from retrieval.indexing.search.postprocess import k_reciprocal_rerank  # noqa: E402
 from retrieval.indexing.search.postprocess_params import DbaParams, IndexPostprocess, KReciprocalParams  # noqa: E402
 from retrieval.indexing.search.results import SearchResults  # noqa: E402
@@ -43,7 +44,6 @@ from retrieval.indexing.store.build.builder import write_index  # noqa: E402
 from retrieval.indexing.store.files.faiss_kinds import binary_kind, float_kind  # noqa: E402
 from retrieval.indexing.store.files.files_target import FilesTarget  # noqa: E402
 from retrieval.indexing.store.files.index_store import IndexStore  # noqa: E402
-from retrieval.indexing.store.item_search import ranked_pages  # noqa: E402
 from retrieval.indexing.store.shared.search_settings import SearchSettings  # noqa: E402
 
 FLAT = (float_kind("flat"), binary_kind("flat"))

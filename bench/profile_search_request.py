@@ -6,7 +6,7 @@ default, a phone photo with 4032x3024) and reports the CPU time per request (the
 ``--repeats`` runs of each stage; process CPU for the stages that use several threads, so
 spin-waiting threads are counted). The stages are the service's own code, built as the service
 builds them (``create_app``'s services, ``open_snapshot``'s model and store on its store thread,
-``query_pipeline``'s decode and ``pages_for``, the route's response and FastAPI's serialisation of
+``query_pipeline``'s decode and ``search_store``, the route's response and FastAPI's serialisation of
 it), so this profile cannot drift from what it profiles. Part 2 starts the service as
 ``bench_serving_load.py`` does and reads the ``timings`` of its answers, with one client (no
 queueing) and with ``--clients`` (queueing for the micro-batch and the CPU), next to the latency the
@@ -40,12 +40,15 @@ from starlette.formparsers import MultiPartParser
 from retrieval.indexing.data.image_io import open_rgb_bytes
 from retrieval.indexing.exported_model.model_manifest import Preprocessing
 from retrieval.indexing.exported_model.preprocess import normalize_pixels, resize_and_crop
+from retrieval.indexing.query.query import Query
 from retrieval.indexing.store.shared.search_settings import SearchSettings
+from retrieval.indexing.usecases.searching import search_store
 from retrieval.serving.api_models.schemas import Timings
 from retrieval.serving.app import create_app
-from retrieval.serving.query_pipeline import FoundPage, decode_query, pages_for
+from retrieval.serving.query_pipeline import FoundPage, decode_query, shown
 from retrieval.serving.routes import routes_search
-from retrieval.serving.routes.routes_search import _response, search_settings
+from retrieval.serving.routes.routes_search import _response
+from retrieval.serving.routes.search_fields import SearchOptions, settings_of
 from retrieval.serving.service_state import open_snapshot
 from retrieval.serving.settings import ServeSettings
 
@@ -122,8 +125,12 @@ def stage_table(index_dir: Path, jpeg: bytes, repeats: int) -> list[tuple[str, f
         pixels = np.asarray(resize_and_crop(image, prep))
         one = decode_query(jpeg, "q", settings, prep)
         vector = snapshot.embedder.embed_arrays(one[None])[0]
-        search = search_settings(services, 10, None, None)
-        found = lambda: snapshot.store_thread.submit(pages_for, snapshot, vector[None], search, services).result()  # noqa: E731
+        search = settings_of(services, SearchOptions(10))
+        queries = [Query.embedded(vector)]
+
+        def found() -> list[FoundPage]:
+            return shown(snapshot.store_thread.submit(search_store, snapshot.store, queries, search).result(), services)
+
         body = response_body(route, search, found()[0], loop)
         rows = [
             ("multipart parsing (starlette + python-multipart)", cpu_ms(multipart_parse(jpeg, loop), repeats)),
@@ -139,7 +146,7 @@ def stage_table(index_dir: Path, jpeg: bytes, repeats: int) -> list[tuple[str, f
                 cpu_ms(lambda: np.stack([one] * BATCH), repeats, BATCH),
             ),  # fmt: skip
             (
-                f"store search k=10 + item rows + hits (pages_for, faiss on {settings.search_threads} thread)",
+                f"store search k=10 + item rows + hits (search_store, faiss on {settings.search_threads} thread)",
                 cpu_ms(found, repeats),
             ),  # fmt: skip
         ]

@@ -5,6 +5,7 @@ layouts, splits, image decoding, the synthetic generator) <- ``exported_model`` 
 preprocessing, the ONNX embedder) <- ``search`` (result type, search kinds, binary codes, exact
 k-NN) <- ``examples`` (search by positive and negative examples, grouping, diversity: pure functions) and ``calibration`` (a score's probability of sharing the query's class: fitted, measured)
 <- ``store`` (indexes: the files and Milvus backends behind one ``Store``, builds, shards)
+<- ``query`` (the ``Query`` value, a search's candidates and its one chain of result steps)
 <- ``eval`` (metrics, NMI, evaluation, retrieval grid) <- ``usecases`` (the torch-free Python API, and
 what the commands run). A module imports only from its own sub-package and the ones to its left
 (tests/test_package_layout.py checks it). Neither this package nor ``retrieval.serving`` may import

@@ -1,10 +1,10 @@
-"""From uploaded images to ranked hits, the service's one search path, read top-down: ``search_images``
-(``POST /search``) holds the snapshot, checks, decodes, preprocesses and embeds the uploads in one batched
-model call (``embed_uploads``), then searches that snapshot's store under the request's ``SearchSettings``
-(``pages_for``: ``usecases.searching.search_vectors``, the use case's part after the embedding) and shows the hits; ``search_texts``
-(``POST /search`` with ``text``) embeds words with the snapshot's text tower (``usecases.inputs.embed_texts``)
-and searches the same way; ``search_similar`` (``GET /items/{id}/similar``) starts from a stored item's
-embedding instead.
+"""From a request's queries to the hits it shows, read top-down: every door of the service builds ``Query``
+values and hands them to the one search use case (``usecases.searching.search_store``) inside the snapshot's
+store thread (``search_queries``: vectors, stored items by id or key). Uploaded images and words are embedded
+first, outside the store's thread: ``search_images`` checks, decodes and embeds the uploads in one batched
+model call (``embed_uploads``) and searches them as ``Query.embedded``; ``search_texts`` turns words into
+vectors with the snapshot's text tower (``query_vectors``, the one place, in a worker thread) and searches
+those (``search_vectors``). ``shown`` makes the hits what the response shows.
 
 The blocking parts (decoding, faiss, the item table) run in worker threads; the store is
 only touched inside ``ServiceState.read`` so an add or remove never interleaves with it.
@@ -27,9 +27,10 @@ from retrieval.indexing.exported_model.model_manifest import Preprocessing
 from retrieval.indexing.exported_model.no_model import NoModel, no_model_error
 from retrieval.indexing.exported_model.preprocess import draft_size, preprocess_image
 from retrieval.indexing.exported_model.text_encoder import checked_texts, no_text_side_error
+from retrieval.indexing.query.query import Query
 from retrieval.indexing.store.shared.search_settings import SearchSettings
-from retrieval.indexing.usecases.inputs import embed_texts
-from retrieval.indexing.usecases.searching import search_vectors
+from retrieval.indexing.usecases.query_vectors import query_vectors
+from retrieval.indexing.usecases.searching import ModelEncoders, SearchOutcome, search_store, search_vectors
 from retrieval.serving.api_models.schemas import SearchHit, Timings
 from retrieval.serving.dependencies import Services
 from retrieval.serving.images.uploads import check_content_type, read_upload
@@ -40,74 +41,75 @@ from retrieval.serving.settings import ServeSettings
 
 @dataclass(frozen=True)
 class FoundPage:
-    """One query's hits as the response shows them, how many ``min_score`` cut, and the filter's warnings."""
+    """One query's hits as the response shows them, how many ``min_score`` cut, the search's warnings, how
+    many ``min_probability`` cut, and the name of the query (a file name, the words, ``vector 2``)."""
 
     results: list[SearchHit]
     below_min_score: int = 0
     warnings: list[str] = field(default_factory=list)
     below_min_probability: int = 0
+    name: str = ""
 
 
 async def search_images(
     services: Services, images: Sequence[UploadFile], settings: SearchSettings, timings: Timings
 ) -> list[FoundPage]:
-    """``POST /search``: the uploads embedded by the model of the snapshot held for the request, then
-    searched in that snapshot's store (the model that embeds the queries searches its own index)."""
+    """``POST /search`` with images: the uploads embedded by the model of the snapshot held for the request,
+    then searched in that snapshot's store (the model that embeds the queries searches its own index)."""
     with services.state.hold() as snapshot:
         uploads = await embed_uploads(services, images, snapshot, timings)
-        vectors = np.stack([upload.vector for upload in uploads])
-        start = time.perf_counter()
-        pages = await services.state.read(lambda snap: pages_for(snap, vectors, settings, services), snapshot)
-        timings.search_ms = _ms(start)
-    return pages
+        queries = [Query.embedded(up.vector, image.filename or "") for up, image in zip(uploads, images, strict=True)]
+        return await search_queries(services, queries, settings, timings, snapshot)
 
 
 async def search_texts(
     services: Services, texts: Sequence[str], settings: SearchSettings, timings: Timings
 ) -> list[FoundPage]:
-    """``POST /search`` with ``text``: the texts embedded by the text tower of the snapshot held for the
+    """``POST /search`` with ``text``: the words as vectors of the text tower of the snapshot held for the
     request (refused, one sentence, when its model has none), then searched as uploads are."""
-    checked_texts(texts)
+    checked_texts(texts)  # before the snapshot is held: an empty list or a blank text is a 400 at once
     with services.state.hold() as snapshot:
         encoder = snapshot.text
         if encoder is None:
             raise no_text_side_error(snapshot.embedder.manifest)
         with services.admission.admit(len(texts)):  # a text holds a place as an image does (backpressure)
             start = time.perf_counter()
-            vectors = await anyio.to_thread.run_sync(embed_texts, encoder, texts)
+            queries = [Query.text(text) for text in texts]
+            found = await anyio.to_thread.run_sync(query_vectors, queries, None, ModelEncoders(None, encoder))
             timings.embed_ms = _ms(start)
         start = time.perf_counter()
-        pages = await services.state.read(lambda snap: pages_for(snap, vectors, settings, services), snapshot)
+        outcome = await services.state.read(lambda snap: search_vectors(snap.store, found, settings), snapshot)
         timings.search_ms = _ms(start)
-    return pages
+    return shown(outcome, services)
 
 
-async def search_similar(services: Services, item_id: int, settings: SearchSettings) -> FoundPage:
-    """``GET /items/{id}/similar``: the stored item's own embedding searched, the item itself left out."""
-
-    def find(snapshot: Snapshot) -> FoundPage:
-        vector = snapshot.store.embedding(item_id)
-        (page,) = pages_for(snapshot, vector.reshape(1, -1), settings, services, exclude=item_id)
-        return page
-
-    return await services.state.read(find)
-
-
-def pages_for(
-    snapshot: Snapshot, vectors: np.ndarray, settings: SearchSettings, services: Services, exclude: int | None = None
+async def search_queries(
+    services: Services,
+    queries: Sequence[Query],
+    settings: SearchSettings,
+    timings: Timings,
+    snapshot: Snapshot | None = None,
 ) -> list[FoundPage]:
-    """Search the store for each (n, d) row in one call (caller holds the read lock) and attach
-    labels/metadata as the service shows them; ``exclude`` drops one id."""
-    found = search_vectors(snapshot.store, vectors, settings, [exclude] * len(vectors), empty_ok=True)
+    """The pages of ``queries`` that need no model (vectors, stored items, vectors embedded at the door),
+    searched on the store thread of ``snapshot`` (None: the current one)."""
+    start = time.perf_counter()
+    outcome = await services.state.read(lambda snap: search_store(snap.store, queries, settings), snapshot)
+    timings.search_ms = _ms(start)
+    return shown(outcome, services)
+
+
+def shown(outcome: SearchOutcome, services: Services) -> list[FoundPage]:
+    """The pages of a search as the service shows its hits (paths as its settings say)."""
     full_paths = services.settings.shows_paths
     return [
         FoundPage(
-            [search_hit(hit.item, hit.score, full_paths, hit.probability) for hit in page.hits],
-            page.below_min_score,
-            found.warnings,
-            page.below_min_probability,
+            [search_hit(hit.item, hit.score, full_paths, hit.probability) for hit in query.hits],
+            query.below_min_score,
+            outcome.warnings,
+            query.below_min_probability,
+            query.path,
         )
-        for page in found.pages
+        for query in outcome.queries
     ]
 
 

@@ -19,12 +19,12 @@ import pytest
 from retrieval.indexing.common.errors import DataError, ItemNotFoundError, KeyConflictError
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.query.chain import filter_warnings, ranked_pages
 from retrieval.indexing.search.binary import binarize
 from retrieval.indexing.search.kinds import SearchKind
 from retrieval.indexing.search.results import PAD_ID, SearchResults
 from retrieval.indexing.store.backends import IndexTarget, open_store
 from retrieval.indexing.store.build.builder import index_kinds, write_index
-from retrieval.indexing.store.item_search import filter_warnings, ranked_pages
 from retrieval.indexing.store.shared.items.item_filter import parse_filter
 from retrieval.indexing.store.shared.search_settings import SearchSettings
 from retrieval.indexing.store.shared.store_protocol import Store

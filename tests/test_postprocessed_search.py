@@ -14,11 +14,12 @@ from typer.testing import CliRunner
 
 from retrieval.cli.main import app
 from retrieval.indexing.common.errors import DataError
+from retrieval.indexing.query.chain import ranked_pages, similar_pages
+from retrieval.indexing.query.steps.step import HitPage
 from retrieval.indexing.search.postprocess import expand_queries, k_reciprocal_rerank
 from retrieval.indexing.search.postprocess_params import IndexPostprocess, KReciprocalParams, QeParams
 from retrieval.indexing.search.results import SearchResults
 from retrieval.indexing.store.files.index_store import IndexStore
-from retrieval.indexing.store.item_search import HitPage, ranked_pages, similar_pages
 from retrieval.indexing.store.shared.index_directory.index_manifest import save_index_manifest
 from retrieval.indexing.store.shared.items.item_filter import parse_filter
 from retrieval.indexing.store.shared.items.items_db import Hit

@@ -22,7 +22,7 @@ from retrieval.indexing.store.shared.search_settings import RERANK_NEEDS_BINARY,
 from retrieval.indexing.usecases import searching
 from retrieval.indexing.usecases.searching import SearchOutcome, SearchRequest
 from retrieval.serving.http.service_errors import InvalidParameterError
-from retrieval.serving.routes.routes_search import search_settings
+from retrieval.serving.routes.search_fields import SearchOptions, settings_of
 
 WHERE = {"label": "cat"}
 
@@ -67,7 +67,7 @@ def test_the_python_api_says_filter_and_keeps_where_as_its_alias(requests: list[
 
 def test_the_route_says_kind_and_keeps_index_as_its_alias() -> None:
     services: Any = SimpleNamespace(settings=SimpleNamespace(k_max=100))
-    assert search_settings(services, 5, "binary", 30) == SearchSettings(5, "binary", 30)
+    assert settings_of(services, SearchOptions(5, "binary", rerank=30)) == SearchSettings(5, "binary", 30)
 
 
 @pytest.fixture(scope="module")
@@ -111,4 +111,4 @@ def test_the_settings_refuse_a_rerank_without_the_binary_index() -> None:
         SearchSettings(kind="float", rerank=5)
     assert SearchSettings(kind="float", rerank=0).rerank is None  # 0: no re-ranking, as the Python API took it
     with pytest.raises(InvalidParameterError, match="needs kind binary"):
-        search_settings(SimpleNamespace(settings=SimpleNamespace(k_max=100)), 5, None, 30)  # type: ignore[arg-type]
+        settings_of(SimpleNamespace(settings=SimpleNamespace(k_max=100)), SearchOptions(5, rerank=30))  # type: ignore[arg-type]

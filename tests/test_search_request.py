@@ -21,7 +21,7 @@ from retrieval.indexing.store.shared.search_settings import SearchSettings
 from retrieval.indexing.usecases import searching
 from retrieval.indexing.usecases.searching import SearchOutcome, SearchRequest
 from retrieval.serving.http.service_errors import InvalidParameterError
-from retrieval.serving.routes.routes_search import search_settings
+from retrieval.serving.routes.search_fields import SearchOptions, settings_of
 
 FILTER = '{"label": {"$in": ["cat", "dog"]}, "price": {"$lt": 50}}'
 CLI_OPTIONS = ["-k", "7", "--binary", "--rerank", "30", "--filter", FILTER, "--postprocess", "qe"]
@@ -69,15 +69,15 @@ def test_the_defaults_are_the_same(requests: list[SearchRequest], tmp_path: Path
 
 def test_the_service_builds_the_same_settings_from_its_parameter_names() -> None:
     services: Any = SimpleNamespace(settings=SimpleNamespace(k_max=100))
-    settings = search_settings(services, 7, "binary", 30, FILTER, "qe", 2, 0.25)
+    settings = settings_of(services, SearchOptions(7, "binary", None, 30, FILTER, "qe", 2, 0.25))
     assert settings == SearchRequest.of(Path("."), [], k=7, **API_OPTIONS).settings
-    assert search_settings(services, None, None, None) == SearchSettings()  # absent parameters: the defaults
+    assert settings_of(services, SearchOptions()) == SearchSettings()  # absent parameters: the defaults
     with pytest.raises(InvalidParameterError, match="k must be between 1 and 100, got 101"):
-        search_settings(services, 101, None, None)
+        settings_of(services, SearchOptions(101))
     with pytest.raises(InvalidParameterError, match="parameter 'filter'"):
-        search_settings(services, 5, None, None, "[1]")
+        settings_of(services, SearchOptions(5, filter="[1]"))
     with pytest.raises(InvalidParameterError, match="min_score must be between -1 and 1"):
-        search_settings(services, 5, None, None, min_score=1.5)
+        settings_of(services, SearchOptions(5, min_score=1.5))
 
 
 @pytest.mark.parametrize(

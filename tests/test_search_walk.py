@@ -17,7 +17,7 @@ WALKS = {  # section title -> files the walk must visit, in this order
         "serving/routes/routes_search.py",
         "serving/query_pipeline.py",
         "indexing/usecases/searching.py",
-        "indexing/store/item_search.py",
+        "indexing/query/chain.py",
     ),
     "## A walk of one `retrieval train`": (
         "cli/commands/train_commands.py",

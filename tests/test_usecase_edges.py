@@ -26,8 +26,8 @@ USE_CASES: dict[str, tuple[str, dict[str, set[str]]]] = {
         {"retrieval.indexing.eval.evaluation": {"evaluate_index", "evaluate_model"}},
     ),
     "search": (
-        "retrieval.indexing.usecases.searching.search_vectors",
-        {"retrieval.indexing.store.item_search": {"ranked_pages", "similar_pages"}},
+        "retrieval.indexing.usecases.searching.search_store",
+        {"retrieval.indexing.query.chain": {"ranked_pages", "similar_pages"}},
     ),
     "add items": (
         "retrieval.indexing.usecases.updating.add_embedded",
@@ -40,7 +40,7 @@ DOOR_EDGES = {
     "retrieval.cli.commands.train_commands": {"run_train"},
     "retrieval.cli.commands.eval_commands": {"run_eval"},
     "retrieval.cli.commands.search_commands": {"search_index"},
-    "retrieval.serving.query_pipeline": {"search_vectors"},
+    "retrieval.serving.query_pipeline": {"search_store", "search_vectors"},
     "retrieval.serving.routes.routes_items": {"add_embedded", "check_new_keys"},
 }
 

@@ -11,12 +11,14 @@ import pytest
 from index_fixtures import make_image
 
 from retrieval.indexing.common.errors import DataError, KeyConflictError, ModelMismatchError
+from retrieval.indexing.query.query import Query
 from retrieval.indexing.store.files.index_store import IndexStore
 from retrieval.indexing.store.shared.search_settings import SearchSettings
 from retrieval.indexing.usecases import add_images, search
 from retrieval.indexing.usecases.inputs import query_embedder
+from retrieval.indexing.usecases.searching import search_store
 from retrieval.indexing.usecases.vector_input import MODEL_PREFIX, checked_vectors
-from retrieval.indexing.usecases.vectors import VectorAdd, add_vectors, vector_pages
+from retrieval.indexing.usecases.vectors import VectorAdd, add_vectors
 
 
 def _unit(rows: int, dim: int, seed: int) -> np.ndarray:
@@ -86,9 +88,9 @@ def test_a_search_by_vector_ranks_like_brute_force_and_an_upsert_keeps_the_id(fr
     with IndexStore.open(fresh_index) as store:
         stored, ids = store.embeddings_of(store.ids()), store.ids()
         queries = _unit(3, store.dim, seed=2)
-        found = vector_pages(store, queries * 2.0, SearchSettings(k=5))  # off the sphere: normalised
-        assert found.normalised == 3 and "3 of the 3 vectors were not L2-normalised" in found.warnings[0]
-        for query, page in zip(queries, found.pages, strict=True):
+        found = search_store(store, [Query.vector(row) for row in queries * 2.0], SearchSettings(k=5))  # normalised
+        assert "3 of the 3 vectors were not L2-normalised" in found.warnings[0]
+        for query, page in zip(queries, found.queries, strict=True):
             wanted = ids[np.argsort(-(stored @ query), kind="stable")[:5]]
             assert [hit.item.id for hit in page.hits] == wanted.tolist()
     first = add_vectors(fresh_index, VectorAdd(queries[:1], "a", keys=["k"])).ids[0]

@@ -4,9 +4,7 @@
 ``Store`` protocol and ``StoreBase``) <- ``files/`` (faiss + SQLite in the index directory: segments,
 compaction, ``IndexStore``) and ``milvus/`` (the items in a Milvus collection: ``MilvusStore``),
 neither importing the other <- ``backends`` (the registry of backends: the one place that picks
-one, ``open_store``, ``index_target``), ``calibrated_hits`` (each hit's probability from the model's
-calibration, and the ``min_probability`` cut) <- ``item_search`` (search -> ranked items, for the commands
-and the service) and ``stored_embeddings`` (an index's embeddings as a table) <- ``build/``
+one, ``open_store``, ``index_target``), and ``stored_embeddings`` (an index's embeddings as a table) <- ``build/``
 (``build_index``, shards and their merge) and ``maintenance/`` (snapshots, verification, and a model
 upgrade into a new generation with its switch and rollback), neither importing the other.
 """

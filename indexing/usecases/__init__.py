@@ -4,11 +4,12 @@ index, a model export or a dataset, so ``retrieval.cli`` only parses arguments a
 ``inputs`` (data, images and query models as records, vectors and embedders), ``build_request``
 (``BuildRequest``: one index build as asked, the rules between its options), ``building`` (``run_build``,
 the one build use case, and ``build_index``, ``build_shard``, with their ``BuildReport``, ``ShardReport``;
-``merge_index``), ``searching`` (``search``; ``SearchRequest`` and ``search_index``, which
-both ``search`` and ``retrieval search`` run), ``evaluating`` (``evaluate``; ``evaluate_index_dir``, ``evaluate_dataset`` and
+``merge_index``), ``query_vectors`` (every ``Query`` as vectors: the one place),
+``searching`` (``search_store``, the one search of every door; ``search``; ``SearchRequest`` and
+``search_index``, which both ``search`` and ``retrieval search`` run), ``evaluating`` (``evaluate``; ``evaluate_index_dir``, ``evaluate_dataset`` and
 ``save_evaluation`` for ``retrieval eval``, with ``run_dir_of``: the training run of a ``--model``), ``embedding`` (``embed``; ``index_embeddings``,
 ``dataset_embeddings``), ``updating`` (``add_images``, ``remove_items``, ``compact_index``), ``vectors``
-(``add``, ``add_vectors``, ``vector_pages``: items in and searches by vectors made elsewhere, checked by
+(``add``, ``add_vectors``: items in by vectors made elsewhere, checked by
 ``vector_input``; ``vector_build``: an index built from vectors alone), ``deleting`` (``delete_matching``: the items a filter selects),
 ``duplicates/`` (``find_dataset_duplicates``, ``find_exact_copies``: the copies in a dataset;
 ``find_index_duplicates``, ``store_duplicate_groups``, ``item_duplicates``: copies in a gallery) and
@@ -41,6 +42,7 @@ from retrieval.indexing.exported_model.embedding_files import check_embedding_pa
 from retrieval.indexing.exported_model.model_manifest import Quantization
 from retrieval.indexing.exported_model.resolution import run_dir_of
 from retrieval.indexing.exported_model.training_verdict import TrainingVerdict
+from retrieval.indexing.query.query import Query
 from retrieval.indexing.search.postprocess_params import IndexPostprocess, load_params, parse_methods
 from retrieval.indexing.store.backends import backend_of, index_target
 from retrieval.indexing.store.files.faiss_kinds import BINARY_KINDS, FLOAT_KINDS
@@ -96,9 +98,10 @@ from retrieval.indexing.usecases.searching import (
     aliased,
     search,
     search_index,
+    search_store,
 )
 from retrieval.indexing.usecases.updating import add_images, compact_index, remove_items
-from retrieval.indexing.usecases.vectors import VectorAdd, VectorAddReport, add, add_vectors, vector_pages
+from retrieval.indexing.usecases.vectors import VectorAdd, VectorAddReport, add, add_vectors
 
 __all__ = [
     "BINARY_KINDS",
@@ -120,6 +123,7 @@ __all__ = [
     "KEEP_PREVIOUS",
     "KINDS",
     "Quantization",
+    "Query",
     "QueryHits",
     "RetrievalError",
     "RetrievalMetrics",
@@ -172,12 +176,12 @@ __all__ = [
     "scan_images",
     "search",
     "search_index",
+    "search_store",
     "snapshot_index",
     "split_records",
     "store_duplicate_groups",
     "switch_index",
     "table_suffix",
-    "vector_pages",
     "verify_index",
     "write_embedding_table",
 ]

@@ -1,8 +1,9 @@
-"""Search an index for images or stored items: the use case of ``retrieval search`` and of the Python API's
-``search``. Both describe their call as one ``SearchRequest`` (which index, the queries, the
-``SearchSettings``, the query model) and hand it to ``search_index``, which reads top-down: open the
-index, the filter's warnings, embed the images, ``item_search.ranked_pages`` (the service's path too),
-then the texts (``inputs.embed_texts``: a model's text tower), the vectors and the stored items' own searches."""
+"""The one search use case of every door: ``search_store`` (an open store, ``Query`` values, the
+``SearchSettings``) reads top-down: the filter's warnings, every query as a vector (``query_vectors``), then
+the candidates and the chain of result steps (``query.chain.ranked_pages``). ``retrieval search`` and the
+Python API's ``search`` describe their call as one ``SearchRequest`` and hand it to ``search_index`` (which
+loads the model's ``ModelEncoders`` and opens the index); the service calls ``search_store`` itself.
+"""
 
 from __future__ import annotations
 
@@ -17,9 +18,12 @@ from PIL import Image
 
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
-from retrieval.indexing.exported_model.text_encoder import checked_texts
+from retrieval.indexing.exported_model.text_encoder import TextEncoder, checked_texts
+from retrieval.indexing.query.chain import filter_warnings, ranked_pages
+from retrieval.indexing.query.query import Query
+from retrieval.indexing.query.steps.step import HitPage
 from retrieval.indexing.store.backends import open_store
-from retrieval.indexing.store.item_search import Hit, HitPage, filter_warnings, ranked_pages, similar_pages
+from retrieval.indexing.store.shared.items.items_db import Hit
 from retrieval.indexing.store.shared.search_settings import SearchSettings, SettingsOptions, aliased
 from retrieval.indexing.store.shared.store_protocol import Store
 from retrieval.indexing.usecases.inputs import (
@@ -30,8 +34,7 @@ from retrieval.indexing.usecases.inputs import (
     query_embedder,
     query_text_encoder,
 )
-from retrieval.indexing.usecases.vector_input import normalised_warning
-from retrieval.indexing.usecases.vectors import vector_pages
+from retrieval.indexing.usecases.query_vectors import EmbeddedImages, QueryEncoders, QueryVectors, query_vectors
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -80,6 +83,16 @@ class SearchRequest:
         request = cls(Path(index), settings, queries, tuple(item_ids), given_model, force, given_vectors)
         return replace(request, texts=tuple(checked_texts(texts))) if texts else request
 
+    def queries(self) -> list[Query]:
+        """The request's queries in the order they are answered: images, texts, vectors, stored items."""
+        vectors = [] if self.vectors is None else list(np.atleast_2d(self.vectors))
+        return [
+            *(Query.image(image) for image in self.images),
+            *(Query.text(text) for text in self.texts),
+            *(Query.vector(vector) for vector in vectors),
+            *(Query.item(item_id) for item_id in self.item_ids),
+        ]
+
 
 @dataclass(frozen=True)
 class QueryHits:
@@ -91,10 +104,6 @@ class QueryHits:
     hits: list[Hit]
     below_min_score: int = 0
     below_min_probability: int = 0
-
-    @classmethod
-    def of_page(cls, name: str, page: HitPage) -> QueryHits:
-        return cls(name, None, page.hits, page.below_min_score, page.below_min_probability)
 
 
 @dataclass
@@ -180,87 +189,70 @@ def search_index(
     progress: bool = False,
     unreadable: Unreadable = "report",
 ) -> SearchOutcome:
-    """The hits of each image of ``request`` (embedded in batches), then of each of its stored items (no
-    model needed): request -> index -> filter warnings -> embed -> ``ranked_pages`` -> hits."""
-    settings = request.settings
+    """``search_store`` of the index of ``request``: its model and text tower loaded as its queries need
+    (``ModelEncoders``), the index opened against that model, then the one search."""
     embedder = query_embedder(request.index_dir, request.model, threads=threads) if request.images else None
     encoder, text_sha256 = (
         query_text_encoder(request.index_dir, request.model, threads=threads) if request.texts else (None, None)
     )
+    encoders = ModelEncoders(embedder, encoder, batch_size, progress, unreadable)
     sha256 = embedder.model_sha256 if embedder else text_sha256
     with open_store(request.index_dir, expected_model_sha256=sha256, force=request.force) as store:
-        outcome = SearchOutcome([])
-        if embedder is not None:
-            names, vectors = _embedded(embedder, request.images, outcome, batch_size, progress, unreadable)
-            found = search_vectors(store, vectors, settings)
-            outcome.queries += [
-                QueryHits(name, None, page.hits, page.below_min_score, page.below_min_probability)
-                for name, page in zip(names, found.pages, strict=True)
-            ]
-        outcome.warnings = found.warnings if embedder is not None else filter_warnings(store, settings.where)
-        if encoder is not None:
-            by_text = search_vectors(store, embed_texts(encoder, request.texts), settings)
-            outcome.queries += [QueryHits.of_page(*pair) for pair in zip(request.texts, by_text.pages, strict=True)]
-        if request.vectors is not None:
-            by_vector = vector_pages(store, request.vectors, settings)
-            outcome.warnings += normalised_warning(by_vector.normalised, len(by_vector.pages))
-            outcome.queries += [
-                QueryHits(f"vector {n}", None, page.hits, page.below_min_score, page.below_min_probability)
-                for n, page in enumerate(by_vector.pages, start=1)
-            ]
-        if request.item_ids:
-            pages = similar_pages(store, request.item_ids, settings)
-            items = [store.item(item_id) for item_id in request.item_ids]
-            outcome.queries += [
-                QueryHits(item.path, item.id, page.hits, page.below_min_score, page.below_min_probability)
-                for item, page in zip(items, pages, strict=True)
-            ]
-    return outcome
+        return search_store(store, request.queries(), request.settings, encoders)
 
 
-@dataclass(frozen=True)
-class VectorPages:
-    """The pages of a search of embedded queries (one per row), and the filter's warnings."""
-
-    pages: list[HitPage]
-    warnings: list[str]
+def search_store(
+    store: Store, queries: Sequence[Query], settings: SearchSettings, encoders: QueryEncoders | None = None
+) -> SearchOutcome:
+    """The one search of every door (the commands, the Python API, the service's ``POST /search``, similar
+    items, batches): the filter's warnings, every query as a vector (``query_vectors``), then the candidates
+    and the chain of result steps (``query.chain.ranked_pages``). An empty index: no hits."""
+    warnings = filter_warnings(store, settings.where)
+    return search_vectors(store, query_vectors(queries, store, encoders), settings, warnings)
 
 
 def search_vectors(
-    store: Store,
-    vectors: np.ndarray,
-    settings: SearchSettings,
-    exclude: Sequence[int | None] | None = None,
-    *,
-    empty_ok: bool = False,
-) -> VectorPages:
-    """Everything a search does after the embedding, for every door (``search_index`` here, the service's
-    ``query_pipeline``): the filter's warnings, then one page per (n, d) row under ``settings``; ``exclude[i]``
-    is an item left out of row i (a stored item searched by its own embedding). An empty store: a page
-    without hits per row when ``empty_ok`` (the service's answer), else a DataError."""
-    warnings = filter_warnings(store, settings.where)
-    if empty_ok and store.count == 0:
-        return VectorPages([HitPage([]) for _ in range(len(np.atleast_2d(vectors)))], warnings)
-    return VectorPages(ranked_pages(store, vectors, settings, list(exclude) if exclude is not None else None), warnings)
+    store: Store, found: QueryVectors, settings: SearchSettings, warnings: list[str] | None = None
+) -> SearchOutcome:
+    """``search_store`` after the queries became vectors (the service embeds its words before it takes the
+    store, so that the store's thread never waits on a text tower)."""
+    warnings = filter_warnings(store, settings.where) if warnings is None else warnings
+    if store.count == 0:
+        pages = [HitPage([]) for _ in found.names]
+    else:
+        pages = ranked_pages(store, found.vectors, settings, found.item_ids, found.origins)
+    queries = [
+        QueryHits(name, item_id, page.hits, page.below_min_score, page.below_min_probability)
+        for name, item_id, page in zip(found.names, found.item_ids, pages, strict=True)
+    ]
+    return SearchOutcome(queries, found.failures, [*warnings, *found.warnings])
 
 
-def _embedded(
-    embedder: OnnxEmbedder,
-    images: Sequence[ImageLike],
-    outcome: SearchOutcome,
-    batch_size: int,
-    progress: bool,
-    unreadable: Unreadable,
-) -> tuple[list[str], np.ndarray]:
-    """(the names of the embedded images, their vectors); unreadable files go to ``outcome.failures``
-    (``report``: an error only when none can be read) or raise (``raise``)."""
-    if unreadable == "raise":
-        names = ["" if isinstance(image, Image.Image) else str(image) for image in images]
-        return names, embed_images(embedder, images)
-    paths = cast(Sequence[Path], images)
-    embedded = embedder.embed_paths(paths, batch_size=batch_size, progress=progress)
-    outcome.failures = embedded.failures
-    if not embedded.ok:
-        first = embedded.failures[0][1]
-        raise DataError(first if len(paths) == 1 else f"none of the {len(paths)} images could be read ({first})")
-    return [str(paths[i]) for i in embedded.ok], embedded.embeddings
+@dataclass(frozen=True)
+class ModelEncoders:
+    """The ``QueryEncoders`` of the commands and the Python API: the index's model (``embedder``) and text
+    tower (``text``), images read ``batch_size`` at a time; an unreadable image listed (``report``: an error
+    only when none can be read) or a DataError at once (``raise``)."""
+
+    embedder: OnnxEmbedder | None
+    text: TextEncoder | None
+    batch_size: int = 32
+    progress: bool = False
+    unreadable: Unreadable = "report"
+
+    def embed_images(self, images: Sequence[ImageLike]) -> EmbeddedImages:
+        if self.embedder is None:
+            raise ValueError("no model to embed images with")
+        if self.unreadable == "raise":
+            return EmbeddedImages(list(range(len(images))), embed_images(self.embedder, images))
+        paths = cast(Sequence[Path], images)
+        embedded = self.embedder.embed_paths(paths, batch_size=self.batch_size, progress=self.progress)
+        if not embedded.ok:
+            first = embedded.failures[0][1]
+            raise DataError(first if len(paths) == 1 else f"none of the {len(paths)} images could be read ({first})")
+        return EmbeddedImages(list(embedded.ok), embedded.embeddings, list(embedded.failures))
+
+    def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
+        if self.text is None:
+            raise ValueError("no text tower to embed words with")
+        return embed_texts(self.text, texts)

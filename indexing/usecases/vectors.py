@@ -1,11 +1,10 @@
-"""Vectors in and out of an index: add items by their vectors and search by vectors, the one use case
-of the service's JSON ``POST /items`` and ``POST /search``, ``retrieval search --vector``, and the Python
-API's ``add(index, vectors=...)`` and ``search(index, vectors=...)``.
+"""Items added by their vectors: the one use case of the service's JSON ``POST /items`` and ``PUT
+/items/by-key/{key}``, and the Python API's ``add(index, vectors=...)`` (a search by vectors is a
+``Query.vector`` of ``searching.search_store``).
 
-Both read top-down: check the model reference and the vectors (``vector_input``: nothing is written
-or searched before they pass), then the store's own add (a key in use: a 409 unless ``replace``, which
-keeps the item's id) or ``item_search.ranked_pages`` (the path of every search). Binary codes come
-from the stored float vectors inside the store, exactly as for an item added by its image.
+It reads top-down: check the model reference and the vectors (``vector_input``: nothing is written before
+they pass), then the store's own add (a key in use: a 409 unless ``replace``, which keeps the item's id).
+Binary codes come from the stored float vectors inside the store, exactly as for an item added by its image.
 """
 
 from __future__ import annotations
@@ -16,9 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from retrieval.indexing.store.backends import open_store
-from retrieval.indexing.store.item_search import HitPage, filter_warnings, ranked_pages
 from retrieval.indexing.store.shared.index_directory.write_lock import exclusive_writer
-from retrieval.indexing.store.shared.search_settings import SearchSettings
 from retrieval.indexing.store.shared.store_protocol import Store
 from retrieval.indexing.usecases.inputs import PathLike
 from retrieval.indexing.usecases.vector_input import (
@@ -53,15 +50,6 @@ class VectorAddReport:
     count: int
     normalised: int = 0
     replaced: int = 0
-    warnings: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class VectorPages:
-    """One page of hits per query vector, and the warnings (an unknown filter key, normalised vectors)."""
-
-    pages: list[HitPage]
-    normalised: int = 0
     warnings: list[str] = field(default_factory=list)
 
 
@@ -103,13 +91,3 @@ def add(
     ``replace`` upserts the items whose keys are in use (each keeps its id). The Python API's ``add``."""
     request = VectorAdd(vectors, labels, keys, metadata, model, replace)
     return add_vectors(index, request)
-
-
-def vector_pages(store: Store, vectors: Any, settings: SearchSettings, *, model: str | None = None) -> VectorPages:
-    """The hits of each query vector under ``settings`` (an empty index: empty pages), after the checks."""
-    check_model(model, store.manifest.model_sha256)
-    checked = checked_vectors(vectors, store.dim, what="query vector")
-    warnings = [*filter_warnings(store, settings.where), *normalised_warning(checked.normalised, len(checked.vectors))]
-    if store.count == 0:
-        return VectorPages([HitPage([]) for _ in checked.vectors], checked.normalised, warnings)
-    return VectorPages(ranked_pages(store, checked.vectors, settings), checked.normalised, warnings)

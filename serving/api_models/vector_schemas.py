@@ -85,6 +85,9 @@ class VectorSearchRequest(_Strict):
     min_probability: float | None = Field(
         None, description="only hits at least this likely to share the query's class (0..1; a calibrated model)"
     )
+    collapse_duplicates: bool | None = Field(
+        None, description="one hit per group of copies (the best ranked; the model's measured copy threshold)"
+    )
     model: str | None = Field(None, description=_MODEL)
 
 

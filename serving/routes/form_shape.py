@@ -2,7 +2,9 @@
 
 FastAPI keeps the last of two ``image`` parts on ``PUT /items/by-key/{key}`` (or two ``label`` fields),
 ignores a form ``key`` beside the path's key, and lets a form ``k`` override the query's ``k``; each was a
-silent guess at what the client meant. ``FormShape.problem`` names the field of such a request for a 422.
+silent guess at what the client meant, and so was a field the route does not take at all (a typo, a
+``vector`` in a form): ignored. ``FormShape.problem`` names the field of such a request for a 422 (an unknown
+one with the fields the route takes, as a JSON body's unknown key is).
 """
 
 from __future__ import annotations
@@ -18,11 +20,13 @@ from starlette.datastructures import FormData, QueryParams
 
 @dataclass(frozen=True)
 class FormShape:
-    """The form fields a route takes once, its path parameters and its query parameters (by name)."""
+    """The form fields a route takes once, its path parameters, its query parameters and every form field it
+    takes (by name)."""
 
     single: frozenset[str]
     path: frozenset[str]
     query: frozenset[str]
+    fields: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, dependant: Dependant) -> FormShape:
@@ -32,6 +36,7 @@ class FormShape:
             single=frozenset(field.alias for field in fields if not _is_sequence(field.field_info.annotation)),
             path=frozenset(param.alias for each in dependants for param in each.path_params),
             query=frozenset(param.alias for each in dependants for param in each.query_params),
+            fields=tuple(dict.fromkeys(field.alias for field in fields)),
         )
 
     def problem(self, form: FormData, query: QueryParams) -> str | None:
@@ -41,6 +46,9 @@ class FormShape:
                 return f"form field '{name}': the {name} is given by the path; do not send it in the form as well."
             if name in self.query and name in query:
                 return f"'{name}' was sent both as a query parameter and as a form field; send it once."
+            if name not in self.fields:
+                known = ", ".join(f"'{field}'" for field in self.fields)
+                return f"form field '{name}' is not one this endpoint takes; it takes {known}."
             if name in self.single and (count := len(form.getlist(name))) > 1:
                 return f"form field '{name}' was sent {count} times; this endpoint takes one."
         return None

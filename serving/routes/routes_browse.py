@@ -15,7 +15,7 @@ import json
 
 from fastapi import APIRouter, Depends, Query
 
-from retrieval.indexing.store.item_search import filter_warnings
+from retrieval.indexing.query.chain import filter_warnings
 from retrieval.indexing.store.shared.index_directory.index_manifest import IndexManifest
 from retrieval.indexing.store.shared.items.item_filter import LABEL_KEY, check_key, parse_filter
 from retrieval.serving.api_models.schemas import MAX_ITEM_ID, ItemsPage, ValueCount, ValueCounts

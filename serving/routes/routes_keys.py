@@ -9,12 +9,15 @@ rest of the path, so it may hold ``/``; percent-encode other reserved characters
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, File, Form, Path, Response, UploadFile
+import numpy as np
+from fastapi import APIRouter, Depends, File, Form, Path, Query, Response, UploadFile
 
 from retrieval.indexing.common.errors import DataError, IndexChangedError, ItemNotFoundError
 from retrieval.indexing.data.records import MAX_KEY_CHARS, ImageRecord, item_key, label_problem
 from retrieval.indexing.store.shared.items.item_filter import parse_metadata
+from retrieval.indexing.store.shared.items.items_db import Item
 from retrieval.serving.api_models.schemas import DeleteItemResponse, ItemResponse, PutItemResponse
+from retrieval.serving.api_models.vector_schemas import WITH_VECTORS, ItemWithVector
 from retrieval.serving.dependencies import COMMON_CAUSES, WRITE_CAUSES, Services, get_services, require_api_key
 from retrieval.serving.http import api_examples
 from retrieval.serving.http.problems import problem_responses
@@ -25,7 +28,7 @@ from retrieval.serving.http.service_errors import (
     invalid_parameters,
 )
 from retrieval.serving.images.upload_storage import discard_item_upload, stored_uploads
-from retrieval.serving.item_views import item_response
+from retrieval.serving.item_views import item_view, stored_with_vector
 from retrieval.serving.query_pipeline import embed_upload
 from retrieval.serving.routes.strict_forms import StrictFormRoute
 from retrieval.serving.service_state import Snapshot
@@ -43,14 +46,22 @@ def checked_key(key: str) -> str:
 
 @router.get(
     KEY_PATH,
-    response_model=ItemResponse,
+    response_model=ItemResponse | ItemWithVector,
     responses={**api_examples.example(api_examples.ITEM), **problem_responses(ItemNotFoundError, *COMMON_CAUSES)},
     summary="The item carrying a key",
 )
-async def get_by_key(key: str = Path(description=_KEY), services: Services = Depends(get_services)) -> ItemResponse:
+async def get_by_key(
+    key: str = Path(description=_KEY),
+    with_vectors: bool = Query(False, description=WITH_VECTORS),
+    services: Services = Depends(get_services),
+) -> ItemResponse | ItemWithVector:
     key = checked_key(key)
-    item = await services.state.read(lambda snap: snap.store.item_by_key(key))
-    return item_response(item, services.settings.shows_paths)
+
+    def read(snapshot: Snapshot) -> tuple[Item, np.ndarray | None]:
+        return stored_with_vector(snapshot.store, snapshot.store.item_by_key(key).id, with_vectors)
+
+    item, vector = await services.state.read(read)
+    return item_view(item, services.settings.shows_paths, vector)
 
 
 @router.put(

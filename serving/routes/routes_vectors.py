@@ -1,17 +1,17 @@
-"""The index as a vector database: ``POST /items`` and ``POST /search`` with a JSON body (vectors made
-elsewhere; the multipart routes of the same paths take images), ``POST /items/delete`` (by filter) and
+"""The index as a vector database: ``POST /items`` and ``PUT /items/by-key/{key}`` with a JSON body (vectors
+made elsewhere; the multipart routes of the same paths take images), ``POST /items/delete`` (by filter) and
 ``GET /items/by-key/{key}/similar``. Each route translates HTTP and calls its one use case
-(``usecases.vectors``, ``usecases.deleting``); the JSON routes are ``JsonBodyRoute``s, so this router comes
-before the multipart ones, and ``JSON_BODIES`` tells the OpenAPI document their bodies."""
+(``usecases.vectors``, ``usecases.deleting``, the one search); the JSON routes are ``JsonBodyRoute``s, so this
+router comes before the multipart ones, and ``JSON_BODIES`` tells the OpenAPI document their bodies (also
+the JSON body of ``POST /search``, which its one route in ``routes_search`` reads)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
+from fastapi import APIRouter, Depends, Header, Path, Request, Response
 
 from retrieval.indexing.common.errors import (
     DataError,
@@ -19,19 +19,12 @@ from retrieval.indexing.common.errors import (
     KeyConflictError,
     ModelMismatchError,
 )
-from retrieval.indexing.store.item_search import HitPage
-from retrieval.indexing.store.shared.search_settings import SearchSettings
+from retrieval.indexing.query.query import Query
 from retrieval.indexing.usecases.deleting import delete_matching
 from retrieval.indexing.usecases.vector_input import DEFAULT_LABEL, decoded_vector
-from retrieval.indexing.usecases.vectors import VectorAdd, add_vectors_to, vector_pages
+from retrieval.indexing.usecases.vectors import VectorAdd, add_vectors_to
 from retrieval.serving.api_models import vector_schemas as schemas
-from retrieval.serving.api_models.schemas import (
-    BatchSearchResponse,
-    PutItemResponse,
-    QueryResults,
-    SearchResponse,
-    Timings,
-)
+from retrieval.serving.api_models.schemas import PutItemResponse, SearchResponse
 from retrieval.serving.dependencies import COMMON_CAUSES, WRITE_CAUSES, Services, get_services, require_api_key
 from retrieval.serving.http import api_examples
 from retrieval.serving.http.json_bodies import JsonBody
@@ -43,17 +36,9 @@ from retrieval.serving.http.service_errors import (
     invalid_parameters,
 )
 from retrieval.serving.images.upload_storage import discard_item_upload
-from retrieval.serving.item_views import search_hit
-from retrieval.serving.query_pipeline import FoundPage, search_similar
 from retrieval.serving.routes.routes_keys import checked_key
-from retrieval.serving.routes.routes_search import (
-    _check_batch_size,
-    _echo,
-    _kind,
-    _response,
-    answer_texts,
-    search_settings,
-)
+from retrieval.serving.routes.routes_search import similar_to
+from retrieval.serving.routes.search_fields import SearchOptions, query_options
 from retrieval.serving.service_state import Snapshot
 
 json_router = APIRouter(route_class=JsonBodyRoute)
@@ -145,68 +130,6 @@ async def put_by_key_vector(
     return answer
 
 
-@json_router.post("/search", include_in_schema=False)
-async def search_by_vector(
-    request: Request, services: Services = Depends(get_services)
-) -> SearchResponse | BatchSearchResponse:
-    start = time.perf_counter()
-    body = await json_body(request, schemas.VectorSearchRequest)
-    if body.text is not None:
-        return await _search_by_text(body, services, start)
-    if (body.vector is None) == (body.vectors is None):
-        raise InvalidParameterError("send one of 'vector' (one query) and 'vectors' (a batch), not both or neither.")
-    queries = [body.vector] if body.vector is not None else body.vectors or []
-    if len(queries) > services.settings.max_search_images:
-        raise PayloadTooLargeError(
-            f"{len(queries)} vectors in one search exceed the limit of {services.settings.max_search_images} "
-            "(max_search_images); send them in parts."
-        )
-    settings = _body_settings(services, body)
-    timings = Timings()
-    searched = time.perf_counter()
-    with _as_invalid_parameters():
-        found = await services.state.read(lambda snap: vector_pages(snap.store, queries, settings, model=body.model))
-    timings.search_ms = round((time.perf_counter() - searched) * 1000.0, 3)
-    pages = [_found(page, found.warnings, services) for page in found.pages]
-    timings.total_ms = round((time.perf_counter() - start) * 1000.0, 3)
-    if body.vector is not None:
-        return _response(settings, pages[0], timings)
-    batch = [
-        QueryResults(image=f"vector {n}", below_min_score=page.below_min_score, results=page.results)
-        for n, page in enumerate(pages, start=1)
-    ]
-    return BatchSearchResponse(**_echo(settings, found.warnings, timings), batch=batch)
-
-
-async def _search_by_text(
-    body: schemas.VectorSearchRequest, services: Services, start: float
-) -> SearchResponse | BatchSearchResponse:
-    """A JSON body with ``text``: refused beside vectors or a vectors' ``model``, else answered as the form's."""
-    if body.vector is not None or body.vectors is not None or body.model is not None:
-        raise InvalidParameterError(
-            "send 'text' or 'vector'/'vectors' (with their 'model'), not both: a search is by words or by vectors."
-        )
-    texts = [body.text] if isinstance(body.text, str) else list(body.text or [])
-    _check_batch_size(len(texts), services.settings.max_search_images, "texts")
-    settings = _body_settings(services, body)
-    return await answer_texts(services, texts, settings, start, batch=not isinstance(body.text, str))
-
-
-def _body_settings(services: Services, body: schemas.VectorSearchRequest) -> SearchSettings:
-    """The JSON body's search settings, checked as the form's (``search_settings``)."""
-    return search_settings(
-        services,
-        body.k,
-        _kind(body.kind, body.index),
-        body.rerank,
-        body.filter,
-        body.postprocess,
-        body.offset,
-        body.min_score,
-        body.min_probability,
-    )
-
-
 @router.post(
     "/items/delete",
     response_model=schemas.DeleteByFilterResponse,
@@ -238,37 +161,10 @@ async def delete_by_filter(
 )
 async def similar_by_key(
     key: str = Path(description="the item's key"),
-    k: int | None = Query(None, description="number of results (1..k_max of the server)"),
-    kind: schemas.IndexKind | None = Query(None, description="'float' or 'binary'"),
-    index: schemas.IndexKind | None = Query(None, description="the older name of `kind`", deprecated=True),
-    rerank: int | None = Query(None, description="binary only: re-rank this many candidates by cosine"),
-    filter_: str | None = Query(None, alias="filter", description="a JSON filter, as POST /search"),
-    postprocess: schemas.PostprocessName | None = Query(None, description="'none', 'qe' or 'kreciprocal'"),
-    offset: int | None = Query(None, description="skip this many of the best hits first"),
-    min_score: float | None = Query(None, description="only hits scoring at least this"),
-    min_probability: float | None = Query(None, description="only hits at least this likely to share the class"),
+    options: SearchOptions = Depends(query_options),
     services: Services = Depends(get_services),
 ) -> SearchResponse:
-    start = time.perf_counter()
-    key = checked_key(key)
-    settings = search_settings(
-        services, k, _kind(kind, index), rerank, filter_, postprocess, offset, min_score, min_probability
-    )
-    item = await services.state.read(lambda snap: snap.store.item_by_key(key))
-    found = await search_similar(services, item.id, settings)
-    timings = Timings()
-    timings.search_ms = timings.total_ms = round((time.perf_counter() - start) * 1000.0, 3)
-    return _response(settings, found, timings)
-
-
-def _found(page: HitPage, warnings: list[str], services: Services) -> FoundPage:
-    shows = services.settings.shows_paths
-    return FoundPage(
-        [search_hit(hit.item, hit.score, shows, hit.probability) for hit in page.hits],
-        page.below_min_score,
-        warnings,
-        page.below_min_probability,
-    )
+    return await similar_to(Query.key(checked_key(key)), options, services)
 
 
 def _item_vectors(items: list[schemas.VectorItem]) -> list[Any]:

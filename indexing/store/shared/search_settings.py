@@ -43,7 +43,7 @@ class SearchSettings:
     (``"float"`` or ``"binary"``; ``rerank=N``: a binary shortlist of N re-ranked by float), among the
     items that pass ``where``, after ``postprocess`` (none, qe or kreciprocal), and of those only the
     ones scoring at least ``min_score`` and whose calibrated probability of sharing the query's class is at least
-    ``min_probability`` (``indexing.store.calibrated_hits``). A bad value is a DataError naming it."""
+    ``min_probability`` (``indexing.query.steps.probability``). A bad value is a DataError naming it."""
 
     k: int = 10
     kind: Literal["float", "binary"] = "float"

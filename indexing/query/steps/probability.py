@@ -1,14 +1,18 @@
-"""Each hit's ``probability``: its score read through the model's calibration (``model.json``'s, which the
-index keeps), and the ``min_probability`` cut-off. Float and re-ranked searches read the float curve, plain
-binary ones the binary curve; post-processed scores (qe, kreciprocal) are no longer the scores it was fitted
-on, so their hits carry none and ``min_probability`` is refused with them."""
+"""``probability`` and ``min_probability``: each hit's probability, its score read through the model's
+calibration (``model.json``'s, which the index keeps), then the ``min_probability`` cut-off. Float and
+re-ranked searches read the float curve, plain binary ones the binary curve; post-processed scores (qe,
+kreciprocal) are no longer the scores it was fitted on, so their hits carry none and ``min_probability`` is
+refused with them."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.common.score_calibration import CalibrationKind, ScoreCalibration, require_calibration
+from retrieval.indexing.query.steps.step import BaseStep, HitPage, StepContext
 from retrieval.indexing.store.shared.items.items_db import Hit
 from retrieval.indexing.store.shared.search_settings import SearchSettings
 
@@ -39,3 +43,21 @@ def with_probabilities(hits: list[Hit], calibration: ScoreCalibration | None, se
         return hits
     probabilities = calibration.probabilities(kind, np.array([hit.score for hit in hits]))
     return [Hit(hit.item, hit.score, float(p)) for hit, p in zip(hits, probabilities, strict=True)]
+
+
+class Probability(BaseStep):
+    """Every hit's probability (when the model has a calibration), then the ``min_probability`` cut."""
+
+    name = "probability"
+
+    def applies(self, settings: SearchSettings) -> bool:
+        return True
+
+    def check(self, context: StepContext) -> None:
+        check_min_probability(context.traits.calibration, context.settings)
+
+    def apply(self, page: HitPage, context: StepContext) -> HitPage:
+        hits = with_probabilities(page.hits, context.traits.calibration, context.settings)
+        cut = context.settings.min_probability
+        kept = [hit for hit in hits if cut is None or (hit.probability is not None and hit.probability >= cut)]
+        return replace(page, hits=kept, below_min_probability=page.below_min_probability + len(hits) - len(kept))
