@@ -21,6 +21,11 @@ from retrieval.indexing.usecases.vector_input import read_vector_file
 Format = Literal["table", "json", "csv"]
 
 
+def _id_or_key(example: str) -> int | str:
+    """``--positive 12`` names item 12; any other text is an item's key."""
+    return int(example) if example.isdigit() else example
+
+
 def search(
     index_dir: IndexArg,
     images: Annotated[list[Path] | None, typer.Argument(help="query images (embedded in batches)")] = None,
@@ -90,6 +95,33 @@ def search(
             "with the parameters in the index's manifest",
         ),
     ] = "none",
+    positive: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--positive",
+            help="search by examples: more like this stored item (ID or KEY; repeatable); the examples are not returned",
+        ),
+    ] = None,
+    negative: Annotated[
+        list[str] | None,
+        typer.Option("--negative", help="with --positive: less like this stored item (ID or KEY; repeatable)"),
+    ] = None,
+    strategy: Annotated[
+        str | None,
+        typer.Option(
+            "--strategy",
+            help="how examples are searched: average_vector (Qdrant's, the default), best_score (Qdrant's) or rocchio",
+        ),
+    ] = None,
+    group_by: Annotated[
+        str | None,
+        typer.Option("--group-by", help="the best k groups of items sharing 'label' or this metadata key"),
+    ] = None,
+    group_size: Annotated[int, typer.Option("--group-size", help="with --group-by: hits per group")] = 1,
+    diversity: Annotated[
+        float | None,
+        typer.Option("--diversity", help="0 (the plain order) to 1: MMR's weight of novelty over the first candidates"),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="write JSON: every query with its results")] = False,
     as_csv: Annotated[bool, typer.Option("--csv", help="write CSV: one row per query and rank")] = False,
     out: Annotated[
@@ -103,9 +135,10 @@ def search(
 ) -> None:
     """Find the items of an index most similar to each query image (or stored item, vector or text) and print them."""
     fmt = _output_format(as_json, as_csv, out)
-    if not images and not item_ids and vector is None and not texts:
+    if not images and not item_ids and vector is None and not texts and not positive and not negative:
         raise ConfigError(
-            "give one or more query images, --id ITEM_ID to search by a stored item, --vector FILE.npy, or --text WORDS"
+            "give one or more query images, --id ITEM_ID to search by a stored item, --vector FILE.npy, --text WORDS, "
+            "or --positive ID_OR_KEY"
         )
     methods = parse_methods(postprocess, QUERY_METHODS)
     if len(methods) > 1:
@@ -128,6 +161,12 @@ def search(
         texts=texts or (),
         min_probability=min_probability,
         collapse_duplicates=collapse_duplicates,
+        positive=[_id_or_key(example) for example in positive or []],
+        negative=[_id_or_key(example) for example in negative or []],
+        strategy=strategy,
+        group_by=group_by,
+        group_size=group_size,
+        diversity=diversity,
     )
     bars = not quiet and len(images or []) > batch_size  # many images: progress bars; few: one line meanwhile
     with activity(f"opening {index_dir} and searching", enabled=not quiet and not bars):

@@ -19,7 +19,10 @@ import numpy as np
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.common.registry import Registry
 
-NEGATIVE_WEIGHT = 0.25
+MAX_EXAMPLES = 100
+"""The most positive and negative examples one search takes (more is refused in one sentence)."""
+NO_POSITIVE = "a search by examples needs at least one positive example."
+NEGATIVE_WEIGHT = 0.75
 """Rocchio's weight of the negatives' mean (positives' mean weighs 1), chosen on validation classes."""
 
 
@@ -34,7 +37,9 @@ class Examples:
     def of(cls, positive: np.ndarray, negative: np.ndarray | None = None) -> Examples:
         good = np.atleast_2d(np.asarray(positive, dtype=np.float32))
         if good.size == 0:
-            raise DataError("a search by examples needs at least one positive example.")
+            raise DataError(NO_POSITIVE)
+        if len(good) + (0 if negative is None else len(np.atleast_2d(negative))) > MAX_EXAMPLES:
+            raise DataError(f"a search by examples takes at most {MAX_EXAMPLES} examples, positive and negative together.")
         bad = np.zeros((0, good.shape[1]), np.float32) if negative is None else np.asarray(negative, np.float32)
         bad = bad.reshape(-1, good.shape[1]) if bad.size else np.zeros((0, good.shape[1]), np.float32)
         return cls(good, bad)
@@ -57,6 +62,13 @@ class Strategy:
         if self.vector is None:
             return examples.positive
         return np.asarray(self.vector(examples), dtype=np.float32)[None, :]
+
+    def candidate_vector(self, examples: Examples) -> np.ndarray:
+        """One unit vector whose neighbours are the candidates: the strategy's own, or (re-scoring
+        strategies) the positives' mean."""
+        vector = self.vectors(examples)[0] if not self.rescores else examples.positive.mean(axis=0)
+        norm = float(np.linalg.norm(vector))
+        return (vector / norm if norm > 0 else vector).astype(np.float32)
 
     def score(self, positive_sims: np.ndarray, negative_sims: np.ndarray) -> np.ndarray:
         """(c,) scores of candidates from their (c, p) and (c, n) similarities to the examples."""
