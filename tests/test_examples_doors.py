@@ -116,3 +116,31 @@ def test_the_command_searches_by_examples_like_brute_force(fresh_index: Path) ->
     assert got == _brute(fresh_index, ids[:2], ids[10:11], "average_vector", 4)
     refused = CliRunner().invoke(app, ["search", str(fresh_index), "--negative", str(ids[0])])
     assert isinstance(refused.exception, DataError) and "at least one positive example" in str(refused.exception)
+
+
+def test_the_service_json_and_form_search_by_examples_like_brute_force(fresh_index: Path) -> None:
+    from serving_fixtures import serving_client
+
+    ids = _stored(fresh_index)[0].tolist()
+    expected = _brute(fresh_index, ids[:2], ids[10:11], "best_score", 4)
+    with serving_client(fresh_index) as client:
+        body = {"positive": ids[:2], "negative": [ids[10]], "strategy": "best_score", "k": 4}
+        answer = client.post("/search", json=body)
+        assert answer.status_code == 200, answer.text
+        assert [hit["id"] for hit in answer.json()["results"]] == expected
+        assert answer.json()["strategy"] == "best_score"  # echoed like every option
+        form = {"positive": [str(ids[0]), str(ids[1])], "negative": [str(ids[10])], "strategy": "best_score", "k": "4"}
+        by_form = client.post("/search", data=form)
+        assert by_form.status_code == 200, by_form.text
+        assert [hit["id"] for hit in by_form.json()["results"]] == expected
+        grouped = client.post("/search", json={"positive": ids[:1], "k": 3, "group_by": "label", "group_size": 2})
+        assert grouped.status_code == 200 and len({hit["label"] for hit in grouped.json()["results"]}) == 3
+        for bad, sentence in (
+            ({"negative": [ids[0]]}, "at least one positive example"),
+            ({"positive": [10_000]}, "10000"),
+            ({"positive": [ids[0]], "strategy": "avg"}, "unknown strategy 'avg'"),
+            ({"vector": [0.0] * 4, "strategy": "best_score"}, "strategy needs positive examples"),
+            ({"positive": [ids[0]], "diversity": 2}, "diversity must be between 0"),
+        ):
+            refused = client.post("/search", json=bad)
+            assert 400 <= refused.status_code < 500 and sentence in refused.text, (bad, refused.text)
