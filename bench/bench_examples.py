@@ -57,6 +57,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--group-float-size", type=int, default=100_000)
     parser.add_argument("--group-dim", type=int, default=2048)
     parser.add_argument("--group-queries", type=int, default=20)
+    parser.add_argument("--sections", default="feedback,latency,groups,views,diversity", help="which tables")
     parser.add_argument("--synthetic", action="store_true", help="clustered synthetic vectors instead of the data")
     return parse_quick(
         parser,
@@ -297,11 +298,8 @@ def main() -> None:
     load_note = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     print(f"# bench_examples {'(synthetic)' if args.synthetic else ''}: load {load_note}")
     print(f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}, OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}")
-    feedback(args)
-    latency(args)
-    groups(args)
-    views(args)
-    diversity(args)
+    for section in args.sections.split(","):
+        {"feedback": feedback, "latency": latency, "groups": groups, "views": views, "diversity": diversity}[section](args)
     print(f"\nload at the end: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
 
 
