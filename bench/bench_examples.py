@@ -99,7 +99,14 @@ def feedback(args: argparse.Namespace) -> None:
         vectors, labels = load(dataset, "val", args.synthetic)
         queries = sample(len(labels), args.queries)
         weight_p10 = {
-            weight: precision_by_round(ours(vectors, Strategy("rocchio", partial(rocchio, negative_weight=weight))), vectors, labels, queries, args.rounds, 10)[2]
+            weight: precision_by_round(
+                ours(vectors, Strategy("rocchio", partial(rocchio, negative_weight=weight))),
+                vectors,
+                labels,
+                queries,
+                args.rounds,
+                10,
+            )[2]
             for weight in ROCCHIO_WEIGHTS
         }
         best = max(weight_p10, key=lambda weight: weight_p10[weight])
@@ -108,8 +115,15 @@ def feedback(args: argparse.Namespace) -> None:
         vectors, labels = load(dataset, "test", args.synthetic)
         queries = sample(len(labels), args.queries)
         tuned = Strategy("rocchio", partial(rocchio, negative_weight=best))
-        methods = {**our_methods(vectors), f"rocchio, weight {best} (validation)": ours(vectors, tuned), **qdrant_methods(vectors)}
-        table = {name: precision_by_round(method, vectors, labels, queries, args.rounds, 10) for name, method in methods.items()}
+        methods = {
+            **our_methods(vectors),
+            f"rocchio, weight {best} (validation)": ours(vectors, tuned),
+            **qdrant_methods(vectors),
+        }
+        table = {
+            name: precision_by_round(method, vectors, labels, queries, args.rounds, 10)
+            for name, method in methods.items()
+        }
         qdrant_best = max((p[2] for name, p in table.items() if name.startswith("qdrant")), default=float("nan"))
         print(f"{dataset} test classes, {len(labels)} images, {len(queries)} sessions")
         print("| method | " + " | ".join(f"round {r}" for r in range(args.rounds + 1)) + " | round 2 - qdrant's best |")
@@ -168,18 +182,27 @@ def latency(args: argparse.Namespace) -> None:
         stored = binarize(gallery) if binary else gallery
         index = faiss_index(stored, binary)
         search, compare = index_callables(index, stored, binary)
-        plain = _timed(lambda: search(gallery[rng.integers(len(vectors))][None, :], 10), args.latency_requests)
+        plain = _timed(partial(_plain_request, search, gallery[: len(vectors)], rng), args.latency_requests)
         for name in STRATEGIES.names():
-            def one() -> None:
-                query = int(rng.integers(len(vectors)))
-                same, other = np.flatnonzero(labels == labels[query]), np.flatnonzero(labels != labels[query])
-                positive, negative = [query, *rng.choice(same, 5)], list(rng.choice(other, 5))
-                examples = Examples.of(gallery[positive], gallery[negative])
-                search_by_examples(search, compare, STRATEGIES.get(name), examples, 10, np.array(positive + negative))
-
+            one = partial(_examples_request, search, compare, STRATEGIES.get(name), gallery, labels, rng)
             times = _timed(one, args.latency_requests)
             kind = "binary" if binary else "float"
-            print(f"| {kind} | {name} | {np.percentile(times, 50):.1f} | {np.percentile(times, 95):.1f} | {np.percentile(plain, 95):.1f} |")
+            print(
+                f"| {kind} | {name} | {np.percentile(times, 50):.1f} | {np.percentile(times, 95):.1f} | {np.percentile(plain, 95):.1f} |"
+            )
+
+
+def _plain_request(search, queries: np.ndarray, rng: np.random.Generator) -> None:  # noqa: ANN001
+    search(queries[rng.integers(len(queries))][None, :], 10)
+
+
+def _examples_request(search, compare, strategy: Strategy, gallery, labels, rng) -> None:  # noqa: ANN001
+    """A session after 2 rounds: the query and 5 positives of its class, 5 negatives of others."""
+    query = int(rng.integers(len(labels)))
+    same, other = np.flatnonzero(labels == labels[query]), np.flatnonzero(labels != labels[query])
+    positive, negative = [query, *rng.choice(same, 5)], list(rng.choice(other, 5))
+    examples = Examples.of(gallery[positive], gallery[negative])
+    search_by_examples(search, compare, strategy, examples, 10, np.array(positive + negative))
 
 
 def _timed(call, repeats: int) -> np.ndarray:  # noqa: ANN001
@@ -219,35 +242,49 @@ def groups(args: argparse.Namespace) -> None:
     print("| index | items | groups found (min) | group recall | plain p50 ms | grouped p50 ms | ratio |")
     print("|---|---|---|---|---|---|---|")
     for binary, size in ((True, args.group_binary_size), (False, args.group_float_size)):
-        codes, keys, centres = grouped_codes(size, args.group_dim, per_group=10)
-        rng = np.random.default_rng(2)
-        if binary:
-            stored, bits = codes, args.group_dim
-        else:  # float vectors with the same groups: the +-1 signs of the codes plus noise
-            signs = np.unpackbits(codes, axis=1).astype(np.float32) * 2 - 1
-            stored = signs + rng.standard_normal(signs.shape, dtype=np.float32)
-            stored /= np.linalg.norm(stored, axis=1, keepdims=True)
-            del signs
-        index = faiss_index(stored, binary)
-        found, recall, plain, grouped = [], [], [], []
-        for _ in range(args.group_queries):
-            centre = centres[rng.integers(len(centres))][None, :]
-            query = centre if binary else (np.unpackbits(centre, axis=1).astype(np.float32) * 2 - 1) / np.sqrt(args.group_dim)
+        _group_row(args, binary, size)
 
-            def search(n: int, query=query) -> tuple[np.ndarray, np.ndarray]:  # noqa: ANN001
-                got, ids = index.search(query, n)
-                return ids[0], (-got[0] if binary else got[0])
 
-            plain.append(_timed(lambda: search(10), 3).min())
-            grouped.append(_timed(lambda: grouped_search(search, lambda ids: keys[ids].tolist(), 10, 3, size), 3).min())
-            result = grouped_search(search, lambda ids: keys[ids].tolist(), 10, 3, size)
-            scores = similarities(query, stored)[0]
-            found.append(len(result))
-            recall.append(len({group.key for group in result} & exact_groups(scores, keys, 10)) / 10)
-        ratio = np.median(grouped) / np.median(plain)
-        kind = f"binary {args.group_dim} bits" if binary else f"float d={args.group_dim}"
-        print(f"| {kind} | {size:,} | {min(found)} | {np.mean(recall):.3f} | {np.median(plain):.1f} | {np.median(grouped):.1f} | {ratio:.2f}x |")
-        del index, stored, codes
+def _group_row(args: argparse.Namespace, binary: bool, size: int) -> None:
+    codes, keys, centres = grouped_codes(size, args.group_dim, per_group=10)
+    rng = np.random.default_rng(2)
+    if binary:
+        stored = codes
+    else:  # float vectors with the same groups: the +-1 signs of the codes plus noise
+        signs = np.unpackbits(codes, axis=1).astype(np.float32) * 2 - 1
+        stored = signs + rng.standard_normal(signs.shape, dtype=np.float32)
+        stored /= np.linalg.norm(stored, axis=1, keepdims=True)
+        del signs
+    index = faiss_index(stored, binary)
+    key_of = partial(_keys_of, keys)
+    found, recall, plain, grouped = [], [], [], []
+    for _ in range(args.group_queries):
+        centre = centres[rng.integers(len(centres))][None, :]
+        signs = (np.unpackbits(centre, axis=1).astype(np.float32) * 2 - 1) / np.sqrt(args.group_dim)
+        query = centre if binary else signs
+        search = partial(_ranked, index, query, binary)
+        plain.append(_timed(partial(search, 10), 3).min())
+        grouped.append(_timed(partial(grouped_search, search, key_of, 10, 3, size), 3).min())
+        result = grouped_search(search, key_of, 10, 3, size)
+        found.append(len(result))
+        exact = exact_groups(similarities(query, stored)[0], keys, 10)
+        recall.append(len({group.key for group in result} & exact) / 10)
+    ratio = np.median(grouped) / np.median(plain)
+    kind = f"binary {args.group_dim} bits" if binary else f"float d={args.group_dim}"
+    print(
+        f"| {kind} | {size:,} | {min(found)} | {np.mean(recall):.3f} | {np.median(plain):.1f} | "
+        f"{np.median(grouped):.1f} | {ratio:.2f}x |"
+    )
+
+
+def _keys_of(keys: np.ndarray, ids: np.ndarray) -> list[int]:
+    return keys[ids].tolist()
+
+
+def _ranked(index, query: np.ndarray, binary: bool, n: int) -> tuple[np.ndarray, np.ndarray]:  # noqa: ANN001
+    """The best ``n`` (ids, scores) of one query of a faiss flat index (binary: minus the Hamming distance)."""
+    got, ids = index.search(query, n)
+    return ids[0], (-got[0] if binary else got[0])
 
 
 def views(args: argparse.Namespace) -> None:
@@ -261,7 +298,7 @@ def views(args: argparse.Namespace) -> None:
     best_view = averaged = 0
     for query in range(len(labels)):
         order = np.argsort(-sims[query], kind="stable")
-        best = grouped_search(lambda n, order=order: (order[:n], sims[query][order[:n]]), lambda ids: labels[ids].tolist(), 1, 1, len(labels) - 1)
+        best = grouped_search(partial(_prefix, order, sims[query]), partial(_keys_of, labels), 1, 1, len(labels) - 1)
         best_view += best[0].key == labels[query]
         means = sums.copy()
         means[labels[query]] -= vectors[query]
@@ -271,6 +308,10 @@ def views(args: argparse.Namespace) -> None:
     print("| item vector | R@1 |\n|---|---|")
     print(f"| best view (group_by, group_size 1) | {best_view / len(labels):.3f} |")
     print(f"| averaged vector per item | {averaged / len(labels):.3f} |")
+
+
+def _prefix(order: np.ndarray, scores: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    return order[:n], scores[order[:n]]
 
 
 def diversity(args: argparse.Namespace) -> None:
@@ -297,9 +338,13 @@ def main() -> None:
     args = parse_args()
     load_note = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     print(f"# bench_examples {'(synthetic)' if args.synthetic else ''}: load {load_note}")
-    print(f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}, OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}")
+    print(
+        f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}, OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}"
+    )
     for section in args.sections.split(","):
-        {"feedback": feedback, "latency": latency, "groups": groups, "views": views, "diversity": diversity}[section](args)
+        {"feedback": feedback, "latency": latency, "groups": groups, "views": views, "diversity": diversity}[section](
+            args
+        )
     print(f"\nload at the end: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
 
 

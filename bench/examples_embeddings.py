@@ -6,7 +6,6 @@ model ``retrieval data duplicates`` uses), cached under ``$TMPDIR/retrieval_exam
 
 from __future__ import annotations
 
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,4 +41,3 @@ def split_vectors(data: Path, split: str) -> Split:
     stored = np.load(cached)
     vectors = stored["embeddings"] / np.linalg.norm(stored["embeddings"], axis=1, keepdims=True)
     return Split(vectors.astype(np.float32), stored["labels"])
-

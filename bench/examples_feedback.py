@@ -67,7 +67,9 @@ def qdrant_methods(vectors: np.ndarray) -> dict[str, Method]:
     except ImportError:
         return {}
     client = QdrantClient(":memory:")
-    client.create_collection("bench", vectors_config=models.VectorParams(size=vectors.shape[1], distance=models.Distance.DOT))
+    client.create_collection(
+        "bench", vectors_config=models.VectorParams(size=vectors.shape[1], distance=models.Distance.DOT)
+    )
     client.upload_collection("bench", vectors=vectors, ids=list(range(len(vectors))))
 
     def method_of(strategy: models.RecommendStrategy) -> Method:
@@ -78,5 +80,8 @@ def qdrant_methods(vectors: np.ndarray) -> dict[str, Method]:
 
         return method
 
-    strategies = {"average_vector": models.RecommendStrategy.AVERAGE_VECTOR, "best_score": models.RecommendStrategy.BEST_SCORE}
+    strategies = {
+        "average_vector": models.RecommendStrategy.AVERAGE_VECTOR,
+        "best_score": models.RecommendStrategy.BEST_SCORE,
+    }
     return {f"qdrant {name}": method_of(strategy) for name, strategy in strategies.items()}

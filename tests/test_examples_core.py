@@ -91,7 +91,9 @@ def test_grouped_search_fetches_until_k_groups_and_matches_brute_force() -> None
     exact = _brute_force_groups(scores, keys, 5, 2)
     assert [group.key for group in groups] == list(exact)  # the groups and their order: exact
     for group in groups:  # the best hit exact; the others the group's best among the candidates fetched
-        assert group.ids[0] == exact[group.key][0] and set(group.ids) <= {i for i in order[:200] if keys[i] == group.key}
+        assert group.ids[0] == exact[group.key][0] and set(group.ids) <= {
+            i for i in order[:200] if keys[i] == group.key
+        }
         assert group.scores == sorted(group.scores, reverse=True) and len(group.ids) <= 2
     assert groups[0].ids == exact[0]
 
@@ -111,6 +113,7 @@ def test_first_groups_skips_padding_ids() -> None:
 def _brute_force_mmr(relevance: np.ndarray, pairwise: np.ndarray, diversity: float, k: int) -> list[int]:
     chosen: list[int] = []
     while len(chosen) < min(k, len(relevance)):
+
         def value(i: int) -> float:
             redundancy = max((pairwise[i][j] for j in chosen), default=0.0)
             return (1 - diversity) * relevance[i] - diversity * redundancy
@@ -126,7 +129,9 @@ def test_mmr_against_brute_force(diversity: float) -> None:
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     relevance = vectors @ vectors[0]
     pairwise = vectors @ vectors.T
-    assert mmr_order(relevance, pairwise, diversity, 10).tolist() == _brute_force_mmr(relevance, pairwise, diversity, 10)
+    assert mmr_order(relevance, pairwise, diversity, 10).tolist() == _brute_force_mmr(
+        relevance, pairwise, diversity, 10
+    )
 
 
 def test_mmr_by_hand_skips_a_near_copy() -> None:

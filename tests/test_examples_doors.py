@@ -21,10 +21,17 @@ from retrieval.indexing.store.backends import open_store
 def _stored(index: Path) -> tuple[np.ndarray, np.ndarray, list[str], float]:
     with open_store(index) as store:
         ids = np.array(sorted(store.ids()))
-        return ids, store.embeddings_of(ids).astype(np.float32), [store.item(i).label for i in ids], store.manifest.binarization_threshold
+        return (
+            ids,
+            store.embeddings_of(ids).astype(np.float32),
+            [store.item(i).label for i in ids],
+            store.manifest.binarization_threshold,
+        )
 
 
-def _brute(index: Path, positive: list[int], negative: list[int], strategy: str, k: int, kind: str = "float") -> list[int]:
+def _brute(
+    index: Path, positive: list[int], negative: list[int], strategy: str, k: int, kind: str = "float"
+) -> list[int]:
     ids, vectors, _, threshold = _stored(index)
     row = {item: n for n, item in enumerate(ids.tolist())}
     good, bad = vectors[[row[i] for i in positive]], vectors[[row[i] for i in negative]]
@@ -42,7 +49,9 @@ def _brute(index: Path, positive: list[int], negative: list[int], strategy: str,
     return ranked[:k]
 
 
-@pytest.mark.parametrize(("strategy", "kind"), [("average_vector", "float"), ("best_score", "float"), ("average_vector", "binary")])
+@pytest.mark.parametrize(
+    ("strategy", "kind"), [("average_vector", "float"), ("best_score", "float"), ("average_vector", "binary")]
+)
 def test_the_python_api_by_examples_ranks_like_brute_force(fresh_index: Path, strategy: str, kind: str) -> None:
     ids = _stored(fresh_index)[0].tolist()
     positive, negative = ids[:2], ids[10:11]
@@ -72,7 +81,11 @@ def test_group_by_label_is_the_brute_force_grouping(fresh_index: Path) -> None:
     best: dict[str, list[int]] = {}
     for n in np.lexsort((ids, -scores)):
         best.setdefault(labels[n], []).append(int(ids[n]))
-    expected = [item for label in sorted(best, key=lambda label: -scores[list(ids).index(best[label][0])])[:3] for item in best[label][:2]]
+    expected = [
+        item
+        for label in sorted(best, key=lambda label: -scores[list(ids).index(best[label][0])])[:3]
+        for item in best[label][:2]
+    ]
     assert [hit.item.id for hit in hits] == expected
     assert len({hit.item.label for hit in hits}) == 3
 
@@ -86,7 +99,9 @@ def test_diversity_is_mmr_by_brute_force(fresh_index: Path) -> None:
     chosen: list[int] = []
     while len(chosen) < 5:
         value = [
-            -np.inf if n in chosen else 0.5 * relevance[n] - 0.5 * max((float(vectors[n] @ vectors[c]) for c in chosen), default=0.0)
+            -np.inf
+            if n in chosen
+            else 0.5 * relevance[n] - 0.5 * max((float(vectors[n] @ vectors[c]) for c in chosen), default=0.0)
             for n in range(len(ids))
         ]
         chosen.append(int(np.argmax(value)))
@@ -108,7 +123,16 @@ def test_refusals_in_one_sentence(fresh_index: Path) -> None:
 
 def test_the_command_searches_by_examples_like_brute_force(fresh_index: Path) -> None:
     ids = _stored(fresh_index)[0].tolist()
-    args = ["search", str(fresh_index), "--positive", str(ids[0]), "--positive", str(ids[1]), "--negative", str(ids[10])]
+    args = [
+        "search",
+        str(fresh_index),
+        "--positive",
+        str(ids[0]),
+        "--positive",
+        str(ids[1]),
+        "--negative",
+        str(ids[10]),
+    ]
     done = CliRunner().invoke(app, [*args, "--k", "4", "--json"])
     assert done.exit_code == 0, done.output
     (query,) = json.loads(done.stdout)["queries"]

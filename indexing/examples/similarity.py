@@ -16,7 +16,9 @@ def similarities(queries: np.ndarray, items: np.ndarray) -> np.ndarray:
     """(q, d) x (n, d) -> (q, n) float32 similarities; uint8 arrays are packed codes (Hamming)."""
     left, right = np.atleast_2d(queries), np.atleast_2d(items)
     if left.shape[1] != right.shape[1] or (left.dtype == np.uint8) != (right.dtype == np.uint8):
-        raise DataError(f"cannot compare vectors of shape {left.shape} ({left.dtype}) with {right.shape} ({right.dtype})")
+        raise DataError(
+            f"cannot compare vectors of shape {left.shape} ({left.dtype}) with {right.shape} ({right.dtype})"
+        )
     if left.dtype != np.uint8:
         return (left.astype(np.float32) @ right.astype(np.float32).T).astype(np.float32)
     distances = np.bitwise_count(left[:, None, :] ^ right[None, :, :]).sum(axis=2, dtype=np.int64)

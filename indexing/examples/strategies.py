@@ -39,7 +39,9 @@ class Examples:
         if good.size == 0:
             raise DataError(NO_POSITIVE)
         if len(good) + (0 if negative is None else len(np.atleast_2d(negative))) > MAX_EXAMPLES:
-            raise DataError(f"a search by examples takes at most {MAX_EXAMPLES} examples, positive and negative together.")
+            raise DataError(
+                f"a search by examples takes at most {MAX_EXAMPLES} examples, positive and negative together."
+            )
         bad = np.zeros((0, good.shape[1]), np.float32) if negative is None else np.asarray(negative, np.float32)
         bad = bad.reshape(-1, good.shape[1]) if bad.size else np.zeros((0, good.shape[1]), np.float32)
         return cls(good, bad)

@@ -54,6 +54,8 @@ class Query:
         return cls("key", key)
 
     @classmethod
-    def examples(cls, positive: tuple[Query, ...], negative: tuple[Query, ...] = (), strategy: str = "average_vector") -> Query:
+    def examples(
+        cls, positive: tuple[Query, ...], negative: tuple[Query, ...] = (), strategy: str = "average_vector"
+    ) -> Query:
         """A search by examples: more like ``positive``, less like ``negative``."""
         return cls("examples", strategy, "examples", positive=tuple(positive), negative=tuple(negative))

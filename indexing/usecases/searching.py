@@ -84,7 +84,7 @@ class SearchRequest:
         if positive or negative:
             options["strategy"] = options.get("strategy") or "average_vector"
         elif options.get("strategy") is not None:
-            raise DataError("strategy needs positive examples (positive=, --positive, \"positive\").")
+            raise DataError('strategy needs positive examples (positive=, --positive, "positive").')
         settings = SearchSettings.parse(**options)
         queries = tuple(image if isinstance(image, Image.Image) else Path(image) for image in images)
         given_model = Path(model) if model is not None else None
@@ -108,7 +108,11 @@ class SearchRequest:
             *(Query.text(text) for text in self.texts),
             *(Query.vector(vector) for vector in vectors),
             *(Query.item(item_id) for item_id in self.item_ids),
-            *([Query.examples(self.positive, self.negative, self.settings.strategy or "")] if self.strategy_set else []),
+            *(
+                [Query.examples(self.positive, self.negative, self.settings.strategy or "")]
+                if self.strategy_set
+                else []
+            ),
         ]
 
     @property

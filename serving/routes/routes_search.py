@@ -145,7 +145,9 @@ def form_input(
     if positive or negative:
         if images or texts:
             raise InvalidParameterError("send 'positive'/'negative' examples or 'image'/'text', not both.")
-        return _examples_input([_form_example(value) for value in positive], [_form_example(value) for value in negative], options)
+        return _examples_input(
+            [_form_example(value) for value in positive], [_form_example(value) for value in negative], options
+        )
     _no_strategy(options)
     if (not images) == (not texts):
         raise InvalidParameterError(
