@@ -46,10 +46,10 @@ class ByExamples(BaseStep):
         return replace(page, hits=[Hit(hits[i].item, float(scores[i]), hits[i].probability) for i in order])
 
 
-def _vectors(queries: tuple[Query, ...], context: StepContext) -> np.ndarray | None:
+def _vectors(queries: tuple[Query, ...], context: StepContext) -> np.ndarray:
     """The examples' vectors: stored items' own, the others as ``query_vectors`` resolved them."""
     if not queries:
-        return None
+        return np.zeros((0, context.store.dim), np.float32)
     ids = [query.value for query in queries if query.kind == "item"]
     stored = dict(zip(ids, context.store.embeddings_of(ids))) if ids else {}
     rows = [stored[query.value] if query.kind == "item" else query.value for query in queries]
