@@ -30,14 +30,14 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
-from examples_feedback import our_methods, ours, precision_by_round, qdrant_methods
+from examples_feedback import our_methods, ours, precision_by_round, qdrant_methods, rocchio
 from quick_mode import parse_quick
 
 from retrieval.indexing.examples.diversity import mmr_order
 from retrieval.indexing.examples.example_search import search_by_examples
 from retrieval.indexing.examples.grouping import grouped_search
 from retrieval.indexing.examples.similarity import similarities
-from retrieval.indexing.examples.strategies import STRATEGIES, Examples, Strategy, rocchio
+from retrieval.indexing.examples.strategies import STRATEGIES, Examples, Strategy
 from retrieval.indexing.search.binary import binarize
 
 DATA = Path("/work/shared/data")

@@ -10,7 +10,7 @@ from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.examples.diversity import mmr_order
 from retrieval.indexing.examples.grouping import first_groups, grouped_search
 from retrieval.indexing.examples.similarity import similarities
-from retrieval.indexing.examples.strategies import STRATEGIES, Examples, average_vector, best_score, rocchio
+from retrieval.indexing.examples.strategies import STRATEGIES, Examples, average_vector, best_score
 from retrieval.indexing.search.binary import binarize
 
 
@@ -19,11 +19,6 @@ def test_average_vector_is_qdrants_formula_by_hand() -> None:
     # avg(pos) = (0.5, 0.5); avg(pos) + (avg(pos) - avg(neg)) = (0.5, 0.5) + (-0.5, -0.5) = (0, 0)
     assert average_vector(examples).tolist() == [0.0, 0.0]
     assert average_vector(Examples.of(np.array([[2.0, 0.0], [0.0, 4.0]]))).tolist() == [1.0, 2.0]
-
-
-def test_rocchio_by_hand() -> None:
-    examples = Examples.of(np.array([[1.0, 0.0], [0.0, 1.0]]), np.array([[4.0, 0.0]]))
-    assert rocchio(examples, negative_weight=0.25).tolist() == [-0.5, 0.5]
 
 
 def test_best_score_against_a_loop() -> None:

@@ -110,7 +110,7 @@ def search(
         str | None,
         typer.Option(
             "--strategy",
-            help="how examples are searched: average_vector (Qdrant's, the default), best_score (Qdrant's) or rocchio",
+            help="how examples are searched: average_vector (Qdrant's, the default) or best_score (Qdrant's)",
         ),
     ] = None,
     group_by: Annotated[

@@ -189,7 +189,7 @@ def search(
     pickup truck"]``), one HitList each, on an index whose model has a text side (a CLIP or SigLIP export).
     ``positive`` / ``negative``: examples (item ids, keys, image paths or PIL images, vectors), one more HitList
     of the items most like the positives and least like the negatives, the examples left out; ``strategy``:
-    average_vector (the default), best_score or rocchio. ``group_by`` ("label" or a metadata key) and
+    average_vector (the default) or best_score. ``group_by`` ("label" or a metadata key) and
     ``group_size``: the best ``k`` groups, ``group_size`` hits each, group after group; ``diversity`` (0 to
     1): MMR over the first candidates."""
     queries = [images] if isinstance(images, str | Path | Image.Image) else list(images or [])

@@ -95,7 +95,7 @@ class VectorSearchRequest(_Strict):
         "the examples are not returned; instead of vector(s) and text",
     )
     negative: list[int | str | list[float]] | None = Field(None, description="with positive: less like these")
-    strategy: str | None = Field(None, description="with positive: average_vector (default), best_score or rocchio")
+    strategy: str | None = Field(None, description="with positive: average_vector (default) or best_score")
     group_by: str | None = Field(None, description="'label' or a metadata key: the best k groups")
     group_size: int | None = Field(None, description="with group_by: hits per group (default 1)")
     diversity: float | None = Field(None, description="0 (plain, default) to 1: MMR over the first candidates")

@@ -48,8 +48,7 @@ _POSTPROCESS = (
 )
 _STRATEGY = (
     "with positive examples: 'average_vector' (Qdrant's: avg(positive) + (avg(positive) - avg(negative)), the "
-    "default), 'best_score' (Qdrant's: each candidate by its best positive, pushed down when nearer a negative) "
-    "or 'rocchio' (avg(positive) - 0.75 avg(negative))"
+    "default) or 'best_score' (Qdrant's: each candidate by its best positive, pushed down when nearer a negative)"
 )
 _GROUP_BY = "'label' or a metadata key: the best k groups of items sharing it (exactly k when the index holds k)"
 _GROUP_SIZE = "with group_by: hits per group, best first (default 1)"
