@@ -165,6 +165,8 @@ def test_the_service_json_and_form_search_by_examples_like_brute_force(fresh_ind
             ({"positive": [ids[0]], "strategy": "avg"}, "unknown strategy 'avg'"),
             ({"vector": [0.0] * 4, "strategy": "best_score"}, "strategy needs positive examples"),
             ({"positive": [ids[0]], "diversity": 2}, "diversity must be between 0"),
+            ({"positive": [ids[0]], "group_by": "label", "group_size": 10**9}, "group_size must be a whole number"),
+            ({"vector": [0.0] * 4, "group_size": 2}, "group_size needs group_by"),
         ):
             refused = client.post("/search", json=bad)
             assert 400 <= refused.status_code < 500 and sentence in refused.text, (bad, refused.text)

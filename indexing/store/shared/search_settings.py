@@ -31,6 +31,8 @@ SEARCH_OPTIONS = ("k", "kind", "rerank", "filter", "postprocess", "offset", "min
 OPTION_ALIASES = {"kind": ("--binary", "index"), "filter": ("where",)}
 """The older spellings each door still accepts: the CLI's ``--binary``, the service's ``index``, the Python
 API's ``where``."""
+MAX_GROUP_SIZE = 1000
+"""The most hits one group holds (group_by fetches k x group_size candidates at least)."""
 RERANK_NEEDS_BINARY = (
     "rerank re-orders a shortlist of the binary index by float cosine, so it needs kind binary "
     "(a float search is exact already)."
@@ -91,8 +93,8 @@ class SearchSettings:
             STRATEGIES.get(self.strategy)  # an unknown name: a DataError naming the known ones
         if self.group_by is not None and (not isinstance(self.group_by, str) or not self.group_by.strip()):
             raise DataError(f"group_by must be 'label' or a metadata key, got {self.group_by!r}")
-        if not _whole(self.group_size) or self.group_size < 1:
-            raise DataError(f"group_size must be a whole number of at least 1, got {self.group_size!r}")
+        if not _whole(self.group_size) or not 1 <= self.group_size <= MAX_GROUP_SIZE:
+            raise DataError(f"group_size must be a whole number from 1 to {MAX_GROUP_SIZE}, got {self.group_size!r}")
         if self.group_size != 1 and self.group_by is None:
             raise DataError("group_size needs group_by (the label or metadata key the hits are grouped by).")
         if self.diversity is not None and not 0.0 <= self.diversity <= 1.0:  # NaN fails too
