@@ -60,6 +60,6 @@ def grouped_search(
     while True:
         ids, scores = search(fetch)
         groups = first_groups(ids, scores, key_of(ids), k, group_size)
-        if len(groups) == k or fetch >= total:
+        if len(groups) == k or fetch >= total or len(ids) < fetch:  # fewer than asked: nothing more to find
             return groups
         fetch = min(total, 2 * fetch)

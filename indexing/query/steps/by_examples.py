@@ -33,7 +33,7 @@ class ByExamples(BaseStep):
         origin = context.origin(page.row)
         if origin is None or origin.kind != "examples":
             return page
-        left_out = {query.value for query in (*origin.positive, *origin.negative) if query.kind == "item"}
+        left_out = example_ids(origin)
         hits = [hit for hit in page.hits if hit.item.id not in left_out]
         strategy = STRATEGIES.get(origin.value)
         if not strategy.rescores or not hits:
@@ -44,6 +44,13 @@ class ByExamples(BaseStep):
         scores = strategy.score(similarities(stored, examples.positive), negative)
         order = np.argsort(-scores, kind="stable")
         return replace(page, hits=[Hit(hits[i].item, float(scores[i]), hits[i].probability) for i in order])
+
+
+def example_ids(origin: Query | None) -> set[int]:
+    """The stored items a search by examples names as examples (none for any other query)."""
+    if origin is None or origin.kind != "examples":
+        return set()
+    return {query.value for query in (*origin.positive, *origin.negative) if query.kind == "item"}
 
 
 def _vectors(queries: tuple[Query, ...], context: StepContext) -> np.ndarray:

@@ -13,6 +13,7 @@ import numpy as np
 
 from retrieval.indexing.examples.grouping import FETCH_PER_GROUP, grouped_search
 from retrieval.indexing.query.candidates import candidates
+from retrieval.indexing.query.steps.by_examples import example_ids
 from retrieval.indexing.query.steps.step import BaseStep, HitPage, StepContext
 from retrieval.indexing.store.shared.items.items_db import Hit
 from retrieval.indexing.store.shared.search_settings import SearchSettings
@@ -47,8 +48,11 @@ class GroupBy(BaseStep):
 
     @staticmethod
     def _more(page: HitPage, context: StepContext, n: int) -> list[Hit]:
+        """The best ``n`` candidates of the row again, a search by examples' examples left out again."""
         row = page.row
-        return candidates(context.store, context.queries[row : row + 1], context.settings, n, [context.exclude[row]])[0]
+        hits = candidates(context.store, context.queries[row : row + 1], context.settings, n, [context.exclude[row]])[0]
+        left_out = example_ids(context.origin(row))
+        return [hit for hit in hits if hit.item.id not in left_out] if left_out else hits
 
 
 def _key(hit: Hit, group_by: str | None) -> Hashable | None:
