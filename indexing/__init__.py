@@ -4,6 +4,7 @@
 layouts, splits, image decoding, the synthetic generator) <- ``exported_model`` (``model.json``,
 preprocessing, the ONNX embedder) <- ``search`` (result type, search kinds, binary codes, exact
 k-NN) <- ``probability`` (score calibration: a score's probability of sharing the query's class, fitted, measured)
+and ``examples`` (search by positive and negative examples, grouping, diversity: pure functions)
 <- ``store`` (indexes: the files and Milvus backends behind one ``Store``, builds, shards)
 <- ``eval`` (metrics, NMI, evaluation, retrieval grid)
 <- ``duplicates`` (copies: exact, near, verified, grouped; their threshold)

@@ -64,7 +64,7 @@ ORDERS = {  # package -> its sub-packages and modules, lowest first: an import n
         {"data"},
         {"exported_model"},
         {"search"},
-        {"probability"},
+        {"probability", "examples"},
         {"store"},
         {"eval"},
         {"duplicates"},

@@ -15,8 +15,11 @@ from retrieval.cli.options.search_options import (
     BinaryOpt,
     CollapseOpt,
     CsvOpt,
+    DiversityOpt,
     FilterOpt,
     ForceOpt,
+    GroupByOpt,
+    GroupSizeOpt,
     IdOpt,
     ImagesArg,
     JsonOpt,
@@ -25,10 +28,13 @@ from retrieval.cli.options.search_options import (
     MinProbabilityOpt,
     MinScoreOpt,
     ModelOpt,
+    NegativeOpt,
     OffsetOpt,
     OutOpt,
+    PositiveOpt,
     PostprocessOpt,
     RerankOpt,
+    StrategyOpt,
     TextOpt,
     VectorOpt,
 )
@@ -40,6 +46,11 @@ from retrieval.indexing.search.postprocess_params import QUERY_METHODS, parse_me
 from retrieval.indexing.usecases.vector_input import read_vector_file
 
 Format = Literal["table", "json", "csv"]
+
+
+def _id_or_key(example: str) -> int | str:
+    """``--positive 12`` names item 12; any other text is an item's key."""
+    return int(example) if example.isdigit() else example
 
 
 def search(
@@ -58,6 +69,12 @@ def search(
     min_probability: MinProbabilityOpt = None,
     collapse_duplicates: CollapseOpt = False,
     postprocess: PostprocessOpt = "none",
+    positive: PositiveOpt = None,
+    negative: NegativeOpt = None,
+    strategy: StrategyOpt = None,
+    group_by: GroupByOpt = None,
+    group_size: GroupSizeOpt = 1,
+    diversity: DiversityOpt = None,
     as_json: JsonOpt = False,
     as_csv: CsvOpt = False,
     out: OutOpt = None,
@@ -69,9 +86,10 @@ def search(
 ) -> None:
     """Find the items of an index most similar to each query image (or stored item, vector or text) and print them."""
     fmt = _output_format(as_json, as_csv, out)
-    if not images and not item_ids and vector is None and not texts:
+    if not images and not item_ids and vector is None and not texts and not positive and not negative:
         raise ConfigError(
-            "give one or more query images, --id ITEM_ID to search by a stored item, --vector FILE.npy, or --text WORDS"
+            "give one or more query images, --id ITEM_ID to search by a stored item, --vector FILE.npy, --text WORDS, "
+            "or --positive ID_OR_KEY"
         )
     request = api.SearchRequest.of(  # a malformed filter or a threshold outside -1..1 fails before any embedding
         index_dir,
@@ -91,6 +109,12 @@ def search(
         texts=texts or (),
         min_probability=min_probability,
         collapse_duplicates=collapse_duplicates,
+        positive=[_id_or_key(example) for example in positive or []],
+        negative=[_id_or_key(example) for example in negative or []],
+        strategy=strategy,
+        group_by=group_by,
+        group_size=group_size,
+        diversity=diversity,
     )
     bars = not quiet and len(images or []) > batch_size  # many images: progress bars; few: one line meanwhile
     with activity(f"opening {index_dir} and searching", enabled=not quiet and not bars):

@@ -75,3 +75,30 @@ CsvOpt = Annotated[bool, typer.Option("--csv", help="write CSV: one row per quer
 OutOpt = Annotated[Path | None, typer.Option("--out", help="write to this file (.json or .csv) instead of stdout")]
 ModelOpt = Annotated[Path | None, typer.Option("--model", help="query model (default: the index's own copy)")]
 ForceOpt = Annotated[bool, typer.Option("--force", help="search even if the model differs from the index's")]
+PositiveOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--positive",
+        help="search by examples: more like this stored item (ID or KEY; repeatable); the examples are not returned",
+    ),
+]
+NegativeOpt = Annotated[
+    list[str] | None,
+    typer.Option("--negative", help="with --positive: less like this stored item (ID or KEY; repeatable)"),
+]
+StrategyOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--strategy",
+        help="how examples are searched: average_vector (Qdrant's, the default) or best_score (Qdrant's)",
+    ),
+]
+GroupByOpt = Annotated[
+    str | None,
+    typer.Option("--group-by", help="the best k groups of items sharing 'label' or this metadata key"),
+]
+GroupSizeOpt = Annotated[int, typer.Option("--group-size", help="with --group-by: hits per group")]
+DiversityOpt = Annotated[
+    float | None,
+    typer.Option("--diversity", help="0 (the plain order) to 1: MMR's weight of novelty over the first candidates"),
+]

@@ -14,7 +14,10 @@ import numpy as np
 from retrieval.indexing.query.candidates import candidates
 from retrieval.indexing.query.model_traits import ModelTraits
 from retrieval.indexing.query.query import Query
+from retrieval.indexing.query.steps.by_examples import ByExamples
 from retrieval.indexing.query.steps.collapse_duplicates import CollapseDuplicates
+from retrieval.indexing.query.steps.diversity import Diversity
+from retrieval.indexing.query.steps.group_by import GroupBy
 from retrieval.indexing.query.steps.min_score import MinScore
 from retrieval.indexing.query.steps.page import Page
 from retrieval.indexing.query.steps.probability import Probability
@@ -25,7 +28,10 @@ from retrieval.indexing.store.shared.store_protocol import Store
 
 MAX_KEYS_SHOWN = 50
 RESULT_STEPS: tuple[ResultStep, ...] = (
+    ByExamples(),  # positive / negative: the examples left out, best_score re-scores
     CollapseDuplicates(),  # one hit per group of copies (over-fetches 4x)
+    Diversity(),  # MMR over the first candidates
+    GroupBy(),  # group_by: offset and k count groups (the page step's cut, by group)
     Page(),  # offset and k: the page asked for
     MinScore(),  # min_score
     Probability(),  # probability, then min_probability

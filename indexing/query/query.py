@@ -8,11 +8,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-QueryKind = Literal["image", "text", "vector", "embedded", "item", "key"]
+QueryKind = Literal["image", "text", "vector", "embedded", "item", "key", "examples"]
 """``image``: a file or a PIL image, embedded by the model; ``text``: words, embedded by its text tower;
 ``vector``: made elsewhere (checked and normalised, ``model`` names its model); ``embedded``: made by the
 index's own model at the door (trusted as it is); ``item``/``key``: a stored item's own vector, the item
-itself left out of its hits."""
+itself left out of its hits; ``examples``: ``positive`` and ``negative`` queries of any other kind, searched
+together under the strategy named by ``value`` (``indexing.examples.strategies``), none of them in the hits."""
 
 
 @dataclass(frozen=True)
@@ -25,8 +26,8 @@ class Query:
     value: Any
     name: str = ""
     model: str | None = None
-    # room for the next kind: positive / negative examples (each a tuple of Query), read by query_vectors'
-    # converter of that kind and, through ``StepContext.origin(row)``, by any result step
+    positive: tuple[Query, ...] = ()
+    negative: tuple[Query, ...] = ()
 
     @classmethod
     def image(cls, image: Any, name: str = "") -> Query:
@@ -51,3 +52,10 @@ class Query:
     @classmethod
     def key(cls, key: str) -> Query:
         return cls("key", key)
+
+    @classmethod
+    def examples(
+        cls, positive: tuple[Query, ...], negative: tuple[Query, ...] = (), strategy: str = "average_vector"
+    ) -> Query:
+        """A search by examples: more like ``positive``, less like ``negative``."""
+        return cls("examples", strategy, "examples", positive=tuple(positive), negative=tuple(negative))

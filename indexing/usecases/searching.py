@@ -60,6 +60,8 @@ class SearchRequest:
     force: bool = False
     vectors: np.ndarray | None = None
     texts: tuple[str, ...] = ()
+    positive: tuple[Query, ...] = ()
+    negative: tuple[Query, ...] = ()
 
     @classmethod
     def of(
@@ -72,16 +74,31 @@ class SearchRequest:
         force: bool = False,
         vectors: Any = None,
         texts: Sequence[str] = (),
+        positive: Sequence[Any] = (),
+        negative: Sequence[Any] = (),
         **options: Unpack[SettingsOptions],
     ) -> SearchRequest:
         """The request of the options as the commands and the Python API name them: ``options`` are
-        ``SearchSettings.parse``'s (a bad setting is a DataError before any image is embedded)."""
+        ``SearchSettings.parse``'s (a bad setting is a DataError before any image is embedded). ``positive``
+        and ``negative``: examples (``example_query``), searched together as one more query."""
+        if positive or negative:
+            options["strategy"] = options.get("strategy") or "average_vector"
+        elif options.get("strategy") is not None:
+            raise DataError('strategy needs positive examples (positive=, --positive, "positive").')
         settings = SearchSettings.parse(**options)
         queries = tuple(image if isinstance(image, Image.Image) else Path(image) for image in images)
         given_model = Path(model) if model is not None else None
         given_vectors = None if vectors is None else np.asarray(vectors)
         request = cls(Path(index), settings, queries, tuple(item_ids), given_model, force, given_vectors)
+        if positive or negative:
+            good, bad = tuple(map(example_query, positive)), tuple(map(example_query, negative))
+            request = replace(request, positive=good, negative=bad)
         return replace(request, texts=tuple(checked_texts(texts))) if texts else request
+
+    @property
+    def has_images(self) -> bool:
+        """Whether a model must embed images: the queries' or the examples'."""
+        return bool(self.images) or any(example.kind == "image" for example in (*self.positive, *self.negative))
 
     def queries(self) -> list[Query]:
         """The request's queries in the order they are answered: images, texts, vectors, stored items."""
@@ -91,7 +108,16 @@ class SearchRequest:
             *(Query.text(text) for text in self.texts),
             *(Query.vector(vector) for vector in vectors),
             *(Query.item(item_id) for item_id in self.item_ids),
+            *(
+                [Query.examples(self.positive, self.negative, self.settings.strategy or "")]
+                if self.strategy_set
+                else []
+            ),
         ]
+
+    @property
+    def strategy_set(self) -> bool:
+        return bool(self.positive or self.negative)
 
 
 @dataclass(frozen=True)
@@ -144,6 +170,12 @@ def search(
     min_probability: float | None = None,
     collapse_duplicates: bool = False,
     item_ids: Sequence[int] = (),
+    positive: Sequence[Any] | None = None,
+    negative: Sequence[Any] | None = None,
+    strategy: str | None = None,
+    group_by: str | None = None,
+    group_size: int = 1,
+    diversity: float | None = None,
 ) -> list[HitList]:
     """The ``k`` most similar items of each image (a path or a PIL image), embedded with the index's
     own model: per image a ``HitList`` of ``(Item, score)``, best first. ``filter`` keeps the items whose
@@ -157,12 +189,17 @@ def search(
     per group of copies (the model's measured copy threshold). ``texts``: words searched for (e.g. ``["red
     pickup truck"]``), one HitList each, on an index whose model has a text side (a CLIP or SigLIP export).
     ``item_ids``: stored items searched by their own vectors, each left out of its own hits (one HitList each,
-    after the images', texts' and vectors')."""
+    after the images', texts' and vectors').
+    ``positive`` / ``negative``: examples (item ids, keys, image paths or PIL images, vectors), one more HitList
+    of the items most like the positives and least like the negatives, the examples left out; ``strategy``:
+    average_vector (the default) or best_score. ``group_by`` ("label" or a metadata key) and
+    ``group_size``: the best ``k`` groups, ``group_size`` hits each, group after group; ``diversity`` (0 to
+    1): MMR over the first candidates."""
     queries = [images] if isinstance(images, str | Path | Image.Image) else list(images or [])
     if isinstance(texts, str):
         raise DataError("texts= takes a list of texts; write texts=[...] for one")
-    if not queries and vectors is None and not texts and not item_ids:
-        raise DataError("search() needs at least one image, or vectors=, texts= or item_ids=")
+    if not queries and vectors is None and not texts and not item_ids and not positive and not negative:
+        raise DataError("search() needs at least one image, or vectors=, texts=, item_ids= or positive=")
     request = SearchRequest.of(
         index,
         queries,
@@ -178,11 +215,33 @@ def search(
         texts=texts or (),
         min_probability=min_probability,
         collapse_duplicates=collapse_duplicates,
+        positive=positive or (),
+        negative=negative or (),
+        strategy=strategy,
+        group_by=group_by,
+        group_size=group_size,
+        diversity=diversity,
     )
     outcome = search_index(request, unreadable="raise")
     for warning in outcome.warnings:
         warnings.warn(warning, UserWarning, stacklevel=2)
     return [HitList(query.hits, query.below_min_score, query.below_min_probability) for query in outcome.queries]
+
+
+def example_query(example: Any) -> Query:
+    """One example as the Python API and the commands give it: an int is a stored item's id, a str its key,
+    a path or a PIL image an image, a sequence of numbers a vector."""
+    if isinstance(example, bool):
+        raise DataError(f"an example must be an item id, a key, an image or a vector, got {example!r}")
+    if isinstance(example, int | np.integer):
+        return Query.item(int(example))
+    if isinstance(example, str):
+        return Query.key(example)
+    if isinstance(example, Path | Image.Image):
+        return Query.image(example)
+    if isinstance(example, Query):
+        return example
+    return Query.vector(np.asarray(example, dtype=np.float32))
 
 
 def search_index(
@@ -195,7 +254,7 @@ def search_index(
 ) -> SearchOutcome:
     """``search_store`` of the index of ``request``: its model and text tower loaded as its queries need
     (``ModelEncoders``), the index opened against that model, then the one search."""
-    embedder = query_embedder(request.index_dir, request.model, threads=threads) if request.images else None
+    embedder = query_embedder(request.index_dir, request.model, threads=threads) if request.has_images else None
     encoder, text_sha256 = (
         query_text_encoder(request.index_dir, request.model, threads=threads) if request.texts else (None, None)
     )

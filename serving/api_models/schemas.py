@@ -84,6 +84,10 @@ class _SearchEcho(_Strict):
     )
     min_score: float | None = Field(None, description="the threshold asked for, if any")
     min_probability: float | None = Field(None, description="the probability cut-off asked for, if any")
+    strategy: str | None = Field(None, description="how the positive/negative examples were searched, if any")
+    group_by: str | None = Field(None, description="the label or metadata key the hits were grouped by, if any")
+    group_size: int = Field(1, description="hits per group (with group_by)")
+    diversity: float | None = Field(None, description="MMR's weight of novelty, if asked (0: the plain order)")
     warnings: list[str] = Field(
         default_factory=list, description="e.g. a filter key that no item has (the keys in use are named)"
     )

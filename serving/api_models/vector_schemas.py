@@ -99,6 +99,16 @@ class VectorSearchRequest(_StrictBody):
         None, description="one hit per group of copies (the best ranked; the model's measured copy threshold)"
     )
     model: str | None = Field(None, description=_MODEL)
+    positive: list[int | str | list[float]] | None = Field(
+        None,
+        description="search by examples: more like these (item ids, keys, or vectors of the index's model); "
+        "the examples are not returned; instead of vector(s) and text",
+    )
+    negative: list[int | str | list[float]] | None = Field(None, description="with positive: less like these")
+    strategy: str | None = Field(None, description="with positive: average_vector (default) or best_score")
+    group_by: str | None = Field(None, description="'label' or a metadata key: the best k groups")
+    group_size: int | None = Field(None, description="with group_by: hits per group (default 1)")
+    diversity: float | None = Field(None, description="0 (plain, default) to 1: MMR over the first candidates")
 
 
 class DeleteByFilterRequest(_StrictBody):

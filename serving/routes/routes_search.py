@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fastapi import APIRouter, Depends, File, Form, Path, Request, UploadFile
@@ -51,6 +51,16 @@ _TEXT = (
 )
 
 
+_POSITIVE = (
+    "search by examples: more like this stored item (its id or key; send the field several times), the examples "
+    "not returned; instead of image and text"
+)
+
+
+def _form_example(value: str) -> Query:
+    return Query.item(int(value)) if value.isdigit() else Query.key(value)
+
+
 @dataclass
 class SearchInput:
     """What one ``POST /search`` asks: images, words or vectors (``kind``), the settings it sent, and whether
@@ -78,6 +88,8 @@ async def search(
     request: Request,
     image: list[UploadFile] | None = File(None, description=_IMAGE),
     text: list[str] | None = Form(None, description=_TEXT),
+    positive: list[str] | None = Form(None, description=_POSITIVE),
+    negative: list[str] | None = Form(None, description="with positive: less like this stored item (id or key)"),
     from_query: SearchParams = Depends(query_options),
     from_form: SearchParams = Depends(form_options),
     services: Services = Depends(get_services),
@@ -88,7 +100,8 @@ async def search(
     if is_json(request.scope):
         asked = json_input(await json_body(request, vector_schemas.VectorSearchRequest), from_query)
     else:
-        asked = form_input(image or [], text or [], from_query.merged(from_form, "a form field"))
+        options = from_query.merged(from_form, "a form field")
+        asked = form_input(image or [], text or [], options, positive or [], negative or [])
     limit = services.settings.max_search_images
     if asked.count > limit:
         raise PayloadTooLargeError(
@@ -106,8 +119,36 @@ async def search(
     return _batch_response(settings, pages, timings) if asked.batch else _response(settings, pages[0], timings)
 
 
-def form_input(images: list[UploadFile], texts: list[str], options: SearchParams) -> SearchInput:
-    """A form's search: images or words, not both or neither."""
+def _example(value: int | str | list[float], model: str | None) -> Query:
+    """A JSON example: an int is an item id, a str a key, a list of numbers a vector of ``model``."""
+    if isinstance(value, int):
+        return Query.item(value)
+    return Query.key(value) if isinstance(value, str) else Query.vector(value, model)
+
+
+def _examples_input(good: list[Query], bad: list[Query], options: SearchParams) -> SearchInput:
+    """A search by examples: one query, its strategy the one asked for or ``average_vector``."""
+    strategy = options.strategy or "average_vector"
+    query = Query.examples(tuple(good), tuple(bad), strategy)
+    return SearchInput("examples", vectors=[query], options=replace(options, strategy=strategy))
+
+
+def _no_strategy(options: SearchParams) -> None:
+    if options.strategy is not None:
+        raise InvalidParameterError("strategy needs positive examples ('positive').")
+
+
+def form_input(
+    images: list[UploadFile], texts: list[str], options: SearchParams, positive: list[str], negative: list[str]
+) -> SearchInput:
+    """A form's search: images, words, or examples (``positive``/``negative``: item ids or keys), one of them."""
+    if positive or negative:
+        if images or texts:
+            raise InvalidParameterError("send 'positive'/'negative' examples or 'image'/'text', not both.")
+        return _examples_input(
+            [_form_example(value) for value in positive], [_form_example(value) for value in negative], options
+        )
+    _no_strategy(options)
     if (not images) == (not texts):
         raise InvalidParameterError(
             "send one or more 'image' files or 'text' fields: a search is by images or by words."
@@ -120,6 +161,13 @@ def json_input(body: vector_schemas.VectorSearchRequest, from_query: SearchParam
     """A JSON body's search: ``text`` (one, or a list: a batch), or ``vector`` / ``vectors`` (a batch) with
     their ``model``; the settings from the body or the query."""
     options = from_query.merged(body_options(body), "a JSON field")
+    if body.positive is not None or body.negative is not None:
+        if body.vector is not None or body.vectors is not None or body.text is not None:
+            raise InvalidParameterError("send 'positive'/'negative' examples or 'vector'/'vectors'/'text', not both.")
+        good = [_example(value, body.model) for value in body.positive or []]
+        bad = [_example(value, body.model) for value in body.negative or []]
+        return _examples_input(good, bad, options)
+    _no_strategy(options)
     if body.text is not None:
         if body.vector is not None or body.vectors is not None or body.model is not None:
             raise InvalidParameterError(
@@ -202,6 +250,10 @@ def _echo(settings: SearchSettings, warnings: list[str], timings: Timings) -> di
         "score_kind": settings.score_kind,
         "min_score": settings.min_score,
         "min_probability": settings.min_probability,
+        "strategy": settings.strategy,
+        "group_by": settings.group_by,
+        "group_size": settings.group_size,
+        "diversity": settings.diversity,
         "warnings": warnings,
         "timings": timings,
     }

@@ -46,6 +46,13 @@ _POSTPROCESS = (
     "'none' (default), 'qe' (alpha-query expansion: the query plus its top hits, searched again) or "
     "'kreciprocal' (the top candidates re-ranked by k-reciprocal Jaccard distance); parameters: the index's"
 )
+_STRATEGY = (
+    "with positive examples: 'average_vector' (Qdrant's: avg(positive) + (avg(positive) - avg(negative)), the "
+    "default) or 'best_score' (Qdrant's: each candidate by its best positive, pushed down when nearer a negative)"
+)
+_GROUP_BY = "'label' or a metadata key: the best k groups of items sharing it (exactly k when the index holds k)"
+_GROUP_SIZE = "with group_by: hits per group, best first (default 1)"
+_DIVERSITY = "0 (the plain order, default) to 1: MMR's weight of novelty over the first candidates"
 _FILTER_EXAMPLES: dict[str, Example] = {
     "label and metadata": {"value": '{"label": "shoe", "shop": "berlin"}'},
     "operators": {"value": '{"label": {"$in": ["shoe", "boot"]}, "price": {"$gte": 10, "$lt": 50}}'},
@@ -67,6 +74,10 @@ class SearchParams:
     min_score: float | None = None
     min_probability: float | None = None
     collapse_duplicates: bool | None = None
+    strategy: str | None = None
+    group_by: str | None = None
+    group_size: int | None = None
+    diversity: float | None = None
 
     def given(self) -> dict[str, Any]:
         return {each.name: getattr(self, each.name) for each in fields(self) if getattr(self, each.name) is not None}
@@ -93,10 +104,27 @@ async def query_options(
     min_score: float | None = Query(None, description=_MIN_SCORE),
     min_probability: float | None = Query(None, description=_MIN_PROBABILITY),
     collapse_duplicates: bool | None = Query(None, description=_COLLAPSE),
+    strategy: str | None = Query(None, description=_STRATEGY),
+    group_by: str | None = Query(None, description=_GROUP_BY),
+    group_size: int | None = Query(None, description=_GROUP_SIZE),
+    diversity: float | None = Query(None, description=_DIVERSITY),
 ) -> SearchParams:
     """The settings sent as query parameters."""
     return SearchParams(
-        k, kind, index, rerank, filter_, postprocess, offset, min_score, min_probability, collapse_duplicates
+        k,
+        kind,
+        index,
+        rerank,
+        filter_,
+        postprocess,
+        offset,
+        min_score,
+        min_probability,
+        collapse_duplicates,
+        strategy,
+        group_by,
+        group_size,
+        diversity,
     )
 
 
@@ -113,10 +141,27 @@ async def form_options(
     collapse_duplicates: bool | None = Form(
         None, alias="collapse_duplicates", description=_SAME + "collapse_duplicates"
     ),
+    strategy: str | None = Form(None, alias="strategy", description=_SAME + "strategy"),
+    group_by: str | None = Form(None, alias="group_by", description=_SAME + "group_by"),
+    group_size: int | None = Form(None, alias="group_size", description=_SAME + "group_size"),
+    diversity: float | None = Form(None, alias="diversity", description=_SAME + "diversity"),
 ) -> SearchParams:
     """The settings sent as form fields (``StrictFormRoute`` refuses one sent as a query parameter as well)."""
     return SearchParams(
-        k, kind, index, rerank, filter_, postprocess, offset, min_score, min_probability, collapse_duplicates
+        k,
+        kind,
+        index,
+        rerank,
+        filter_,
+        postprocess,
+        offset,
+        min_score,
+        min_probability,
+        collapse_duplicates,
+        strategy,
+        group_by,
+        group_size,
+        diversity,
     )
 
 
@@ -154,4 +199,8 @@ def settings_of(services: Services, options: SearchParams) -> SearchSettings:
             filter_name="parameter 'filter'",
             min_probability=options.min_probability,
             collapse_duplicates=bool(options.collapse_duplicates),
+            strategy=options.strategy,
+            group_by=options.group_by,
+            group_size=1 if options.group_size is None else options.group_size,
+            diversity=options.diversity,
         )

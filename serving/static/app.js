@@ -24,6 +24,9 @@ function chosenIndex() {
 
 function describe(query) {
   if (query.kind === "text") return `the words "${query.text}"`;
+  if (query.kind === "examples") {
+    return `${query.positive.length} liked and ${query.negative.length} disliked items (they are not shown)`;
+  }
   return query.kind === "file" ? `"${query.file.name}"` : `item #${query.id} (${query.label})`;
 }
 
@@ -171,6 +174,17 @@ function hitElement(hit, scoreKind) {
     state.offset = 0; // a new query starts at its first page
     searchByItem(hit, { history: "push", focus: true });
   });
+  const feedback = document.createElement("div"); // the page learns: the next search uses these as examples
+  feedback.className = "feedback";
+  for (const [text, liked] of [["More like this", true], ["Less like this", false]]) {
+    const vote = document.createElement("button");
+    vote.type = "button";
+    vote.className = liked ? "more-like" : "less-like";
+    vote.textContent = text;
+    vote.title = `${text}: search again with item #${hit.id} as a ${liked ? "positive" : "negative"} example`;
+    vote.addEventListener("click", () => learn(hit.id, liked));
+    feedback.append(vote);
+  }
   const open = document.createElement("a");
   open.className = "open";
   open.href = hit.image_url;
@@ -178,7 +192,7 @@ function hitElement(hit, scoreKind) {
   open.rel = "noopener";
   open.title = `the full image: ${hit.path}`;
   open.textContent = fileName(hit);
-  item.append(button, open);
+  item.append(button, feedback, open);
   const metadata = metadataList(hit.metadata);
   if (metadata) item.append(metadata);
   return item;
@@ -190,7 +204,8 @@ function showResults(body, query) {
   grid.dataset.index = body.index;
   showCutoff(body);
   grid.dataset.postprocess = body.postprocess;
-  grid.dataset.query = query.kind === "item" ? `item:${query.id}` : query.kind === "text" ? `text:${query.text}` : "file";
+  grid.dataset.query = query.kind === "examples" ? `examples:${query.positive}|${query.negative}`
+    : query.kind === "item" ? `item:${query.id}` : query.kind === "text" ? `text:${query.text}` : "file";
   $("results-hint").hidden = !body.results.length;
   explainFilter(body);
   const t = body.timings;
@@ -287,6 +302,12 @@ function request(query, filter) {
   else if (minProbability() > 0) params.set("min_probability", String(minProbability()));
   if ($("collapse").checked) params.set("collapse_duplicates", "true"); // one hit per group of copies
   if (query.kind === "item") return fetch(`/items/${query.id}/similar?${params}`);
+  if (query.kind === "examples") { // POST /search by examples (ids as form fields)
+    const examples = new FormData();
+    for (const id of query.positive) examples.append("positive", String(id));
+    for (const id of query.negative) examples.append("negative", String(id));
+    return fetch(`/search?${params}`, { method: "POST", body: examples });
+  }
   const form = new FormData();
   if (query.kind === "text") form.append("text", query.text); // POST /search by words
   else form.append("image", query.file, query.file.name);
@@ -348,6 +369,35 @@ function searchByText(text, options) {
   state.query = { kind: "text", text };
   $("text-query").value = text;
   $("query-name").textContent = `“${text}”`;
+  search(options);
+}
+
+// "More like this" / "Less like this": the current query's examples plus this hit (a stored item's query is
+// its first positive; an image or words, whose vector is not stored, start from the first hit shown).
+function learn(id, liked) {
+  const query = state.query;
+  let positive = [];
+  let negative = [];
+  if (query && query.kind === "examples") [positive, negative] = [[...query.positive], [...query.negative]];
+  else if (query && query.kind === "item") positive = [query.id];
+  else if (!liked) {
+    const first = document.querySelector("#results .hit");
+    if (first && Number(first.dataset.id) !== id) positive = [Number(first.dataset.id)];
+  }
+  (liked ? positive : negative).push(id);
+  if (!positive.length) {
+    showError("Less like this needs something to be more like: choose More like this on another hit first.");
+    return;
+  }
+  searchByExamples(positive, negative, { history: "push", focus: true });
+}
+
+function searchByExamples(positive, negative, options) {
+  clearPreview();
+  state.offset = 0;
+  state.query = { kind: "examples", positive, negative };
+  $("query-name").textContent = `more like #${positive.join(", #")}` +
+    (negative.length ? `, less like #${negative.join(", #")}` : "");
   search(options);
 }
 
@@ -417,7 +467,10 @@ function filterJson() {
 function pageUrl(query) {
   const params = new URLSearchParams();
   if (query.kind === "item") params.set("item", query.id);
-  else if (query.kind === "text") params.set("text", query.text);
+  else if (query.kind === "examples") {
+    params.set("positive", query.positive.join(","));
+    if (query.negative.length) params.set("negative", query.negative.join(","));
+  } else if (query.kind === "text") params.set("text", query.text);
   else params.set("q", "upload");
   if ($("k").value && $("k").value !== String(DEFAULT_K)) params.set("k", $("k").value);
   if (chosenIndex() !== "float") params.set("index", chosenIndex());
@@ -430,7 +483,9 @@ function pageUrl(query) {
 }
 
 function remember(query, how) {
-  const entry = query.kind === "item"
+  const entry = query.kind === "examples"
+    ? { kind: "examples", positive: query.positive, negative: query.negative }
+    : query.kind === "item"
     ? { kind: "item", id: query.id, label: query.label, imageUrl: query.imageUrl }
     : query.kind === "text" ? { kind: "text", text: query.text } : { kind: "file", upload: query.upload };
   if (`${location.pathname}${location.search}` === pageUrl(query) && how === "push") how = "replace";
@@ -473,6 +528,11 @@ async function restore(entry, params, focus) {
     const hit = await response.json();
     if (navigation !== state.requestId) return;
     searchByItem(hit, { history: "none", focus });
+    return;
+  }
+  const ids = (name) => (params.get(name) || "").split(",").map(Number).filter((n) => Number.isInteger(n) && n > 0);
+  if (ids("positive").length) { // the state of a page that learns is its URL: ?positive=1,2&negative=3
+    searchByExamples(ids("positive"), ids("negative"), { history: "none", focus });
     return;
   }
   const text = params.get("text");

@@ -13,7 +13,7 @@ class Page(BaseStep):
     name = "page"
 
     def applies(self, settings: SearchSettings) -> bool:
-        return True
+        return settings.group_by is None  # grouped, ``group_by`` cuts the page by groups
 
     def apply(self, page: HitPage, context: StepContext) -> HitPage:
         settings = context.settings

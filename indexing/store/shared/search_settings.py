@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypedDict, TypeVar
 
 from retrieval.indexing.common.errors import DataError
+from retrieval.indexing.examples.strategies import STRATEGIES
 from retrieval.indexing.search.kinds import SearchKind
 from retrieval.indexing.search.postprocess_params import QUERY_METHODS
 from retrieval.indexing.store.shared.items.item_filter import ItemFilter, parse_filter
@@ -30,6 +31,8 @@ SEARCH_OPTIONS = ("k", "kind", "rerank", "filter", "postprocess", "offset", "min
 OPTION_ALIASES = {"kind": ("--binary", "index"), "filter": ("where",)}
 """The older spellings each door still accepts: the CLI's ``--binary``, the service's ``index``, the Python
 API's ``where``."""
+MAX_GROUP_SIZE = 1000
+"""The most hits one group holds (group_by fetches k x group_size candidates at least)."""
 RERANK_NEEDS_BINARY = (
     "rerank re-orders a shortlist of the binary index by float cosine, so it needs kind binary "
     "(a float search is exact already)."
@@ -55,6 +58,13 @@ class SearchSettings:
     min_probability: float | None = None
     collapse_duplicates: bool = False
     """One hit per group of copies (the best ranked; copies: the model's measured copy threshold)."""
+    strategy: str | None = None
+    """How ``positive``/``negative`` examples are searched (``indexing.examples.strategies``); None: no examples."""
+    group_by: str | None = None
+    """``"label"`` or a metadata key: the best ``k`` groups of items sharing it, ``group_size`` hits each."""
+    group_size: int = 1
+    diversity: float | None = None
+    """MMR's weight of novelty over the first candidates, 0 (the plain order) to 1."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", SearchKind.of(self.kind).value)  # the enum given: its name
@@ -79,6 +89,16 @@ class SearchSettings:
             )
         if self.min_probability is not None and not 0.0 <= self.min_probability <= 1.0:
             raise DataError(f"min_probability must be between 0 and 1, got {self.min_probability}")
+        if self.strategy is not None:
+            STRATEGIES.get(self.strategy)  # an unknown name: a DataError naming the known ones
+        if self.group_by is not None and (not isinstance(self.group_by, str) or not self.group_by.strip()):
+            raise DataError(f"group_by must be 'label' or a metadata key, got {self.group_by!r}")
+        if not _whole(self.group_size) or not 1 <= self.group_size <= MAX_GROUP_SIZE:
+            raise DataError(f"group_size must be a whole number from 1 to {MAX_GROUP_SIZE}, got {self.group_size!r}")
+        if self.group_size != 1 and self.group_by is None:
+            raise DataError("group_size needs group_by (the label or metadata key the hits are grouped by).")
+        if self.diversity is not None and not 0.0 <= self.diversity <= 1.0:  # NaN fails too
+            raise DataError(f"diversity must be between 0 (the plain order) and 1, got {self.diversity}")
 
     @classmethod
     def parse(
@@ -94,11 +114,29 @@ class SearchSettings:
         filter_name: str = "filter",
         min_probability: float | None = None,
         collapse_duplicates: bool = False,
+        strategy: str | None = None,
+        group_by: str | None = None,
+        group_size: int = 1,
+        diversity: float | None = None,
     ) -> SearchSettings:
         """The settings with ``where`` given as JSON text, a mapping or a parsed filter; ``filter_name`` is
         how the entry point spells the filter in its error messages (``--filter``, ``parameter 'filter'``)."""
         item_filter = where if isinstance(where, ItemFilter) else parse_filter(where, filter_name)
-        return cls(k, kind, rerank, item_filter, postprocess, offset, min_score, min_probability, collapse_duplicates)  # type: ignore[arg-type]
+        return cls(
+            k,
+            kind,  # type: ignore[arg-type]
+            rerank,
+            item_filter,
+            postprocess,
+            offset,
+            min_score,
+            min_probability,
+            collapse_duplicates,
+            strategy,
+            group_by,
+            group_size,
+            diversity,
+        )
 
     @property
     def search_kind(self) -> SearchKind:
@@ -143,3 +181,7 @@ class SettingsOptions(TypedDict, total=False):
     filter_name: str
     min_probability: float | None
     collapse_duplicates: bool
+    strategy: str | None
+    group_by: str | None
+    group_size: int
+    diversity: float | None
