@@ -49,7 +49,7 @@ class SearchRequest:
     """One search of an index: the ``images`` (files, or PIL images from the Python API) and the stored
     items ``item_ids`` (each left out of its own results) searched under ``settings``; the images embedded
     with ``model`` (None: the index's own copy), ``force`` searching even when it differs from the index's.
-    ``vectors``: query vectors made elsewhere (``vectors.vector_pages`` checks them), searched as they are.
+    ``vectors``: query vectors made elsewhere (``query_vectors`` checks them), searched as they are.
     ``texts``: words, embedded by the text tower beside the model (CLIP/SigLIP) into the images' space."""
 
     index_dir: Path

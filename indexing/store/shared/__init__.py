@@ -3,7 +3,7 @@
 ``store_protocol`` (``Store``: the one interface of an opened index) and ``store_base``
 (``StoreBase``: the top-down search and the item lookups both stores inherit), with ``rerank`` (a
 binary shortlist re-ranked by float), ``postprocessed_search`` (a search after alpha-QE or k-reciprocal
-re-ranking, for ``item_search``), ``search_settings`` (``SearchSettings``: how to search, one value that every
+re-ranking, for ``query.candidates``), ``search_settings`` (``SearchSettings``: how to search, one value that every
 entry point builds and every layer reads), ``store_checks`` (query and added-item checks) and ``idempotency``
 (a retried add under an Idempotency-Key: replayed for the same request, refused for another). The index
 directory: ``index_directory.manifest`` (``manifest.json``), ``index_directory.file_checksums`` (the sha256 of every file, recorded in
