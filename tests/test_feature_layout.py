@@ -31,7 +31,6 @@ LONG_DOOR_FUNCTIONS = {
     ("cli/commands/index_commands.py", "build"): 68,
     ("cli/commands/study_commands.py", "study"): 69,
     ("cli/commands/train_commands.py", "train"): 130,
-    ("serving/routes/routes_items.py", "add_items"): 70,
 }
 FEATURES = {
     # feature -> the words that mark its modules (file or folder names)

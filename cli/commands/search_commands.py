@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import typer
 
@@ -86,11 +86,7 @@ def search(
 ) -> None:
     """Find the items of an index most similar to each query image (or stored item, vector or text) and print them."""
     fmt = _output_format(as_json, as_csv, out)
-    if not images and not item_ids and vector is None and not texts and not positive and not negative:
-        raise ConfigError(
-            "give one or more query images, --id ITEM_ID to search by a stored item, --vector FILE.npy, --text WORDS, "
-            "or --positive ID_OR_KEY"
-        )
+    _require_a_query(bool(images or item_ids or texts or positive or negative) or vector is not None)
     request = api.SearchRequest.of(  # a malformed filter or a threshold outside -1..1 fails before any embedding
         index_dir,
         images or [],
@@ -109,17 +105,35 @@ def search(
         texts=texts or (),
         min_probability=min_probability,
         collapse_duplicates=collapse_duplicates,
-        positive=[_id_or_key(example) for example in positive or []],
-        negative=[_id_or_key(example) for example in negative or []],
-        strategy=strategy,
-        group_by=group_by,
-        group_size=group_size,
-        diversity=diversity,
+        **_examples(positive, negative, strategy),
+        **_grouping(group_by, group_size, diversity),
     )
     bars = not quiet and len(images or []) > batch_size  # many images: progress bars; few: one line meanwhile
     with activity(f"opening {index_dir} and searching", enabled=not quiet and not bars):
         found = api.search_index(request, batch_size=batch_size, threads=threads, progress=bars)
     _print_found(found, request, fmt, out)
+
+
+def _require_a_query(given: bool) -> None:
+    if not given:
+        raise ConfigError(
+            "give one or more query images, --id ITEM_ID to search by a stored item, --vector FILE.npy, --text WORDS, "
+            "or --positive ID_OR_KEY"
+        )
+
+
+def _examples(positive: list[str] | None, negative: list[str] | None, strategy: str | None) -> dict[str, Any]:
+    """``--positive`` / ``--negative`` / ``--strategy`` as ``SearchRequest.of``'s keywords."""
+    return {
+        "positive": [_id_or_key(example) for example in positive or []],
+        "negative": [_id_or_key(example) for example in negative or []],
+        "strategy": strategy,
+    }
+
+
+def _grouping(group_by: str | None, group_size: int, diversity: float | None) -> dict[str, Any]:
+    """``--group-by`` / ``--group-size`` / ``--diversity`` as ``SearchRequest.of``'s keywords."""
+    return {"group_by": group_by, "group_size": group_size, "diversity": diversity}
 
 
 def _print_found(found: api.SearchOutcome, request: api.SearchRequest, fmt: Format, out: Path | None) -> None:

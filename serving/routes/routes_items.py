@@ -119,6 +119,24 @@ async def get_image(
     return response
 
 
+_METADATA_FIELD = Form(
+    None,
+    description="per-item metadata as JSON: one object for every image, or an array of one object per image; "
+    f"string keys (not 'label') to strings, numbers, booleans or null, at most {MAX_KEYS} keys and "
+    f"{MAX_JSON_BYTES} bytes per object. Returned with the item and usable in the searches' filter; "
+    "the uploaded file name is kept as 'filename' unless given",
+    examples=['{"shop": "berlin", "price": 12.5, "in_stock": true}'],
+)
+_IDEMPOTENCY_HEADER = Header(
+    None,
+    alias="Idempotency-Key",
+    min_length=1,
+    max_length=200,
+    description="any unique string per logical request: a retry with the same key and body gets the first "
+    "answer and adds nothing; the key sent with another body is a 422",
+)
+
+
 @router.post(
     "/items",
     response_model=AddItemsResponse,
@@ -143,22 +161,8 @@ async def add_items(
     labels: list[Annotated[str, Field(min_length=1)]] | None = Form(
         None, deprecated=True, description="the old name of 'label'"
     ),
-    metadata: str | None = Form(
-        None,
-        description="per-item metadata as JSON: one object for every image, or an array of one object per image; "
-        f"string keys (not 'label') to strings, numbers, booleans or null, at most {MAX_KEYS} keys and "
-        f"{MAX_JSON_BYTES} bytes per object. Returned with the item and usable in the searches' filter; "
-        "the uploaded file name is kept as 'filename' unless given",
-        examples=['{"shop": "berlin", "price": 12.5, "in_stock": true}'],
-    ),
-    idempotency_key: str | None = Header(
-        None,
-        alias="Idempotency-Key",
-        min_length=1,
-        max_length=200,
-        description="any unique string per logical request: a retry with the same key and body gets the first "
-        "answer and adds nothing; the key sent with another body is a 422",
-    ),
+    metadata: str | None = _METADATA_FIELD,
+    idempotency_key: str | None = _IDEMPOTENCY_HEADER,
     services: Services = Depends(get_services),
 ) -> AddItemsResponse:
     uploads = renamed_field(image, images, "image", "images", response)
