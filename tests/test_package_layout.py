@@ -69,6 +69,7 @@ ORDERS = {  # package -> its sub-packages and modules, lowest first: an import n
         {"store"},
         {"eval"},
         {"usecases"},
+        {"audit"},
     ],
     "retrieval.training": [
         {"losses"},

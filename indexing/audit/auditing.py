@@ -1,0 +1,116 @@
+"""The audit's use cases, one per kind of input, each the one function its CLI command, Python API call and
+HTTP route run: ``audit_dataset`` (images and an exported model: ``retrieval data audit DATA --model``),
+``audit_vectors`` (``--vectors EMB.npy --items ITEMS.csv``), ``audit_index`` (a gallery's stored embeddings:
+``retrieval index audit``) and ``audit_page`` (``GET /audit``: the rows of ``label_issues.csv`` as JSON, paged).
+Copies never vouch for each other: a dataset's exact and near copies come from ``retrieval data duplicates``'s
+own detection, identical vectors from ``data.pixel_hash.exact_copy_sets`` over their bytes."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from retrieval.indexing.audit.audit_report import AuditReport, page
+from retrieval.indexing.audit.audit_scores import audit_scores
+from retrieval.indexing.common.errors import DataError
+from retrieval.indexing.data.bad_images import scan_images
+from retrieval.indexing.data.pixel_hash import exact_copy_sets
+from retrieval.indexing.data.records import ImageRecord
+from retrieval.indexing.exported_model.embedding_files import embedding_table
+from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
+from retrieval.indexing.exported_model.resolution import resolve_export_dir
+from retrieval.indexing.search.copy_groups import copy_groups
+from retrieval.indexing.usecases.duplicates.dataset_duplicates import SplitSettings, embedded_copies
+from retrieval.indexing.usecases.embedding import index_embeddings
+from retrieval.indexing.usecases.inputs import Data, PathLike, records_of
+from retrieval.indexing.usecases.vector_build import items_of
+from retrieval.indexing.usecases.vector_input import checked_vectors, read_vector_file
+
+
+def audit_dataset(
+    model: PathLike,
+    data: Data,
+    out: PathLike | None = None,
+    *,
+    exclude_list: PathLike | None = None,
+    split: SplitSettings = SplitSettings(),
+    progress: bool = True,
+) -> AuditReport:
+    """Audit the images of ``data`` embedded by ``model`` (an export or run directory); writes the audit's files
+    to ``out`` when given."""
+    records = records_of(data, "all")
+    if len(records) < 3:
+        raise DataError(f"an audit needs three labelled images or more; {data} holds {len(records)}")
+    embedder = OnnxEmbedder(resolve_export_dir(Path(model)))
+    embedded = embedding_table(embedder, records, progress=progress)
+    copies = embedded_copies(records, embedded, embedder.manifest, split=split, progress=progress)
+    quality = scan_images(records, progress=progress)
+    row_of = {record_position: row for row, record_position in enumerate(embedded.table.ids)}
+    groups = _pair_groups(copies.pairs, row_of, len(embedded.table.ids))
+    table = embedded.table
+    scores = audit_scores(table.embeddings, table.labels, groups, progress=progress)
+    facts = {
+        "exact_copies": copies.counts("exact").phrase(),
+        "near_copies": copies.counts("near").phrase() if copies.thresholds is not None else "not looked for",
+        "unreadable": [str(path) for path, _ in quality.bad],
+        "tiny": [str(path) for path, _ in quality.small],
+    }
+    report = AuditReport(table.paths, "path", scores, facts, images=True)
+    return _written(report, out, exclude_list)
+
+
+def audit_vectors(
+    vectors: PathLike, items: PathLike | None, out: PathLike | None = None, *, exclude_list: PathLike | None = None
+) -> AuditReport:
+    """Audit the vectors of a ``.npy`` file with the labels of ``items`` (``retrieval embed``'s sidecar by
+    default): a ``key`` column names the items if there is one, else ``path``."""
+    raw = read_vector_file(Path(vectors))
+    checked = checked_vectors(raw, raw.shape[-1]).vectors
+    records = items_of(Path(items) if items is not None else None, Path(vectors), len(checked))
+    return _written(_vector_report(checked, records), out, exclude_list)
+
+
+def audit_index(index: PathLike, out: PathLike | None = None, *, exclude_list: PathLike | None = None) -> AuditReport:
+    """Audit a gallery: the stored embeddings of ``index`` with their items' labels, named by key or path."""
+    table = index_embeddings(Path(index))
+    names = [str(path) for path in table.paths]
+    scores = audit_scores(table.embeddings, table.labels, _identical_rows(table.embeddings))
+    return _written(AuditReport(names, "path", scores, images=False), out, exclude_list)
+
+
+def audit_page(report: AuditReport, offset: int = 0, limit: int = 50) -> dict[str, Any]:
+    """``GET /audit``: the rows of ``label_issues.csv`` from ``offset``, at most ``limit``, with the total."""
+    rows = report.label_rows()
+    return {"total": len(rows), "offset": offset, "rows": page(rows, offset, limit)}
+
+
+def _vector_report(vectors: np.ndarray, records: Sequence[ImageRecord]) -> AuditReport:
+    keyed = any(record.key for record in records)
+    names = [str(record.key if keyed else record.path) for record in records]
+    labels = [record.label for record in records]
+    scores = audit_scores(vectors, labels, _identical_rows(vectors))
+    return AuditReport(names, "key" if keyed else "path", scores)
+
+
+def _identical_rows(vectors: np.ndarray) -> list[list[int]]:
+    """Groups of rows with the same bytes: exact copies, as ``data.pixel_hash`` groups images."""
+    digests = [hashlib.sha256(np.ascontiguousarray(row).tobytes()).hexdigest() for row in vectors]
+    return exact_copy_sets(digests)
+
+
+def _pair_groups(pairs: Sequence[Any], row_of: dict[int, int], count: int) -> list[list[int]]:
+    """The copy pairs of a dataset (record positions) as groups of embedding rows."""
+    kept = [(row_of[p.a], row_of[p.b]) for p in pairs if p.a in row_of and p.b in row_of]
+    first = np.array([a for a, _ in kept], np.int64)
+    second = np.array([b for _, b in kept], np.int64)
+    return [group.tolist() for group in copy_groups(first, second, count)]
+
+
+def _written(report: AuditReport, out: PathLike | None, exclude_list: PathLike | None) -> AuditReport:
+    if out is not None:
+        report.write(Path(out), Path(exclude_list) if exclude_list is not None else None)
+    return report
