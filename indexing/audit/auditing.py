@@ -16,7 +16,7 @@ import numpy as np
 
 from retrieval.indexing.audit.audit_report import AuditReport, page
 from retrieval.indexing.audit.audit_scores import audit_scores
-from retrieval.indexing.common.errors import DataError
+from retrieval.indexing.common.errors import ConfigError, DataError
 from retrieval.indexing.data.bad_images import scan_images
 from retrieval.indexing.data.pixel_hash import exact_copy_sets
 from retrieval.indexing.data.records import ImageRecord
@@ -24,7 +24,11 @@ from retrieval.indexing.exported_model.embedding_files import embedding_table
 from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.exported_model.resolution import resolve_export_dir
 from retrieval.indexing.search.copy_groups import copy_groups
-from retrieval.indexing.usecases.duplicates.dataset_duplicates import SplitSettings, embedded_copies
+from retrieval.indexing.usecases.duplicates.dataset_duplicates import (
+    SplitSettings,
+    embedded_copies,
+    find_exact_copies,
+)
 from retrieval.indexing.usecases.embedding import index_embeddings
 from retrieval.indexing.usecases.inputs import Data, PathLike, records_of
 from retrieval.indexing.usecases.vector_build import items_of
@@ -47,7 +51,10 @@ def audit_dataset(
         raise DataError(f"an audit needs three labelled images or more; {data} holds {len(records)}")
     embedder = OnnxEmbedder(resolve_export_dir(Path(model)))
     embedded = embedding_table(embedder, records, progress=progress)
-    copies = embedded_copies(records, embedded, embedder.manifest, split=split, progress=progress)
+    try:
+        copies = embedded_copies(records, embedded, embedder.manifest, split=split, progress=progress)
+    except ConfigError:  # a model without a measured copy threshold: exact copies only
+        copies = find_exact_copies(records, split=split, progress=progress)
     quality = scan_images(records, progress=progress)
     row_of = {record_position: row for row, record_position in enumerate(embedded.table.ids)}
     groups = _pair_groups(copies.pairs, row_of, len(embedded.table.ids))
@@ -55,7 +62,7 @@ def audit_dataset(
     scores = audit_scores(table.embeddings, table.labels, groups, progress=progress)
     facts = {
         "exact_copies": copies.counts("exact").phrase(),
-        "near_copies": copies.counts("near").phrase() if copies.thresholds is not None else "not looked for",
+        "near_copies": copies.counts("near").phrase() if copies.thresholds is not None else "not looked for (the model has no measured copy threshold)",
         "unreadable": [str(path) for path, _ in quality.bad],
         "tiny": [str(path) for path, _ in quality.small],
     }
