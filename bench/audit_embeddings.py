@@ -5,7 +5,6 @@ and ``retrieval data audit`` use by default (EfficientNet-Lite0's ImageNet weigh
 
 from __future__ import annotations
 
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,12 +41,14 @@ def embedded(
     if training_only and whole.exists() and not cached.exists():
         everything = embedded(data, model_of, limit)
         keep = np.isin(everything.splits, ["train", "val"])
-        return Embedded(everything.vectors[keep], everything.labels[keep], everything.paths[keep], everything.splits[keep])
+        return Embedded(
+            everything.vectors[keep], everything.labels[keep], everything.paths[keep], everything.splits[keep]
+        )
     if cached.exists():
         stored = np.load(cached)
         return Embedded(stored["vectors"], stored["labels"], stored["paths"], stored["splits"])
-    from retrieval.indexing.data.splits import split_records
     from retrieval.indexing.data.sources import load_records
+    from retrieval.indexing.data.splits import split_records
     from retrieval.indexing.usecases import dataset_embeddings
     from retrieval.training.export.pretrained_export import pretrained_export
 
@@ -70,4 +71,3 @@ def embedded(
     CACHE.mkdir(parents=True, exist_ok=True)
     np.savez(cached, vectors=result.vectors, labels=result.labels, paths=result.paths, splits=result.splits)
     return result
-

@@ -183,7 +183,9 @@ def outlier_sets(args: argparse.Namespace):  # noqa: ANN201 - yields (name, vect
 
 
 def scale_table(args: argparse.Namespace) -> None:
-    print(f"load: {os.getloadavg()}; {args.dim}-d, {args.classes} classes, threads: {os.environ.get('OMP_NUM_THREADS')}")
+    print(
+        f"load: {os.getloadavg()}; {args.dim}-d, {args.classes} classes, threads: {os.environ.get('OMP_NUM_THREADS')}"
+    )
     print("| method | items | seconds | peak RSS GiB |")
     print("|---|---|---|---|")
     measured: dict[str, list[tuple[int, float]]] = {}

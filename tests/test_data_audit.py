@@ -11,11 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from scipy.linalg import sqrtm
+from serving_fixtures import GALLERY_SIZE, serving_client
 from typer.testing import CliRunner
 
 from retrieval.cli.main import app
 from retrieval.indexing.audit.audit_scores import audit_scores
-from retrieval.indexing.audit.auditing import audit_dataset, audit_vectors
+from retrieval.indexing.audit.auditing import audit_dataset, audit_index, audit_vectors
 from retrieval.indexing.audit.class_votes import KNN_WEIGHT, TEMPERATURE, class_votes
 from retrieval.indexing.audit.neighbours import copy_group_ids, out_of_fold_neighbours
 from retrieval.indexing.audit.whitening import SHRINK, whitened
@@ -152,3 +153,19 @@ def test_images_door_and_apply_relabel(mislabelled: tuple[Path, Path], tiny_mode
     assert (fixed / "class_0" / "planted.png").exists() and not (fixed / "class_3" / "planted.png").exists()
     assert planted.exists()  # the source is never changed
     assert sum(1 for _ in fixed.glob("*/*.png")) == 31
+
+
+def test_index_audit_and_get_audit_give_the_same_rows(fresh_index: Path, tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["index", "audit", str(fresh_index), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    rows = read(tmp_path / "out" / "label_issues.csv")
+    expected = audit_index(fresh_index).label_rows()  # the Python API
+    assert [r["path"] for r in rows] == [r["path"] for r in expected] and len(rows) == GALLERY_SIZE
+    with serving_client(fresh_index, show_paths=True) as client:
+        first = client.get("/audit", params={"limit": 4}).json()
+        second = client.get("/audit", params={"offset": 4, "limit": 100}).json()
+        assert client.get("/audit", params={"limit": 0}).status_code == 422
+    assert first["total"] == GALLERY_SIZE and len(first["rows"]) == 4
+    shown = [r["path"] for r in first["rows"] + second["rows"]]
+    assert shown == [r["path"] for r in rows]
+    assert [r["score"] for r in first["rows"]] == pytest.approx([float(r["score"]) for r in rows[:4]], abs=1e-6)

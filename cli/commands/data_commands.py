@@ -123,8 +123,10 @@ def check(
         copies = find_exact_copies(records, split=SplitSettings(val_fraction=val_fraction), progress=not quiet)
         typer.echo(f"{copies.summary()}; near copies too: retrieval data duplicates {path} --out DIR")
         if copies.counts("exact").across_classes:
-            typer.echo(f"copies across classes are label noise: see which images are probably mislabelled with "
-                       f"retrieval data audit {path} --out DIR")
+            typer.echo(
+                f"copies across classes are label noise: see which images are probably mislabelled with "
+                f"retrieval data audit {path} --out DIR"
+            )
     typer.echo(MIRROR_ADVICE)
     if not report.ok:
         raise DataError(f"{len(report.bad)} unreadable images in {path}; fix or remove them")
@@ -215,7 +217,9 @@ def data_audit(
     ] = None,
     exclude_list: Annotated[
         Path | None,
-        typer.Option("--exclude-list", help="Write the probable mislabels, one a line, for `retrieval train --exclude`."),
+        typer.Option(
+            "--exclude-list", help="Write the probable mislabels, one a line, for `retrieval train --exclude`."
+        ),
     ] = None,
     val_fraction: Annotated[
         float, typer.Option("--val-fraction", help="The split to check for leaks: as `retrieval train`'s.")

@@ -90,8 +90,11 @@ class AuditReport:
             f"{counts['items']} items of {counts['classes']} classes: {counts['suspects']} probably mislabelled "
             f"(label score >= {SUSPECT_SCORE}; on planted flips {SUSPECT_PRECISION} of such items were mislabelled)",
         ]
-        lines += [f"  {row[self.name_column]}: {row['label']} -> {row['suggested_label']} ({row['score']:.2f})"
-                  for row in self.label_rows()[:5] if row["score"] >= SUSPECT_SCORE]
+        lines += [
+            f"  {row[self.name_column]}: {row['label']} -> {row['suggested_label']} ({row['score']:.2f})"
+            for row in self.label_rows()[:5]
+            if row["score"] >= SUSPECT_SCORE
+        ]
         lines += [f"{key}: {value}" for key, value in self.facts.items()]
         return "\n".join(lines)
 
@@ -99,7 +102,9 @@ class AuditReport:
         """The audit's files in ``out`` (and ``exclude_list``: the suspects, one a line); the files written."""
         out.mkdir(parents=True, exist_ok=True)
         written = [out / LABEL_ISSUES, out / OUTLIERS, out / RELABEL, out / SUMMARY]
-        write_table(out / LABEL_ISSUES, _columns(self.label_rows(), [self.name_column, "label", "suggested_label", "score"]))
+        write_table(
+            out / LABEL_ISSUES, _columns(self.label_rows(), [self.name_column, "label", "suggested_label", "score"])
+        )
         write_table(out / OUTLIERS, _columns(self.outlier_rows(), [self.name_column, "label", "score"]))
         write_table(out / RELABEL, self._relabel_columns())
         atomic_write_text(out / SUMMARY, json.dumps({**self.counts(), **self.facts}, indent=2) + "\n")
@@ -126,7 +131,13 @@ class AuditReport:
             given, suggested = self.scores.labels[i], self.scores.suggested[i]
             picked = [*self._nearest_of(i, given), *self._nearest_of(i, suggested)]
             label = self.scores.classes[given]
-            rows.append(GridRow(Path(self.names[i]), label, [(Path(self.names[j]), self.scores.classes[self.scores.labels[j]]) for j in picked]))
+            rows.append(
+                GridRow(
+                    Path(self.names[i]),
+                    label,
+                    [(Path(self.names[j]), self.scores.classes[self.scores.labels[j]]) for j in picked],
+                )
+            )
         return rows
 
     def _nearest_of(self, item: int, label: int) -> list[int]:

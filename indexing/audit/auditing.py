@@ -1,13 +1,14 @@
 """The audit's use cases, one per kind of input, each the one function its CLI command, Python API call and
 HTTP route run: ``audit_dataset`` (images and an exported model: ``retrieval data audit DATA --model``),
-``audit_vectors`` (``--vectors EMB.npy --items ITEMS.csv``), ``audit_index`` (a gallery's stored embeddings:
-``retrieval index audit``) and ``audit_page`` (``GET /audit``: the rows of ``label_issues.csv`` as JSON, paged).
+``audit_vectors`` (``--vectors EMB.npy --items ITEMS.csv``), ``audit_index`` and ``audit_store`` (a gallery's
+stored embeddings: ``retrieval index audit``; ``AuditCache`` keeps a served index's) and ``audit_page`` (``GET /audit``: the rows of ``label_issues.csv`` as JSON, paged).
 Copies never vouch for each other: a dataset's exact and near copies come from ``retrieval data duplicates``'s
 own detection, identical vectors from ``data.pixel_hash.exact_copy_sets`` over their bytes."""
 
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,12 +25,14 @@ from retrieval.indexing.exported_model.embedding_files import embedding_table
 from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.exported_model.resolution import resolve_export_dir
 from retrieval.indexing.search.copy_groups import copy_groups
+from retrieval.indexing.store.backends import open_store
+from retrieval.indexing.store.shared.store_protocol import Store
+from retrieval.indexing.store.stored_embeddings import stored_embedding_table
 from retrieval.indexing.usecases.duplicates.dataset_duplicates import (
     SplitSettings,
     embedded_copies,
     find_exact_copies,
 )
-from retrieval.indexing.usecases.embedding import index_embeddings
 from retrieval.indexing.usecases.inputs import Data, PathLike, records_of
 from retrieval.indexing.usecases.vector_build import items_of
 from retrieval.indexing.usecases.vector_input import checked_vectors, read_vector_file
@@ -62,7 +65,9 @@ def audit_dataset(
     scores = audit_scores(table.embeddings, table.labels, groups, progress=progress)
     facts = {
         "exact_copies": copies.counts("exact").phrase(),
-        "near_copies": copies.counts("near").phrase() if copies.thresholds is not None else "not looked for (the model has no measured copy threshold)",
+        "near_copies": copies.counts("near").phrase()
+        if copies.thresholds is not None
+        else "not looked for (the model has no measured copy threshold)",
         "unreadable": [str(path) for path, _ in quality.bad],
         "tiny": [str(path) for path, _ in quality.small],
     }
@@ -82,11 +87,36 @@ def audit_vectors(
 
 
 def audit_index(index: PathLike, out: PathLike | None = None, *, exclude_list: PathLike | None = None) -> AuditReport:
-    """Audit a gallery: the stored embeddings of ``index`` with their items' labels, named by key or path."""
-    table = index_embeddings(Path(index))
-    names = [str(path) for path in table.paths]
+    """Audit a gallery: the stored embeddings of ``index`` with their items' labels."""
+    with open_store(Path(index)) as store:
+        return _written(audit_store(store), out, exclude_list)
+
+
+def audit_store(store: Store) -> AuditReport:
+    """The audit of an open store's items (``retrieval index audit``, ``GET /audit``), named by key, else path."""
+    items = store.all_items()
+    keyed = any(item.key for item in items)
+    names = [str(item.key if keyed else item.path) for item in items]
+    table = stored_embedding_table(store)
     scores = audit_scores(table.embeddings, table.labels, _identical_rows(table.embeddings))
-    return _written(AuditReport(names, "path", scores, images=False), out, exclude_list)
+    return AuditReport(names, "key" if keyed else "path", scores, images=not keyed)
+
+
+class AuditCache:
+    """The last audit of a store, kept until it changes (its build, item count or largest id); thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._key: tuple[object, ...] | None = None
+        self._report: AuditReport | None = None
+
+    def report(self, store: Store) -> AuditReport:
+        ids = store.ids()
+        key = (id(store), store.manifest.build_id, len(ids), int(ids[-1]) if len(ids) else 0)
+        with self._lock:
+            if self._key != key or self._report is None:
+                self._report, self._key = audit_store(store), key
+            return self._report
 
 
 def audit_page(report: AuditReport, offset: int = 0, limit: int = 50) -> dict[str, Any]:
