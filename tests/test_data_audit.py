@@ -15,6 +15,7 @@ from serving_fixtures import GALLERY_SIZE, serving_client
 from typer.testing import CliRunner
 
 from retrieval.cli.main import app
+from retrieval.indexing.audit.audit_records import audit_note
 from retrieval.indexing.audit.audit_scores import audit_scores
 from retrieval.indexing.audit.auditing import audit_dataset, audit_index, audit_vectors
 from retrieval.indexing.audit.class_votes import KNN_WEIGHT, TEMPERATURE, class_votes
@@ -26,6 +27,12 @@ from retrieval.indexing.common.errors import DataError
 POINTS = np.array([[1.0, 0.1], [1.0, -0.1], [0.9, 0.2], [1.0, 0.0], [0.95, 0.05], [0.1, 1.0], [-0.1, 1.0], [0.0, 1.0],
                    [-1.0, 0.1], [-1.0, -0.1], [-0.9, 0.2]])  # fmt: skip
 LABELS = np.array([0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2])
+
+
+@pytest.fixture(autouse=True)
+def audits_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The audit records ``retrieval train`` reads go to the test's folder, not the user's cache."""
+    monkeypatch.setenv("RETRIEVAL_AUDITS", str(tmp_path / "audits"))
 
 
 def unit(rows: np.ndarray) -> np.ndarray:
@@ -169,3 +176,14 @@ def test_index_audit_and_get_audit_give_the_same_rows(fresh_index: Path, tmp_pat
     shown = [r["path"] for r in first["rows"] + second["rows"]]
     assert shown == [r["path"] for r in rows]
     assert [r["score"] for r in first["rows"]] == pytest.approx([float(r["score"]) for r in rows[:4]], abs=1e-6)
+
+
+def test_train_note_names_the_last_audit_of_the_same_data(
+    mislabelled: tuple[Path, Path], tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    data, _ = mislabelled
+    assert audit_note(data) is None
+    report = audit_dataset(tiny_model_dir, data, tmp_path / "out", progress=False)
+    note = audit_note(data)
+    assert note is not None and f"{len(report.suspects())} of 31 probably mislabelled" in note
+    assert audit_note(tmp_path) is None  # another folder: no note

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from retrieval.indexing.audit.audit_records import record_audit
 from retrieval.indexing.audit.audit_report import AuditReport, page
 from retrieval.indexing.audit.audit_scores import audit_scores
 from retrieval.indexing.common.errors import ConfigError, DataError
@@ -72,6 +73,8 @@ def audit_dataset(
         "tiny": [str(path) for path, _ in quality.small],
     }
     report = AuditReport(table.paths, "path", scores, facts, images=True)
+    if out is not None and isinstance(data, str | Path):
+        record_audit(Path(data), Path(out), report.counts())
     return _written(report, out, exclude_list)
 
 
