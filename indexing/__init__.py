@@ -6,7 +6,7 @@ preprocessing, the ONNX embedder) <- ``search`` (result type, search kinds, bina
 k-NN) <- ``calibration`` (a score's probability of sharing the query's class: fitted, measured)
 <- ``store`` (indexes: the files and Milvus backends behind one ``Store``, builds, shards)
 <- ``eval`` (metrics, NMI, evaluation, retrieval grid) <- ``usecases`` (the torch-free Python API, and
-what the commands run). A module imports only from its own sub-package and the ones to its left
+what the commands run) <- ``audit`` (the data audit: probable mislabels and outliers, out of fold). A module imports only from its own sub-package and the ones to its left
 (tests/test_package_layout.py checks it). Neither this package nor ``retrieval.serving`` may import
 torch (tests/test_no_torch_import.py checks it).
 """
