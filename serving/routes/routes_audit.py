@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Query
 from retrieval.indexing.audit.auditing import AuditCache, audit_page
 from retrieval.serving.api_models.schemas import AuditPage, AuditRow
 from retrieval.serving.dependencies import Services, get_services
+from retrieval.serving.http import api_examples
 from retrieval.serving.http.problems import problem_responses
 from retrieval.serving.http.service_errors import InvalidParameterError, RequestTimeoutError, RetryLaterError
 from retrieval.serving.service_state import Snapshot
@@ -16,12 +17,29 @@ from retrieval.serving.service_state import Snapshot
 router = APIRouter(tags=["audit"])
 MAX_AUDIT_PAGE = 500
 _AUDITS = AuditCache()
+_EXAMPLE = {
+    "total": 5864,
+    "offset": 0,
+    "suspects": 1,
+    "rows": [
+        {
+            "path": "/data/birds/012.Yellow_headed_Blackbird/0042.jpg",
+            "key": None,
+            "label": "012.Yellow_headed_Blackbird",
+            "suggested_label": "011.Rusty_Blackbird",
+            "score": 0.993,
+        }
+    ],
+}
 
 
 @router.get(
     "/audit",
     response_model=AuditPage,
-    responses=problem_responses(InvalidParameterError, RetryLaterError, RequestTimeoutError),
+    responses={
+        **api_examples.example(_EXAMPLE),
+        **problem_responses(InvalidParameterError, RetryLaterError, RequestTimeoutError),
+    },
     summary="The items most likely mislabelled, most suspect first, page by page",
 )
 async def audit(
