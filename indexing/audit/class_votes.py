@@ -3,7 +3,7 @@
 - **neighbour votes** (cleanlab's kNN path; Deep k-NN, Bahri et al. 2020): the k nearest others vote for their
   labels, each with weight ``exp((cosine - 1) / temperature)``; ``p_knn(c | x)`` is class c's share of the weight;
 - **class prototypes** (the class means): ``p_proto(c | x)`` is a softmax of ``cosine(x, mean_c) / temperature``
-  over the ``PROTOTYPES`` nearest class means (faiss) and the item's own; every mean leaves out the item and its
+  over the ``PROTOTYPES`` nearest class means (``search.knn``: faiss heaps) and the item's own; every mean leaves out the item and its
   copies (``neighbours.copy_group_ids``), so neither votes for itself.
 
 ``p(c | x) = KNN_WEIGHT * p_knn + (1 - KNN_WEIGHT) * p_proto``, on within-class whitened vectors
@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import faiss
 import numpy as np
 
 from retrieval.indexing.audit.neighbours import Neighbours
+from retrieval.indexing.search.knn import knn_search
 from retrieval.indexing.search.results import PAD_ID
 
 TEMPERATURE = 0.03
@@ -94,12 +94,10 @@ def prototype_shares(
     sums = np.zeros((classes, vectors.shape[1]), np.float64)
     np.add.at(sums, labels, vectors)
     means = sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
-    index = faiss.IndexFlatIP(vectors.shape[1])
-    index.add(np.ascontiguousarray(means, dtype=np.float32))
     near = min(PROTOTYPES, classes)
-    cosines, nearest = index.search(np.ascontiguousarray(vectors, dtype=np.float32), near)
-    nearest = nearest.astype(np.int64)
-    cosines = cosines.astype(np.float64)
+    found = knn_search(vectors, means.astype(np.float32), near)  # NumPy's BLAS products, faiss's heaps
+    nearest = found.ids.astype(np.int64)
+    cosines = found.scores.astype(np.float64)
     held_out = _group_class_sums(vectors, labels, group)
     for column in range(near):  # each mean that holds one of the item's group: recomputed without it
         cosines[:, column] = _left_out_cosine(vectors, sums, nearest[:, column], held_out, group, cosines[:, column])
