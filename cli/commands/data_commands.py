@@ -239,13 +239,14 @@ def data_audit(
     if vectors is not None:
         report = audit_vectors(vectors, items, out, exclude_list=exclude_list)
     elif model is not None:  # torch-free
+        assert data is not None  # checked above
         report = audit_dataset(
             model, data, out, exclude_list=exclude_list, split=SplitSettings(val_fraction), progress=not quiet
         )
     else:
         from retrieval.training.usecases import data_audit as run  # torch: the default model is exported
 
-        assert data is not None
+        assert data is not None  # checked above
         report = run(data, out, exclude_list=exclude_list, split=SplitSettings(val_fraction), progress=not quiet)
     typer.echo(report.summary())
     typer.echo(f"wrote {out / LABEL_ISSUES}, {out / OUTLIERS}, {out / RELABEL} and {out / SUMMARY}")
