@@ -187,3 +187,10 @@ def test_train_note_names_the_last_audit_of_the_same_data(
     note = audit_note(data)
     assert note is not None and f"{len(report.suspects())} of 31 probably mislabelled" in note
     assert audit_note(tmp_path) is None  # another folder: no note
+
+
+def test_data_check_points_to_the_audit_when_copies_cross_classes(mislabelled: tuple[Path, Path]) -> None:
+    data, _ = mislabelled
+    result = CliRunner().invoke(app, ["data", "check", str(data), "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert f"retrieval data audit {data}" in result.output
