@@ -103,6 +103,11 @@ INDEX_COMMANDS: dict[str, CommandSource] = {  # ``retrieval index NAME``: the gr
         "Find the groups of near-duplicate items of an index (connected components of the pairs above the copy "
         "threshold whose images' pixels agree), largest first, and write them as CSV, one row per item.",
     ),
+    "audit": CommandSource(
+        "retrieval.cli.commands.index_commands",
+        "Rank the items of an index by how likely their label is wrong (from their stored embeddings, out of fold), "
+        "as `retrieval data audit` does for a dataset; the same rows as GET /audit.",
+    ),
     "merge": CommandSource(
         "retrieval.cli.commands.shard_commands",
         "Merge the N shard directories of `retrieval index build --shard I/N` into one index directory.",

@@ -9,7 +9,7 @@ and ``examples`` (search by positive and negative examples, grouping, diversity:
 <- ``eval`` (metrics, NMI, evaluation, retrieval grid)
 <- ``duplicates`` (copies: exact, near, verified, grouped; their threshold)
 <- ``query`` (the ``Query`` value, a search's candidates and its one chain of result steps) <- ``usecases`` (the torch-free Python API, and
-what the commands run). A module imports only from its own sub-package and the ones to its left
+what the commands run) <- ``audit`` (the data audit: probable mislabels and outliers, out of fold). A module imports only from its own sub-package and the ones to its left
 (tests/test_package_layout.py checks it). Neither this package nor ``retrieval.serving`` may import
 torch (tests/test_no_torch_import.py checks it).
 """

@@ -39,6 +39,7 @@ from retrieval.serving.images.uploads import MULTIPART_SLACK_BYTES
 from retrieval.serving.lifecycle import lifespan
 from retrieval.serving.routes import (
     routes_admin,
+    routes_audit,
     routes_browse,
     routes_duplicates,
     routes_health,
@@ -59,6 +60,7 @@ ROUTERS = (
     routes_items.router,
     routes_browse.router,
     routes_duplicates.router,
+    routes_audit.router,
     routes_admin.router,
     routes_health.router,
 )

@@ -70,6 +70,7 @@ ORDERS = {  # package -> its sub-packages and modules, lowest first: an import n
         {"duplicates"},
         {"query"},
         {"usecases"},
+        {"audit"},
     ],
     "retrieval.training": [
         {"losses"},

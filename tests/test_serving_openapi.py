@@ -37,6 +37,7 @@ EXPECTED_PROBLEMS = {
     ("get", "/labels"): {422, 503, 504},
     ("get", "/items"): {422, 503, 504},
     ("get", "/duplicates"): {422, 503, 504},
+    ("get", "/audit"): {422, 503, 504},
     ("get", "/items/{item_id}/duplicates"): {404, 422, 503, 504},
     ("post", "/admin/reload"): {401, 403, 503, 504},
     ("get", "/readyz"): {503},

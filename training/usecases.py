@@ -12,6 +12,7 @@
     api.train_ensemble(cfg, "runs/ens", members=3)        # retrieval train --ensemble 3
     api.study("data/", ["normalized_softmax", "multi_similarity"], "study/", trials=4)  # retrieval study
     copies = api.data_duplicates("data/", "dups/")          # retrieval data duplicates -> DatasetCopies
+    audit = api.data_audit("data/", "audit/")               # retrieval data audit -> AuditReport
 
 Each function is a thin call of the implementation the matching command uses (``Trainer``,
 ``export_run``, ``train_ensemble``, ``run_study``), so the API and the CLI cannot drift apart. What
@@ -30,6 +31,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
+from retrieval.indexing.audit.audit_report import AuditReport
+from retrieval.indexing.audit.auditing import audit_dataset
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.duplicates.copy_thresholds import check_threshold
 from retrieval.indexing.duplicates.dataset_copies import DatasetCopies
@@ -60,7 +63,7 @@ from retrieval.training.study.study_state import StudySpec
 
 log = logging.getLogger(__name__)
 __all__ = ["build_index", "config", "embed", "evaluate", "export", "search", "study", "train", "train_ensemble"]
-__all__ += ["data_duplicates"]
+__all__ += ["data_audit", "data_duplicates"]
 __all__ += [  # what the commands meet, one import away (they import nothing below this layer)
     "TOLERANCE",
     "DistContext",
@@ -265,3 +268,21 @@ def data_duplicates(
     copies = find_dataset_duplicates(model, data, threshold=threshold, split=split, verify=verify, progress=progress)
     copies.write(Path(out), Path(exclude_list) if exclude_list is not None else None)
     return copies
+
+
+def data_audit(
+    data: PathLike,
+    out: PathLike,
+    *,
+    model: PathLike | None = None,
+    exclude_list: PathLike | None = None,
+    split: SplitSettings = SplitSettings(),
+    progress: bool = True,
+) -> AuditReport:
+    """``retrieval data audit``: which images of ``data`` are probably mislabelled or belong to no class, written
+    to ``out`` (``label_issues.csv``, ``outliers.csv``, ``relabel.csv``, ``audit.json``, ``audit.png``;
+    ``exclude_list``: the suspects, one a line). ``model`` is an export or run directory; without it
+    EfficientNet-Lite0's ImageNet weights (``out/model``, as ``data_duplicates`` exports them)."""
+    if model is None:
+        model = pretrained_export(Path(out) / PRETRAINED_MODEL_DIR, Path(data), split.val_fraction)
+    return audit_dataset(model, data, out, exclude_list=exclude_list, split=split, progress=progress)

@@ -9,6 +9,9 @@ from typing import Annotated
 import typer
 
 from retrieval.cli.options.index_options import PixelCheckOpt, QuietOpt, ThresholdOpt
+from retrieval.indexing.audit.audit_report import LABEL_ISSUES, OUTLIERS, RELABEL, SUMMARY
+from retrieval.indexing.audit.auditing import audit_dataset, audit_vectors
+from retrieval.indexing.audit.relabel import apply_relabel
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.bad_images import scan_images
 from retrieval.indexing.data.class_check import class_problems, mirror_sensitive_classes
@@ -119,6 +122,11 @@ def check(
     if len(records) > 1:
         copies = find_exact_copies(records, split=SplitSettings(val_fraction=val_fraction), progress=not quiet)
         typer.echo(f"{copies.summary()}; near copies too: retrieval data duplicates {path} --out DIR")
+        if copies.counts("exact").across_classes:
+            typer.echo(
+                f"copies across classes are label noise: see which images are probably mislabelled with "
+                f"retrieval data audit {path} --out DIR"
+            )
     if mirrored := mirror_sensitive_classes(record.label for record in records):
         typer.echo(f"{MIRROR_ADVICE} (class names that suggest it: {', '.join(mirrored[:5])})")
     if not report.ok:
@@ -188,6 +196,79 @@ def data_duplicates(
             f"wrote {len(copies.excluded())} paths to leave out to {exclude_list}; "
             f"next: retrieval train --data {data} --exclude {exclude_list} ..."
         )
+
+
+@data_app.command("audit")
+def data_audit(
+    out: Annotated[Path, typer.Option("--out", help="Folder for the audit's files.")],
+    data: Annotated[Path | None, typer.Argument(help="Dataset folder or CSV manifest (or give --vectors).")] = None,
+    model: Annotated[
+        Path | None,
+        typer.Option(
+            "--model",
+            help="Export or run directory. [default: EfficientNet-Lite0's ImageNet weights, exported once to OUT/model]",
+            show_default=False,
+        ),
+    ] = None,
+    vectors: Annotated[
+        Path | None, typer.Option("--vectors", help="Audit these embeddings (.npy) instead of embedding images.")
+    ] = None,
+    items: Annotated[
+        Path | None, typer.Option("--items", help="With --vectors: one row per vector with a label column.")
+    ] = None,
+    exclude_list: Annotated[
+        Path | None,
+        typer.Option(
+            "--exclude-list", help="Write the probable mislabels, one a line, for `retrieval train --exclude`."
+        ),
+    ] = None,
+    val_fraction: Annotated[
+        float, typer.Option("--val-fraction", help="The split to check for leaks: as `retrieval train`'s.")
+    ] = 0.2,
+    quiet: QuietOpt = False,
+) -> None:
+    """Rank every image by how likely its label is wrong, and find the images that belong to no class.
+
+    Scores come from the image's nearest neighbours and the class means in the model's embedding space, out of
+    fold (an image never votes for itself nor for its copies). Writes OUT/label_issues.csv (path, label,
+    suggested_label, score: every item, most suspect first), OUT/outliers.csv (path, label, score),
+    OUT/relabel.csv (the suspects with a new_label to edit, for `retrieval data apply-relabel`), OUT/audit.json
+    and OUT/audit.png (each top suspect beside its nearest images of the given and the suggested class).
+    """
+    if (data is None) == (vectors is None):
+        raise DataError("give either a dataset (DATA) or --vectors EMB.npy --items ITEMS.csv")
+    if vectors is not None:
+        report = audit_vectors(vectors, items, out, exclude_list=exclude_list)
+    elif model is not None:  # torch-free
+        assert data is not None  # checked above
+        report = audit_dataset(
+            model, data, out, exclude_list=exclude_list, split=SplitSettings(val_fraction), progress=not quiet
+        )
+    else:
+        from retrieval.training.usecases import data_audit as run  # torch: the default model is exported
+
+        assert data is not None  # checked above
+        report = run(data, out, exclude_list=exclude_list, split=SplitSettings(val_fraction), progress=not quiet)
+    typer.echo(report.summary())
+    typer.echo(f"wrote {out / LABEL_ISSUES}, {out / OUTLIERS}, {out / RELABEL} and {out / SUMMARY}")
+    if exclude_list is not None:
+        typer.echo(
+            f"wrote {len(report.suspects())} {report.name_column}s to leave out to {exclude_list}"
+            + (f"; next: retrieval train --data {data} --exclude {exclude_list} ..." if data is not None else "")
+        )
+
+
+@data_app.command("apply-relabel")
+def apply_relabel_command(
+    data: DatasetArg,
+    relabel: Annotated[Path, typer.Option("--relabel", help="relabel.csv from `retrieval data audit`, edited.")],
+    out: Annotated[Path, typer.Option("--out", help="New folder for the relabelled copy of DATA.")],
+    quiet: QuietOpt = False,
+) -> None:
+    """Copy an ImageFolder dataset to OUT with each image of relabel.csv moved to its new_label's folder (an empty
+    new_label keeps it). DATA itself is never changed."""
+    counts = apply_relabel(data, relabel, out, progress=not quiet)
+    typer.echo(f"copied {counts['copied']} images to {out}, {counts['moved']} of them under a new label")
 
 
 def register(app: typer.Typer) -> None:

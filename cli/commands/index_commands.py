@@ -26,6 +26,8 @@ from retrieval.cli.options.index_options import (
     ThresholdOpt,
 )
 from retrieval.indexing import usecases as api
+from retrieval.indexing.audit.audit_report import LABEL_ISSUES, OUTLIERS
+from retrieval.indexing.audit.auditing import audit_index
 from retrieval.indexing.exported_model.model_manifest import ModelManifest
 
 MAX_LISTED_FAILURES = 10
@@ -312,9 +314,24 @@ def index_duplicates(
     typer.echo(f"{found.summary()}; wrote {out}")
 
 
+def index_audit(
+    index_dir: Annotated[Path, typer.Argument(help="Index directory.")],
+    out: Annotated[Path, typer.Option("--out", help="Folder for label_issues.csv, outliers.csv, audit.json ...")],
+    exclude_list: Annotated[
+        Path | None, typer.Option("--exclude-list", help="Write the probable mislabels, one a line, to this file.")
+    ] = None,
+) -> None:
+    """Rank the items of an index by how likely their label is wrong (from their stored embeddings, out of fold),
+    as `retrieval data audit` does for a dataset; the same rows as GET /audit."""
+    report = audit_index(index_dir, out, exclude_list=exclude_list)
+    typer.echo(report.summary())
+    typer.echo(f"wrote {out / LABEL_ISSUES} and {out / OUTLIERS}")
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``build``, ``info``, ``add``, ``remove``, ``compact`` and ``duplicates`` to the ``index`` group
-    (``index_group``)."""
+    """Add ``build``, ``info``, ``add``, ``remove``, ``compact``, ``duplicates`` and ``audit`` to the ``index``
+    group (``index_group``)."""
     for command in (build, info, add, remove, compact):
         app.command(command.__name__)(command)
     app.command("duplicates")(index_duplicates)
+    app.command("audit")(index_audit)

@@ -39,6 +39,7 @@ from retrieval.cli.options.train_options import (
     Workers,
     consent_command,
 )
+from retrieval.indexing.audit.audit_records import audit_note
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.indexing.probability.held_out import summary_lines
 from retrieval.training.config.config_checks import check_config, check_run_dir, recipe_loss_warning
@@ -177,6 +178,8 @@ def train(
     if isinstance(result, TrainedRun):
         if ctx.is_main:
             _print_summary(result)
+            if note := audit_note(resolve_config(request).data.path):
+                typer.echo(note)
     elif result is not None:
         _print_ensemble_summary(result.run_dir, result.metrics)
 

@@ -23,7 +23,8 @@ from retrieval.indexing.duplicates.copy_thresholds import copy_thresholds
 from retrieval.indexing.duplicates.copy_verifier import verify_copies
 from retrieval.indexing.duplicates.dataset_copies import EXACT, NEAR, CopyPair, DatasetCopies
 from retrieval.indexing.duplicates.pixel_hash import exact_copy_sets, pixel_digests
-from retrieval.indexing.exported_model.embedding_files import embedding_table
+from retrieval.indexing.exported_model.embedding_files import DatasetEmbedding, embedding_table
+from retrieval.indexing.exported_model.model_manifest import ModelManifest
 from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.exported_model.resolution import resolve_export_dir
 from retrieval.indexing.search.binary import binarize
@@ -59,13 +60,31 @@ def find_dataset_duplicates(
     (``search.copy_verifier``) unless ``verify`` is False. A DataError when fewer than two images are given."""
     records = _records(data)
     embedder = OnnxEmbedder(resolve_export_dir(Path(model)))
-    thresholds = copy_thresholds(embedder.manifest.duplicates, threshold, verify=verify)
+    embedded = embedding_table(embedder, records, progress=progress)
+    return embedded_copies(
+        records, embedded, embedder.manifest, threshold=threshold, split=split, k=k, verify=verify, progress=progress
+    )
+
+
+def embedded_copies(
+    records: list[ImageRecord],
+    embedded: DatasetEmbedding,
+    manifest: ModelManifest,
+    *,
+    threshold: float | None = None,
+    split: SplitSettings = SplitSettings(),
+    k: int = DEFAULT_K,
+    verify: bool = True,
+    progress: bool = True,
+) -> DatasetCopies:
+    """``find_dataset_duplicates`` of ``records`` already embedded by the model of ``manifest`` (what
+    ``retrieval data audit`` reuses, so that it embeds once)."""
+    thresholds = copy_thresholds(manifest.duplicates, threshold, verify=verify)
     splits = split_names(records, split)
     exact = dict.fromkeys(_exact_pairs(records, progress), 1.0)
-    embedded = embedding_table(embedder, records, progress=progress)
     table = embedded.table
     near = near_copy_pairs(
-        binarize(table.embeddings, embedder.manifest.binarization_threshold),
+        binarize(table.embeddings, manifest.binarization_threshold),
         table.embeddings.shape[1],
         thresholds.binary,
         embeddings=table.embeddings,

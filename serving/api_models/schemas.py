@@ -219,3 +219,19 @@ class ItemDuplicates(_Strict):
     item_id: int
     threshold: float
     duplicates: list[SearchHit] = Field(description="the item's copies, best first (the item itself left out)")
+
+
+# GET /audit (routes_audit): the rows of `retrieval index audit`'s label_issues.csv
+class AuditRow(_Strict):
+    path: str | None = Field(None, description="the item's image path (items without keys)")
+    key: str | None = Field(None, description="the item's key (an index whose items have keys)")
+    label: str
+    suggested_label: str = Field(description="the class its neighbours and the class means point to ('' if none)")
+    score: float = Field(description="1 - the share of the evidence for its label: higher = more likely mislabelled")
+
+
+class AuditPage(_Strict):
+    total: int = Field(description="items in the index")
+    offset: int
+    suspects: int = Field(description="items whose score reaches the suspect score (probably mislabelled)")
+    rows: list[AuditRow] = Field(description="most suspect first")

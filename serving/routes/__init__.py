@@ -5,7 +5,8 @@
 fields, one rule for all), ``routes_items`` (``/items``),
 ``routes_keys`` (``/items/by-key/{key}``: items by their own keys, upsert), ``routes_browse`` (``GET /labels``,
 ``GET /items``: counts and filtered pages behind a cursor), ``routes_duplicates`` (``GET /duplicates``,
-``GET /items/{id}/duplicates``: groups of copies and an item's copies), ``routes_admin`` (``/admin/reload``) and
+``GET /items/{id}/duplicates``: groups of copies and an item's copies), ``routes_audit`` (``GET /audit``: the
+items most likely mislabelled, paged), ``routes_admin`` (``/admin/reload``) and
 ``routes_health`` (``/healthz``, ``/readyz``, ``/metrics``), ``routes_vectors`` (JSON bodies of ``POST /items``,
 ``PUT /items/by-key/{key}``: vectors in; the JSON body of ``POST /search`` documented; ``POST /items/delete`` by filter;
 ``GET /items/by-key/{key}/similar``), sharing ``form_fields`` (the one vocabulary of upload
