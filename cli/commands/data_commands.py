@@ -17,11 +17,10 @@ from retrieval.indexing.data.bad_images import scan_images
 from retrieval.indexing.data.class_check import class_problems, mirror_sensitive_classes
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.data.sources import describe_layout, load_records
-from retrieval.indexing.data.splits import split_records
+from retrieval.indexing.data.splits import FEWER_ADVICE, MIN_VALIDATION_CLASSES, MIN_VALIDATION_QUERIES, split_records
 from retrieval.indexing.data.synth.generator import generate_synthetic_dataset
 from retrieval.indexing.duplicates.dataset_copies import CSV_NAME, GRID_NAME
 from retrieval.indexing.duplicates.dataset_duplicates import SplitSettings, find_exact_copies
-from retrieval.training.run.measures.verdict import FEWER_ADVICE, MIN_VALIDATION_CLASSES, MIN_VALIDATION_QUERIES
 
 DatasetArg = Annotated[Path, typer.Argument(help="Dataset folder or CSV manifest.")]
 CheckedSplitOpt = Annotated[

@@ -24,7 +24,7 @@ from retrieval.indexing.common.errors import DataError
 CalibrationKind = Literal["float", "binary"]
 MAX_KNOTS = 256
 HITS_PER_QUERY = 10  # the hits of each query a fit and a report weigh: a first page of results
-MIN_CALIBRATION_CLASSES = 5  # the verdict's bar (training.run.measures.verdict.MIN_VALIDATION_CLASSES)
+MIN_CALIBRATION_CLASSES = 5  # the verdict's bar (indexing.data.splits.MIN_VALIDATION_CLASSES)
 _EDGE = 1e-6  # probabilities are kept inside (0, 1) so that the odds stay finite
 NO_CALIBRATION = (
     "this model has no calibration (its run kept no validation classes to fit one on: --split none), so hits carry "

@@ -33,6 +33,12 @@ from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.data.class_check import single_image_classes
 from retrieval.indexing.data.records import ImageRecord
 
+MIN_VALIDATION_CLASSES = 5
+"""Fewer validation classes than this cannot tell a trained epoch's gain from noise (the verdict, ``data check``)."""
+MIN_VALIDATION_QUERIES = 100
+"""Nor can fewer validation queries (images) than this."""
+FEWER_ADVICE = "add classes, raise --val-fraction, or keep the backbone with --epochs 0"
+
 SPLIT_NAMES = ("train", "val", "test", "all")
 MIN_CLASSES = 2
 SHOWN = 3

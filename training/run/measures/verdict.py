@@ -15,12 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from retrieval.indexing.data.splits import MIN_CLASSES
+from retrieval.indexing.data.splits import FEWER_ADVICE, MIN_CLASSES, MIN_VALIDATION_CLASSES, MIN_VALIDATION_QUERIES
 from retrieval.indexing.exported_model.training_verdict import DataCopies, Decision, GainInterval, TrainingVerdict
-
-MIN_VALIDATION_CLASSES = 5
-MIN_VALIDATION_QUERIES = 100
-FEWER_ADVICE = "add classes, raise --val-fraction, or keep the backbone with --epochs 0"
 
 
 def beats_reference(validation: GainInterval | None) -> bool:
