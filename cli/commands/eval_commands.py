@@ -7,7 +7,6 @@ import importlib.util
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Annotated
 
 import typer
 

@@ -11,9 +11,7 @@ import typer
 from retrieval.indexing import usecases as api
 
 BuildOutOpt = Annotated[Path, typer.Option("--out", help="index directory to create (or replace)")]
-BuildModelOpt = Annotated[
-    Path | None, typer.Option("--model", help="export dir (model.onnx + model.json) or run dir")
-]
+BuildModelOpt = Annotated[Path | None, typer.Option("--model", help="export dir (model.onnx + model.json) or run dir")]
 BuildDataOpt = Annotated[
     Path | None, typer.Option("--data", help="dataset folder / CSV (any layout `retrieval data` reads)")
 ]

@@ -90,7 +90,9 @@ TrainOverwriteOpt = Annotated[
 ResumeOpt = Annotated[
     bool, typer.Option("--resume", help="Continue from RUN_DIR/checkpoints/last.pt with its saved config.")
 ]
-TrainQuietOpt = Annotated[bool, typer.Option("--quiet", help="No progress bars (the run summary and results still print).")]
+TrainQuietOpt = Annotated[
+    bool, typer.Option("--quiet", help="No progress bars (the run summary and results still print).")
+]
 
 
 def consent_command() -> str:
