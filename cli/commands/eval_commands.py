@@ -7,10 +7,26 @@ import importlib.util
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Annotated
 
 import typer
 
+from retrieval.cli.options.eval_options import (
+    EvalBatchOpt,
+    EvalDataOpt,
+    EvalIndexOpt,
+    EvalModelOpt,
+    EvalOutOpt,
+    EvalSplitOpt,
+    EvalThreadsOpt,
+    GridOpt,
+    KsOpt,
+    NeighboursKOpt,
+    NeighboursOpt,
+    PostprocessOpt,
+    PostprocessParamsOpt,
+    PromptOpt,
+    ReferenceOpt,
+)
 from retrieval.cli.options.index_options import QuietOpt
 from retrieval.indexing import usecases as api
 from retrieval.indexing.probability.held_out import summary_lines
@@ -90,49 +106,21 @@ def default_out_dir() -> Path:
 
 
 def evaluate(
-    model: Annotated[Path | None, typer.Option("--model", help="export dir or training run dir (with --data)")] = None,
-    data: Annotated[Path | None, typer.Option("--data", help="dataset to embed and evaluate (with --model)")] = None,
-    index: Annotated[Path | None, typer.Option("--index", help="evaluate an index directory as built")] = None,
-    split: Annotated[str, typer.Option("--split", help="all, train, val or test (with --data)")] = "test",
-    out: Annotated[Path | None, typer.Option("--out", help="output directory (default ./eval-<timestamp>)")] = None,
-    ks: Annotated[str | None, typer.Option("--ks", help="Recall@K list, e.g. 1,2,4,8 (default by dataset)")] = None,
-    grid: Annotated[int, typer.Option("--grid", min=0, help="queries in retrieval_grid.png (0: none)")] = 6,
-    batch_size: Annotated[int, typer.Option("--batch-size", min=1)] = 32,
-    threads: Annotated[int | None, typer.Option("--threads", help="onnxruntime threads")] = None,
-    neighbours: Annotated[
-        Path | None,
-        typer.Option("--neighbours", help="also write each query's top results to FILE.parquet or FILE.csv"),
-    ] = None,
-    neighbours_k: Annotated[int, typer.Option("--neighbours-k", min=1, help="results per query in --neighbours")] = 10,
-    reference: Annotated[
-        bool,
-        typer.Option(
-            "--reference/--no-reference",
-            help="with --model: also measure the backbone it was trained from (pooled features; needs torch)",
-        ),
-    ] = True,
-    postprocess: Annotated[
-        str | None,
-        typer.Option(
-            "--postprocess",
-            help="also measure these post-processings beside the raw row: none,qe,dba,dba+qe,kreciprocal",
-        ),
-    ] = None,
-    postprocess_params: Annotated[
-        str | None,
-        typer.Option(
-            "--postprocess-params",
-            help='their parameters: JSON or a JSON file, e.g. {"qe": {"n": 5, "alpha": 3}} (default: the papers\')',
-        ),
-    ] = None,
-    prompt: Annotated[
-        str,
-        typer.Option(
-            "--prompt",
-            help="a model with a text tower (CLIP/SigLIP): the text query of each class for the text->image column; "
-            "{label} is its folder name as words (001.Black_footed_Albatross: black footed albatross)",
-        ),
-    ] = api.DEFAULT_PROMPT,
+    model: EvalModelOpt = None,
+    data: EvalDataOpt = None,
+    index: EvalIndexOpt = None,
+    split: EvalSplitOpt = "test",
+    out: EvalOutOpt = None,
+    ks: KsOpt = None,
+    grid: GridOpt = 6,
+    batch_size: EvalBatchOpt = 32,
+    threads: EvalThreadsOpt = None,
+    neighbours: NeighboursOpt = None,
+    neighbours_k: NeighboursKOpt = 10,
+    reference: ReferenceOpt = True,
+    postprocess: PostprocessOpt = None,
+    postprocess_params: PostprocessParamsOpt = None,
+    prompt: PromptOpt = api.DEFAULT_PROMPT,
     quiet: QuietOpt = False,
 ) -> None:
     """Measure float and binary (sign-bit) retrieval; write metrics.json and retrieval_grid.png. A model with a
@@ -160,6 +148,11 @@ def evaluate(
     evaluation = api.run_eval(request, progress=not quiet)
     if reference and model is not None:
         _reference_columns(model, evaluation, quiet=quiet)
+    _print_and_save(evaluation, out_dir, neighbours, neighbours_k)
+
+
+def _print_and_save(evaluation: api.Evaluation, out_dir: Path, neighbours: Path | None, neighbours_k: int) -> None:
+    """The warning, the metrics tables and the calibration lines; then what ``save_evaluation`` wrote."""
     if evaluation.warning is not None:
         typer.secho(f"warning: {evaluation.warning}", fg=typer.colors.YELLOW, err=True)
     typer.echo(format_table(evaluation.report))

@@ -2,63 +2,35 @@
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
-from typing import Annotated
 
 import typer
 
+from retrieval.cli.options.export_options import (
+    CalibrationImagesOpt,
+    CheckpointChoice,
+    CheckpointOpt,
+    ExportDataOpt,
+    ExportOutOpt,
+    ForceOpt,
+    Fp16Opt,
+    MaxMapDropOpt,
+    QuantizeOpt,
+    RunDirArg,
+)
 from retrieval.indexing.exported_model.model_manifest import Quantization
 
 
-class CheckpointChoice(str, Enum):
-    best = "best"
-    last = "last"
-
-
-class QuantizeChoice(str, Enum):
-    int8 = "int8"
-
-
 def export(
-    run_dir: Annotated[Path, typer.Argument(help="run directory written by `retrieval train`")],
-    out: Annotated[Path | None, typer.Option("--out", help="output directory (default RUN_DIR/export)")] = None,
-    fp16: Annotated[
-        bool,
-        typer.Option(
-            "--fp16",
-            help="store fp16 weights: half the file size; inputs/outputs stay float32 (on CPU, onnxruntime runs fp16 slower)",
-        ),
-    ] = False,
-    checkpoint: Annotated[
-        CheckpointChoice, typer.Option("--checkpoint", help="which checkpoint to export")
-    ] = CheckpointChoice.best,
-    quantize: Annotated[
-        QuantizeChoice | None,
-        typer.Option(
-            "--quantize",
-            help="int8: INT8 model (onnxruntime: a convolutional trunk static, calibrated on the run's training "
-            "images; a vision transformer's MatMuls dynamic, nothing calibrated), written instead of the float one "
-            "after a retrieval check on the validation classes",
-        ),
-    ] = None,
-    max_map_drop: Annotated[
-        float,
-        typer.Option("--max-map-drop", help="--quantize: largest validation MAP@R loss allowed, in points (0.01)"),
-    ] = 1.0,
-    force: Annotated[
-        bool, typer.Option("--force", help="--quantize: write the INT8 model even when it fails the check")
-    ] = False,
-    calibration_images: Annotated[
-        int,
-        typer.Option(
-            "--calibration-images", min=1, help="--quantize: training images that calibrate it (not a transformer)"
-        ),
-    ] = 256,
-    data: Annotated[
-        Path | None,
-        typer.Option("--data", help="--quantize: the run's dataset, if it moved (default: config.yaml's data.path)"),
-    ] = None,
+    run_dir: RunDirArg,
+    out: ExportOutOpt = None,
+    fp16: Fp16Opt = False,
+    checkpoint: CheckpointOpt = CheckpointChoice.best,
+    quantize: QuantizeOpt = None,
+    max_map_drop: MaxMapDropOpt = 1.0,
+    force: ForceOpt = False,
+    calibration_images: CalibrationImagesOpt = 256,
+    data: ExportDataOpt = None,
 ) -> None:
     """Export a trained run to ONNX, check it against torch and write model.onnx + model.json."""
     from retrieval.training.usecases import (  # torch loads only for this command

@@ -12,6 +12,16 @@ import typer
 
 from retrieval.cli.commands.shard_commands import echo_shard_report
 from retrieval.cli.options.backend_options import BackendOpt, CollectionOpt, MilvusUriOpt
+from retrieval.cli.options.build_options import (
+    BinaryKindOpt,
+    BuildDataOpt,
+    BuildModelOpt,
+    BuildOutOpt,
+    BuildSplitOpt,
+    FloatKindOpt,
+    ItemsOpt,
+    VectorsOpt,
+)
 from retrieval.cli.options.index_options import (
     BatchOpt,
     DataOpt,
@@ -45,25 +55,15 @@ def echo_failures(failures: Sequence[tuple[Path, str]]) -> None:
 
 
 def build(
-    out: Annotated[Path, typer.Option("--out", help="index directory to create (or replace)")],
-    model: Annotated[
-        Path | None, typer.Option("--model", help="export dir (model.onnx + model.json) or run dir")
-    ] = None,
-    data: Annotated[
-        Path | None, typer.Option("--data", help="dataset folder / CSV (any layout `retrieval data` reads)")
-    ] = None,
-    vectors: Annotated[
-        Path | None,
-        typer.Option("--vectors", help="EMB.npy: index these vectors alone, without --model/--data (no model)"),
-    ] = None,
-    items: Annotated[
-        Path | None,
-        typer.Option("--items", help="ITEMS.csv of --vectors: key, label, metadata columns (default EMB.items.csv)"),
-    ] = None,
-    float_kind: Annotated[str, typer.Option("--float-kind", help=f"one of {', '.join(api.FLOAT_KINDS)}")] = "flat",
-    binary_kind: Annotated[str, typer.Option("--binary-kind", help=f"one of {', '.join(api.BINARY_KINDS)}")] = "flat",
+    out: BuildOutOpt,
+    model: BuildModelOpt = None,
+    data: BuildDataOpt = None,
+    vectors: VectorsOpt = None,
+    items: ItemsOpt = None,
+    float_kind: FloatKindOpt = "flat",
+    binary_kind: BinaryKindOpt = "flat",
     batch_size: BatchOpt = 32,
-    split: Annotated[str, typer.Option("--split", help="all, train, val or test")] = "all",
+    split: BuildSplitOpt = "all",
     threads: ThreadsOpt = None,
     quiet: QuietOpt = False,
     backend: BackendOpt = "files",
@@ -91,13 +91,17 @@ def build(
         dba=dba,
         postprocess_params=api.load_params(postprocess_params) if postprocess_params else None,
     )  # the rules between options: BuildRequest's
-    report = api.run_build(request)
+    echo_build(api.run_build(request), out, by_vector=vectors is not None)
+
+
+def echo_build(report: api.BuildReport | api.ShardReport, out: Path, *, by_vector: bool) -> None:
+    """What ``index build`` made (a shard, vectors or embedded images), its skipped images, and what to run next."""
     if isinstance(report, api.ShardReport):
         echo_shard_report(report, out)
         echo_failures(report.failures)
         return
     echo_failures(report.failures)
-    if vectors is not None:
+    if by_vector:
         typer.echo(
             f"indexed {report.count} vectors of {report.num_labels} classes into {report.index_dir} "
             f"({report.storage}, no model: it searches by vector) in {report.total_seconds:.1f} s"

@@ -4,12 +4,25 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from retrieval.cli.activity import activity, show_run_log
 from retrieval.cli.options.config_options import config_layer, show_config_defaults
+from retrieval.cli.options.study_options import (
+    CachedFeaturesOpt,
+    FoldsOpt,
+    LossesOpt,
+    SeedsOpt,
+    StudyDataOpt,
+    StudyOutOpt,
+    StudyOverwriteOpt,
+    StudyQuietOpt,
+    StudySeedOpt,
+    StudySetOpt,
+    TrialsOpt,
+)
 from retrieval.cli.options.train_options import (
     AllowDownload,
     Backbone,
@@ -25,6 +38,9 @@ from retrieval.cli.options.train_options import (
 from retrieval.indexing.common.errors import ConfigError
 from retrieval.training.config.config_checks import check_config
 from retrieval.training.config.train_config import build_config, parse_set
+
+if TYPE_CHECKING:  # torch loads only when the study runs
+    from retrieval.training.study.study_state import StudySpec
 
 STUDY_HELP = (
     "Compare losses fairly, as 'A Metric Learning Reality Check' (Musgrave et al., ECCV 2020) does.\n\n"
@@ -45,21 +61,14 @@ STUDY_HELP = (
 
 
 def study(
-    data: Annotated[
-        Path, typer.Option("--data", help="ImageFolder dir, CSV manifest, or CUB/Cars196/SOP/In-Shop root.")
-    ],
-    losses: Annotated[
-        str, typer.Option("--losses", help="Comma-separated loss or recipe names, e.g. normsoftmax,triplet,ms.")
-    ],
-    out: Annotated[Path, typer.Option("--out", help="Study directory (state, optuna.db, runs, report).")],
-    folds: Annotated[int, typer.Option("--folds", help="Class-disjoint folds of the training classes.")] = 4,
-    trials: Annotated[int, typer.Option("--trials", help="Search trials per loss (the paper: 50).")] = 20,
-    seeds: Annotated[int, typer.Option("--seeds", help="Final runs of the best settings (the paper: 10).")] = 3,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the sampler and the search runs.")] = 0,
-    cached_features: Annotated[
-        bool,
-        typer.Option("--cached-features", help="Frozen backbone: train only head + loss on features embedded once."),
-    ] = False,
+    data: StudyDataOpt,
+    losses: LossesOpt,
+    out: StudyOutOpt,
+    folds: FoldsOpt = 4,
+    trials: TrialsOpt = 20,
+    seeds: SeedsOpt = 3,
+    seed: StudySeedOpt = 0,
+    cached_features: CachedFeaturesOpt = False,
     epochs: Epochs = None,
     image_size: ImageSize = None,
     max_images_per_class: MaxImagesPerClass = None,
@@ -69,27 +78,15 @@ def study(
     weights_cache: WeightsCache = None,
     embedding_dim: EmbeddingDim = None,
     batch_size: BatchSize = None,
-    set_: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--set",
-            help="Any config key for every run (--set trainer.patience=5) or for one loss (--set "
-            "triplet:loss.params.margin=0.1); a searched key set here is fixed.",
-        ),
-    ] = None,
-    overwrite: Annotated[
-        bool, typer.Option("--overwrite", help="Replace the study in --out (keeps its feature cache).")
-    ] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", help="No progress bars.")] = False,
+    set_: StudySetOpt = None,
+    overwrite: StudyOverwriteOpt = False,
+    quiet: StudyQuietOpt = False,
 ) -> None:
     show_run_log()
     options = config_layer(study, locals())
-    assignments = parse_set([item.split(":", 1)[-1] for item in set_ or []])  # "loss:key=value" sets key too
-    layers = [("command-line options", options), ("--set", assignments), ("--data", {"data": {"path": str(data)}})]
-    for warning in check_config(build_config(layers), consent=consent_command(), split=False):  # before torch
-        typer.secho(f"warning: {warning}", fg=typer.colors.YELLOW, err=True)
+    _warn_before_torch(options, set_, data)
     with activity("loading torch and the training code", enabled=not quiet):
-        from retrieval.training.study.runner import run_study
+        from retrieval.training.study.runner import run_study  # noqa: F401 (loaded here, under the activity line)
         from retrieval.training.study.study_state import StudySpec
     names = parse_losses(losses)
     spec = StudySpec(
@@ -103,6 +100,21 @@ def study(
         options=options,
         overrides=list(set_ or []),
     )
+    _run(spec, out, overwrite=overwrite, quiet=quiet)
+
+
+def _warn_before_torch(options: dict[str, Any], set_: list[str] | None, data: Path) -> None:
+    """Refuse bad config keys and values, and print the warnings, before torch loads."""
+    assignments = parse_set([item.split(":", 1)[-1] for item in set_ or []])  # "loss:key=value" sets key too
+    layers = [("command-line options", options), ("--set", assignments), ("--data", {"data": {"path": str(data)}})]
+    for warning in check_config(build_config(layers), consent=consent_command(), split=False):
+        typer.secho(f"warning: {warning}", fg=typer.colors.YELLOW, err=True)
+
+
+def _run(spec: StudySpec, out: Path, *, overwrite: bool, quiet: bool) -> None:
+    """Run (or continue) the study, then print its report and where it is."""
+    from retrieval.training.study.runner import run_study
+
     started = time.perf_counter()
     try:
         result = run_study(spec, out, overwrite=overwrite, progress=not quiet)

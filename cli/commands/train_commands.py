@@ -15,9 +15,11 @@ from retrieval.cli.options.train_options import (
     AllowDownload,
     Backbone,
     BatchSize,
+    ConfigFileOpt,
     Data,
     Device,
     EmbeddingDim,
+    EnsembleOpt,
     Epochs,
     Exclude,
     FinalFit,
@@ -30,9 +32,16 @@ from retrieval.cli.options.train_options import (
     MetaClasses,
     OnBadImage,
     Pretrained,
+    PrintConfigOpt,
+    RecipeOpt,
+    ResumeOpt,
     Seed,
     Split,
     Tensorboard,
+    TrainOutOpt,
+    TrainOverwriteOpt,
+    TrainQuietOpt,
+    TrainSetOpt,
     ValFold,
     ValFraction,
     WeightsCache,
@@ -51,28 +60,10 @@ if TYPE_CHECKING:  # torch loads only when a command needs it
 
 
 def train(
-    out: Annotated[
-        Path | None,
-        typer.Option(
-            "--out",
-            help="Run directory (config, metrics.jsonl, checkpoints, curves.png); required, except with "
-            "--print-config.",
-            show_default="none",
-        ),
-    ] = None,
+    out: TrainOutOpt = None,
     data: Data = None,
-    config: Annotated[
-        Path | None, typer.Option("--config", help="YAML config; CLI options override it.", show_default="none")
-    ] = None,
-    recipe: Annotated[
-        str | None,
-        typer.Option(
-            "--recipe",
-            help="Start from a loss's paper defaults on a shared base, e.g. normsoftmax, triplet; "
-            "zhai_wu: Zhai & Wu's own setup.",
-            show_default="none: the configuration's defaults",
-        ),
-    ] = None,
+    config: ConfigFileOpt = None,
+    recipe: RecipeOpt = None,
     loss: Loss = None,
     backbone: Backbone = None,
     embedding_dim: EmbeddingDim = None,
@@ -94,38 +85,15 @@ def train(
     workers: Workers = None,
     on_bad_image: OnBadImage = None,
     seed: Seed = None,
-    ensemble: Annotated[
-        int | None,
-        typer.Option(
-            "--ensemble",
-            help="Train L models (seeds seed..seed+L-1) into RUN_DIR/members/ and evaluate their joined "
-            "embedding (L x embedding-dim); `retrieval export` writes them as one model.",
-            show_default="none: one model",
-        ),
-    ] = None,
+    ensemble: EnsembleOpt = None,
     meta_classes: MetaClasses = None,
     max_steps_per_epoch: MaxStepsPerEpoch = None,
     tensorboard: Tensorboard = None,
-    set_: Annotated[
-        list[str] | None,
-        typer.Option("--set", help="Any config key, e.g. --set trainer.patience=3 (repeatable).", show_default="none"),
-    ] = None,
-    print_config: Annotated[
-        bool,
-        typer.Option(
-            "--print-config",
-            help="Print the resolved configuration as YAML and exit (reads no data, writes nothing).",
-        ),
-    ] = False,
-    overwrite: Annotated[
-        bool, typer.Option("--overwrite", help="Replace the run already in --out (its checkpoints and export).")
-    ] = False,
-    resume: Annotated[
-        bool, typer.Option("--resume", help="Continue from RUN_DIR/checkpoints/last.pt with its saved config.")
-    ] = False,
-    quiet: Annotated[
-        bool, typer.Option("--quiet", help="No progress bars (the run summary and results still print).")
-    ] = False,
+    set_: TrainSetOpt = None,
+    print_config: PrintConfigOpt = False,
+    overwrite: TrainOverwriteOpt = False,
+    resume: ResumeOpt = False,
+    quiet: TrainQuietOpt = False,
 ) -> None:
     """Fit an embedder: class-disjoint split, validation MAP@R picks the best epoch, test metrics at the end.
 
@@ -147,9 +115,13 @@ def train(
         overwrite=overwrite,
         members=ensemble,
     )
-    _check_before_torch(request.layers(), recipe, loss, needs_data=not print_config)
-    if out is not None and not print_config:
-        check_run_dir(out, resume=resume, overwrite=overwrite)  # before torch: an existing run answers at once
+    _check_before_torch(request, recipe, loss, print_config=print_config, resume=resume)
+    _run(request, recipe, print_config=print_config, quiet=quiet)
+
+
+def _run(request: TrainRequest, recipe: str | None, *, print_config: bool, quiet: bool) -> None:
+    """Load torch, then print the resolved config (``--print-config``) or train and print the summary; an
+    interrupted run says how to continue it."""
     with activity("loading torch and the training code", enabled=not (quiet or print_config)):
         from retrieval.training.config.config_resolver import resolve_config
         from retrieval.training.config.recipes import describe_recipe
@@ -164,7 +136,8 @@ def train(
     if print_config:
         _print_config(resolve_config(request))
         return
-    assert out is not None  # checked above
+    out = request.out
+    assert out is not None  # checked by train
     ctx = DistContext.from_environment()  # torchrun sets RANK / WORLD_SIZE; a plain run is rank 0 of 1
     if recipe and ctx.is_main:
         logging.getLogger(__name__).info("recipe %s: %s", recipe, describe_recipe(recipe))
@@ -185,14 +158,18 @@ def train(
 
 
 def _check_before_torch(
-    layers: list[tuple[str, dict[str, Any]]], recipe: str | None, loss: str | None, *, needs_data: bool
+    request: TrainRequest, recipe: str | None, loss: str | None, *, print_config: bool, resume: bool
 ) -> None:
     """What can be refused without torch, refused in a second: config keys and values (every layer but the
-    recipe's, whose keys are the tables'), the dataset path and layout, the image size; then the warnings."""
-    warnings = check_config(build_config(layers), needs_data=needs_data, recipe=recipe, consent=consent_command())
+    recipe's, whose keys are the tables'), the dataset path and layout, the image size; then the warnings; then
+    the run directory (an existing run answers at once)."""
+    layers = request.layers()
+    warnings = check_config(build_config(layers), needs_data=not print_config, recipe=recipe, consent=consent_command())
     warnings += [warning] if (warning := recipe_loss_warning(recipe, loss)) else []
     for text in warnings:
         typer.secho(f"warning: {text}", fg=typer.colors.YELLOW, err=True)
+    if request.out is not None and not print_config:
+        check_run_dir(request.out, resume=resume, overwrite=request.overwrite)
 
 
 def _print_config(cfg: TrainConfig) -> None:
