@@ -3,7 +3,8 @@
 ``common`` (errors, atomic writes, artifact names, the registry shape) <- ``data`` (records, dataset
 layouts, splits, image decoding, the synthetic generator) <- ``exported_model`` (``model.json``,
 preprocessing, the ONNX embedder) <- ``search`` (result type, search kinds, binary codes, exact
-k-NN) <- ``calibration`` (a score's probability of sharing the query's class: fitted, measured)
+k-NN) <- ``probability`` (a probability's width, ``cutoff=auto``, the warnings of an unreliable
+calibration) <- ``calibration`` (a score's probability of sharing the query's class: fitted, measured)
 <- ``store`` (indexes: the files and Milvus backends behind one ``Store``, builds, shards)
 <- ``eval`` (metrics, NMI, evaluation, retrieval grid) <- ``usecases`` (the torch-free Python API, and
 what the commands run). A module imports only from its own sub-package and the ones to its left

@@ -65,6 +65,7 @@ ORDERS = {  # package -> its sub-packages and modules, lowest first: an import n
         {"data"},
         {"exported_model"},
         {"search"},
+        {"probability"},
         {"calibration"},
         {"store"},
         {"eval"},

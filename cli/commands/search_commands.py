@@ -75,6 +75,14 @@ def search(
             "the model's calibration, refused without one); how many were cut is said on stderr",
         ),
     ] = None,
+    cutoff: Annotated[
+        str,
+        typer.Option(
+            "--cutoff",
+            help="auto: per query, keep the first hits its own calibrated probabilities mark as worth keeping "
+            "(the count that maximises their expected F1; --min-probability its floor); none: keep all k",
+        ),
+    ] = "none",
     collapse_duplicates: Annotated[
         bool,
         typer.Option(
@@ -128,6 +136,7 @@ def search(
         texts=texts or (),
         min_probability=min_probability,
         collapse_duplicates=collapse_duplicates,
+        cutoff=cutoff,
     )
     bars = not quiet and len(images or []) > batch_size  # many images: progress bars; few: one line meanwhile
     with activity(f"opening {index_dir} and searching", enabled=not quiet and not bars):

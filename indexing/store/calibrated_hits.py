@@ -21,13 +21,14 @@ def calibration_kind(settings: SearchSettings) -> CalibrationKind | None:
 
 
 def check_min_probability(calibration: ScoreCalibration | None, settings: SearchSettings) -> None:
-    """A DataError, before searching, when ``min_probability`` cannot be applied."""
-    if settings.min_probability is None:
+    """A DataError, before searching, when ``min_probability`` or ``cutoff=auto`` cannot be applied."""
+    if settings.min_probability is None and settings.cutoff == "none":
         return
-    require_calibration(calibration)
+    name = "min_probability" if settings.min_probability is not None else "cutoff=auto"
+    require_calibration(calibration, name)
     if calibration_kind(settings) is None:
         raise DataError(
-            f"min_probability cannot be combined with postprocess {settings.postprocess}: its scores are not "
+            f"{name} cannot be combined with postprocess {settings.postprocess}: its scores are not "
             "the ones the calibration was fitted on"
         )
 

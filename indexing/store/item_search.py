@@ -1,8 +1,8 @@
 """Ranked (item, score) hits of an index: for query vectors, or for stored items (each left out of
 its own results). The one search -> hits path of ``retrieval search``, the Python API's ``search`` and
 the service's ``POST /search`` and ``GET /items/{id}/similar``: ``ranked_pages`` under one
-``SearchSettings`` (``similar_pages``: the same for stored items); ``filter_warnings`` names the keys of a
-filter that no item has."""
+``SearchSettings`` (``similar_pages``: the same for stored items); ``search_warnings`` gathers a search's warnings (a filter's
+keys no item has, an unreliable calibration)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,9 @@ from retrieval.indexing.exported_model.onnx_embedder import load_model_manifest
 from retrieval.indexing.exported_model.resolution import resolve_query_model
 from retrieval.indexing.search.copy_groups import collapse_copies
 from retrieval.indexing.search.copy_thresholds import copy_thresholds
-from retrieval.indexing.store.calibrated_hits import check_min_probability, with_probabilities
+from retrieval.indexing.probability.cutoff import auto_cutoff
+from retrieval.indexing.probability.reliability_warnings import reliability_warnings
+from retrieval.indexing.store.calibrated_hits import calibration_kind, check_min_probability, with_probabilities
 from retrieval.indexing.store.shared.items.item_filter import ItemFilter
 from retrieval.indexing.store.shared.items.items_db import Hit
 from retrieval.indexing.store.shared.postprocessed_search import postprocessed_search
@@ -84,7 +86,19 @@ def _page(hits: list[Hit], settings: SearchSettings) -> HitPage:
     scored = [hit for hit in hits if settings.min_score is None or hit.score >= settings.min_score]
     cut = settings.min_probability
     kept = [hit for hit in scored if cut is None or (hit.probability is not None and hit.probability >= cut)]
+    if settings.cutoff == "auto":
+        kept = kept[: auto_cutoff(np.array([hit.probability or 0.0 for hit in kept]), cut)]
     return HitPage(kept, len(hits) - len(scored), len(scored) - len(kept))
+
+
+def search_warnings(store: Store, settings: SearchSettings) -> list[str]:
+    """Every warning a search under ``settings`` carries: the filter's keys no item has, and an unreliable
+    calibration behind its probabilities (``probability.reliability_warnings``)."""
+    calibration = store.manifest.model.calibration
+    return [
+        *filter_warnings(store, settings.where),
+        *reliability_warnings(calibration, calibration_kind(settings), settings.min_probability),
+    ]
 
 
 def filter_warnings(store: Store, where: ItemFilter | None) -> list[str]:

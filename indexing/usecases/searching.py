@@ -19,7 +19,7 @@ from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.exported_model.text_encoder import checked_texts
 from retrieval.indexing.store.backends import open_store
-from retrieval.indexing.store.item_search import Hit, HitPage, filter_warnings, ranked_pages, similar_pages
+from retrieval.indexing.store.item_search import Hit, HitPage, ranked_pages, search_warnings, similar_pages
 from retrieval.indexing.store.shared.search_settings import SearchSettings, SettingsOptions, aliased
 from retrieval.indexing.store.shared.store_protocol import Store
 from retrieval.indexing.usecases.inputs import (
@@ -134,6 +134,7 @@ def search(
     where: Mapping[str, Any] | None = None,
     min_probability: float | None = None,
     collapse_duplicates: bool = False,
+    cutoff: str = "none",
 ) -> list[HitList]:
     """The ``k`` most similar items of each image (a path or a PIL image), embedded with the index's
     own model: per image a ``HitList`` of ``(Item, score)``, best first. ``filter`` keeps the items whose
@@ -143,7 +144,9 @@ def search(
     cut); ``postprocess``: none, qe or kreciprocal. ``vectors`` (one vector or a list, e.g. from another
     service that ran the index's model) are searched instead of or after the images: one HitList each.
     ``min_probability`` keeps the hits whose ``probability`` of sharing the query's class (the model's
-    calibration) is at least it, a DataError on a model without calibration; ``collapse_duplicates``: one hit
+    calibration) is at least it, a DataError on a model without calibration; ``cutoff="auto"`` keeps per query the
+    first hits its own probabilities mark as worth keeping (``min_probability`` its floor; the hits it cuts count
+    in ``below_min_probability``); ``collapse_duplicates``: one hit
     per group of copies (the model's measured copy threshold). ``texts``: words searched for (e.g. ``["red
     pickup truck"]``), one HitList each, on an index whose model has a text side (a CLIP or SigLIP export)."""
     queries = [images] if isinstance(images, str | Path | Image.Image) else list(images or [])
@@ -165,6 +168,7 @@ def search(
         texts=texts or (),
         min_probability=min_probability,
         collapse_duplicates=collapse_duplicates,
+        cutoff=cutoff,
     )
     outcome = search_index(request, unreadable="raise")
     for warning in outcome.warnings:
@@ -197,7 +201,7 @@ def search_index(
                 QueryHits(name, None, page.hits, page.below_min_score, page.below_min_probability)
                 for name, page in zip(names, found.pages, strict=True)
             ]
-        outcome.warnings = found.warnings if embedder is not None else filter_warnings(store, settings.where)
+        outcome.warnings = found.warnings if embedder is not None else search_warnings(store, settings)
         if encoder is not None:
             by_text = search_vectors(store, embed_texts(encoder, request.texts), settings)
             outcome.queries += [QueryHits.of_page(*pair) for pair in zip(request.texts, by_text.pages, strict=True)]
@@ -238,7 +242,7 @@ def search_vectors(
     ``query_pipeline``): the filter's warnings, then one page per (n, d) row under ``settings``; ``exclude[i]``
     is an item left out of row i (a stored item searched by its own embedding). An empty store: a page
     without hits per row when ``empty_ok`` (the service's answer), else a DataError."""
-    warnings = filter_warnings(store, settings.where)
+    warnings = search_warnings(store, settings)
     if empty_ok and store.count == 0:
         return VectorPages([HitPage([]) for _ in range(len(np.atleast_2d(vectors)))], warnings)
     return VectorPages(ranked_pages(store, vectors, settings, list(exclude) if exclude is not None else None), warnings)

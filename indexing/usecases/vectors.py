@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from retrieval.indexing.store.backends import open_store
-from retrieval.indexing.store.item_search import HitPage, filter_warnings, ranked_pages
+from retrieval.indexing.store.item_search import HitPage, ranked_pages, search_warnings
 from retrieval.indexing.store.shared.index_directory.write_lock import exclusive_writer
 from retrieval.indexing.store.shared.search_settings import SearchSettings
 from retrieval.indexing.store.shared.store_protocol import Store
@@ -109,7 +109,7 @@ def vector_pages(store: Store, vectors: Any, settings: SearchSettings, *, model:
     """The hits of each query vector under ``settings`` (an empty index: empty pages), after the checks."""
     check_model(model, store.manifest.model_sha256)
     checked = checked_vectors(vectors, store.dim, what="query vector")
-    warnings = [*filter_warnings(store, settings.where), *normalised_warning(checked.normalised, len(checked.vectors))]
+    warnings = [*search_warnings(store, settings), *normalised_warning(checked.normalised, len(checked.vectors))]
     if store.count == 0:
         return VectorPages([HitPage([]) for _ in checked.vectors], checked.normalised, warnings)
     return VectorPages(ranked_pages(store, checked.vectors, settings), checked.normalised, warnings)

@@ -14,6 +14,7 @@ from retrieval.serving.api_models.schemas import (
     IndexKind,
     ItemResponse,
     ItemsPage,
+    CutoffName,
     PostprocessName,
     _Strict,
 )
@@ -85,6 +86,7 @@ class VectorSearchRequest(_Strict):
     min_probability: float | None = Field(
         None, description="only hits at least this likely to share the query's class (0..1; a calibrated model)"
     )
+    cutoff: CutoffName = Field("none", description="'auto': per query the hits its probabilities choose")
     model: str | None = Field(None, description=_MODEL)
 
 

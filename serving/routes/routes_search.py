@@ -18,6 +18,7 @@ from retrieval.serving.api_models.schemas import (
     BatchSearchResponse,
     EmbedResponse,
     IndexKind,
+    CutoffName,
     PostprocessName,
     QueryResults,
     SearchResponse,
@@ -69,6 +70,11 @@ _MIN_PROBABILITY = (
     "calibration; refused with a 400 problem when the model has none); below_min_probability says how many "
     "were cut"
 )
+_CUTOFF = (
+    "'auto': per query, keep the first hits its own calibrated probabilities mark as worth keeping (the count "
+    "that maximises their expected F1; min_probability its floor; the hits cut count in below_min_probability); "
+    "'none' (the default): keep all k"
+)
 _COLLAPSE = (
     "one hit per group of copies (the best ranked; copies by the model's measured copy threshold, "
     "GET /duplicates lists the groups)"
@@ -118,6 +124,8 @@ async def search(
     collapse_duplicates_form: bool | None = Form(
         None, alias="collapse_duplicates", description="same as the query parameter collapse_duplicates"
     ),
+    cutoff: CutoffName | None = Query(None, description=_CUTOFF),
+    cutoff_form: CutoffName | None = Form(None, alias="cutoff", description="same as the query parameter cutoff"),
     services: Services = Depends(get_services),
 ) -> SearchResponse | BatchSearchResponse:
     start = time.perf_counter()
@@ -137,6 +145,7 @@ async def search(
         _first(min_score_form, min_score),
         _first(min_probability_form, min_probability),
         collapse_duplicates=bool(_first(collapse_duplicates_form, collapse_duplicates)),
+        cutoff=_first(cutoff_form, cutoff),
     )
     if text:
         return await answer_texts(services, text, settings, start, batch=len(text) > 1)
@@ -212,6 +221,7 @@ async def similar(
     min_score: float | None = Query(None, description=_MIN_SCORE),
     min_probability: float | None = Query(None, description=_MIN_PROBABILITY),
     collapse_duplicates: bool = Query(False, description=_COLLAPSE),
+    cutoff: CutoffName | None = Query(None, description=_CUTOFF),
     services: Services = Depends(get_services),
 ) -> SearchResponse:
     start = time.perf_counter()
@@ -226,6 +236,7 @@ async def similar(
         min_score,
         min_probability,
         collapse_duplicates=collapse_duplicates,
+        cutoff=cutoff,
     )
     timings = Timings()
     found = await search_similar(services, item_id, settings)
@@ -245,6 +256,7 @@ def search_settings(
     min_probability: float | None = None,
     *,
     collapse_duplicates: bool = False,
+    cutoff: CutoffName | None = None,
 ) -> SearchSettings:
     """The HTTP parameters as ``SearchSettings`` (``filter`` is the ``where``), within the
     service's limits: ``k <= k_max``, ``k <= rerank <= RERANK_FACTOR * k_max`` and ``offset + k`` at most that
@@ -272,6 +284,7 @@ def search_settings(
             filter_name="parameter 'filter'",
             min_probability=min_probability,
             collapse_duplicates=collapse_duplicates,
+            cutoff=cutoff,
         )
 
 
@@ -303,6 +316,7 @@ def _echo(settings: SearchSettings, warnings: list[str], timings: Timings) -> di
         "score_kind": settings.score_kind,
         "min_score": settings.min_score,
         "min_probability": settings.min_probability,
+        "cutoff": settings.cutoff,
         "warnings": warnings,
         "timings": timings,
     }

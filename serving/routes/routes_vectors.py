@@ -204,6 +204,7 @@ def _body_settings(services: Services, body: schemas.VectorSearchRequest) -> Sea
         body.offset,
         body.min_score,
         body.min_probability,
+        cutoff=body.cutoff,
     )
 
 
@@ -247,12 +248,13 @@ async def similar_by_key(
     offset: int | None = Query(None, description="skip this many of the best hits first"),
     min_score: float | None = Query(None, description="only hits scoring at least this"),
     min_probability: float | None = Query(None, description="only hits at least this likely to share the class"),
+    cutoff: schemas.CutoffName | None = Query(None, description="'auto': per query the hits its probabilities choose"),
     services: Services = Depends(get_services),
 ) -> SearchResponse:
     start = time.perf_counter()
     key = checked_key(key)
     settings = search_settings(
-        services, k, _kind(kind, index), rerank, filter_, postprocess, offset, min_score, min_probability
+        services, k, _kind(kind, index), rerank, filter_, postprocess, offset, min_score, min_probability, cutoff=cutoff
     )
     item = await services.state.read(lambda snap: snap.store.item_by_key(key))
     found = await search_similar(services, item.id, settings)

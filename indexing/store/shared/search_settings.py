@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypedDict, TypeVar
 
 from retrieval.indexing.common.errors import DataError
+from retrieval.indexing.probability.cutoff import CUTOFF_MODES
 from retrieval.indexing.search.kinds import SearchKind
 from retrieval.indexing.search.postprocess_params import QUERY_METHODS
 from retrieval.indexing.store.shared.items.item_filter import ItemFilter, parse_filter
@@ -43,7 +44,9 @@ class SearchSettings:
     (``"float"`` or ``"binary"``; ``rerank=N``: a binary shortlist of N re-ranked by float), among the
     items that pass ``where``, after ``postprocess`` (none, qe or kreciprocal), and of those only the
     ones scoring at least ``min_score`` and whose calibrated probability of sharing the query's class is at least
-    ``min_probability`` (``indexing.store.calibrated_hits``). A bad value is a DataError naming it."""
+    ``min_probability`` (``indexing.store.calibrated_hits``); ``cutoff="auto"`` then keeps, per query, the
+    first hits its own probabilities mark as worth keeping (``indexing.probability.cutoff``, ``min_probability``
+    its floor). A bad value is a DataError naming it."""
 
     k: int = 10
     kind: Literal["float", "binary"] = "float"
@@ -55,6 +58,7 @@ class SearchSettings:
     min_probability: float | None = None
     collapse_duplicates: bool = False
     """One hit per group of copies (the best ranked; copies: the model's measured copy threshold)."""
+    cutoff: str = "none"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", SearchKind.of(self.kind).value)  # the enum given: its name
@@ -79,6 +83,8 @@ class SearchSettings:
             )
         if self.min_probability is not None and not 0.0 <= self.min_probability <= 1.0:
             raise DataError(f"min_probability must be between 0 and 1, got {self.min_probability}")
+        if self.cutoff not in CUTOFF_MODES:
+            raise DataError(f"unknown cutoff {self.cutoff!r}; use one of {', '.join(CUTOFF_MODES)}")
 
     @classmethod
     def parse(
@@ -94,11 +100,23 @@ class SearchSettings:
         filter_name: str = "filter",
         min_probability: float | None = None,
         collapse_duplicates: bool = False,
+        cutoff: str | None = None,
     ) -> SearchSettings:
         """The settings with ``where`` given as JSON text, a mapping or a parsed filter; ``filter_name`` is
         how the entry point spells the filter in its error messages (``--filter``, ``parameter 'filter'``)."""
         item_filter = where if isinstance(where, ItemFilter) else parse_filter(where, filter_name)
-        return cls(k, kind, rerank, item_filter, postprocess, offset, min_score, min_probability, collapse_duplicates)  # type: ignore[arg-type]
+        return cls(
+            k,
+            kind,
+            rerank,
+            item_filter,
+            postprocess,
+            offset,
+            min_score,
+            min_probability,
+            collapse_duplicates,  # type: ignore[arg-type]
+            cutoff or "none",
+        )
 
     @property
     def search_kind(self) -> SearchKind:
@@ -143,3 +161,4 @@ class SettingsOptions(TypedDict, total=False):
     filter_name: str
     min_probability: float | None
     collapse_duplicates: bool
+    cutoff: str | None
