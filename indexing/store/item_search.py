@@ -13,10 +13,10 @@ import numpy as np
 
 from retrieval.indexing.exported_model.onnx_embedder import load_model_manifest
 from retrieval.indexing.exported_model.resolution import resolve_query_model
-from retrieval.indexing.search.copy_groups import collapse_copies
-from retrieval.indexing.search.copy_thresholds import copy_thresholds
 from retrieval.indexing.probability.cutoff import auto_cutoff
 from retrieval.indexing.probability.reliability_warnings import reliability_warnings
+from retrieval.indexing.search.copy_groups import collapse_copies
+from retrieval.indexing.search.copy_thresholds import copy_thresholds
 from retrieval.indexing.store.calibrated_hits import calibration_kind, check_min_probability, with_probabilities
 from retrieval.indexing.store.shared.items.item_filter import ItemFilter
 from retrieval.indexing.store.shared.items.items_db import Hit

@@ -11,10 +11,10 @@ from pydantic import Field
 from retrieval.serving.api_models.schemas import (
     DEFAULT_K,
     AddItemsResponse,
+    CutoffName,
     IndexKind,
     ItemResponse,
     ItemsPage,
-    CutoffName,
     PostprocessName,
     _Strict,
 )
