@@ -114,6 +114,18 @@ def platt_gap(fitted: Ranked) -> Fit:
     return lambda s: _sigmoid(features(s) @ theta)
 
 
+def query_adaptive(fitted: Ranked) -> Fit:
+    """Platt's fit on the score and the mean of the query's first 10 scores (its neighbourhood's density, as in
+    query-adaptive scoring), over all ``DEPTH`` hits of each fitting query: what a cut-off deep in a list reads."""
+
+    def features(s: np.ndarray) -> np.ndarray:
+        return np.stack([s, np.broadcast_to(s[:, :TOP].mean(1, keepdims=True), s.shape), np.ones_like(s)], -1)
+
+    x = features(fitted.scores).reshape(-1, 3)
+    theta = _weighted_platt(x, fitted.same.ravel().astype(float), np.ones(len(x)))
+    return lambda s: _sigmoid(features(s) @ theta)
+
+
 def conformal_threshold(fitted: Ranked, precision: float, alpha: float = ALPHA) -> float:
     """The split-conformal score threshold over classes for ``precision`` (inf: none certified)."""
     scores, same, classes = fitted.top()
@@ -182,6 +194,10 @@ N_STD_GRID = (0.5, 1, 1.5, 2, 3, 4, 6, 8, 12, 16)
 def cutoff_f1(tune: Ranked, test: Ranked, fit: Fit) -> dict[str, float]:
     """Each cut-off rule tuned on ``tune``, its F1 on ``test``."""
     p_tune, p_test = fit(tune.scores), fit(test.scores)
+    adaptive = query_adaptive(tune)
+    scores, same = tune.scores.ravel(), tune.same.ravel().astype(float)
+    a, b = _weighted_platt(np.stack([scores, np.ones(len(scores))], 1), same, np.ones(len(scores)))
+    deep = _sigmoid(a * test.scores + b)
     best_p = max(PROBABILITY_GRID, key=lambda p: f1(p_tune >= p, tune))
     jumps, limit = max(AUTOCUT_GRID, key=lambda c: f1(autocut(tune.scores, *c), tune))
     n_std = max(N_STD_GRID, key=lambda n: f1(adaptive_thresholding(tune.scores, n), tune))
@@ -192,7 +208,18 @@ def cutoff_f1(tune: Ranked, test: Ranked, fit: Fit) -> dict[str, float]:
         "OML AdaptiveThresholding": f1(adaptive_thresholding(test.scores, n_std), test),
         "cutoff=auto": f1(auto_cutoff_rows(p_test), test),
         "cutoff=auto, min_probability floor tuned": f1(auto_cutoff_rows(p_test, floor), test),
+        "cutoff=auto on a fit over all 100 hits": f1(auto_cutoff_rows(deep), test),
+        "cutoff=auto on query-adaptive probabilities": f1(auto_cutoff_rows(adaptive(test.scores)), test),
+        "best single cut per query (oracle, for scale)": _oracle(test),
     }
+
+
+def _oracle(test: Ranked) -> float:
+    """The F1 of the best prefix of each query's list: what no rule without the labels can beat."""
+    right = np.cumsum(test.same, 1)
+    n = np.arange(1, test.same.shape[1] + 1)[None, :]
+    best = np.max(2 * right / (n + np.maximum(test.relevant, 1)[:, None]), axis=1)
+    return float(best.mean())
 
 
 def kept_precision(p: np.ndarray, same: np.ndarray, cut: float) -> float:
