@@ -29,11 +29,10 @@ KINDS: tuple[CalibrationKind, ...] = get_args(CalibrationKind)
 
 
 def fit_score_calibration(
-    validation: LabelledSet, fit: CurveFit = fit_logistic, k: int = HITS_PER_QUERY, training_classes: int = 0
+    validation: LabelledSet, fit: CurveFit = fit_logistic, k: int = HITS_PER_QUERY
 ) -> ScoreCalibration | None:
-    """The calibration fitted on ``validation``'s first ``k`` hits per query (``training_classes`` of its query
-    classes are training classes an untrained model is new to); None when no hit shares its query's class
-    (nothing to fit). Each curve carries its class-jackknife interval (``probability.interval``)."""
+    """The calibration fitted on ``validation``'s first ``k`` hits per query; None when no hit shares its
+    query's class (nothing to fit)."""
     curves: dict[CalibrationKind, CalibrationCurve] = {}
     intervals: dict[CalibrationKind, LogitInterval] = {}
     for kind in KINDS:
@@ -52,7 +51,6 @@ def fit_score_calibration(
         hits_per_query=k,
         gallery=len(validation.gallery),
         distractors=int(validation.distractor_mask().sum()),
-        training_classes=training_classes,
     )
     return ScoreCalibration(
         curves=curves,

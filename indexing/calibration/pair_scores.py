@@ -56,18 +56,6 @@ class LabelledSet:
             np.concatenate([self.is_gallery, ~added]),
         )
 
-    def with_queries(self, embeddings: np.ndarray, labels: np.ndarray) -> LabelledSet:
-        """This set with ``embeddings`` added as queries and gallery items: images of other classes that the
-        model is as new to as the validation classes (the training images of a model that did not train, the
-        cross-fit that borrows their strength when the validation classes are few)."""
-        added = np.ones(len(labels), bool)
-        return LabelledSet(
-            np.concatenate([self.embeddings, np.asarray(embeddings, self.embeddings.dtype)]),
-            np.concatenate([self.labels, np.asarray(labels)]),
-            np.concatenate([self.is_query, added]),
-            np.concatenate([self.is_gallery, added]),
-        )
-
     def distractor_mask(self) -> np.ndarray:
         """The gallery records of classes that no query is of."""
         return self.is_gallery & ~np.isin(self.labels, self.labels[self.queries])

@@ -80,12 +80,6 @@ class CalibrationFit(BaseModel):
     distractors: int = Field(
         0, ge=0, description="of them, images of classes no query is of (the training images; 0: none or not recorded)"
     )
-    training_classes: int = Field(
-        0,
-        ge=0,
-        description="of the classes, training classes whose images were queries too: the model did not train on "
-        "them (--epochs 0), so they are as new to it as the validation classes",
-    )
 
     @property
     def base_rate(self) -> float:
@@ -153,14 +147,8 @@ def shift_base_rate(probabilities: np.ndarray, fitted: float, target: float) -> 
 
 def calibration_sentence(fit: CalibrationFit) -> str:
     """One sentence for ``retrieval index info``, the train summary and model.json."""
-    which = (
-        f"classes ({fit.classes - fit.training_classes} validation and {fit.training_classes} training classes, "
-        "which the model did not train on)"
-        if fit.training_classes
-        else "validation classes"
-    )
     basis = (
-        f"calibrated on {fit.classes} {which} ({fit.queries} queries, their first {fit.hits_per_query} "
+        f"calibrated on {fit.classes} validation classes ({fit.queries} queries, their first {fit.hits_per_query} "
         f"hits: {fit.pairs} pairs{_gallery_text(fit)})"
     )
     if fit.classes >= MIN_CALIBRATION_CLASSES:

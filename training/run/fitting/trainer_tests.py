@@ -140,9 +140,8 @@ class TrainerTests(TrainerParts):
         reference = self._reference_test()  # first: a model that only whitens it reuses its embeddings
         tested = self._metrics(self.test_inputs, model, test=True)
         result.update(tested.to_dict())
-        unseen = int(best["epoch"]) == 0 and self.cfg.whitening.method in ("none", "pca")  # nothing learnt labels
         result["calibration"] = fit_run_calibration(
-            self.val_inputs, self._calibration_distractors(), self.test_inputs, model, self.paths.run_dir, unseen
+            self.val_inputs, self._calibration_distractors(), self.test_inputs, model, self.paths.run_dir
         )
         if reference is not None:  # the starting backbone's pooled features: "pretrained" or "untrained"
             result[reference_name(self.cfg.model)] = reference[1]

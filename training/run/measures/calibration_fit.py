@@ -35,18 +35,13 @@ def split_set(inputs: SplitInputs, model: nn.Module) -> LabelledSet:
     return labelled_set(inputs.embed(model)[keep], inputs.labels[keep], is_query, is_gallery)
 
 
-def fitting_set(
-    validation: SplitInputs, distractors: SplitInputs | None, model: nn.Module, unseen: bool = False
-) -> LabelledSet:
+def fitting_set(validation: SplitInputs, distractors: SplitInputs | None, model: nn.Module) -> LabelledSet:
     """The validation split's images, with every readable image of ``distractors`` (training images) added to
-    their gallery; ``unseen`` (the model did not train on them: ``--epochs 0``, no supervised whitening) as
-    queries too, so that the fit rests on every class of the training split (docs/results.md, issue 58)."""
+    their gallery."""
     fitted = split_set(validation, model)
     if distractors is None:
         return fitted
     extra = split_set(distractors, model)
-    if unseen:
-        return fitted.with_queries(extra.embeddings, extra.labels)
     return fitted.with_distractors(extra.embeddings, extra.labels)
 
 
@@ -56,15 +51,13 @@ def fit_run_calibration(
     test: SplitInputs,
     model: nn.Module,
     run_dir: Path,
-    unseen: bool = False,
 ) -> dict[str, Any]:
-    """Fit on ``validation`` searched among itself and ``distractors`` (queries too when ``unseen``), write ``calibration.json`` (removed when
+    """Fit on ``validation`` searched among itself and ``distractors``, write ``calibration.json`` (removed when
     there is nothing to fit on), and return ``test_metrics.json``'s ``calibration`` block: the test figures per
     kind, and the alternatives' on the same hits (``indexing.calibration.alternatives``)."""
     target = run_dir / CALIBRATION_NAME
-    fitted = fitting_set(validation, distractors, model, unseen) if validation is not None else None
-    trained_on = len(np.unique(distractors.labels)) if unseen and distractors is not None else 0
-    calibration = fit_score_calibration(fitted, training_classes=trained_on) if fitted is not None else None
+    fitted = fitting_set(validation, distractors, model) if validation is not None else None
+    calibration = fit_score_calibration(fitted) if fitted is not None else None
     if calibration is None or fitted is None:
         target.unlink(missing_ok=True)
         return calibration_document(None, {})
