@@ -105,18 +105,8 @@ class SearchSettings:
         """The settings with ``where`` given as JSON text, a mapping or a parsed filter; ``filter_name`` is
         how the entry point spells the filter in its error messages (``--filter``, ``parameter 'filter'``)."""
         item_filter = where if isinstance(where, ItemFilter) else parse_filter(where, filter_name)
-        return cls(
-            k,
-            kind,
-            rerank,
-            item_filter,
-            postprocess,
-            offset,
-            min_score,
-            min_probability,
-            collapse_duplicates,  # type: ignore[arg-type]
-            cutoff or "none",
-        )
+        settings = (k, kind, rerank, item_filter, postprocess, offset, min_score, min_probability, collapse_duplicates)
+        return cls(*settings, cutoff or "none")  # type: ignore[arg-type]
 
     @property
     def search_kind(self) -> SearchKind:
