@@ -169,3 +169,29 @@ def test_index_info_says_what_the_calibration_rests_on_or_that_there_is_none(
     assert any(line.split()[:1] == ["calibration"] and "calibrated by hand" in line for line in shown.splitlines())
     missing = runner.invoke(app, ["index", "info", str(tiny_index_template)]).output
     assert "this model has no calibration (it was trained without validation classes" in missing
+
+
+def _best_prefix(probabilities: list[float]) -> int:
+    """By brute force: the n that maximises 2 * sum(p[:n]) / (n + sum(p))."""
+    return max(range(1, len(probabilities) + 1), key=lambda n: 2 * sum(probabilities[:n]) / (n + sum(probabilities)))
+
+
+def test_cutoff_auto_keeps_the_prefix_with_the_best_expected_f1_in_every_door(
+    calibrated_index: Path, query_file: Path
+) -> None:
+    (hits,) = search(calibrated_index, query_file, k=10)
+    n = _best_prefix([hit.probability for hit in hits])  # type: ignore[misc]
+    (kept,) = search(calibrated_index, query_file, k=10, cutoff="auto")
+    assert [hit.item.id for hit in kept] == [hit.item.id for hit in hits[:n]] and kept.below_min_probability == 10 - n
+    with pytest.raises(DataError, match="unknown cutoff 'sometimes'"):
+        search(calibrated_index, query_file, cutoff="sometimes")
+    cli = CliRunner().invoke(app, ["search", str(calibrated_index), str(query_file), "--json", "--cutoff", "auto"])
+    assert json.loads(cli.stdout)["cutoff"] == "auto"
+    with serving_client(calibrated_index) as client:
+        files = {"image": ("q.png", query_png(), "image/png")}
+        everything = client.post("/search", files=files, data={"k": "10"}).json()["results"]
+        cut = client.post("/search", files=files, data={"k": "10", "cutoff": "auto"}).json()
+        assert cut["cutoff"] == "auto"
+        assert len(cut["results"]) == _best_prefix([hit["probability"] for hit in everything])
+        assert client.get("/items/1/similar?k=5&cutoff=auto").json()["cutoff"] == "auto"
+        assert client.get("/items/1/similar?k=5&cutoff=sometimes").status_code == 422
