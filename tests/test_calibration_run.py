@@ -56,6 +56,7 @@ def test_a_run_fits_on_its_validation_classes_and_the_export_keeps_it(synth_data
     fitted_on = calibration.fitted_on  # searched among the validation and the training images
     assert fitted_on.distractors > 0 and fitted_on.gallery == fitted_on.distractors + block["fitted_on"]["queries"]
     assert all(curve.method == "logistic" for curve in calibration.curves.values())
+    assert calibration.interval is not None and calibration.interval["float"].classes == 2  # its width: 12.7 t
 
 
 def test_a_run_without_validation_classes_has_no_calibration_and_says_so(synth_data: Path, tmp_path: Path) -> None:
