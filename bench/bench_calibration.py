@@ -2,7 +2,7 @@
 measured on one model's validation classes (fit) and test classes (measure), as ``retrieval train`` splits them.
 
 Rows: the chosen fit (Platt's logistic fit on each validation query's first 10 hits, searched among the
-validation and training images) and the alternatives of ``indexing.probability.alternatives`` (isotonic; the
+validation and training images) and the alternatives of ``calibration_alternatives.py`` (isotonic; the
 validation classes alone; every query-gallery pair, keeping the validation classes' base rate or moving it to
 the test gallery's by Bayes' rule on the odds). Each row: ECE over the test queries' first 10 hits (15 bins),
 and the precision realised and the recall kept at min_probability 0.8. ``--trials`` adds the query-adaptive
@@ -26,12 +26,12 @@ import os
 from pathlib import Path
 
 import numpy as np
+from calibration_alternatives import alternative_reports, figures
 from calibration_trials import TRIALS, class_halves, trial_eces
 from few_classes import one_draw, ranked
 from given_run import model_and_data
 from quick_mode import parse_quick
 
-from retrieval.indexing.probability.alternatives import alternative_reports, figures
 from retrieval.indexing.probability.fitting import fit_score_calibration
 from retrieval.indexing.probability.held_out import held_out_reports
 from retrieval.indexing.probability.pair_scores import LabelledSet

@@ -9,7 +9,8 @@ make a gallery with far fewer than the test's 25 or 98, and a curve fitted there
 test classes bear out. With the training classes beside them the fitting gallery holds as many classes as the
 test gallery (the default split halves the classes). The curve is Platt's logistic fit, chosen over isotonic
 regression and over query-adaptive scores on class halves of the validation and training classes, never on the
-test classes (docs/results.md). The alternatives are measured beside it on the same test hits (``alternatives``).
+test classes (docs/results.md). The alternatives are measured beside it on the same test hits by
+``bench/bench_calibration.py`` (``bench/calibration_alternatives.py``), not by every training run.
 """
 
 from __future__ import annotations
