@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from index_fixtures import export_tiny_model, make_gallery, make_image
-from serving_fixtures import query_png, serving_client
+from serving_fixtures import API_KEY, query_png, serving_client
 from typer.testing import CliRunner
 
 from retrieval.cli.main import app
@@ -94,6 +94,10 @@ def test_every_http_search_door_carries_the_warning(unreliable_index: Path) -> N
         assert _has(similar["warnings"], PROBABILITIES)
         expanded = client.get("/items/1/similar?k=3&postprocess=qe").json()  # no probability shown: no warning
         assert not _has(expanded["warnings"], PROBABILITIES)
+        deleting = client.post(
+            "/items/delete", json={"filter": {"label": "class_1"}, "dry_run": True}, headers={"X-API-Key": API_KEY}
+        )
+        assert deleting.status_code == 200 and deleting.json()["warnings"] == []  # a delete shows no probability
 
 
 def test_a_reliable_calibration_adds_no_warning(tmp_path: Path, query_file: Path) -> None:
