@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+from isotonic_fit import fit_isotonic
 
 from retrieval.indexing.common.score_calibration import HITS_PER_QUERY, CalibrationKind
-from retrieval.indexing.probability.isotonic import fit_isotonic
 from retrieval.indexing.probability.logistic import fit_logistic
 from retrieval.indexing.probability.pair_scores import LabelledSet, score_rows
 from retrieval.indexing.probability.reliability import expected_calibration_error

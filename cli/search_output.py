@@ -89,6 +89,7 @@ def json_document(
         "offset": settings.offset,
         "min_score": settings.min_score,
         "min_probability": settings.min_probability,
+        "cutoff": settings.cutoff,
         "queries": [
             {
                 "query": query.path,

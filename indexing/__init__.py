@@ -3,7 +3,8 @@
 ``common`` (errors, atomic writes, artifact names, the registry shape) <- ``data`` (records, dataset
 layouts, splits, image decoding, the synthetic generator) <- ``exported_model`` (``model.json``,
 preprocessing, the ONNX embedder) <- ``search`` (result type, search kinds, binary codes, exact
-k-NN) <- ``probability`` (score calibration: a score's probability of sharing the query's class, fitted, measured)
+k-NN) <- ``probability`` (score calibration: a score's probability of sharing the query's class, fitted, measured;
+its width, the warnings of an unreliable calibration, ``cutoff=auto``)
 and ``examples`` (search by positive and negative examples, grouping, diversity: pure functions)
 <- ``store`` (indexes: the files and Milvus backends behind one ``Store``, builds, shards)
 <- ``eval`` (metrics, NMI, evaluation, retrieval grid)

@@ -25,7 +25,11 @@ sys.path.insert(0, str(BENCH))
 from quick_mode import SKIPPED, parse_quick  # noqa: E402
 
 SCRIPTS = sorted(path.name for path in BENCH.glob("*.py") if 'if __name__ == "__main__":' in path.read_text())
-MODES = [("bench_serving_load.py", "--overload", "2"), ("bench_calibration.py", "--trials")]
+MODES = [
+    ("bench_serving_load.py", "--overload", "2"),
+    ("bench_calibration.py", "--trials"),
+    ("bench_calibration.py", "--few-classes", "2"),
+]
 """Second modes of a script that run other code (overload_protocol.py, calibration_trials.py), each run once more."""
 TABLE = re.compile(r"^\|[-|: ]*-{3}[-|: ]*\|$", re.MULTILINE)
 """A markdown table's separator row."""

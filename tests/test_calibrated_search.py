@@ -128,6 +128,10 @@ def test_a_model_without_calibration_refuses_min_probability_in_every_door(
         vector = client.post("/embed", files={"image": ("q.png", query_png(), "image/png")}).json()["embedding"]
         by_json = client.post("/search", json={"vector": vector, "min_probability": 0.8})
         assert by_json.status_code == 400 and by_json.json()["detail"] == f"{refused.value}."  # JSON was a 422
+        auto = client.post("/search", json={"vector": vector, "cutoff": "auto"})
+        assert auto.status_code == 400 and auto.json()["detail"] == f"cutoff=auto cannot be applied: {NO_CALIBRATION}."
+    with pytest.raises(DataError, match=r"^cutoff=auto cannot be applied: "):
+        search(tiny_index_template, query_file, k=3, cutoff="auto")
 
 
 def test_min_probability_outside_0_to_1_is_refused(calibrated_index: Path, query_file: Path) -> None:
@@ -185,3 +189,35 @@ def test_a_final_fit_model_without_calibration_is_not_blamed_on_split_none(query
         search(tmp_path / "index", query_file, k=3, min_probability=0.8)
     assert "--split none" not in str(refused.value)  # it was never passed
     assert "`retrieval export RUN` again carries it over" in str(refused.value)
+
+
+def _best_prefix(probabilities: list[float]) -> int:
+    """By brute force: the n that maximises 2 * sum(p[:n]) / (n + sum(p))."""
+    return max(range(1, len(probabilities) + 1), key=lambda n: 2 * sum(probabilities[:n]) / (n + sum(probabilities)))
+
+
+def test_cutoff_auto_keeps_the_prefix_with_the_best_expected_f1_in_every_door(
+    calibrated_index: Path, query_file: Path
+) -> None:
+    (hits,) = search(calibrated_index, query_file, k=10)
+    n = _best_prefix([hit.probability for hit in hits])  # type: ignore[misc]
+    (kept,) = search(calibrated_index, query_file, k=10, cutoff="auto")
+    assert [hit.item.id for hit in kept] == [hit.item.id for hit in hits[:n]] and kept.below_min_probability == 10 - n
+    with pytest.raises(DataError, match="unknown cutoff 'sometimes'"):
+        search(calibrated_index, query_file, cutoff="sometimes")
+    cli = CliRunner().invoke(app, ["search", str(calibrated_index), str(query_file), "--json", "--cutoff", "auto"])
+    assert json.loads(cli.stdout)["cutoff"] == "auto"
+    with serving_client(calibrated_index) as client:
+        files = {"image": ("q.png", query_png(), "image/png")}
+        everything = client.post("/search", files=files, data={"k": "10"}).json()["results"]
+        cut = client.post("/search", files=files, data={"k": "10", "cutoff": "auto"}).json()
+        assert cut["cutoff"] == "auto"
+        assert len(cut["results"]) == _best_prefix([hit["probability"] for hit in everything])
+        vector = client.post("/embed", files=files).json()["embedding"]
+        by_json = client.post("/search", json={"vector": vector, "k": 10, "cutoff": "auto"}).json()
+        assert by_json["cutoff"] == "auto" and len(by_json["results"]) == len(cut["results"])
+        assert client.post("/search", json={"vector": vector, "cutoff": "sometimes"}).status_code == 422
+        both = client.post("/search?cutoff=auto", files=files, data={"cutoff": "auto"})
+        assert both.status_code == 422  # one rule: a setting from the query or the body, never both
+        assert client.get("/items/1/similar?k=5&cutoff=auto").json()["cutoff"] == "auto"
+        assert client.get("/items/1/similar?k=5&cutoff=sometimes").status_code == 422

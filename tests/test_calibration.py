@@ -3,17 +3,23 @@ the reliability figures computed by hand."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from retrieval.indexing.common.score_calibration import ScoreCalibration, calibration_sentence, shift_base_rate
 from retrieval.indexing.probability.fitting import fit_score_calibration
 from retrieval.indexing.probability.held_out import held_out_reports
-from retrieval.indexing.probability.isotonic import fit_isotonic, pool_adjacent_violators
 from retrieval.indexing.probability.logistic import fit_logistic, logistic_parameters
 from retrieval.indexing.probability.pair_scores import LabelledSet, all_pairs, top_hits
 from retrieval.indexing.probability.reliability import at_cutoff, calibration_report, expected_calibration_error
 from retrieval.indexing.search.binary import binarize, hamming_to_similarity
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # the isotonic fit: a bench comparison
+
+from isotonic_fit import fit_isotonic, pool_adjacent_violators  # noqa: E402
 
 
 def _pairs(per_score: dict[float, tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:

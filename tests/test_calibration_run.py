@@ -31,13 +31,7 @@ def test_a_run_fits_on_its_validation_classes_and_the_export_keeps_it(synth_data
     assert block["fitted_on"]["classes"] == 2 and not block["reliable"]
     assert 0 <= block["float"]["ece"] <= 1 and 0 <= block["binary"]["ece"] <= 1
     assert [cut["cutoff"] for cut in block["float"]["cutoffs"]] == [0.5, 0.8, 0.9]
-    assert set(block["alternatives"]) == {
-        "isotonic on the first hits",
-        "validation classes alone (no training images)",
-        "every pair, validation base rate",
-        "every pair, shifted to the test base rate",
-    }
-    assert "the other fits measured on the same hits: the calibration block of test_metrics.json" in output
+    assert "alternatives" not in block  # the fits compared against it: bench/bench_calibration.py (issue 55)
     assert "calibration: unreliable calibration: it rests on 2 validation classes" in output
     float_line = next(line for line in output.splitlines() if line.startswith("probabilities, float index: "))
     assert (
@@ -56,6 +50,7 @@ def test_a_run_fits_on_its_validation_classes_and_the_export_keeps_it(synth_data
     fitted_on = calibration.fitted_on  # searched among the validation and the training images
     assert fitted_on.distractors > 0 and fitted_on.gallery == fitted_on.distractors + block["fitted_on"]["queries"]
     assert all(curve.method == "logistic" for curve in calibration.curves.values())
+    assert calibration.interval is not None and calibration.interval["float"].classes == 2  # its width: 12.7 t
 
 
 def test_a_run_without_validation_classes_has_no_calibration_and_says_so(synth_data: Path, tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from retrieval.cli.options.search_options import (
     BinaryOpt,
     CollapseOpt,
     CsvOpt,
+    CutoffOpt,
     DiversityOpt,
     FilterOpt,
     ForceOpt,
@@ -67,6 +68,7 @@ def search(
     offset: OffsetOpt = 0,
     min_score: MinScoreOpt = None,
     min_probability: MinProbabilityOpt = None,
+    cutoff: CutoffOpt = "none",
     collapse_duplicates: CollapseOpt = False,
     postprocess: PostprocessOpt = "none",
     positive: PositiveOpt = None,
@@ -103,7 +105,7 @@ def search(
         filter_name="--filter",
         vectors=read_vector_file(vector) if vector is not None else None,
         texts=texts or (),
-        min_probability=min_probability,
+        **_probability(min_probability, cutoff),
         collapse_duplicates=collapse_duplicates,
         **_examples(positive, negative, strategy),
         **_grouping(group_by, group_size, diversity),
@@ -129,6 +131,11 @@ def _examples(positive: list[str] | None, negative: list[str] | None, strategy: 
         "negative": [_id_or_key(example) for example in negative or []],
         "strategy": strategy,
     }
+
+
+def _probability(min_probability: float | None, cutoff: str) -> dict[str, Any]:
+    """``--min-probability`` / ``--cutoff`` as ``SearchRequest.of``'s keywords."""
+    return {"min_probability": min_probability, "cutoff": cutoff}
 
 
 def _grouping(group_by: str | None, group_size: int, diversity: float | None) -> dict[str, Any]:

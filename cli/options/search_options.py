@@ -55,6 +55,14 @@ MinProbabilityOpt = Annotated[
         "the model's calibration, refused without one); how many were cut is said on stderr",
     ),
 ]
+CutoffOpt = Annotated[
+    str,
+    typer.Option(
+        "--cutoff",
+        help="auto: per query, keep the first hits its own calibrated probabilities mark as worth keeping "
+        "(the count that maximises their expected F1; --min-probability its floor); none: keep all k",
+    ),
+]
 CollapseOpt = Annotated[
     bool,
     typer.Option(

@@ -9,7 +9,8 @@ make a gallery with far fewer than the test's 25 or 98, and a curve fitted there
 test classes bear out. With the training classes beside them the fitting gallery holds as many classes as the
 test gallery (the default split halves the classes). The curve is Platt's logistic fit, chosen over isotonic
 regression and over query-adaptive scores on class halves of the validation and training classes, never on the
-test classes (docs/results.md). The alternatives are measured beside it on the same test hits (``alternatives``).
+test classes (docs/results.md). The alternatives are measured beside it on the same test hits by
+``bench/bench_calibration.py`` (``bench/calibration_alternatives.py``), not by every training run.
 """
 
 from __future__ import annotations
@@ -116,6 +117,26 @@ class MeasuredFit(BaseModel):
         )
 
 
+class LogitInterval(BaseModel):
+    """The class-jackknife covariance of one curve's (slope, intercept) and the multiplier of its interval."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    classes: int = Field(ge=0, description="the fitting classes the jackknife left out one at a time")
+    covariance: list[list[float]] = Field(description="2 x 2, of (slope, intercept)")
+    multiplier: float = Field(description="Student's t 97.5 % quantile with classes - 1 degrees of freedom")
+
+    def bounds(self, scores: np.ndarray, probabilities: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(low, high) of each probability (fitted at ``scores``), a 95 % interval over fitting classes."""
+        p = np.clip(np.asarray(probabilities, np.float64), 1e-9, 1 - 1e-9)
+        if self.classes < 2:
+            return np.zeros_like(p), np.ones_like(p)
+        x = np.stack([np.asarray(scores, np.float64), np.ones(len(p))], axis=1)
+        spread = np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", x, np.array(self.covariance), x), 0.0))
+        logit = np.log(p / (1 - p))
+        return _sigmoid(logit - self.multiplier * spread), _sigmoid(logit + self.multiplier * spread)
+
+
 class ScoreCalibration(BaseModel):
     """The float and binary curves and what they rest on."""
 
@@ -129,6 +150,9 @@ class ScoreCalibration(BaseModel):
     measured_fit: MeasuredFit | None = Field(
         None, description="trainer.final_fit: the class-disjoint fit whose calibration the final model keeps"
     )
+    interval: dict[CalibrationKind, LogitInterval] | None = Field(
+        None, description="per kind, the class-jackknife width of its fit (none: an older model.json)"
+    )
 
     def kept_for_final_fit(self, measured: MeasuredFit) -> ScoreCalibration:
         """This calibration, carried over to a final fit's model, saying so in its sentence."""
@@ -137,6 +161,17 @@ class ScoreCalibration(BaseModel):
     def probabilities(self, kind: CalibrationKind, scores: np.ndarray) -> np.ndarray:
         """P(same class) of hits scoring ``scores`` of ``kind``."""
         return self.curves[kind](scores)
+
+    def bounds(self, kind: CalibrationKind, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """(low, high) of the probabilities of ``scores``, a 95 % interval over fitting classes; None when the
+        model.json predates intervals."""
+        if self.interval is None or kind not in self.interval:
+            return None
+        return self.interval[kind].bounds(scores, self.probabilities(kind, scores))
+
+
+def _sigmoid(values: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-np.clip(values, -30, 30)))
 
 
 def shift_base_rate(probabilities: np.ndarray, fitted: float, target: float) -> np.ndarray:
@@ -173,9 +208,11 @@ class NoCalibrationError(DataError):
     door: forms, query parameters and JSON bodies)."""
 
 
-def require_calibration(calibration: ScoreCalibration | None, reason: str = NO_CALIBRATION) -> ScoreCalibration:
-    """The calibration, or the one sentence that refuses ``min_probability`` without it (``reason``: why the
-    index has none)."""
+def require_calibration(
+    calibration: ScoreCalibration | None, reason: str = NO_CALIBRATION, option: str = "min_probability"
+) -> ScoreCalibration:
+    """The calibration, or the one sentence that refuses ``option`` (min_probability, cutoff=auto) without it
+    (``reason``: why the index has none)."""
     if calibration is None:
-        raise NoCalibrationError(f"min_probability cannot be applied: {reason}")
+        raise NoCalibrationError(f"{option} cannot be applied: {reason}")
     return calibration

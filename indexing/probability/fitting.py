@@ -16,11 +16,13 @@ from retrieval.indexing.common.score_calibration import (
     CalibrationCurve,
     CalibrationFit,
     CalibrationKind,
+    LogitInterval,
     ScoreCalibration,
     calibration_sentence,
 )
-from retrieval.indexing.probability.logistic import fit_logistic
-from retrieval.indexing.probability.pair_scores import LabelledSet, top_hits
+from retrieval.indexing.probability.interval import jackknife_interval
+from retrieval.indexing.probability.logistic import fit_logistic, logistic_parameters
+from retrieval.indexing.probability.pair_scores import LabelledSet, top_hits_by_class
 
 CurveFit = Callable[[np.ndarray, np.ndarray], CalibrationCurve]
 KINDS: tuple[CalibrationKind, ...] = get_args(CalibrationKind)
@@ -32,11 +34,13 @@ def fit_score_calibration(
     """The calibration fitted on ``validation``'s first ``k`` hits per query; None when no hit shares its
     query's class (nothing to fit)."""
     curves: dict[CalibrationKind, CalibrationCurve] = {}
+    intervals: dict[CalibrationKind, LogitInterval] = {}
     for kind in KINDS:
-        scores, same = top_hits(validation, kind, k)
+        scores, same, pair_classes = top_hits_by_class(validation, kind, k)
         if not same.any():
             return None
         curves[kind] = fit(scores, same)
+        intervals[kind] = jackknife_interval(scores, same, pair_classes, logistic_parameters)
     classes = len(np.unique(validation.labels[validation.queries]))
     queries = len(validation.queries)
     record = CalibrationFit(
@@ -53,4 +57,5 @@ def fit_score_calibration(
         fitted_on=record,
         reliable=classes >= MIN_CALIBRATION_CLASSES,
         sentence=calibration_sentence(record),
+        interval=intervals,
     )

@@ -60,8 +60,6 @@ def summary_lines(document: Mapping[str, Any] | None) -> list[str]:
         report = document.get(kind)
         if isinstance(report, Mapping):
             lines.append(f"probabilities, {kind} index: {_report_text(report)}")
-    if document.get("alternatives"):
-        lines.append("  (the other fits measured on the same hits: the calibration block of test_metrics.json)")
     return lines
 
 

@@ -102,8 +102,15 @@ def all_pairs(data: LabelledSet, kind: CalibrationKind, seed: int = 0) -> tuple[
 
 def top_hits(data: LabelledSet, kind: CalibrationKind, k: int) -> tuple[np.ndarray, np.ndarray]:
     """(scores, same class) of each query's ``k`` best hits, flattened: what a search returns."""
-    scores, same = [], []
-    for chunk_scores, chunk_same, kept in score_rows(data, kind, data.queries):
+    scores, same, _ = top_hits_by_class(data, kind, k)
+    return scores, same
+
+
+def top_hits_by_class(data: LabelledSet, kind: CalibrationKind, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``top_hits`` with the query's class of each pair (what a fit over classes groups by)."""
+    scores, same, classes = [], [], []
+    rows = [data.queries[start : start + QUERY_CHUNK] for start in range(0, len(data.queries), QUERY_CHUNK)]
+    for chunk, (chunk_scores, chunk_same, kept) in zip(rows, score_rows(data, kind, data.queries), strict=True):
         masked = np.where(kept, chunk_scores, -np.inf)
         depth = min(k, masked.shape[1] - 1) if masked.shape[1] > 1 else masked.shape[1]
         best = np.argpartition(-masked, depth - 1, axis=1)[:, :depth] if depth else masked[:, :0].astype(int)
@@ -111,4 +118,5 @@ def top_hits(data: LabelledSet, kind: CalibrationKind, k: int) -> tuple[np.ndarr
         valid = np.isfinite(top)
         scores.append(top[valid])
         same.append(np.take_along_axis(chunk_same, best, 1)[valid])
-    return np.concatenate(scores), np.concatenate(same)
+        classes.append(np.broadcast_to(data.labels[chunk][:, None], top.shape)[valid])
+    return np.concatenate(scores), np.concatenate(same), np.concatenate(classes)

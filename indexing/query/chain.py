@@ -3,7 +3,8 @@ candidates (``candidates``: as deep as the steps ask) and passes every query's `
 ``RESULT_STEPS`` in order. The path of every door's search (``usecases.searching.search``).
 
 A new option that changes the hits is one module in ``steps/`` (a ``ResultStep``) and one line in
-``RESULT_STEPS``; ``filter_warnings`` names the keys of a filter that no item has."""
+``RESULT_STEPS``; ``filter_warnings`` names the keys of a filter that no item has, ``search_warnings`` gathers a
+search's warnings (the filter's, and an unreliable calibration's: ``probability.reliability_warnings``)."""
 
 from __future__ import annotations
 
@@ -11,16 +12,18 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from retrieval.indexing.probability.reliability_warnings import reliability_warnings
 from retrieval.indexing.query.candidates import candidates
 from retrieval.indexing.query.model_traits import ModelTraits
 from retrieval.indexing.query.query import Query
 from retrieval.indexing.query.steps.by_examples import ByExamples
 from retrieval.indexing.query.steps.collapse_duplicates import CollapseDuplicates
+from retrieval.indexing.query.steps.cutoff import Cutoff
 from retrieval.indexing.query.steps.diversity import Diversity
 from retrieval.indexing.query.steps.group_by import GroupBy
 from retrieval.indexing.query.steps.min_score import MinScore
 from retrieval.indexing.query.steps.page import Page
-from retrieval.indexing.query.steps.probability import Probability
+from retrieval.indexing.query.steps.probability import Probability, calibration_kind
 from retrieval.indexing.query.steps.step import HitPage, ResultStep, StepContext
 from retrieval.indexing.store.shared.items.item_filter import ItemFilter
 from retrieval.indexing.store.shared.search_settings import SearchSettings
@@ -35,6 +38,7 @@ RESULT_STEPS: tuple[ResultStep, ...] = (
     Page(),  # offset and k: the page asked for
     MinScore(),  # min_score
     Probability(),  # probability, then min_probability
+    Cutoff(),  # cutoff=auto: the page's best expected-F1 prefix of probabilities
 )
 """The result steps, in the order they run over each query's candidates."""
 
@@ -69,6 +73,17 @@ def similar_pages(store: Store, item_ids: Sequence[int], settings: SearchSetting
     """The pages of each stored item's own embedding, the item itself left out (ItemNotFoundError for
     an unknown id)."""
     return ranked_pages(store, store.embeddings_of(list(item_ids)), settings, exclude=list(item_ids))
+
+
+def search_warnings(store: Store, settings: SearchSettings) -> list[str]:
+    """Every warning a search under ``settings`` carries: the filter's keys no item has, and an unreliable
+    calibration behind its probabilities (``probability.reliability_warnings``). Deletes by filter carry only
+    ``filter_warnings``."""
+    calibration = store.manifest.model.calibration
+    return [
+        *filter_warnings(store, settings.where),
+        *reliability_warnings(calibration, calibration_kind(settings), settings.min_probability),
+    ]
 
 
 def filter_warnings(store: Store, where: ItemFilter | None) -> list[str]:

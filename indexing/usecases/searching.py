@@ -19,7 +19,7 @@ from PIL import Image
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.exported_model.onnx_embedder import OnnxEmbedder
 from retrieval.indexing.exported_model.text_encoder import TextEncoder, checked_texts
-from retrieval.indexing.query.chain import filter_warnings, ranked_pages
+from retrieval.indexing.query.chain import ranked_pages, search_warnings
 from retrieval.indexing.query.query import Query
 from retrieval.indexing.query.steps.step import HitPage
 from retrieval.indexing.store.backends import open_store
@@ -176,6 +176,7 @@ def search(
     group_by: str | None = None,
     group_size: int = 1,
     diversity: float | None = None,
+    cutoff: str = "none",
 ) -> list[HitList]:
     """The ``k`` most similar items of each image (a path or a PIL image), embedded with the index's
     own model: per image a ``HitList`` of ``(Item, score)``, best first. ``filter`` keeps the items whose
@@ -185,7 +186,9 @@ def search(
     cut); ``postprocess``: none, qe or kreciprocal. ``vectors`` (one vector or a list, e.g. from another
     service that ran the index's model) are searched instead of or after the images: one HitList each.
     ``min_probability`` keeps the hits whose ``probability`` of sharing the query's class (the model's
-    calibration) is at least it, a DataError on a model without calibration; ``collapse_duplicates``: one hit
+    calibration) is at least it, a DataError on a model without calibration; ``cutoff="auto"`` keeps per query the
+    first hits its own probabilities mark as worth keeping (``min_probability`` its floor; the hits it cuts count
+    in ``below_min_probability``); ``collapse_duplicates``: one hit
     per group of copies (the model's measured copy threshold). ``texts``: words searched for (e.g. ``["red
     pickup truck"]``), one HitList each, on an index whose model has a text side (a CLIP or SigLIP export).
     ``item_ids``: stored items searched by their own vectors, each left out of its own hits (one HitList each,
@@ -221,6 +224,7 @@ def search(
         group_by=group_by,
         group_size=group_size,
         diversity=diversity,
+        cutoff=cutoff,
     )
     outcome = search_index(request, unreadable="raise")
     for warning in outcome.warnings:
@@ -268,9 +272,9 @@ def search_store(
     store: Store, queries: Sequence[Query], settings: SearchSettings, encoders: QueryEncoders | None = None
 ) -> SearchOutcome:
     """The one search of every door (the commands, the Python API, the service's ``POST /search``, similar
-    items, batches): the filter's warnings, every query as a vector (``query_vectors``), then the candidates
-    and the chain of result steps (``query.chain.ranked_pages``). An empty index: no hits."""
-    warnings = filter_warnings(store, settings.where)
+    items, batches): the search's warnings (the filter's, an unreliable calibration's), every query as a vector
+    (``query_vectors``), then the candidates and the chain of result steps (``query.chain.ranked_pages``). An empty index: no hits."""
+    warnings = search_warnings(store, settings)
     return search_vectors(store, query_vectors(queries, store, encoders), settings, warnings)
 
 
@@ -279,7 +283,7 @@ def search_vectors(
 ) -> SearchOutcome:
     """``search_store`` after the queries became vectors (the service embeds its words before it takes the
     store, so that the store's thread never waits on a text tower)."""
-    warnings = filter_warnings(store, settings.where) if warnings is None else warnings
+    warnings = search_warnings(store, settings) if warnings is None else warnings
     if store.count == 0:
         pages = [HitPage([]) for _ in found.names]
     else:

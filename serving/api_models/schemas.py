@@ -10,6 +10,7 @@ from retrieval.indexing.store.shared.search_settings import ScoreKind
 
 IndexKind = Literal["float", "binary"]
 PostprocessName = Literal["none", "qe", "kreciprocal"]
+CutoffName = Literal["none", "auto"]
 
 MAX_ITEM_ID = 2**63 - 1
 """Item ids are SQLite INTEGER PRIMARY KEYs (>= 1); a larger path value is a 422, never an overflow."""
@@ -88,8 +89,11 @@ class _SearchEcho(_Strict):
     group_by: str | None = Field(None, description="the label or metadata key the hits were grouped by, if any")
     group_size: int = Field(1, description="hits per group (with group_by)")
     diversity: float | None = Field(None, description="MMR's weight of novelty, if asked (0: the plain order)")
+    cutoff: CutoffName = Field("none", description="'auto': each query kept the hits its probabilities chose")
     warnings: list[str] = Field(
-        default_factory=list, description="e.g. a filter key that no item has (the keys in use are named)"
+        default_factory=list,
+        description="e.g. a filter key that no item has (the keys in use are named), or probabilities that rest "
+        "on an unreliable calibration (too few validation classes)",
     )
     timings: Timings
 

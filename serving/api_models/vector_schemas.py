@@ -11,6 +11,7 @@ from pydantic import ConfigDict, Field
 from retrieval.serving.api_models.schemas import (
     DEFAULT_K,
     AddItemsResponse,
+    CutoffName,
     IndexKind,
     ItemResponse,
     ItemsPage,
@@ -98,6 +99,7 @@ class VectorSearchRequest(_StrictBody):
     collapse_duplicates: bool | None = Field(
         None, description="one hit per group of copies (the best ranked; the model's measured copy threshold)"
     )
+    cutoff: CutoffName = Field("none", description="'auto': per query the hits its probabilities choose")
     model: str | None = Field(None, description=_MODEL)
     positive: list[int | str | list[float]] | None = Field(
         None,

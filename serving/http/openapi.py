@@ -48,6 +48,7 @@ def search_bounds(k_max: int) -> dict[str, dict[str, Any]]:
         "offset": {"type": "integer", "minimum": 0, "maximum": RERANK_FACTOR * k_max - 1, "default": 0},  # + k too
         "min_score": {"type": "number", "minimum": MIN_SCORE_RANGE[0], "maximum": MIN_SCORE_RANGE[1]},
         "min_probability": {"type": "number", "minimum": 0, "maximum": 1},
+        "cutoff": {"type": "string", "enum": ["none", "auto"], "default": "none"},
     }
 
 

@@ -254,6 +254,7 @@ def _echo(settings: SearchSettings, warnings: list[str], timings: Timings) -> di
         "group_by": settings.group_by,
         "group_size": settings.group_size,
         "diversity": settings.diversity,
+        "cutoff": settings.cutoff,
         "warnings": warnings,
         "timings": timings,
     }

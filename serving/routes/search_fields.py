@@ -14,7 +14,7 @@ from fastapi.openapi.models import Example
 from pydantic import BaseModel
 
 from retrieval.indexing.usecases import SearchSettings, aliased
-from retrieval.serving.api_models.schemas import DEFAULT_K, RERANK_FACTOR, IndexKind, PostprocessName
+from retrieval.serving.api_models.schemas import DEFAULT_K, RERANK_FACTOR, CutoffName, IndexKind, PostprocessName
 from retrieval.serving.dependencies import Services
 from retrieval.serving.http.service_errors import InvalidParameterError, invalid_parameters
 
@@ -37,6 +37,11 @@ _MIN_PROBABILITY = (
     "only hits whose calibrated probability of sharing the query's class is at least this (0..1, the model's "
     "calibration; refused with a 400 problem when the model has none); below_min_probability says how many "
     "were cut"
+)
+_CUTOFF = (
+    "'auto': per query, keep the first hits its own calibrated probabilities mark as worth keeping (the count "
+    "that maximises their expected F1; min_probability its floor; the hits cut count in below_min_probability); "
+    "'none' (the default): keep all k"
 )
 _COLLAPSE = (
     "one hit per group of copies (the best ranked; copies by the model's measured copy threshold, "
@@ -78,6 +83,7 @@ class SearchParams:
     group_by: str | None = None
     group_size: int | None = None
     diversity: float | None = None
+    cutoff: CutoffName | None = None
 
     def given(self) -> dict[str, Any]:
         return {each.name: getattr(self, each.name) for each in fields(self) if getattr(self, each.name) is not None}
@@ -108,6 +114,7 @@ async def query_options(
     group_by: str | None = Query(None, description=_GROUP_BY),
     group_size: int | None = Query(None, description=_GROUP_SIZE),
     diversity: float | None = Query(None, description=_DIVERSITY),
+    cutoff: CutoffName | None = Query(None, description=_CUTOFF),
 ) -> SearchParams:
     """The settings sent as query parameters."""
     return SearchParams(
@@ -125,6 +132,7 @@ async def query_options(
         group_by,
         group_size,
         diversity,
+        cutoff,
     )
 
 
@@ -145,6 +153,7 @@ async def form_options(
     group_by: str | None = Form(None, alias="group_by", description=_SAME + "group_by"),
     group_size: int | None = Form(None, alias="group_size", description=_SAME + "group_size"),
     diversity: float | None = Form(None, alias="diversity", description=_SAME + "diversity"),
+    cutoff: CutoffName | None = Form(None, alias="cutoff", description=_SAME + "cutoff"),
 ) -> SearchParams:
     """The settings sent as form fields (``StrictFormRoute`` refuses one sent as a query parameter as well)."""
     return SearchParams(
@@ -162,6 +171,7 @@ async def form_options(
         group_by,
         group_size,
         diversity,
+        cutoff,
     )
 
 
@@ -203,4 +213,5 @@ def settings_of(services: Services, options: SearchParams) -> SearchSettings:
             group_by=options.group_by,
             group_size=1 if options.group_size is None else options.group_size,
             diversity=options.diversity,
+            cutoff=options.cutoff,
         )

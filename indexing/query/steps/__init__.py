@@ -4,6 +4,7 @@
 ``by_examples`` (a search by positive and negative examples: the examples left out, ``best_score``
 re-scoring), ``collapse_duplicates`` (one hit per group of copies), ``diversity`` (MMR), ``group_by`` (the best
 ``k`` groups of a label or metadata key), ``page`` (``offset`` and ``k``), ``min_score``,
-``probability`` (each hit's calibrated probability, and the ``min_probability`` cut). ``query.chain`` runs
+``probability`` (each hit's calibrated probability, and the ``min_probability`` cut), ``cutoff``
+(``cutoff=auto``: the page's best expected-F1 prefix). ``query.chain`` runs
 them in order.
 """

@@ -42,13 +42,15 @@ def no_calibration_reason(model: ModelManifest) -> str:
 
 
 def check_min_probability(model: ModelManifest, settings: SearchSettings) -> None:
-    """A DataError, before searching, when ``min_probability`` cannot be applied with ``model``'s calibration."""
-    if settings.min_probability is None:
+    """A DataError, before searching, when ``min_probability`` or ``cutoff=auto`` cannot be applied with
+    ``model``'s calibration."""
+    if settings.min_probability is None and settings.cutoff == "none":
         return
-    require_calibration(model.calibration, no_calibration_reason(model))
+    name = "min_probability" if settings.min_probability is not None else "cutoff=auto"
+    require_calibration(model.calibration, no_calibration_reason(model), name)
     if calibration_kind(settings) is None:
         raise DataError(
-            f"min_probability cannot be combined with postprocess {settings.postprocess}: its scores are not "
+            f"{name} cannot be combined with postprocess {settings.postprocess}: its scores are not "
             "the ones the calibration was fitted on"
         )
 

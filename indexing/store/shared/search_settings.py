@@ -6,7 +6,7 @@ table): ``retrieval search`` (``--k``, ``--kind``, ``--rerank``, ``--filter``, `
 ``offset``, ``min_score``) and the service's ``POST /search`` and ``GET /items/{id}/similar`` (the same
 names as the Python API); the older spellings (``--binary``, ``where=``, ``index=``) stay as aliases. Every
 rule between options is checked here, so each door refuses with the same sentence. Inside, the filter is
-the ``where`` field; every layer (``item_search``, ``postprocessed_search``, the stores) reads these names. The service's own limits
+the ``where`` field; every layer (``query.chain``, ``postprocessed_search``, the stores) reads these names. The service's own limits
 (``k_max``, the deepest page) stay with the service: they are its policy, not the settings' meaning.
 """
 
@@ -18,6 +18,7 @@ from typing import Any, Literal, TypedDict, TypeVar
 
 from retrieval.indexing.common.errors import DataError
 from retrieval.indexing.examples.strategies import STRATEGIES
+from retrieval.indexing.probability.cutoff import CUTOFF_MODES
 from retrieval.indexing.search.kinds import SearchKind
 from retrieval.indexing.search.postprocess_params import QUERY_METHODS
 from retrieval.indexing.store.shared.items.item_filter import ItemFilter, parse_filter
@@ -46,7 +47,9 @@ class SearchSettings:
     (``"float"`` or ``"binary"``; ``rerank=N``: a binary shortlist of N re-ranked by float), among the
     items that pass ``where``, after ``postprocess`` (none, qe or kreciprocal), and of those only the
     ones scoring at least ``min_score`` and whose calibrated probability of sharing the query's class is at least
-    ``min_probability`` (``indexing.query.steps.probability``). A bad value is a DataError naming it."""
+    ``min_probability`` (``indexing.query.steps.probability``); ``cutoff="auto"`` then keeps, per query, the
+    first hits its own probabilities mark as worth keeping (``indexing.probability.cutoff``, ``min_probability``
+    its floor). A bad value is a DataError naming it."""
 
     k: int = 10
     kind: Literal["float", "binary"] = "float"
@@ -65,6 +68,7 @@ class SearchSettings:
     group_size: int = 1
     diversity: float | None = None
     """MMR's weight of novelty over the first candidates, 0 (the plain order) to 1."""
+    cutoff: str = "none"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", SearchKind.of(self.kind).value)  # the enum given: its name
@@ -99,6 +103,8 @@ class SearchSettings:
             raise DataError("group_size needs group_by (the label or metadata key the hits are grouped by).")
         if self.diversity is not None and not 0.0 <= self.diversity <= 1.0:  # NaN fails too
             raise DataError(f"diversity must be between 0 (the plain order) and 1, got {self.diversity}")
+        if self.cutoff not in CUTOFF_MODES:
+            raise DataError(f"unknown cutoff {self.cutoff!r}; use one of {', '.join(CUTOFF_MODES)}")
 
     @classmethod
     def parse(
@@ -118,6 +124,7 @@ class SearchSettings:
         group_by: str | None = None,
         group_size: int = 1,
         diversity: float | None = None,
+        cutoff: str | None = None,
     ) -> SearchSettings:
         """The settings with ``where`` given as JSON text, a mapping or a parsed filter; ``filter_name`` is
         how the entry point spells the filter in its error messages (``--filter``, ``parameter 'filter'``)."""
@@ -136,6 +143,7 @@ class SearchSettings:
             group_by,
             group_size,
             diversity,
+            cutoff or "none",
         )
 
     @property
@@ -185,3 +193,4 @@ class SettingsOptions(TypedDict, total=False):
     group_by: str | None
     group_size: int
     diversity: float | None
+    cutoff: str | None

@@ -1,9 +1,9 @@
 """The run's calibration: fitted on the validation classes with the chosen model (after its whitening stage),
 searched among themselves and the training images (``LabelledSet.with_distractors``), measured on the test
 classes, which fitted nothing; ``calibration.json`` in the run directory (``retrieval
-export`` copies it into ``model.json``) and the ``calibration`` block of ``test_metrics.json``, which also holds
-what the alternatives (isotonic, the validation classes alone, every pair with or without a base-rate shift)
-give on the same test hits.
+export`` copies it into ``model.json``) and the ``calibration`` block of ``test_metrics.json``. The fits it was
+chosen against (isotonic, the validation classes alone, every pair with or without a base-rate shift) are
+measured by ``bench/bench_calibration.py``, not by every run (issue 55).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from torch import nn
 
 from retrieval.indexing.common.atomic_write import atomic_write_text
 from retrieval.indexing.common.score_calibration import ScoreCalibration
-from retrieval.indexing.probability.alternatives import alternative_reports, figures
 from retrieval.indexing.probability.fitting import fit_score_calibration
 from retrieval.indexing.probability.held_out import calibration_document, held_out_reports, labelled_set
 from retrieval.indexing.probability.pair_scores import LabelledSet
@@ -54,7 +53,7 @@ def fit_run_calibration(
 ) -> dict[str, Any]:
     """Fit on ``validation`` searched among itself and ``distractors``, write ``calibration.json`` (removed when
     there is nothing to fit on), and return ``test_metrics.json``'s ``calibration`` block: the test figures per
-    kind, and the alternatives' on the same hits (``indexing.probability.alternatives``)."""
+    kind and what the fit rests on."""
     target = run_dir / CALIBRATION_NAME
     fitted = fitting_set(validation, distractors, model) if validation is not None else None
     calibration = fit_score_calibration(fitted) if fitted is not None else None
@@ -65,10 +64,6 @@ def fit_run_calibration(
     held_out = split_set(test, model)
     document = calibration_document(calibration, held_out_reports(calibration, held_out))
     document["fitted_on"] = calibration.fitted_on.model_dump()
-    alternatives = alternative_reports(fitted, held_out)
-    document["alternatives"] = {
-        name: {kind: figures(report) for kind, report in reports.items()} for name, reports in alternatives.items()
-    }
     return document
 
 

@@ -1,5 +1,8 @@
 """Isotonic regression by pool adjacent violators: the non-decreasing step function closest (weighted least
-squares) to the fraction of same-class pairs at each score, then its knots joined by straight lines."""
+squares) to the fraction of same-class pairs at each score, then its knots joined by straight lines. A fit the
+calibration was chosen against (Platt's logistic fit won, docs/results.md), kept for the comparisons of
+``bench_calibration.py`` and ``calibration_trials.py``; ``model.json`` may still hold an older isotonic curve, which
+``CalibrationCurve`` reads without this module."""
 
 from __future__ import annotations
 

@@ -1,17 +1,19 @@
 """What the calibration's choices cost, measured on the same test hits as the chosen fit: isotonic regression
 instead of Platt's logistic fit; the validation classes searched alone, without the training images in their
 gallery; and, on the validation classes alone, every query-gallery pair instead of each query's first hits
-(keeping the validation classes' base rate, or moving it to the test gallery's by Bayes' rule on the odds)."""
+(keeping the validation classes' base rate, or moving it to the test gallery's by Bayes' rule on the odds).
+Comparison only (``bench_calibration.py`` prints it; issue 55): the training run fits and measures the chosen fit
+alone."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 import numpy as np
+from isotonic_fit import fit_isotonic
 
 from retrieval.indexing.common.score_calibration import HITS_PER_QUERY, CalibrationKind, shift_base_rate
 from retrieval.indexing.probability.fitting import KINDS
-from retrieval.indexing.probability.isotonic import fit_isotonic
 from retrieval.indexing.probability.logistic import fit_logistic
 from retrieval.indexing.probability.pair_scores import LabelledSet, all_pairs, top_hits
 from retrieval.indexing.probability.reliability import CalibrationReport, calibration_report
