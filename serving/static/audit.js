@@ -47,20 +47,20 @@ function auditTile(item, tag, className, caption, title) {
 }
 
 function suspectElement(row, rank, suspects) {
+  const suspect = rank < suspects; // its score reaches the suspect score
   const li = document.createElement("li");
-  li.className = rank < suspects ? "suspect" : "suspect below";
+  li.className = suspect ? "suspect" : "suspect below";
   li.dataset.id = row.id;
   const verdict = document.createElement("p");
   verdict.className = "verdict";
-  const suggested = row.suggested_label
-    ? `probably ${row.suggested_label}` : "no other class suggested";
+  const suggested = !row.suggested_label ? "no other class suggested"
+    : suspect ? `probably ${row.suggested_label}` : `likely right (else ${row.suggested_label})`;
   verdict.append(
     Object.assign(document.createElement("span"), { className: "given", textContent: row.label }),
-    " → ",
-    Object.assign(document.createElement("strong"), { className: "suggested", textContent: suggested }),
+    suspect ? " → " : " · ",
+    Object.assign(document.createElement(suspect ? "strong" : "span"), { className: "suggested", textContent: suggested }),
     Object.assign(document.createElement("span"), { className: "score", textContent: ` · score ${row.score.toFixed(3)}` }),
   );
-  if (rank >= suspects) verdict.append(" (below the suspect score)");
   const item = auditTile(row, "div", "audit-item", `#${row.id} · ${row.label}`,
     `item #${row.id}, labelled ${row.label}: search images like it`);
   const neighbours = document.createElement("ol");
