@@ -91,13 +91,17 @@ def test_the_planted_item_comes_first_with_its_suggestion_and_neighbours(
         labels = page.eval_on_selector_all(f"{first} .neighbour .label", "els => els.map(e => e.textContent)")
         assert all(label.endswith("class_0") for label in labels)  # its neighbours all carry the suggestion
         loaded = f"{first} img"
-        page.wait_for_function(f"[...document.querySelectorAll('{loaded}')].every(i => i.complete && i.naturalWidth > 0)")
+        page.wait_for_function(
+            f"[...document.querySelectorAll('{loaded}')].every(i => i.complete && i.naturalWidth > 0)"
+        )
 
         page.focus("#audit-next")
         page.keyboard.press("Enter")  # the next page
         _wait_audit(page, 10)
         assert _url(page) == "/?view=audit&audit_offset=10"
-        assert page.eval_on_selector_all("#audit-rows .suspect", ROWS) == [r["id"] for r in _api_rows(base_url, 10)["rows"]]
+        assert page.eval_on_selector_all("#audit-rows .suspect", ROWS) == [
+            r["id"] for r in _api_rows(base_url, 10)["rows"]
+        ]
         page.go_back()  # Back: the first page again
         _wait_audit(page, 0)
         assert page.eval_on_selector_all("#audit-rows .suspect", ROWS)[0] == planted_id
