@@ -182,7 +182,7 @@ def test_search_click_to_search_loading_and_index_switch(browser, base_url: str,
         assert first.locator(".meta dt").all_text_contents() == list(hit["metadata"])
         assert "query.png" in page.text_content("#timings")
 
-        first.locator("button").click()  # click-to-search: the neighbours of that item
+        first.locator(".hit-button").click()  # click-to-search: the neighbours of that item
         page.wait_for_function(f"document.getElementById('results').dataset.query === 'item:{expected[0]}'")
         page.wait_for_function(ALL_LOADED)
         assert shown_ids(page) == api_ids(base_url, f"/items/{expected[0]}/similar", params={"k": k})
@@ -222,7 +222,7 @@ def test_query_expansion_switch(browser, base_url: str, tmp_path: Path) -> None:
         assert shown_ids(page) == api_ids(base_url, "/search", params={"k": k, "postprocess": "qe"}, files=upload)
         assert "with query expansion" in page.text_content("#timings")
         first = shown_ids(page)[0]
-        page.locator("#results .hit").first.locator("button").click()  # an item query keeps the switch
+        page.locator("#results .hit").first.locator(".hit-button").click()  # an item query keeps the switch
         page.wait_for_function(f"document.getElementById('results').dataset.query === 'item:{first}'")
         page.wait_for_function(ALL_LOADED)
         similar = api_ids(base_url, f"/items/{first}/similar", params={"k": k, "postprocess": "qe"})
@@ -298,6 +298,7 @@ def test_result_grid_fits_desktop_and_phone(browser, base_url: str, tmp_path: Pa
     try:
         page.set_input_files("input[type=file]", str(query_file(tmp_path)))
         page.wait_for_function("document.querySelectorAll('#results .hit').length === 10")
+        _scroll_to_last_hit(page)
         page.wait_for_function(ALL_LOADED)
         boxes = [hit.bounding_box() for hit in page.locator("#results .hit").all()]
         assert all(box["width"] > 50 and box["height"] > 50 for box in boxes)
@@ -325,6 +326,11 @@ def test_result_grid_fits_desktop_and_phone(browser, base_url: str, tmp_path: Pa
         assert page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
     finally:
         page.close()
+
+
+def _scroll_to_last_hit(page) -> None:
+    """Thumbnails load lazily: on a small phone the last cards lie beyond the distance the browser loads ahead."""
+    page.locator("#results .hit").last.scroll_into_view_if_needed()
 
 
 def _url(page) -> str:
@@ -460,7 +466,7 @@ def test_filter_box_timings_and_the_full_image(browser, base_url: str, tmp_path:
         full = httpx.get(base_url + hit["image_url"])
         assert full.status_code == 200 and full.content == Path(hit["path"]).read_bytes()
 
-        first.locator("button").click()
+        first.locator(".hit-button").click()
         _wait_query(page, f"item:{hit['id']}")
         timings = page.text_content("#timings")  # an item query embeds nothing: only its search is timed
         assert "decode" not in timings and "embed" not in timings and "search" in timings
@@ -477,7 +483,9 @@ def test_labels_wrap_between_words_and_a_small_phone_reaches_every_control(
     page = open_search_page(browser, base_url, viewport)
     try:
         page.set_input_files("input[type=file]", str(query_file(tmp_path)))
-        page.wait_for_function(ALL_LOADED + " && document.querySelectorAll('#results .hit').length === 10")
+        page.wait_for_function("document.querySelectorAll('#results .hit').length === 10")
+        _scroll_to_last_hit(page)
+        page.wait_for_function(ALL_LOADED)
         controls = ["#drop", "#k", "#filter-label", "#filter-meta", "#results .hit button", "#results .hit .open"]
         for selector in controls:
             box = page.locator(selector).first.bounding_box()

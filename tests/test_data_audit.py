@@ -22,6 +22,7 @@ from retrieval.indexing.audit.class_votes import KNN_WEIGHT, TEMPERATURE, class_
 from retrieval.indexing.audit.neighbours import copy_group_ids, out_of_fold_neighbours
 from retrieval.indexing.audit.whitening import SHRINK, whitened
 from retrieval.indexing.common.errors import DataError
+from retrieval.indexing.store.files.index_store import IndexStore
 
 # three classes of 2-D points; item 4 sits among class 0 but is labelled 1 (a planted flip)
 POINTS = np.array([[1.0, 0.1], [1.0, -0.1], [0.9, 0.2], [1.0, 0.0], [0.95, 0.05], [0.1, 1.0], [-0.1, 1.0], [0.0, 1.0],
@@ -166,8 +167,12 @@ def test_index_audit_and_get_audit_give_the_same_rows(fresh_index: Path, tmp_pat
     result = CliRunner().invoke(app, ["index", "audit", str(fresh_index), "--out", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
     rows = read(tmp_path / "out" / "label_issues.csv")
+    assert list(rows[0]) == ["path", "label", "suggested_label", "score"]  # the issue's columns, no id
     expected = audit_index(fresh_index).label_rows()  # the Python API
     assert [r["path"] for r in rows] == [r["path"] for r in expected] and len(rows) == GALLERY_SIZE
+    with IndexStore.open(fresh_index) as store:
+        id_of = {str(item.path): item.id for item in store.all_items()}
+    assert [r["id"] for r in expected] == [id_of[r["path"]] for r in rows]
     with serving_client(fresh_index, show_paths=True) as client:
         first = client.get("/audit", params={"limit": 4}).json()
         second = client.get("/audit", params={"offset": 4, "limit": 100}).json()
@@ -175,6 +180,7 @@ def test_index_audit_and_get_audit_give_the_same_rows(fresh_index: Path, tmp_pat
     assert first["total"] == GALLERY_SIZE and len(first["rows"]) == 4
     shown = [r["path"] for r in first["rows"] + second["rows"]]
     assert shown == [r["path"] for r in rows]
+    assert [r["id"] for r in first["rows"] + second["rows"]] == [id_of[r["path"]] for r in rows]
     assert [r["score"] for r in first["rows"]] == pytest.approx([float(r["score"]) for r in rows[:4]], abs=1e-6)
 
 

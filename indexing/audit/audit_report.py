@@ -44,15 +44,17 @@ class AuditReport:
     scores: AuditScores
     facts: dict[str, Any] = field(default_factory=dict)  # copies and image-quality flags, when images were read
     images: bool = False  # names are image paths (a figure can be drawn)
+    ids: list[int] | None = None  # a gallery's item ids (``GET /audit`` rows carry them; the CSV files do not)
 
     def label_order(self) -> np.ndarray:
         return np.lexsort((np.arange(len(self.names)), -self.scores.label_scores))
 
     def label_rows(self) -> list[dict[str, Any]]:
-        """Every item, most suspect first: name, label, suggested_label, score."""
+        """Every item, most suspect first: name, label, suggested_label, score (and ``id``, a gallery's)."""
         classes, scores = self.scores.classes, self.scores
         return [
             {
+                **({"id": self.ids[i]} if self.ids is not None else {}),
                 self.name_column: self.names[i],
                 "label": classes[scores.labels[i]],
                 "suggested_label": scores.suggested_name(i),

@@ -102,7 +102,7 @@ def audit_store(store: Store) -> AuditReport:
     names = [str(item.key if keyed else item.path) for item in items]
     table = stored_embedding_table(store)
     scores = audit_scores(table.embeddings, table.labels, _identical_rows(table.embeddings))
-    return AuditReport(names, "key" if keyed else "path", scores, images=not keyed)
+    return AuditReport(names, "key" if keyed else "path", scores, images=not keyed, ids=[int(i) for i in table.ids])
 
 
 class AuditCache:

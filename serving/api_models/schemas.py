@@ -227,6 +227,7 @@ class ItemDuplicates(_Strict):
 
 # GET /audit (routes_audit): the rows of `retrieval index audit`'s label_issues.csv
 class AuditRow(_Strict):
+    id: int = Field(description="the item's id (GET /items/{id}, /items/{id}/similar, /items/{id}/thumbnail)")
     path: str | None = Field(None, description="the item's image path (items without keys)")
     key: str | None = Field(None, description="the item's key (an index whose items have keys)")
     label: str

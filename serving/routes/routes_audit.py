@@ -23,6 +23,7 @@ _EXAMPLE = {
     "suspects": 1,
     "rows": [
         {
+            "id": 412,
             "path": "/data/birds/012.Yellow_headed_Blackbird/0042.jpg",
             "key": None,
             "label": "012.Yellow_headed_Blackbird",
