@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 # Fixture modules shared by many test files (tmp models, galleries, index templates).
-pytest_plugins = ["index_fixtures", "serving_fixtures", "text_fixtures"]
+pytest_plugins = ["browser_fixtures", "index_fixtures", "serving_fixtures", "text_fixtures"]
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 CARS196 = SHARED / "data" / "cars196"

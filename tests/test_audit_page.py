@@ -9,8 +9,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from browser_fixtures import CHROMIUM
 from serving_fixtures import GALLERY_SIZE, running_server
-from test_browser import CHROMIUM, LAUNCH_ARGS, _url, api_ids, offline_page, query_file
+from test_browser import _url, api_ids, offline_page, query_file
 
 from retrieval.indexing.data.records import ImageRecord
 from retrieval.indexing.store.files.index_store import IndexStore
@@ -40,15 +41,6 @@ def planted(tiny_index_template: Path, tmp_path_factory: pytest.TempPathFactory)
 def base_url(planted: tuple[Path, int]):
     with running_server(planted[0], show_paths=True) as base:
         yield base
-
-
-@pytest.fixture(scope="module")
-def browser():
-    playwright = pytest.importorskip("playwright.sync_api")
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=LAUNCH_ARGS)
-        yield browser
-        browser.close()
 
 
 def _wait_audit(page, offset: int) -> None:

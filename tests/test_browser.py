@@ -17,6 +17,7 @@ from urllib.parse import urlparse
 import httpx
 import numpy as np
 import pytest
+from browser_fixtures import CHROMIUM
 from index_fixtures import make_image
 from PIL import Image
 from serving_fixtures import GALLERY_SIZE, running_server
@@ -27,15 +28,6 @@ from retrieval.indexing.store.files.index_store import IndexStore
 if TYPE_CHECKING:
     from playwright.sync_api import FileChooser
 
-CHROMIUM = Path("/usr/bin/chromium")
-LAUNCH_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 SCREENSHOTS = Path(os.environ.get("RETRIEVAL_SCREENSHOT_DIR", "/tmp"))
 VIEWPORTS = {
     "desktop": {"width": 1280, "height": 800},
@@ -68,15 +60,6 @@ pytestmark = [
 def base_url(tiny_index_template: Path):
     with running_server(tiny_index_template, show_paths=True) as base:
         yield base
-
-
-@pytest.fixture(scope="module")
-def browser():
-    playwright = pytest.importorskip("playwright.sync_api")
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=LAUNCH_ARGS)
-        yield browser
-        browser.close()
 
 
 def offline_page(browser, viewport: dict | None = None):

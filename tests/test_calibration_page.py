@@ -8,8 +8,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from browser_fixtures import CHROMIUM
 from serving_fixtures import running_server
-from test_browser import CHROMIUM, _wait_query, browser, offline_page  # noqa: F401  (browser: the fixture)
+from test_browser import _wait_query, offline_page
 from test_calibrated_search import calibrated_index  # noqa: F401  (the fixture)
 
 pytestmark = [

@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from browser_fixtures import CHROMIUM
 from serving_fixtures import running_server
-from test_browser import CHROMIUM, LAUNCH_ARGS, _url, _wait_query, api_ids, offline_page, shown_ids
+from test_browser import _url, _wait_query, api_ids, offline_page, shown_ids
 
 pytestmark = [
     pytest.mark.slow,
@@ -20,15 +21,6 @@ pytestmark = [
 def base_url(tiny_index_template: Path):
     with running_server(tiny_index_template, show_paths=True) as base:
         yield base
-
-
-@pytest.fixture(scope="module")
-def browser():
-    playwright = pytest.importorskip("playwright.sync_api")
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=LAUNCH_ARGS)
-        yield browser
-        browser.close()
 
 
 def test_more_and_less_like_this_learn_and_the_url_keeps_the_state(browser, base_url: str) -> None:
